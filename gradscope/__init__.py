@@ -1,0 +1,33 @@
+"""gradscope: autograd, sympy and finite differences side by side, per element.
+
+`import gradscope` stays cheap: torch and sympy are imported on first use of a command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradscope._version import __version__
+from gradscope.errors import GradscopeError, TargetError, UsageError
+
+__all__ = [
+    "GradscopeError",
+    "TargetError",
+    "UsageError",
+    "__version__",
+    "check",
+    "jacobian",
+    "jvp",
+    "vjp",
+]
+
+_API = {"check", "vjp", "jvp", "jacobian"}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `gradscope --help` and `import gradscope` never pull in torch.
+    if name in _API:
+        from gradscope import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gradscope' has no attribute {name!r}")

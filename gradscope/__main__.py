@@ -1,0 +1,5 @@
+"""`python -m gradscope` runs the CLI."""
+
+from gradscope.cli import main
+
+main()

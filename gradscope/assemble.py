@@ -1,0 +1,132 @@
+"""Engine results (tensors) → Report pieces (plain lists), trimming large tensors to their worst
+elements and turning kink/NaN masks into diagnostics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from gradscope.compare import MISMATCH, NONDIFFERENTIABLE, OK, STATUS_NAMES, UNDEFINED, Comparison
+from gradscope.report import Diagnostic, TensorSummary
+from gradscope.tensor_utils import multi_index
+
+WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
+HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows
+MAX_INDICES = 20  # indices listed per input in one diagnostic
+_RANK = {MISMATCH: 3, UNDEFINED: 2, NONDIFFERENTIABLE: 1, OK: 0}
+
+
+def plain(t: torch.Tensor | None) -> Any:
+    """A tensor as nested lists of floats (a 0-d tensor as a bare number)."""
+    if t is None:
+        return None
+    return t.detach().to("cpu", torch.float64).tolist()
+
+
+def summary(t: torch.Tensor, max_elements: int, full: bool) -> TensorSummary:
+    if full or t.numel() <= max_elements:
+        return TensorSummary(list(t.shape), plain(t))
+    return TensorSummary(list(t.shape), plain(t.reshape(-1)[:HEAD_ELEMENTS]), "head")
+
+
+def worst_indices(cmp: Comparison, max_elements: int, full: bool) -> torch.Tensor | None:
+    """Flat indices of the worst elements (most severe status, then largest error), or None
+    when every element is to be reported."""
+    n = cmp.status.numel()
+    if full or n <= max_elements:
+        return None
+    rank = torch.zeros(n, dtype=torch.float64, device=cmp.status.device)
+    flat = cmp.status.reshape(-1)
+    for code, r in _RANK.items():
+        rank[flat == code] = r
+    err = cmp.error.reshape(-1).to(torch.float64)
+    order = torch.argsort(err, descending=True, stable=True)
+    order = order[torch.argsort(rank[order], descending=True, stable=True)]
+    return order[:min(WORST_ELEMENTS, n)]
+
+
+def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:
+    if t is None:
+        return None
+    if idx is None:
+        return plain(t)
+    return plain(t.reshape(-1)[idx.to(t.device)])
+
+
+def statuses(cmp: Comparison, idx: torch.Tensor | None) -> Any:
+    codes = cmp.status if idx is None else cmp.status.reshape(-1)[idx]
+    names = [STATUS_NAMES[int(c)] for c in codes.reshape(-1).tolist()]
+    if idx is not None or codes.ndim == 1:
+        return names
+    if codes.ndim == 0:
+        return names[0]
+    return _reshape(names, list(codes.shape))
+
+
+def _reshape(flat: list[str], shape: list[int]) -> Any:
+    if len(shape) == 1:
+        return flat
+    step = len(flat) // shape[0]
+    return [_reshape(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def indices_of(idx: torch.Tensor | None, shape: Sequence[int]) -> list[list[int]] | None:
+    if idx is None:
+        return None
+    return [multi_index(int(i), tuple(shape)) for i in idx.tolist()]
+
+
+def mask_indices(mask: torch.Tensor, limit: int = MAX_INDICES) -> list[list[int]]:
+    flat = torch.nonzero(mask.reshape(-1)).reshape(-1)[:limit].tolist()
+    return [multi_index(i, tuple(mask.shape)) for i in flat]
+
+
+def kink_diagnostics(sites: Sequence[Any], masks: dict[str, dict[int, torch.Tensor]],
+                     unexplained: dict[str, torch.Tensor]) -> list[Diagnostic]:
+    """One `nondifferentiable_point` diagnostic per kinky op whose stencil was crossed."""
+    out = []
+    for k, site in enumerate(sites):
+        per_input = {name: m[k] for name, m in masks.items() if k in m and bool(m[k].any())}
+        if not per_input:
+            continue
+        count = sum(int(m.sum()) for m in per_input.values())
+        kind = "jump" if site.op in ("round", "floor", "ceil", "trunc", "sign", "frac",
+                                     "lt", "le", "gt", "ge") else "kink"
+        if site.op in ("div", "tan") or (site.op == "pow"):
+            kind = "pole or edge of the domain"
+        out.append(Diagnostic(
+            kind="nondifferentiable_point", op=site.op, where=site.where,
+            inputs=sorted(per_input), count=count,
+            message=(f"{count} element(s) lie within the finite-difference step of a {kind} "
+                     f"of `{site.where}`; the derivative is not defined there, so these "
+                     "elements are not compared"),
+            hint=("autograd returns torch's convention at such points; move the input away "
+                  "from it, or lower --eps to look closer"),
+            indices={n: mask_indices(m) for n, m in per_input.items()}))
+    loose = {n: m for n, m in unexplained.items() if bool(m.any())}
+    if loose:
+        count = sum(int(m.sum()) for m in loose.values())
+        out.append(Diagnostic(
+            kind="nondifferentiable_point", op="", where="(finite differences)",
+            inputs=sorted(loose), count=count,
+            message=(f"finite differences did not converge at {count} element(s): the "
+                     "function changes too fast for any step tried (a kink, jump or pole)"),
+            hint="check the function near these points, or try a different --eps",
+            indices={n: mask_indices(m) for n, m in loose.items()}))
+    return out
+
+
+def nan_diagnostic(target: str, undefined: dict[str, torch.Tensor]) -> Diagnostic | None:
+    bad = {n: m for n, m in undefined.items() if bool(m.any())}
+    if not bad:
+        return None
+    count = sum(int(m.sum()) for m in bad.values())
+    return Diagnostic(
+        kind="nan", op="", where=target, inputs=sorted(bad), count=count,
+        message=(f"{count} element(s) where the function or its gradient is not finite "
+                 "(NaN or infinity): the gradient is undefined there"),
+        hint=("keep inputs inside the domain of every op (log and sqrt need x > 0, "
+              "asin/acos need |x| <= 1, no division by 0)"),
+        indices={n: mask_indices(m) for n, m in bad.items()})

@@ -1,0 +1,100 @@
+"""Tolerances per dtype and the per-element verdict when the engines are laid side by side.
+
+An element is `undefined` when any engine (or the function itself, in the finite-difference
+stencil) is not finite there; `nondifferentiable` when its finite-difference stencil straddles
+a kink, jump or pole; `mismatch` when autograd differs from the symbolic result or from the
+finite-difference estimate by more than `atol + rtol·|reference|` (plus the finite-difference
+error estimate); otherwise `ok`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH = 0, 1, 2, 3
+STATUS_NAMES = {OK: "ok", NONDIFFERENTIABLE: "nondifferentiable", UNDEFINED: "undefined",
+                MISMATCH: "mismatch"}
+SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, OK]  # worst first
+
+# (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
+# float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
+# our finite differences are extrapolated and carry their own error bound, so we can be tighter.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-6, 1e-9),
+    "float32": (5e-4, 1e-5),
+    "float16": (2e-2, 2e-3),
+    "bfloat16": (6e-2, 2e-2),
+}
+# Relative finite-difference step per dtype of evaluation (float64 unless the target forbids it).
+DEFAULT_EPS = 1e-4
+# How many estimated error bounds a finite-difference value may be off before it counts.
+FD_ERROR_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+    @classmethod
+    def for_dtype(cls, dtype: str, rtol: float | None = None,
+                  atol: float | None = None) -> Tolerance:
+        default_rtol, default_atol = DEFAULT_TOLERANCES[dtype]
+        return cls(default_rtol if rtol is None else rtol, default_atol if atol is None else atol)
+
+
+@dataclass
+class Comparison:
+    status: torch.Tensor  # int8 codes, shaped like the compared arrays
+    error: torch.Tensor  # |autograd − reference|, the larger over the references present
+
+    def counts(self) -> dict[str, int]:
+        out = {}
+        for code, name in STATUS_NAMES.items():
+            n = int((self.status == code).sum())
+            if n:
+                out[name] = n
+        return out
+
+    def worst(self) -> str:
+        for code in SEVERITY:
+            if bool((self.status == code).any()):
+                return STATUS_NAMES[code]
+        return "ok"
+
+    def max_abs_error(self) -> float:
+        judged = (self.status == OK) | (self.status == MISMATCH)
+        if not bool(judged.any()):
+            return 0.0
+        return float(self.error[judged].max())
+
+
+def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
+            finite: torch.Tensor | None, finite_error: torch.Tensor | None,
+            kink: torch.Tensor | None, tol: Tolerance) -> Comparison:
+    """Per-element status of `autograd` against the engines that ran (None = did not run)."""
+    ag = autograd.detach().to(torch.float64)
+    defined = torch.isfinite(ag)
+    error = torch.zeros_like(ag)
+    bad = torch.zeros_like(ag, dtype=torch.bool)
+    if symbolic is not None:
+        sym = symbolic.to(ag.device, torch.float64)
+        defined &= torch.isfinite(sym)
+        diff = (ag - sym).abs()
+        bad |= diff > tol.atol + tol.rtol * sym.abs()
+        error = torch.maximum(error, torch.nan_to_num(diff, nan=0.0))
+    if finite is not None:
+        fd = finite.to(ag.device, torch.float64)
+        fd_err = finite_error.to(ag.device, torch.float64) if finite_error is not None else 0.0
+        defined &= torch.isfinite(fd)
+        diff = (ag - fd).abs()
+        bad |= diff > tol.atol + tol.rtol * fd.abs() + FD_ERROR_FACTOR * fd_err
+        error = torch.maximum(error, torch.nan_to_num(diff, nan=0.0))
+    status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
+    status[bad] = MISMATCH
+    if kink is not None:
+        status[kink.to(ag.device).expand(ag.shape)] = NONDIFFERENTIABLE
+    status[~defined] = UNDEFINED
+    return Comparison(status, error)

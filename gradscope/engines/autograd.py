@@ -1,0 +1,78 @@
+"""The autograd engine: what PyTorch itself computes, the way a user would ask for it.
+
+`backward(v)` is literally `y.backward(v)` followed by reading `.grad` of each leaf (seeds/003);
+further upstream vectors go through `torch.autograd.grad` on the retained graph, the Jacobian
+through batched vector-Jacobian products, and forward mode through `torch.func.jvp`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from gradscope.errors import UsageError
+
+Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+
+
+class AutogradEngine:
+    def __init__(self, forward: Forward, values: Mapping[str, torch.Tensor]) -> None:
+        self.forward = forward
+        self.names = list(values)
+        self.leaves = {n: v.detach().clone().requires_grad_(True) for n, v in values.items()}
+        out = forward(self.leaves)
+        if not isinstance(out, torch.Tensor):
+            raise UsageError(f"the target returned {type(out).__name__}, not a tensor")
+        if not out.is_floating_point():
+            raise UsageError(f"the output has dtype {out.dtype}; gradients need a floating "
+                             "point output")
+        if out.grad_fn is None:
+            raise UsageError("the output does not depend differentiably on any input (only "
+                             "through comparisons or constants), so backward has nothing to do")
+        self.output = out
+
+    def backward(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Exactly `y.backward(upstream)`; an input the graph never reached gets zeros."""
+        for leaf in self.leaves.values():
+            leaf.grad = None
+        self.output.backward(upstream, retain_graph=True)
+        return {n: (leaf.grad.detach().clone() if leaf.grad is not None
+                    else torch.zeros_like(leaf.detach()))
+                for n, leaf in self.leaves.items()}
+
+    def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+        grads = torch.autograd.grad(self.output, list(self.leaves.values()), upstream,
+                                    retain_graph=True, allow_unused=True)
+        return {n: (g.detach() if g is not None else torch.zeros_like(leaf.detach()))
+                for (n, leaf), g in zip(self.leaves.items(), grads, strict=True)}
+
+    def jacobian(self) -> dict[str, torch.Tensor]:
+        """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs."""
+        n_out = self.output.numel()
+        eye = torch.eye(n_out, dtype=self.output.dtype, device=self.output.device)
+        basis = eye.reshape(n_out, *self.output.shape)
+        try:
+            rows = torch.autograd.grad(self.output, list(self.leaves.values()), basis,
+                                       retain_graph=True, allow_unused=True,
+                                       is_grads_batched=True)
+        except RuntimeError:  # no batching rule for some op: one backward per output element
+            per_row = [self.vjp(b) for b in basis]
+            rows = [torch.stack([r[n] for r in per_row]) for n in self.names]
+        out = {}
+        for (n, leaf), r in zip(self.leaves.items(), rows, strict=True):
+            if r is None:
+                r = torch.zeros(n_out, *leaf.shape, dtype=leaf.dtype, device=leaf.device)
+            out[n] = r.detach().reshape(n_out, leaf.numel())
+        return out
+
+    def jvp(self, tangents: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        primals = tuple(leaf.detach() for leaf in self.leaves.values())
+        tans = tuple(tangents.get(n, torch.zeros_like(p)).to(p.dtype)
+                     for n, p in zip(self.names, primals, strict=True))
+
+        def f(*xs: torch.Tensor) -> torch.Tensor:
+            return self.forward(dict(zip(self.names, xs, strict=True)))
+
+        _, out = torch.func.jvp(f, primals, tans)
+        return out.detach()

@@ -1,0 +1,328 @@
+"""The finite-difference engine: central differences with Richardson extrapolation, in float64.
+
+For each input it estimates the Jacobian columns J·e_i with steps h_i = eps·max(1, |x_i|) and
+h_i/2, extrapolates (4·D(h/2) − D(h))/3 and keeps an error estimate (extrapolation difference plus
+round-off). Perturbations are batched:
+
+* *elementwise* inputs (each output element depends on at most one element of the input, which
+  the IR tells) are perturbed all at once: four forward calls for the whole tensor;
+* otherwise each element is its own perturbation, evaluated in memory-bounded chunks through
+  `torch.func.vmap` (a Python loop only when the target cannot be vmapped).
+
+A target may also report *branch ids* (which piece of each kinky op every element is on). An
+element whose stencil changes a branch id straddles a kink, jump or pole: it is retried with
+smaller steps and, if it still straddles, marked as such and never compared as a mismatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+from gradscope.tensor_utils import any_to_shape, sum_to_shape
+
+# f(values) -> (output, branch ids in a fixed order)
+Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
+
+EPS64 = float(torch.finfo(torch.float64).eps)
+REFINE_FACTOR = 100.0
+REFINE_ROUNDS = 2
+# A column whose extrapolation error stays above this fraction of its size has not converged.
+UNCONVERGED = 1e-2
+# Refine a converged-looking element too when its error estimate is above this (relative).
+REFINE_ERROR = 1e-7
+BATCH_ELEMENTS = 1 << 23  # elements held by one vmapped chunk (per tensor), ~64 MB in float64
+
+
+@dataclass
+class Columns:
+    """Finite-difference Jacobian information for one input."""
+
+    name: str
+    mode: str  # "elementwise" (all elements perturbed at once) or "dense" (one per element)
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    partial: torch.Tensor  # elementwise: out-shaped ∂f_j/∂x_i(j); dense: (out_numel, in_numel)
+    error: torch.Tensor  # same shape as partial
+    kink: torch.Tensor  # bool, input-shaped: stencil straddles a kink/jump/pole
+    kink_by_branch: dict[int, torch.Tensor] = field(default_factory=dict)  # branch → mask
+    forward_calls: int = 0
+    note: str = ""
+
+    def vjp(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Jᵀv, its error estimate), shaped like the input."""
+        v = v.to(self.partial.dtype)
+        if self.mode == "elementwise":
+            grad = sum_to_shape(v * self.partial, self.in_shape)
+            err = sum_to_shape(v.abs() * self.error, self.in_shape)
+        else:
+            flat = v.reshape(-1)
+            grad = (flat @ self.partial).reshape(self.in_shape)
+            err = (flat.abs() @ self.error).reshape(self.in_shape)
+        return grad, err
+
+    def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(J, error) as (out_numel, in_numel) matrices."""
+        if self.mode == "dense":
+            return self.partial, self.error
+        n_out, n_in = _numel(self.out_shape), _numel(self.in_shape)
+        index = torch.arange(n_in, device=self.partial.device).reshape(self.in_shape)
+        cols = index.expand(self.out_shape).reshape(-1)
+        rows = torch.arange(n_out, device=self.partial.device)
+        jac = torch.zeros(n_out, n_in, dtype=self.partial.dtype, device=self.partial.device)
+        err = torch.zeros_like(jac)
+        jac[rows, cols] = self.partial.reshape(-1)
+        err[rows, cols] = self.error.reshape(-1)
+        return jac, err
+
+
+@dataclass
+class Directional:
+    """J·t for a forward-mode check: value, error and output elements near a kink."""
+
+    value: torch.Tensor
+    error: torch.Tensor
+    kink: torch.Tensor
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _col_max(m: torch.Tensor) -> torch.Tensor:
+    """Largest entry of each column of an (n_out, k) matrix (NaN-aware, 0 for no rows)."""
+    if m.shape[0] == 0:
+        return torch.zeros(m.shape[1], dtype=m.dtype, device=m.device)
+    return torch.nan_to_num(m, nan=float("inf"), posinf=float("inf")).amax(0)
+
+
+def _changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise 'different branch', where two NaNs count as the same."""
+    diff = a != b
+    if a.is_floating_point():
+        diff = diff & ~(torch.isnan(a) & torch.isnan(b))
+    return diff
+
+
+def _richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor,
+                h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    d1 = (fp - fm) / (2 * h)
+    d2 = (fp2 - fm2) / h
+    est = (4 * d2 - d1) / 3
+    scale = torch.maximum(torch.maximum(fp.abs(), fm.abs()), torch.maximum(fp2.abs(), fm2.abs()))
+    err = (est - d2).abs() + 6 * EPS64 * scale / h
+    return est, err
+
+
+class FiniteDifferences:
+    """Finite differences of a traced target around fixed float64 values."""
+
+    def __init__(self, fn: Traced, values: Mapping[str, torch.Tensor], *,
+                 elementwise: set[str], eps: float = 1e-4,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.fn = fn
+        self.values = {k: v.detach().to(torch.float64) for k, v in values.items()}
+        self.elementwise = elementwise
+        self.eps = eps
+        self.progress = progress
+        self.out, self.branches = fn(self.values)
+        self.out_shape = tuple(self.out.shape)
+        self.vmap_failed: str | None = None
+        self._cache: dict[str, Columns] = {}
+
+    def step(self, name: str) -> torch.Tensor:
+        return self.eps * self.values[name].abs().clamp(min=1.0)
+
+    def columns(self, name: str) -> Columns:
+        if name not in self._cache:
+            if name in self.elementwise:
+                self._cache[name] = self._elementwise(name)
+            else:
+                self._cache[name] = self._dense(name)
+        return self._cache[name]
+
+    # ------------------------------------------------------------ elementwise: 4 calls a round
+    def _elementwise(self, name: str) -> Columns:
+        x = self.values[name]
+        h = self.step(name)
+        calls = 0
+        best = None
+        for round_ in range(REFINE_ROUNDS + 1):
+            est, err, kink, by_branch = self._perturb_all(name, x, h)
+            calls += 4
+            if best is None:
+                best = [est, err, kink, by_branch]
+            else:
+                # Per input element keep the trustworthy estimate: off-kink first, then the one
+                # with the smaller error.
+                old_err = sum_to_shape(best[1], x.shape)
+                new_err = sum_to_shape(err, x.shape)
+                better = ~kink & (best[2] | (new_err < old_err))
+                wide = better.expand(self.out_shape)
+                best[0] = torch.where(wide, est, best[0])
+                best[1] = torch.where(wide, err, best[1])
+                best[2] = torch.where(better, kink, best[2])
+                best[3] = {k: torch.where(better, by_branch.get(k, torch.zeros_like(better)),
+                                          best[3].get(k, torch.zeros_like(better)))
+                           for k in set(best[3]) | set(by_branch)}
+            retry = best[2] | self._needs_refinement(best[0], best[1], x)
+            if round_ == REFINE_ROUNDS or not bool(retry.any()):
+                break
+            h = torch.where(retry, h / REFINE_FACTOR, h)
+        est, err, kink, by_branch = best  # type: ignore[misc]
+        kink = kink | self._unconverged(est, err, x)
+        return Columns(name, "elementwise", tuple(x.shape), self.out_shape, est, err, kink,
+                       {k: m for k, m in by_branch.items() if bool(m.any())}, calls)
+
+    def _needs_refinement(self, est: torch.Tensor, err: torch.Tensor,
+                          x: torch.Tensor) -> torch.Tensor:
+        bad = (err > REFINE_ERROR * (est.abs() + 1)) & torch.isfinite(est)
+        return any_to_shape(bad, x.shape)
+
+    def _unconverged(self, est: torch.Tensor, err: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        bad = (err > UNCONVERGED * (est.abs() + 1)) & torch.isfinite(est)
+        return any_to_shape(bad, x.shape)
+
+    def _perturb_all(self, name: str, x: torch.Tensor, h: torch.Tensor):
+        outs, kinks = [], []
+        for scale in (1.0, -1.0, 0.5, -0.5):
+            vals = dict(self.values)
+            vals[name] = x + scale * h
+            out, branches = self.fn(vals)
+            outs.append(out.expand(self.out_shape))
+            kinks.append([_changed(b, b0) for b, b0 in zip(branches, self.branches, strict=True)])
+        h_out = h.expand(self.out_shape)
+        est, err = _richardson(*outs, h_out)
+        by_branch: dict[int, torch.Tensor] = {}
+        for k in range(len(self.branches)):
+            changed = kinks[0][k] | kinks[1][k] | kinks[2][k] | kinks[3][k]
+            if bool(changed.any()):
+                by_branch[k] = any_to_shape(changed, x.shape)
+        kink = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+        for mask in by_branch.values():
+            kink |= mask
+        return est, err, kink, by_branch
+
+    # ------------------------------------------------------------ dense: one column per element
+    def _dense(self, name: str) -> Columns:
+        x = self.values[name]
+        n_in, n_out = x.numel(), _numel(self.out_shape)
+        h = self.step(name).reshape(-1)
+        jac = torch.zeros(n_out, n_in, dtype=torch.float64, device=x.device)
+        err = torch.zeros_like(jac)
+        kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
+        by_branch: dict[int, torch.Tensor] = {}
+        calls = 0
+        todo = torch.arange(n_in, device=x.device)
+        for round_ in range(REFINE_ROUNDS + 1):
+            retry = []
+            for idx in self._chunks(todo, n_in, n_out):
+                est, e, kinks = self._perturb_columns(name, x, idx, h[idx])
+                calls += 4 * len(idx)
+                new_kink = torch.zeros(len(idx), dtype=torch.bool, device=x.device)
+                for m in kinks.values():
+                    new_kink |= m
+                # Keep the trustworthy estimate per column: off-kink first, then smaller error.
+                col_err, old_err = _col_max(e), _col_max(err[:, idx])
+                better = ~new_kink & (kink[idx] | (col_err < old_err))
+                if round_ == 0:
+                    better[:] = True
+                keep = idx[better]
+                jac[:, keep], err[:, keep] = est[:, better], e[:, better]
+                kink[keep] = new_kink[better]
+                for k in set(by_branch) | set(kinks):
+                    mask = by_branch.setdefault(k, torch.zeros(n_in, dtype=torch.bool,
+                                                               device=x.device))
+                    mask[keep] = kinks[k][better] if k in kinks else False
+                scale = _col_max(est.abs())
+                needs = new_kink | (col_err > REFINE_ERROR * (scale + 1))
+                retry.append(idx[needs])
+                if self.progress is not None:
+                    self.progress(len(idx))
+            todo = torch.cat(retry) if retry else todo[:0]
+            if round_ == REFINE_ROUNDS or todo.numel() == 0:
+                break
+            h[todo] = h[todo] / REFINE_FACTOR
+        kink |= _col_max(err) > UNCONVERGED * (_col_max(jac.abs()) + 1)
+        note = f"per-element loop ({self.vmap_failed})" if self.vmap_failed else "vmap batches"
+        return Columns(name, "dense", tuple(x.shape), self.out_shape, jac, err,
+                       kink.reshape(x.shape),
+                       {k: m.reshape(x.shape) for k, m in by_branch.items() if bool(m.any())},
+                       calls, note)
+
+    def _chunks(self, todo: torch.Tensor, n_in: int, n_out: int):
+        widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
+        size = max(1, BATCH_ELEMENTS // (4 * widest))
+        for start in range(0, todo.numel(), size):
+            yield todo[start:start + size]
+
+    def _perturb_columns(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor):
+        k = len(idx)
+        flat = x.reshape(-1)
+        batch = flat.expand(4 * k, flat.numel()).clone()
+        rows = torch.arange(4 * k, device=x.device)
+        scales = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64,
+                              device=x.device).repeat_interleave(k)
+        batch[rows, idx.repeat(4)] += scales * h.repeat(4)
+        batch = batch.reshape(4 * k, *x.shape)
+        outs, branches = self._batched(name, batch)
+        outs = outs.reshape(4, k, -1).transpose(1, 2)  # (4, n_out, k)
+        est, err = _richardson(outs[0], outs[1], outs[2], outs[3], h.unsqueeze(0))
+        kinks = {}
+        for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
+            changed = _changed(b, b0.unsqueeze(0)).reshape(4, k, -1).any(-1).any(0)
+            if bool(changed.any()):
+                kinks[j] = changed
+        return est, err, kinks
+
+    def _batched(self, name: str, batch: torch.Tensor):
+        def one(xi: torch.Tensor):
+            vals = dict(self.values)
+            vals[name] = xi
+            out, branches = self.fn(vals)
+            return out, tuple(branches)
+
+        if self.vmap_failed is None:
+            try:
+                out, branches = torch.func.vmap(one)(batch)
+                return out, list(branches)
+            except Exception as exc:  # ops without a batching rule: fall back to a loop
+                self.vmap_failed = f"vmap unavailable: {str(exc).splitlines()[0][:80]}"
+        results = [one(xi) for xi in batch]
+        out = torch.stack([r[0].expand(self.out_shape) for r in results])
+        branches = [torch.stack([r[1][j] for r in results]) for j in range(len(self.branches))]
+        return out, branches
+
+    # ------------------------------------------------------------ forward mode: J·t
+    def directional(self, tangents: Mapping[str, torch.Tensor]) -> Directional:
+        """J·t by perturbing every input along its tangent at once (four forward calls)."""
+        t = {k: v.to(torch.float64) for k, v in tangents.items()}
+        size = max((float(v.abs().max()) if v.numel() else 0.0) for v in t.values())
+        if size == 0.0:
+            zeros = torch.zeros(self.out_shape, dtype=torch.float64, device=self.out.device)
+            return Directional(zeros, zeros, zeros.bool())
+        big = max(1.0, max(float(v.abs().max()) for v in self.values.values()))
+        h = self.eps * big / size
+        outs, changed = [], torch.zeros(self.out_shape, dtype=torch.bool,
+                                        device=self.out.device)
+        for scale in (1.0, -1.0, 0.5, -0.5):
+            vals = {k: v + scale * h * t[k] if k in t else v for k, v in self.values.items()}
+            out, branches = self.fn(vals)
+            outs.append(out.expand(self.out_shape))
+            for b, b0 in zip(branches, self.branches, strict=True):
+                diff = _changed(b, b0)
+                if bool(diff.any()):
+                    try:
+                        changed |= diff.expand(self.out_shape) if diff.ndim <= len(
+                            self.out_shape) else diff.any()
+                    except RuntimeError:  # a reduction lies in between: every output moves
+                        changed |= True
+        h_t = torch.tensor(h, dtype=torch.float64, device=self.out.device)
+        est, err = _richardson(*outs, h_t)
+        return Directional(est, err, changed)
+

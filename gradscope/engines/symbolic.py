@@ -1,0 +1,180 @@
+"""The symbolic engine: exact derivatives from sympy, evaluated vectorised in float64.
+
+The IR is cut into *elementwise blocks*: maximal subtrees of elementwise ops, each a sympy
+expression over one real symbol per leaf tensor (an input, or the result of a reduction or
+structural op such as `sum`, `softmax`, `@`). Each block is differentiated once per leaf, so a
+million-element input costs one symbolic derivative and one vectorised evaluation. Reductions and
+structural ops are chained with their closed-form adjoints from the op table (plain tensor math,
+never autograd). Broadcasting is undone explicitly (`sum_to_shape`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sympy as sp
+import torch
+
+from gradscope.expr import ir
+from gradscope.expr.ops import OPS, Op
+from gradscope.engines.sympy_eval import SympyEvaluator
+from gradscope.tensor_utils import sum_to_shape
+
+MAX_FORMULA = 400
+
+
+@dataclass
+class _Block:
+    expr: sp.Expr
+    shape: tuple[int, ...]
+    value: torch.Tensor | None = None
+    derivs: dict[sp.Symbol, torch.Tensor] = field(default_factory=dict)
+    deriv_exprs: dict[sp.Symbol, sp.Expr] = field(default_factory=dict)
+
+
+@dataclass
+class _Opaque:
+    op: Op
+    symbol: sp.Symbol
+    args: list[_Block]
+    dim: int | None
+    value: torch.Tensor | None = None
+
+
+class SymbolicEngine:
+    """Builds the blocks, evaluates forward values and all block derivatives once.
+
+    `vjp(v)` and `jvp(t)` are then cheap tensor passes, so extra upstream vectors and Jacobian
+    rows reuse the same derivatives.
+    """
+
+    def __init__(self, expr: ir.Expression, values: Mapping[str, torch.Tensor]) -> None:
+        first = next(iter(values.values()))
+        self.dtype, self.device = torch.float64, first.device
+        self.expr = expr
+        self.values = {k: v.detach().to(torch.float64) for k, v in values.items()}
+        self.inputs = {name: sp.Symbol(name, real=True) for name in expr.inputs}
+        self.leaf_values: dict[sp.Symbol, torch.Tensor] = {
+            self.inputs[n]: self.values[n] for n in expr.inputs}
+        self.opaques: list[_Opaque] = []
+        self._by_text: dict[str, _Opaque] = {}
+        self.root = self._block(expr.root)
+        self.output = self.root.value
+
+    # ------------------------------------------------------------------ building
+    def _block(self, node: ir.Node) -> _Block:
+        leaves: list[sp.Symbol] = []
+        sym_expr = self._sympy(node, leaves)
+        shapes = [tuple(self.leaf_values[s].shape) for s in leaves]
+        block = _Block(sym_expr, tuple(torch.broadcast_shapes(*shapes)) if shapes else ())
+        present = [s for s in dict.fromkeys(leaves) if s in sym_expr.free_symbols]
+        block.deriv_exprs = {s: sp.diff(sym_expr, s) for s in present}
+        block.deriv_exprs = {s: d for s, d in block.deriv_exprs.items() if d != 0}
+        env = {s: self.leaf_values[s] for s in dict.fromkeys(leaves)}
+        evaluator = SympyEvaluator(env, self.dtype, self.device)
+        results = evaluator.evaluate([sym_expr, *block.deriv_exprs.values()])
+        block.value = results[0].expand(block.shape) if block.shape else results[0]
+        block.derivs = dict(zip(block.deriv_exprs, results[1:], strict=True))
+        return block
+
+    def _sympy(self, node: ir.Node, leaves: list[sp.Symbol]) -> sp.Expr:
+        if isinstance(node, ir.Var):
+            sym = self.inputs[node.name]
+            leaves.append(sym)
+            return sym
+        if isinstance(node, ir.Num):
+            return sp.Integer(int(node.value)) if node.is_int else sp.Float(node.value)
+        if isinstance(node, ir.Const):
+            return sp.pi if node.name == "pi" else sp.E
+        assert isinstance(node, ir.Call)
+        op = OPS[node.op]
+        if op.sympy is not None:
+            return op.sympy(*(self._sympy(a, leaves) for a in node.args))
+        record = self._opaque(node, op)
+        leaves.append(record.symbol)
+        return record.symbol
+
+    def _opaque(self, node: ir.Call, op: Op) -> _Opaque:
+        text = self.expr.text(node)
+        if text in self._by_text:  # the same subterm twice: one value, one adjoint
+            return self._by_text[text]
+        if op.takes_dim:
+            args = [self._block(node.args[0])]
+            dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
+        else:
+            args = [self._block(a) for a in node.args]
+            dim = None
+        record = _Opaque(op, sp.Symbol(text, real=True), args, dim)
+        kwargs = {"dim": dim} if op.takes_dim else {}
+        record.value = op.torch(*(b.value for b in args), **kwargs)
+        self.leaf_values[record.symbol] = record.value
+        self.opaques.append(record)  # children are appended before their parents
+        self._by_text[text] = record
+        return record
+
+    # ------------------------------------------------------------------ passes
+    def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+        grads: dict[sp.Symbol, torch.Tensor] = {}
+        self._backward(self.root, upstream.to(self.dtype), grads)
+        for record in reversed(self.opaques):  # parents before children
+            g = grads.pop(record.symbol, None)
+            if g is None:
+                continue
+            ups = record.op.vjp(g, record.value, [b.value for b in record.args], record.dim)  # type: ignore[misc]
+            for block, u in zip(record.args, ups, strict=True):
+                self._backward(block, u, grads)
+        return {name: grads.get(sym, torch.zeros_like(self.values[name]))
+                for name, sym in self.inputs.items()}
+
+    def _backward(self, block: _Block, u: torch.Tensor,
+                  grads: dict[sp.Symbol, torch.Tensor]) -> None:
+        for sym, d in block.derivs.items():
+            shape = self.leaf_values[sym].shape
+            contrib = sum_to_shape((u * d).expand(torch.broadcast_shapes(u.shape, d.shape)),
+                                   shape)
+            grads[sym] = grads[sym] + contrib if sym in grads else contrib
+
+    def jvp(self, tangents: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        tan: dict[sp.Symbol, torch.Tensor] = {
+            sym: tangents[name].to(self.dtype) for name, sym in self.inputs.items()
+            if name in tangents}
+        for record in self.opaques:  # children first
+            arg_t = [self._forward(b, tan) for b in record.args]
+            tan[record.symbol] = record.op.jvp(arg_t, record.value,  # type: ignore[misc]
+                                               [b.value for b in record.args], record.dim)
+        return self._forward(self.root, tan)
+
+    def _forward(self, block: _Block, tan: Mapping[sp.Symbol, torch.Tensor]) -> torch.Tensor:
+        total = torch.zeros(block.shape, dtype=self.dtype, device=self.device)
+        for sym, d in block.derivs.items():
+            if sym in tan:
+                total = total + d * tan[sym]
+        return total
+
+    # ------------------------------------------------------------------ formulas
+    def formulas(self, upstream_name: str) -> dict[str, str]:
+        """The VJP of each input as a formula in the inputs and the upstream symbol."""
+        v = sp.Symbol(upstream_name, real=True)
+        acc: dict[sp.Symbol, sp.Expr] = {}
+
+        def back(block: _Block, u: sp.Expr) -> None:
+            for sym, d in block.deriv_exprs.items():
+                acc[sym] = acc.get(sym, sp.S.Zero) + u * d
+
+        back(self.root, v)
+        for record in reversed(self.opaques):
+            g = acc.pop(record.symbol, None)
+            if g is None:
+                continue
+            arg = record.args[0].value
+            n = arg.numel() if record.dim is None or arg.ndim == 0 else arg.shape[record.dim]
+            ups = record.op.vjp_formula(g, record.symbol,  # type: ignore[misc]
+                                        [b.expr for b in record.args], n)
+            for block, u in zip(record.args, ups, strict=True):
+                back(block, u)
+        out = {}
+        for name, sym in self.inputs.items():
+            text = sp.sstr(acc.get(sym, sp.S.Zero))
+            out[name] = text if len(text) <= MAX_FORMULA else text[:MAX_FORMULA - 1] + "…"
+        return out

@@ -1,0 +1,120 @@
+"""Sympy functions whose derivatives follow torch's conventions, and how to evaluate them in torch.
+
+sympy's own `floor`, `sign`, `Abs`, `Max`, `Heaviside` differentiate to unevaluated Derivatives,
+DiracDeltas or 1/2-at-zero steps, none of which is what torch's autograd does. Each class here
+carries `torch_impl` (its numeric value) and `fdiff` (its derivative in torch's convention), so the
+symbolic engine agrees with autograd everywhere torch defines a gradient, kinks included.
+Class names are lower case because sympy prints `func.__name__`: formulas read `round(x)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import sympy as sp
+import torch
+
+
+class TorchFunction(sp.Function):
+    """A sympy function with a torch implementation; subclasses set `torch_impl` and `fdiff`."""
+
+    torch_impl: ClassVar[Callable[..., Any]]
+    is_real = True
+
+
+def _zero_derivative(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    return sp.S.Zero
+
+
+def _make(name: str, nargs: int, torch_impl: Callable[..., Any],
+          fdiff: Callable[..., sp.Expr]) -> type[TorchFunction]:
+    # staticmethod keeps torch_impl from binding `self` when read off the class.
+    return type(name, (TorchFunction,), {
+        "nargs": nargs,
+        "torch_impl": staticmethod(torch_impl),
+        "fdiff": fdiff,
+    })
+
+
+def _step(x: torch.Tensor) -> torch.Tensor:
+    return (x > 0).to(x.dtype)
+
+
+def _half_step(x: torch.Tensor) -> torch.Tensor:
+    return (x > 0).to(x.dtype) + 0.5 * (x == 0).to(x.dtype)
+
+
+def _in_range(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    return ((x >= lo) & (x <= hi)).to(x.dtype)
+
+
+# Indicator functions: derivatives are zero (they only ever appear inside first derivatives).
+step = _make("step", 1, _step, _zero_derivative)            # 1 where x > 0 (torch relu/clamp)
+half_step = _make("half_step", 1, _half_step, _zero_derivative)  # 1/2 at 0: maximum's ties
+in_range = _make("in_range", 3, _in_range, _zero_derivative)     # lo <= x <= hi (clamp)
+
+# Piecewise-constant ops: torch's backward is exactly zero.
+round_ = _make("round", 1, torch.round, _zero_derivative)
+floor = _make("floor", 1, torch.floor, _zero_derivative)
+ceil = _make("ceil", 1, torch.ceil, _zero_derivative)
+trunc = _make("trunc", 1, torch.trunc, _zero_derivative)
+sign = _make("sign", 1, torch.sign, _zero_derivative)
+
+frac = _make("frac", 1, torch.frac, lambda self, argindex=1: sp.S.One)
+abs_ = _make("abs", 1, torch.abs, lambda self, argindex=1: sign(self.args[0]))
+relu = _make("relu", 1, torch.relu, lambda self, argindex=1: step(self.args[0]))
+
+
+def _sigmoid_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    return self * (1 - self)
+
+
+sigmoid = _make("sigmoid", 1, torch.sigmoid, _sigmoid_fdiff)
+softplus = _make("softplus", 1, torch.nn.functional.softplus,
+                 lambda self, argindex=1: sigmoid(self.args[0]))
+expm1 = _make("expm1", 1, torch.expm1, lambda self, argindex=1: sp.exp(self.args[0]))
+log1p = _make("log1p", 1, torch.log1p, lambda self, argindex=1: 1 / (1 + self.args[0]))
+log2 = _make("log2", 1, torch.log2, lambda self, argindex=1: 1 / (self.args[0] * sp.log(2)))
+log10 = _make("log10", 1, torch.log10, lambda self, argindex=1: 1 / (self.args[0] * sp.log(10)))
+
+
+def _clamp_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    x, lo, hi = self.args
+    # torch: d/dx is 1 on the closed interval; d/dlo where x < lo; d/dhi where x > hi.
+    if argindex == 1:
+        return in_range(x, lo, hi)
+    if argindex == 2:
+        return step(lo - x)
+    return step(x - hi)
+
+
+def _clamp_torch(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(x, lo, hi)
+
+
+clamp = _make("clamp", 3, _clamp_torch, _clamp_fdiff)
+
+
+def _maximum_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    x, y = self.args
+    return half_step(x - y) if argindex == 1 else half_step(y - x)
+
+
+def _minimum_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    x, y = self.args
+    return half_step(y - x) if argindex == 1 else half_step(x - y)
+
+
+maximum = _make("maximum", 2, torch.maximum, _maximum_fdiff)
+minimum = _make("minimum", 2, torch.minimum, _minimum_fdiff)
+
+
+# Standard sympy functions and their torch counterparts, for the evaluator.
+STANDARD: dict[type, Callable[..., Any]] = {
+    sp.sin: torch.sin, sp.cos: torch.cos, sp.tan: torch.tan,
+    sp.asin: torch.asin, sp.acos: torch.acos, sp.atan: torch.atan,
+    sp.sinh: torch.sinh, sp.cosh: torch.cosh, sp.tanh: torch.tanh,
+    sp.exp: torch.exp, sp.log: torch.log, sp.erf: torch.erf,
+    sp.atan2: torch.atan2,
+}

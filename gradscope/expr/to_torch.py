@@ -1,0 +1,56 @@
+"""IR → torch: evaluate an expression on tensors, optionally reporting every node to a visitor.
+
+The visitor sees each op application with its argument values and result; the finite-difference
+engine uses it to read branch ids (kinks and jumps), the diagnostics to read intermediates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from gradscope.errors import UsageError
+from gradscope.expr import ir
+from gradscope.expr.ops import OPS
+
+Visitor = Callable[[ir.Call, list, torch.Tensor], None]
+
+
+def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
+             visit: Visitor | None = None) -> torch.Tensor:
+    """Evaluate `expr` on `values` (all of one dtype and device); constants follow that dtype."""
+    first = next(iter(values.values()))
+    consts: dict[float, torch.Tensor] = {}
+
+    def constant(value: float) -> torch.Tensor:
+        if value not in consts:
+            consts[value] = torch.tensor(value, dtype=first.dtype, device=first.device)
+        return consts[value]
+
+    def run(node: ir.Node) -> torch.Tensor:
+        if isinstance(node, ir.Var):
+            return values[node.name]
+        if isinstance(node, ir.Num | ir.Const):
+            return constant(node.value)
+        assert isinstance(node, ir.Call)
+        op = OPS[node.op]
+        if op.takes_dim:
+            args: list = [run(node.args[0])]
+            dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
+            kwargs = {"dim": dim}
+        else:
+            args = [run(a) for a in node.args]
+            kwargs = {}
+        try:
+            out = op.torch(*args, **kwargs)
+        except (RuntimeError, IndexError, ValueError, TypeError) as exc:
+            shapes = ", ".join(str(tuple(a.shape)) for a in args)
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"cannot compute `{expr.text(node)}` on shapes {shapes}: "
+                             f"{first_line}") from None
+        if visit is not None:
+            visit(node, [*args, *kwargs.values()], out)
+        return out
+
+    return run(expr.root)

@@ -1,0 +1,463 @@
+"""One run of a command: TARGET → tensors → the three engines → comparison → Report.
+
+Data flows one way (DESIGN.md). This module owns the order of the steps and the resource
+limits; the engines own the numbers and `assemble` owns turning tensors into report pieces.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope import assemble
+from gradscope._version import __version__
+from gradscope.compare import (
+    DEFAULT_EPS,
+    DEFAULT_TOLERANCES,
+    MISMATCH,
+    UNDEFINED,
+    Comparison,
+    Tolerance,
+    compare,
+)
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.finite_diff import Columns, FiniteDifferences
+from gradscope.engines.symbolic import SymbolicEngine
+from gradscope.errors import UsageError
+from gradscope.report import ForwardReport, InputReport, Report, UpstreamCheck
+from gradscope.targets import ExpressionTarget, resolve
+from gradscope.values import MAX_ELEMENTS, Value, parse_value, random_value, seed_for
+
+COMMANDS = ("check", "jvp", "jacobian")
+FAIL_ON = ("mismatch", "warning", "never")
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict
+JACOBIAN_CHECK_ENTRIES = 4096  # `check` also compares the full Jacobian up to this size
+MAX_JACOBIAN_ENTRIES = 250_000  # `jacobian` refuses larger Jacobians (all inputs together)
+MAX_DENSE_FD = 20_000  # elements of a non-elementwise input that get per-element differences
+MAX_DENSE_WORK = 2e9  # elements × output elements × 4 evaluations for dense differences
+
+
+@dataclass
+class Request:
+    """Everything a command needs; the CLI and the Python API both build one."""
+
+    command: str
+    target: Any
+    at: Mapping[str, Any] = field(default_factory=dict)
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    default_shape: tuple[int, ...] | None = None
+    grad: Any = None
+    tangent: Mapping[str, Any] | None = None
+    dtype: str = "float64"
+    eps: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    seed: int = 0
+    device: str = "cpu"
+    fail_on: str = "mismatch"
+    max_elements: int = 10_000
+    full: bool = False
+    progress: Callable[[str, int], Callable[[int], None]] | None = None
+
+
+def run(request: Request) -> Report:
+    _validate(request)
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    target = resolve(request.target)
+    names = target.names
+    _check_names(request, names)
+    dtype, device = DTYPES[request.dtype], _device(request.device)
+
+    grad_value = _value(request.grad, "--grad", request.seed, ":grad") \
+        if request.grad is not None else None
+    values = _inputs(request, target, grad_value)
+    cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
+    exact = {n: t.to(torch.float64) for n, t in cast.items()}  # what the other engines see
+
+    tic = time.perf_counter()
+    autograd = AutogradEngine(target.forward, cast)
+    output = autograd.output
+    upstream = _upstream(grad_value, output)
+    ag_grads = autograd.backward(upstream)
+    timings["autograd"] = time.perf_counter() - tic
+
+    tic = time.perf_counter()
+    symbolic, sym_skip = _symbolic(target, exact)
+    timings["symbolic"] = time.perf_counter() - tic
+
+    tic = time.perf_counter()
+    fd = FiniteDifferences(target.traced, exact, elementwise=target.elementwise_inputs,
+                           eps=request.eps or DEFAULT_EPS)
+    columns: dict[str, Columns | None] = {}
+    fd_skip: dict[str, str] = {}
+    for name in names:
+        reason = _dense_too_big(fd, name, target)
+        if reason:
+            columns[name], fd_skip[name] = None, reason
+            continue
+        tick = request.progress(f"finite differences for {name}", exact[name].numel()) \
+            if request.progress and name not in target.elementwise_inputs else None
+        fd.progress = tick
+        columns[name] = fd.columns(name)
+    timings["finite_difference"] = time.perf_counter() - tic
+
+    tol = Tolerance.for_dtype(request.dtype, request.rtol, request.atol)
+    upstream64 = upstream.to(torch.float64)
+    sym_grads = symbolic.vjp(upstream64) if symbolic else None
+    formulas = symbolic.formulas(_upstream_symbol(names)) if symbolic else {}
+
+    inputs: list[InputReport] = []
+    comparisons: dict[str, Comparison] = {}
+    undefined: dict[str, torch.Tensor] = {}
+    for name in names if request.command != "jacobian" else ():
+        col = columns[name]
+        fd_grad, fd_err = col.vjp(upstream64) if col else (None, None)
+        cmp = compare(ag_grads[name], sym_grads[name] if sym_grads else None, fd_grad, fd_err,
+                      col.kink if col else None, tol)
+        comparisons[name] = cmp
+        undefined[name] = cmp.status == UNDEFINED
+        idx = assemble.worst_indices(cmp, request.max_elements, request.full)
+        inputs.append(_input_report(
+            name, values[name], cast[name], cmp, idx, ag_grads[name],
+            sym_grads[name] if sym_grads else None, fd_grad, formulas.get(name),
+            sym_skip, fd_skip.get(name), col))
+
+    report = Report(
+        command=request.command, target=target.text, target_kind=target.kind,
+        dtype=request.dtype, passed=True, version=__version__,
+        output=assemble.summary(output, request.max_elements, request.full),
+        upstream=assemble.summary(upstream, request.max_elements, request.full),
+        inputs=inputs, diagnostics=[], device=str(device), seed=request.seed,
+        fail_on=request.fail_on,
+        tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": request.eps or DEFAULT_EPS})
+
+    if request.command == "check":
+        report.upstream_checks = _extra_checks(request, autograd, symbolic, columns, tol,
+                                               output, names)
+    if request.command == "jvp" and request.tangent:
+        report.forward = _forward(request, autograd, symbolic, fd, sym_skip, tol, names)
+    if request.command == "jacobian":
+        report.inputs = _jacobian_reports(request, autograd, symbolic, columns, values, cast,
+                                          sym_skip, fd_skip, tol, names)
+        comparisons = {}
+
+    sites = target.branch_sites
+    kink_masks = {n: c.kink_by_branch for n, c in columns.items() if c}
+    explained = {n: _any_of(c.kink_by_branch, c.kink) for n, c in columns.items() if c}
+    unexplained = {n: c.kink & ~explained[n] for n, c in columns.items() if c}
+    report.diagnostics = assemble.kink_diagnostics(sites, kink_masks, unexplained)
+    nan = assemble.nan_diagnostic(target.text, undefined)
+    if nan:
+        report.diagnostics.append(nan)
+    if symbolic is None and sym_skip:
+        report.notes.append(f"symbolic engine skipped: {sym_skip}")
+    for name, reason in fd_skip.items():
+        report.notes.append(f"finite differences skipped for {name}: {reason}")
+    report.passed = _verdict(report)
+    timings["total"] = time.perf_counter() - started
+    report.timings = {k: round(v, 6) for k, v in timings.items()}
+    return report
+
+
+# ---------------------------------------------------------------- validation and inputs
+def _validate(request: Request) -> None:
+    if request.command not in COMMANDS:
+        raise UsageError(f"unknown command {request.command!r}; commands: {', '.join(COMMANDS)}")
+    if request.dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {request.dtype!r}; allowed: {', '.join(DTYPES)}")
+    if request.fail_on not in FAIL_ON:
+        raise UsageError(f"unknown --fail-on {request.fail_on!r}; allowed: "
+                         + ", ".join(FAIL_ON))
+    for option, value in (("--eps", request.eps), ("--atol", request.atol),
+                          ("--rtol", request.rtol)):
+        if value is not None and not (value == value and 0 <= value < float("inf")):
+            raise UsageError(f"{option} must be a finite number >= 0, got {value}")
+    if request.eps is not None and not 0 < request.eps <= 0.1:
+        raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
+    if request.max_elements < 1:
+        raise UsageError("--max-elements must be at least 1")
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise UsageError(f"unknown --device {name!r}; allowed: cpu, cuda, cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for, but torch sees no CUDA GPU here "
+                         f"(torch {torch.__version__}); use --device cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise UsageError(f"unknown --device {name!r}; allowed: cpu, cuda, cuda:N")
+    if device.type == "cuda" and device.index is not None \
+            and device.index >= torch.cuda.device_count():
+        raise UsageError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) here")
+    return device
+
+
+def _check_names(request: Request, names: tuple[str, ...]) -> None:
+    allowed = ", ".join(names)
+    for option, given in (("--at", request.at), ("--shape", request.shapes),
+                          ("--tangent", request.tangent or {})):
+        for name in given:
+            if name not in names:
+                raise UsageError(f"{option} names `{name}`, which is not an input of the "
+                                 f"target; inputs are: {allowed}")
+
+
+def _value(raw: Any, what: str, seed: int, name: str) -> Value:
+    if isinstance(raw, torch.Tensor):
+        if raw.is_complex() or raw.dtype == torch.bool:
+            raise UsageError(f"{what}: {raw.dtype} tensors are not supported; use float")
+        if raw.numel() == 0:
+            raise UsageError(f"{what}: an empty tensor has no gradient to check")
+        if raw.numel() > MAX_ELEMENTS:
+            raise UsageError(f"{what}: {raw.numel():,} elements is more than the limit of "
+                             f"{MAX_ELEMENTS:,}")
+        t = raw.detach().to("cpu", torch.float64)
+        if not bool(torch.isfinite(t).all()):
+            raise UsageError(f"{what}: NaN and infinity are not allowed in input values")
+        return Value(t, "given")
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raw = repr(float(raw))
+    elif isinstance(raw, list | tuple):
+        raw = repr(list(raw))
+    if not isinstance(raw, str):
+        raise UsageError(f"{what}: expected a tensor, number, list or VALUE text, got "
+                         f"{type(raw).__name__}")
+    return parse_value(raw, what, seed=seed, name=name)
+
+
+def _inputs(request: Request, target: ExpressionTarget,
+            grad: Value | None) -> dict[str, Value]:
+    values: dict[str, Value] = {}
+    total = 0
+    for name in target.names:
+        if name in request.at:
+            value = _value(request.at[name], f"--at {name}", request.seed, name)
+        else:
+            shape = request.shapes.get(name, request.default_shape)
+            if shape is None:
+                shape = tuple(grad.tensor.shape) if grad is not None and target.is_elementwise \
+                    else (3,)
+            value = random_value(tuple(shape), request.seed, name, target.domain(name))
+        total += value.tensor.numel()
+        if total > MAX_ELEMENTS:
+            raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
+                             f"{MAX_ELEMENTS:,}")
+        values[name] = value
+    return values
+
+
+def _upstream(grad: Value | None, output: torch.Tensor) -> torch.Tensor:
+    if grad is None:
+        return torch.ones_like(output.detach())
+    if tuple(grad.tensor.shape) != tuple(output.shape):
+        raise UsageError(f"--grad has shape {_shape(grad.tensor.shape)} but the output has "
+                         f"shape {_shape(output.shape)}; they must be equal "
+                         "(y.backward(v) needs v shaped like y)")
+    return grad.tensor.to(device=output.device, dtype=output.dtype)
+
+
+def _shape(shape: Any) -> str:
+    dims = tuple(shape)
+    return "() (a scalar)" if not dims else str(dims).replace(",)", ")")
+
+
+def _upstream_symbol(names: tuple[str, ...]) -> str:
+    for candidate in ("v", "v_", "upstream", "g_out"):
+        if candidate not in names:
+            return candidate
+    return "v__"
+
+
+# ---------------------------------------------------------------- engines
+def _symbolic(target: ExpressionTarget,
+              values: Mapping[str, torch.Tensor]) -> tuple[SymbolicEngine | None, str | None]:
+    try:
+        return SymbolicEngine(target.expression, values), None
+    except UsageError:
+        raise
+    except Exception as exc:  # the other two engines still give a verdict
+        return None, f"sympy could not handle this expression ({type(exc).__name__}: " \
+                     f"{str(exc).splitlines()[0][:120] if str(exc) else ''})"
+
+
+def _dense_too_big(fd: FiniteDifferences, name: str, target: ExpressionTarget) -> str | None:
+    if name in target.elementwise_inputs:
+        return None
+    n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
+    if n_in > MAX_DENSE_FD or 4.0 * n_in * n_out > MAX_DENSE_WORK:
+        return (f"{name} does not enter elementwise, so each of its {n_in:,} elements needs its "
+                f"own perturbation; the limit is {MAX_DENSE_FD:,} elements")
+    return None
+
+
+def _any_of(masks: Mapping[int, torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(like)
+    for m in masks.values():
+        out |= m
+    return out
+
+
+# ---------------------------------------------------------------- report pieces
+def _input_report(name: str, value: Value, cast: torch.Tensor, cmp: Comparison,
+                  idx: torch.Tensor | None, ag: torch.Tensor, sym: torch.Tensor | None,
+                  fd: torch.Tensor | None, formula: str | None, sym_skip: str | None,
+                  fd_skip: str | None, col: Columns | None) -> InputReport:
+    return InputReport(
+        name=name, role="input", shape=list(cast.shape),
+        values=assemble.pick(cast, idx), autograd=assemble.pick(ag, idx),
+        symbolic=assemble.pick(sym, idx), finite_difference=assemble.pick(fd, idx),
+        formula=formula, max_abs_error=cmp.max_abs_error(), status=cmp.worst(),
+        elements_reported="all" if idx is None else "worst",
+        indices=assemble.indices_of(idx, tuple(cast.shape)),
+        element_status=assemble.statuses(cmp, idx), error=assemble.pick(cmp.error, idx),
+        status_counts=cmp.counts(), origin=value.origin,
+        symbolic_skipped=sym_skip if sym is None else None,
+        finite_difference_skipped=fd_skip if fd is None else None,
+        finite_difference_mode=col.mode if col else None)
+
+
+def _extra_checks(request: Request, autograd: AutogradEngine, symbolic: SymbolicEngine | None,
+                  columns: Mapping[str, Columns | None], tol: Tolerance, output: torch.Tensor,
+                  names: tuple[str, ...]) -> list[UpstreamCheck]:
+    """The rest of `check`'s verdict: seeded random upstreams, and the Jacobian when small."""
+    checks = []
+    for k in range(RANDOM_UPSTREAMS):
+        gen = torch.Generator().manual_seed(seed_for(request.seed, f":upstream{k}"))
+        v = torch.randn(output.shape, generator=gen, dtype=torch.float64)
+        v = v.to(device=output.device)
+        ag = autograd.vjp(v.to(output.dtype))
+        sym = symbolic.vjp(v) if symbolic else None
+        cmps = {}
+        for name in names:
+            col = columns[name]
+            fd, err = col.vjp(v) if col else (None, None)
+            cmps[name] = compare(ag[name], sym[name] if sym else None, fd, err,
+                                 col.kink if col else None, tol)
+        checks.append(_upstream_check(f"random upstream #{k + 1} (randn, seed "
+                                      f"{request.seed})", cmps))
+    entries = output.numel() * sum(autograd.leaves[n].numel() for n in names)
+    if entries <= JACOBIAN_CHECK_ENTRIES:
+        cmps = _jacobian_comparisons(autograd, symbolic, columns, tol, names)
+        checks.append(_upstream_check("full Jacobian", cmps))
+    return checks
+
+
+def _upstream_check(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
+    mismatches = sum(int((c.status == MISMATCH).sum()) for c in cmps.values())
+    worst = max((c.max_abs_error() for c in cmps.values()), default=0.0)
+    return UpstreamCheck(label, mismatches == 0, worst, mismatches,
+                         {n: c.worst() for n, c in cmps.items()})
+
+
+def _jacobians(autograd: AutogradEngine, symbolic: SymbolicEngine | None,
+               columns: Mapping[str, Columns | None], names: tuple[str, ...]):
+    ag = autograd.jacobian()
+    n_out = autograd.output.numel()
+    sym = None
+    if symbolic is not None:
+        basis = torch.eye(n_out, dtype=torch.float64, device=autograd.output.device)
+        rows = [symbolic.vjp(b.reshape(autograd.output.shape)) for b in basis]
+        sym = {n: torch.stack([r[n].reshape(-1) for r in rows]) if rows else None
+               for n in names}
+    fd = {n: columns[n].jacobian() if columns[n] else None for n in names}  # type: ignore[union-attr]
+    return ag, sym, fd
+
+
+def _jacobian_comparisons(autograd, symbolic, columns, tol, names) -> dict[str, Comparison]:
+    ag, sym, fd = _jacobians(autograd, symbolic, columns, names)
+    out = {}
+    for n in names:
+        col = columns[n]
+        kink = col.kink.reshape(1, -1) if col else None
+        jac, err = fd[n] if fd[n] else (None, None)
+        out[n] = compare(ag[n], sym[n] if sym else None, jac, err, kink, tol)
+    return out
+
+
+def _jacobian_reports(request, autograd, symbolic, columns, values, cast, sym_skip, fd_skip,
+                      tol, names) -> list[InputReport]:
+    n_out = autograd.output.numel()
+    entries = n_out * sum(cast[n].numel() for n in names)
+    if entries > MAX_JACOBIAN_ENTRIES:
+        raise UsageError(f"the Jacobian has {entries:,} entries; `jacobian` is for small "
+                         f"sizes (at most {MAX_JACOBIAN_ENTRIES:,}); use `check` or `jvp`")
+    ag, sym, fd = _jacobians(autograd, symbolic, columns, names)
+    out_shape = list(autograd.output.shape)
+    reports = []
+    for n in names:
+        col = columns[n]
+        jac_shape = out_shape + list(cast[n].shape)
+        kink = col.kink.reshape(1, -1) if col else None
+        jac, err = fd[n] if fd[n] else (None, None)
+        cmp = compare(ag[n], sym[n] if sym else None, jac, err, kink, tol)
+        shaped = Comparison(cmp.status.reshape(jac_shape), cmp.error.reshape(jac_shape))
+        idx = assemble.worst_indices(shaped, request.max_elements, request.full)
+
+        def shape_j(t):
+            return t.reshape(jac_shape) if t is not None else None
+
+        report = _input_report(n, values[n], cast[n], shaped, idx, shape_j(ag[n]),
+                               shape_j(sym[n]) if sym else None, shape_j(jac), None,
+                               sym_skip, fd_skip.get(n), col)
+        report.values = assemble.plain(cast[n]) if idx is None else None
+        report.indices = assemble.indices_of(idx, tuple(jac_shape))
+        report.jacobian_shape = jac_shape
+        reports.append(report)
+    return reports
+
+
+def _forward(request: Request, autograd: AutogradEngine, symbolic: SymbolicEngine | None,
+             fd: FiniteDifferences, sym_skip: str | None, tol: Tolerance,
+             names: tuple[str, ...]) -> ForwardReport:
+    tangents: dict[str, torch.Tensor] = {}
+    given = dict(request.tangent or {})
+    for name in names:
+        leaf = autograd.leaves[name]
+        if name in given:
+            value = _value(given[name], f"--tangent {name}", request.seed, f":tangent:{name}")
+            t = value.tensor
+            if tuple(t.shape) != tuple(leaf.shape):
+                try:
+                    t = t.expand(leaf.shape).clone()
+                except RuntimeError:
+                    raise UsageError(f"--tangent {name} has shape {_shape(t.shape)} but input "
+                                     f"{name} has shape {_shape(leaf.shape)}") from None
+            tangents[name] = t.to(device=leaf.device)
+        else:
+            tangents[name] = torch.zeros(leaf.shape, dtype=torch.float64, device=leaf.device)
+    ag = autograd.jvp({n: t.to(autograd.leaves[n].dtype) for n, t in tangents.items()})
+    sym = symbolic.jvp(tangents) if symbolic else None
+    directional = fd.directional(tangents)
+    cmp = compare(ag, sym, directional.value, directional.error, directional.kink, tol)
+    idx = assemble.worst_indices(cmp, request.max_elements, request.full)
+    return ForwardReport(
+        tangent={n: assemble.plain(t) for n, t in tangents.items() if n in given},
+        autograd=assemble.pick(ag, idx), symbolic=assemble.pick(sym, idx),
+        finite_difference=assemble.pick(directional.value, idx), status=cmp.worst(),
+        max_abs_error=cmp.max_abs_error(), element_status=assemble.statuses(cmp, idx),
+        elements_reported="all" if idx is None else "worst",
+        indices=assemble.indices_of(idx, tuple(ag.shape)),
+        symbolic_skipped=sym_skip if sym is None else None)
+
+
+def _verdict(report: Report) -> bool:
+    failed = any(i.status == "mismatch" for i in report.inputs)
+    failed |= any(not c.passed for c in report.upstream_checks)
+    failed |= report.forward is not None and report.forward.status == "mismatch"
+    if report.fail_on == "warning":
+        failed |= bool(report.diagnostics)
+        failed |= any(i.status != "ok" for i in report.inputs)
+        failed |= report.forward is not None and report.forward.status != "ok"
+    return not failed
+
+
+__all__ = ["COMMANDS", "DEFAULT_TOLERANCES", "DTYPES", "FAIL_ON", "Request", "run"]

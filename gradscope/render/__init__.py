@@ -1,0 +1,1 @@
+"""Renderers: Report → rich table (terminal), JSON, markdown. Renderers never compute."""

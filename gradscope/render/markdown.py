@@ -1,0 +1,74 @@
+"""Report → GitHub-flavoured markdown (for $GITHUB_STEP_SUMMARY or a PR comment)."""
+
+from __future__ import annotations
+
+from gradscope.render.table import TABLE_ROWS, WORST_ROWS, _index_of, _index_text, flat, fmt
+from gradscope.report import InputReport, Report
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _input(item: InputReport) -> list[str]:
+    lines = [f"### `{_cell(item.name)}` — {item.role}, shape {tuple(item.shape)}: "
+             f"**{item.status}**", ""]
+    if item.formula:
+        lines += [f"VJP formula: `{_cell(item.formula)}`", ""]
+    shape = item.jacobian_shape or item.shape
+    statuses = flat(item.element_status) if isinstance(item.element_status, list) \
+        else [item.element_status]
+    cols = {k: flat(getattr(item, k)) if isinstance(getattr(item, k), list)
+            else [getattr(item, k)] for k in ("autograd", "symbolic", "finite_difference",
+                                              "error")}
+    positions = list(range(len(statuses)))
+    if len(positions) > TABLE_ROWS:
+        positions = positions[:WORST_ROWS] if item.elements_reported == "worst" else sorted(
+            positions, key=lambda p: (statuses[p] == "ok", -(cols["error"][p] or 0.0)
+                                      if isinstance(cols["error"][p], float) else 0.0)
+        )[:WORST_ROWS]
+    lines += ["| index | autograd | symbolic | finite diff | abs error | status |",
+              "|---|---:|---:|---:|---:|---|"]
+    for p in positions:
+        index = item.indices[p] if item.indices is not None else _index_of(p, shape)
+        row = [_index_text(index)] + [fmt(cols[k][p]) if p < len(cols[k]) else "—"
+                                      for k in ("autograd", "symbolic", "finite_difference",
+                                                "error")]
+        status = statuses[p]
+        row.append(f"**{status}**" if status != "ok" else status)
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    counts = ", ".join(f"{n} {s}" for s, n in item.status_counts.items())
+    lines += ["", f"{counts}; max abs error {fmt(item.max_abs_error)}"]
+    if item.symbolic_skipped:
+        lines.append(f"symbolic skipped: {_cell(item.symbolic_skipped)}")
+    if item.finite_difference_skipped:
+        lines.append(f"finite differences skipped: {_cell(item.finite_difference_skipped)}")
+    return [*lines, ""]
+
+
+def render(report: Report) -> str:
+    verdict = "✅ passed" if report.passed else "❌ failed"
+    lines = [f"## gradscope {report.command}: `{_cell(report.target)}` — {verdict}", "",
+             f"dtype {report.dtype} on {report.device}, seed {report.seed}, "
+             f"rtol {report.tolerances.get('rtol', 0):g}, atol "
+             f"{report.tolerances.get('atol', 0):g}; output shape {tuple(report.output.shape)}",
+             ""]
+    for item in report.inputs:
+        lines += _input(item)
+    if report.forward is not None:
+        f = report.forward
+        lines += [f"### forward mode J·t: **{f.status}** (max abs error "
+                  f"{fmt(f.max_abs_error)})", ""]
+    if report.upstream_checks:
+        lines += ["| also checked | result | max abs error |", "|---|---|---:|"]
+        lines += [f"| {_cell(c.label)} | {'ok' if c.passed else '**mismatch**'} | "
+                  f"{fmt(c.max_abs_error)} |" for c in report.upstream_checks]
+        lines.append("")
+    if report.diagnostics:
+        lines += ["### Diagnostics", ""]
+        lines += [f"- **{d.kind}** `{_cell(d.where)}` ({d.count} element(s), inputs "
+                  f"{', '.join(d.inputs)}): {_cell(d.message)} *Hint:* {_cell(d.hint)}"
+                  for d in report.diagnostics]
+        lines.append("")
+    lines += [f"- note: {_cell(n)}" for n in report.notes]
+    return "\n".join(lines).rstrip() + "\n"

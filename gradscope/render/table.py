@@ -1,0 +1,265 @@
+"""Report → rich renderables for the terminal: a header panel, one table per input (worst rows
+first when large), the extra checks, the diagnostics and a verdict line.
+
+Status is always spelled out in words; colour only repeats it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from gradscope.report import ForwardReport, InputReport, Report, TensorSummary
+
+TABLE_ROWS = 24  # a tensor with more elements shows its worst rows only
+WORST_ROWS = 12
+STYLE = {"ok": "green", "mismatch": "bold red", "nondifferentiable": "yellow",
+         "undefined": "magenta", "vanishing": "yellow", "surrogate": "cyan"}
+RANK = {"mismatch": 5, "undefined": 4, "nondifferentiable": 3, "vanishing": 2, "surrogate": 1,
+        "ok": 0}
+
+
+def fmt(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return f"{x:.6g}"
+
+
+def flat(values: Any) -> list:
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        return [values]
+    out: list = []
+    stack = [values]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "()" if not shape else "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _index_of(flat_index: int, shape: Sequence[int]) -> list[int]:
+    out = []
+    for n in reversed(shape):
+        out.append(flat_index % n)
+        flat_index //= n
+    return list(reversed(out))
+
+
+def _index_text(index: Sequence[int]) -> str:
+    return "()" if not index else ",".join(str(i) for i in index)
+
+
+def _preview(summary: TensorSummary, limit: int = 6) -> str:
+    values = flat(summary.values)
+    more = summary.elements_reported == "head" or len(values) > limit
+    shown = ", ".join(fmt(v) for v in values[:limit])
+    if not isinstance(summary.values, list):
+        return fmt(summary.values)
+    return f"[{shown}{', …' if more else ''}]"
+
+
+def header(report: Report) -> Panel:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("target", f"{report.target}  [dim]({report.target_kind})[/dim]")
+    tol = report.tolerances
+    grid.add_row("dtype", f"{report.dtype} on {report.device} · seed {report.seed} · "
+                 f"rtol {tol.get('rtol', 0):g} · atol {tol.get('atol', 0):g} · "
+                 f"eps {tol.get('eps', 0):g}")
+    grid.add_row("output", f"shape {_shape_text(report.output.shape)}  {_preview(report.output)}")
+    if report.command != "jacobian":
+        grid.add_row("upstream", f"shape {_shape_text(report.upstream.shape)}  "
+                     f"{_preview(report.upstream)}")
+    for item in report.inputs:
+        grid.add_row(f"input {item.name}",
+                     f"shape {_shape_text(item.shape)} · {item.origin}")
+    title = {"check": "gradscope check", "jvp": "gradscope jvp (vector-Jacobian product)",
+             "jacobian": "gradscope jacobian"}.get(report.command, report.command)
+    return Panel(grid, title=title, title_align="left", expand=False)
+
+
+def _rows(item: InputReport) -> tuple[list[int], int]:
+    """Which reported elements to show (positions into the reported arrays) and how many
+    elements the tensor has."""
+    statuses = flat(item.element_status) if isinstance(item.element_status, list) \
+        else [item.element_status]
+    errors = flat(item.error) if isinstance(item.error, list) else [item.error]
+    total = 1
+    for s in (item.jacobian_shape or item.shape):
+        total *= s
+    positions = list(range(len(statuses)))
+    if len(positions) <= TABLE_ROWS:
+        return positions, total
+    if item.elements_reported == "all":
+        positions.sort(key=lambda p: (-RANK.get(statuses[p], 0),
+                                      -(errors[p] if isinstance(errors[p], float) else 0.0)))
+    return positions[:WORST_ROWS], total
+
+
+def input_table(item: InputReport) -> Table:
+    positions, total = _rows(item)
+    statuses = flat(item.element_status) if isinstance(item.element_status, list) \
+        else [item.element_status]
+    columns = {k: flat(getattr(item, k)) if isinstance(getattr(item, k), list)
+               else [getattr(item, k)]
+               for k in ("autograd", "symbolic", "finite_difference", "error")}
+    shape = item.jacobian_shape or item.shape
+    values = flat(item.values) if isinstance(item.values, list) else [item.values]
+    jac_out = len(shape) - len(item.shape) if item.jacobian_shape else 0
+
+    title = Text.assemble((item.name, "bold"), f" · {item.role} · shape {_shape_text(item.shape)}")
+    if item.jacobian_shape:
+        title.append(f" · Jacobian {_shape_text(item.jacobian_shape)}")
+    if item.formula:
+        title.append(" · VJP = ")
+        title.append(item.formula, style="cyan")
+    title.append(" · ")
+    title.append(item.status, style=STYLE.get(item.status, ""))
+    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table.add_column("out ← in" if item.jacobian_shape else "index", style="dim")
+    table.add_column("value", justify="right")
+    table.add_column("autograd", justify="right")
+    table.add_column("symbolic", justify="right")
+    table.add_column("finite diff", justify="right")
+    table.add_column("|error|", justify="right")
+    table.add_column("status")
+    for p in positions:
+        index = item.indices[p] if item.indices is not None else _index_of(p, shape)
+        if jac_out or item.jacobian_shape:
+            out_idx, in_idx = index[:jac_out], index[jac_out:]
+            label = f"{_index_text(out_idx)} ← {_index_text(in_idx)}"
+            flat_in = 0
+            for i, n in zip(in_idx, item.shape, strict=True):
+                flat_in = flat_in * n + i
+            value = values[flat_in] if values and flat_in < len(values) else None
+        else:
+            label = _index_text(index)
+            value = values[p] if p < len(values) else None
+        status = statuses[p] if p < len(statuses) else ""
+        table.add_row(label, fmt(value), *(fmt(columns[k][p]) if p < len(columns[k]) else "—"
+                                           for k in ("autograd", "symbolic",
+                                                     "finite_difference", "error")),
+                      Text(status, style=STYLE.get(status, "")))
+    caption = []
+    if len(positions) < total:
+        caption.append(f"showing {len(positions)} of {total:,} elements, worst first")
+    if item.status_counts:
+        caption.append(", ".join(f"{n:,} {s}" for s, n in item.status_counts.items()))
+    caption.append(f"max |error| {fmt(item.max_abs_error)}")
+    if item.symbolic_skipped:
+        caption.append(f"symbolic skipped: {item.symbolic_skipped}")
+    if item.finite_difference_skipped:
+        caption.append(f"finite differences skipped: {item.finite_difference_skipped}")
+    table.caption = " · ".join(caption)
+    table.caption_justify = "left"
+    return table
+
+
+def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
+    table = Table(title=Text.assemble(("forward mode J·t", "bold"), " · ",
+                                      (fwd.status, STYLE.get(fwd.status, ""))),
+                  title_justify="left")
+    for name in ("output index", "autograd", "symbolic", "finite diff", "status"):
+        table.add_column(name, justify="left" if name in ("output index", "status") else "right")
+    ag, sym, fd = flat(fwd.autograd), flat(fwd.symbolic), flat(fwd.finite_difference)
+    statuses = flat(fwd.element_status) if isinstance(fwd.element_status, list) \
+        else [fwd.element_status]
+    for p in range(min(len(ag), TABLE_ROWS)):
+        index = fwd.indices[p] if fwd.indices is not None else _index_of(p, out_shape)
+        table.add_row(_index_text(index), fmt(ag[p]), fmt(sym[p]) if sym else "—",
+                      fmt(fd[p]) if fd else "—",
+                      Text(statuses[p], style=STYLE.get(statuses[p], "")))
+    tangents = "; ".join(f"{n} = {_preview(TensorSummary([], v))}" for n, v in fwd.tangent.items())
+    table.caption = f"tangent {tangents} · max |error| {fmt(fwd.max_abs_error)}"
+    table.caption_justify = "left"
+    return table
+
+
+def checks_table(report: Report) -> Table | None:
+    if not report.upstream_checks:
+        return None
+    table = Table(title=Text("verdict also covers", style="bold"), title_justify="left")
+    for name in ("check", "result", "max |error|", "mismatches"):
+        table.add_column(name)
+    for c in report.upstream_checks:
+        word = "ok" if c.passed else "mismatch"
+        table.add_row(c.label, Text(word, style=STYLE[word]), fmt(c.max_abs_error),
+                      str(c.mismatches))
+    return table
+
+
+def diagnostics_panel(report: Report) -> Panel | None:
+    if not report.diagnostics:
+        return None
+    parts: list[RenderableType] = []
+    for d in report.diagnostics:
+        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {d.where}  ",
+                             (f"({d.count} element(s); inputs {', '.join(d.inputs)})", "dim"))
+        parts.append(line)
+        parts.append(Text(f"  {d.message}"))
+        if d.indices:
+            shown = "; ".join(f"{n}: " + " ".join(f"[{_index_text(i)}]" for i in idx)
+                              for n, idx in d.indices.items())
+            parts.append(Text(f"  at {shown}", style="dim"))
+        parts.append(Text(f"  hint: {d.hint}", style="italic"))
+    return Panel(Group(*parts), title="diagnostics", title_align="left", expand=False)
+
+
+def verdict(report: Report) -> Text:
+    counts: dict[str, int] = {}
+    for item in report.inputs:
+        for status, n in item.status_counts.items():
+            counts[status] = counts.get(status, 0) + n
+    word = "PASSED" if report.passed else "FAILED"
+    text = Text.assemble((word, "bold green" if report.passed else "bold red"),
+                         f"  {len(report.inputs)} input(s): ")
+    text.append(", ".join(f"{n:,} {s}" for s, n in counts.items()) or "nothing compared")
+    if report.fail_on != "mismatch":
+        text.append(f"  (--fail-on {report.fail_on})", style="dim")
+    return text
+
+
+def renderables(report: Report) -> Iterable[RenderableType]:
+    yield header(report)
+    for item in report.inputs:
+        yield input_table(item)
+    if report.forward is not None:
+        yield forward_table(report.forward, report.output.shape)
+    for extra in (checks_table(report), diagnostics_panel(report)):
+        if extra is not None:
+            yield extra
+    for note in report.notes:
+        yield Text(f"note: {note}", style="dim")
+    yield verdict(report)
+
+
+def render(report: Report, console: Console) -> None:
+    for item in renderables(report):
+        console.print(item)
+
+
+def render_text(report: Report, width: int = 120) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False,
+                      record=True)
+    render(report, console)
+    return console.export_text()

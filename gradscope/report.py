@@ -1,0 +1,133 @@
+"""The Report: the one data model every command returns and every renderer reads.
+
+Plain dataclasses of plain Python values (nested lists, floats, strings), so `--format json` is
+`dataclasses.asdict` plus number encoding, and nothing else describes a result twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "gradscope.report/1"
+
+
+@dataclass
+class TensorSummary:
+    """A tensor shown in the header (output, upstream)."""
+
+    shape: list[int]
+    values: Any
+    elements_reported: str = "all"  # or "head": values holds the first elements, flattened
+
+
+@dataclass
+class InputReport:
+    name: str
+    role: str
+    shape: list[int]
+    values: Any
+    autograd: Any
+    symbolic: Any
+    finite_difference: Any
+    formula: str | None
+    max_abs_error: float
+    status: str
+    elements_reported: str = "all"
+    indices: list[list[int]] | None = None
+    element_status: Any = None
+    error: Any = None
+    status_counts: dict[str, int] = field(default_factory=dict)
+    origin: str = "given"
+    symbolic_skipped: str | None = None
+    finite_difference_skipped: str | None = None
+    finite_difference_mode: str | None = None
+    jacobian_shape: list[int] | None = None
+
+
+@dataclass
+class Diagnostic:
+    kind: str
+    op: str
+    where: str
+    inputs: list[str]
+    count: int
+    message: str
+    hint: str
+    indices: dict[str, list[list[int]]] | None = None
+
+
+@dataclass
+class UpstreamCheck:
+    """One extra verdict of `check`: a random upstream vector, or the full Jacobian."""
+
+    label: str
+    passed: bool
+    max_abs_error: float
+    mismatches: int
+    statuses: dict[str, str]
+
+
+@dataclass
+class ForwardReport:
+    tangent: dict[str, Any]
+    autograd: Any
+    symbolic: Any
+    finite_difference: Any
+    status: str
+    max_abs_error: float
+    element_status: Any = None
+    elements_reported: str = "all"
+    indices: list[list[int]] | None = None
+    symbolic_skipped: str | None = None
+    finite_difference_skipped: str | None = None
+
+
+@dataclass
+class Report:
+    command: str
+    target: str
+    target_kind: str
+    dtype: str
+    passed: bool
+    output: TensorSummary
+    upstream: TensorSummary
+    inputs: list[InputReport]
+    diagnostics: list[Diagnostic]
+    schema: str = SCHEMA
+    version: str = ""
+    device: str = "cpu"
+    seed: int = 0
+    fail_on: str = "mismatch"
+    tolerances: dict[str, float] = field(default_factory=dict)
+    upstream_checks: list[UpstreamCheck] = field(default_factory=list)
+    forward: ForwardReport | None = None
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def mismatches(self) -> int:
+        return sum(i.status_counts.get("mismatch", 0) for i in self.inputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if data["forward"] is None:
+            del data["forward"]
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        from gradscope.render.json import dumps
+
+        return dumps(self, indent=indent)
+
+    def to_markdown(self) -> str:
+        from gradscope.render.markdown import render
+
+        return render(self)
+
+    def to_text(self, width: int = 120) -> str:
+        """The table rendering as plain text (no colour), e.g. for assertion messages."""
+        from gradscope.render.table import render_text
+
+        return render_text(self, width=width)

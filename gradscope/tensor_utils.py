@@ -1,0 +1,39 @@
+"""Small shape helpers shared by the engines (broadcast reductions, element indexing)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def sum_to_shape(t: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+    """Sum `t` over the dimensions that broadcasting added to `shape` (the adjoint of expand)."""
+    shape = tuple(shape)
+    if tuple(t.shape) == shape:
+        return t
+    lead = t.ndim - len(shape)
+    if lead > 0:
+        t = t.sum(dim=tuple(range(lead)))
+    dims = tuple(i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1)
+    if dims:
+        t = t.sum(dim=dims, keepdim=True)
+    return t.reshape(shape)
+
+
+def any_to_shape(mask: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+    """True where any broadcast copy of an element of `shape` is True in `mask`."""
+    return sum_to_shape(mask.to(torch.float64), shape) > 0
+
+
+def expand_reduced(g: torch.Tensor, like: torch.Tensor, dim: int | None) -> torch.Tensor:
+    """Undo a reduction's shape: broadcast `g` back over `like` (the reduced tensor)."""
+    if dim is not None:
+        g = g.unsqueeze(dim)
+    return g.expand_as(like)
+
+
+def multi_index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    out = []
+    for n in reversed(shape):
+        out.append(flat % n)
+        flat //= n
+    return list(reversed(out))

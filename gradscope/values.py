@@ -1,0 +1,222 @@
+"""VALUE text → tensors: the forms of `--at`, `--grad`, `--tangent` and `--shape`.
+
+VALUE is a number (`1.5`), a comma list (`1,2,3`), a nested list (`[[1,2],[3,4]]`) or a seeded
+generator (`randn(2,6)`, `rand(3)`, `uniform(lo,hi,2,3)`, `ones(3)`, `zeros(3)`,
+`linspace(lo,hi,n)`, `arange(n)`). Text is read with `ast` and a whitelist, never evaluated;
+sizes are checked before anything is allocated. Values are made in float64 on the CPU; the
+pipeline casts them to the requested dtype and device.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+
+from gradscope.errors import UsageError
+
+MAX_VALUE_TEXT = 2_000_000
+MAX_ELEMENTS = 20_000_000  # per tensor and in total over a run's inputs (documented in README)
+MAX_DIMS = 8
+GENERATORS = ("randn", "rand", "uniform", "ones", "zeros", "linspace", "arange")
+FORMS = ("a number (1.5), a comma list (1,2,3), a nested list ([[1,2],[3,4]]) or a generator: "
+         + ", ".join(f"{g}(...)" for g in GENERATORS))
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor and how it came to be (shown to the user next to the numbers)."""
+
+    tensor: torch.Tensor
+    origin: str
+
+
+def seed_for(seed: int, name: str) -> int:
+    """A per-name seed, so adding an input never changes the values of the others."""
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).hexdigest()
+    return int(digest[:12], 16)
+
+
+def parse_assignment(text: str, option: str) -> tuple[str, str]:
+    """`NAME=VALUE` → (NAME, VALUE)."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not _NAME.match(name):
+        raise UsageError(f"{option} {text!r}: expected NAME=VALUE, e.g. {option} x=1,2,3")
+    if not value.strip():
+        raise UsageError(f"{option} {text!r}: the value after '=' is empty; it can be {FORMS}")
+    return name, value.strip()
+
+
+def parse_shape(text: str, option: str = "--shape") -> tuple[int, ...]:
+    """`2,3` → (2, 3); `()` or `scalar` → ()."""
+    t = text.strip()
+    if t in ("()", "scalar", "[]"):
+        return ()
+    parts = [p.strip() for p in t.strip("()[]").split(",")]
+    if parts and parts[-1] == "":
+        parts.pop()
+    if not parts or not all(re.fullmatch(r"\d+", p) for p in parts):
+        raise UsageError(f"{option} {text!r}: a shape is whole numbers separated by commas, "
+                         "e.g. 2,3 (or () for a scalar)")
+    shape = tuple(int(p) for p in parts)
+    _check_shape(shape, f"{option} {text}")
+    return shape
+
+
+def _check_shape(shape: tuple[int, ...], what: str) -> None:
+    if len(shape) > MAX_DIMS:
+        raise UsageError(f"{what}: at most {MAX_DIMS} dimensions are supported")
+    if any(n == 0 for n in shape):
+        raise UsageError(f"{what}: a dimension of size 0 makes an empty tensor, which has no "
+                         "gradient to check")
+    total = math.prod(shape)
+    if total > MAX_ELEMENTS:
+        raise UsageError(f"{what}: {total:,} elements is more than the limit of "
+                         f"{MAX_ELEMENTS:,}")
+
+
+def parse_value(text: str, what: str, *, seed: int = 0, name: str = "") -> Value:
+    """Parse a VALUE. `what` names the option in messages (e.g. `--at x`)."""
+    if not isinstance(text, str):
+        raise UsageError(f"{what}: expected text, got {type(text).__name__}")
+    if len(text) > MAX_VALUE_TEXT:
+        raise UsageError(f"{what}: value text is longer than {MAX_VALUE_TEXT:,} characters; "
+                         "use a generator such as randn(1000)")
+    src = text.strip()
+    if not src:
+        raise UsageError(f"{what}: empty value; it can be {FORMS}")
+    try:
+        tree = ast.parse(src, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise UsageError(f"{what}: cannot read {_short(src)!r}; it can be {FORMS}") from None
+    if isinstance(tree, ast.Call):
+        return _generator(tree, src, what, seed, name)
+    data = _literal(tree, src, what, depth=0)
+    tensor = torch.tensor(data, dtype=torch.float64)
+    if tensor.numel() == 0:
+        raise UsageError(f"{what}: {_short(src)!r} is empty; an empty tensor has no gradient "
+                         "to check")
+    _check_shape(tuple(tensor.shape), what)
+    return Value(tensor, "given")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(node: ast.AST) -> float | None:
+    sign = 1.0
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        sign = -sign if isinstance(node.op, ast.USub) else sign
+        node = node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
+            and not isinstance(node.value, bool):
+        try:
+            return sign * float(node.value)
+        except OverflowError:
+            return math.inf
+    return None
+
+
+def _literal(node: ast.AST, src: str, what: str, depth: int):
+    if depth > MAX_DIMS:
+        raise UsageError(f"{what}: nested deeper than {MAX_DIMS} levels")
+    number = _number(node)
+    if number is not None:
+        if not math.isfinite(number):
+            raise UsageError(f"{what}: {_short(src)!r} holds a number too large for float64")
+        return number
+    if isinstance(node, ast.Tuple | ast.List):
+        items = [_literal(e, src, what, depth + 1) for e in node.elts]
+        shapes = {_shape_of(i) for i in items}
+        if len(shapes) > 1:
+            raise UsageError(f"{what}: {_short(src)!r} is ragged: every row needs the same "
+                             "length")
+        return items
+    if isinstance(node, ast.Name) and node.id.lower() in ("nan", "inf", "infinity"):
+        raise UsageError(f"{what}: NaN and infinity are not allowed in input values "
+                         "(gradients there are undefined)")
+    raise UsageError(f"{what}: cannot read {_short(src)!r}; it can be {FORMS}")
+
+
+def _shape_of(item) -> tuple[int, ...]:
+    shape = []
+    while isinstance(item, list):
+        shape.append(len(item))
+        item = item[0] if item else None
+    return tuple(shape)
+
+
+def _generator(call: ast.Call, src: str, what: str, seed: int, name: str) -> Value:
+    fname = call.func.id if isinstance(call.func, ast.Name) else None
+    if fname not in GENERATORS or call.keywords:
+        raise UsageError(f"{what}: unknown generator {_short(src)!r}; generators are "
+                         + ", ".join(GENERATORS))
+    args = [_number(a) for a in call.args]
+    if any(a is None or not math.isfinite(a) for a in args):
+        raise UsageError(f"{what}: arguments of {fname}() must be plain numbers, got "
+                         f"{_short(src)!r}")
+    nums: list[float] = args  # type: ignore[assignment]
+
+    def shape_from(values: list[float]) -> tuple[int, ...]:
+        if not values or not all(v == int(v) and v >= 0 for v in values):
+            raise UsageError(f"{what}: {fname}() needs a shape of whole numbers, e.g. "
+                             f"{fname}({'0,1,' if fname == 'uniform' else ''}2,3)")
+        shape = tuple(int(v) for v in values)
+        _check_shape(shape, what)
+        return shape
+
+    gen = torch.Generator().manual_seed(seed_for(seed, name))
+    origin = f"{src} seed={seed}" if fname in ("randn", "rand", "uniform") else src
+    if fname == "randn":
+        tensor = torch.randn(shape_from(nums), generator=gen, dtype=torch.float64)
+    elif fname == "rand":
+        tensor = torch.rand(shape_from(nums), generator=gen, dtype=torch.float64)
+    elif fname == "uniform":
+        if len(nums) < 3 or not nums[0] < nums[1]:
+            raise UsageError(f"{what}: uniform(lo, hi, *shape) needs lo < hi and a shape, "
+                             "e.g. uniform(-1,1,2,3)")
+        lo, hi = nums[0], nums[1]
+        tensor = lo + (hi - lo) * torch.rand(shape_from(nums[2:]), generator=gen,
+                                             dtype=torch.float64)
+    elif fname in ("ones", "zeros"):
+        maker = torch.ones if fname == "ones" else torch.zeros
+        tensor = maker(shape_from(nums), dtype=torch.float64)
+    elif fname == "linspace":
+        if len(nums) != 3:
+            raise UsageError(f"{what}: linspace(lo, hi, n) takes three numbers")
+        (n,) = shape_from(nums[2:])
+        tensor = torch.linspace(nums[0], nums[1], n, dtype=torch.float64)
+    else:
+        if len(nums) != 1:
+            raise UsageError(f"{what}: arange(n) takes one whole number")
+        (n,) = shape_from(nums)
+        tensor = torch.arange(n, dtype=torch.float64)
+    return Value(tensor, origin)
+
+
+def random_value(shape: tuple[int, ...], seed: int, name: str,
+                 domain: tuple[float, float] | None) -> Value:
+    """A seeded default input: randn, or uniform over `domain` when an op needs one."""
+    _check_shape(shape, f"input {name}")
+    dims = ",".join(str(s) for s in shape)
+    if domain is None:
+        return parse_value(f"randn({dims})", f"input {name}", seed=seed, name=name) \
+            if shape else _scalar_randn(seed, name)
+    lo, hi = domain
+    if not shape:
+        gen = torch.Generator().manual_seed(seed_for(seed, name))
+        t = lo + (hi - lo) * torch.rand((), generator=gen, dtype=torch.float64)
+        return Value(t, f"uniform({lo:g},{hi:g}) seed={seed}")
+    return parse_value(f"uniform({lo:g},{hi:g},{dims})", f"input {name}", seed=seed, name=name)
+
+
+def _scalar_randn(seed: int, name: str) -> Value:
+    gen = torch.Generator().manual_seed(seed_for(seed, name))
+    return Value(torch.randn((), generator=gen, dtype=torch.float64), f"randn() seed={seed}")
