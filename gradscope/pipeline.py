@@ -267,7 +267,7 @@ def _upstream(grad: Value | None, output: torch.Tensor) -> torch.Tensor:
 
 def _shape(shape: Any) -> str:
     dims = tuple(shape)
-    return "() (a scalar)" if not dims else str(dims).replace(",)", ")")
+    return "() (a scalar)" if not dims else str(dims)
 
 
 def _upstream_symbol(names: tuple[str, ...]) -> str:

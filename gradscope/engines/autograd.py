@@ -27,7 +27,7 @@ class AutogradEngine:
         if not out.is_floating_point():
             raise UsageError(f"the output has dtype {out.dtype}; gradients need a floating "
                              "point output")
-        if out.grad_fn is None:
+        if not out.requires_grad:
             raise UsageError("the output does not depend differentiably on any input (only "
                              "through comparisons or constants), so backward has nothing to do")
         self.output = out

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -26,14 +27,14 @@ RANK = {"mismatch": 5, "undefined": 4, "nondifferentiable": 3, "vanishing": 2, "
         "ok": 0}
 
 
-def fmt(x: Any) -> str:
+def fmt(x: Any, digits: int = 6) -> str:
     if x is None:
         return "—"
     if isinstance(x, str):
         return x
     if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
         return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return f"{x:.6g}"
+    return f"{x:.{digits}g}"
 
 
 def flat(values: Any) -> list:
@@ -135,14 +136,14 @@ def input_table(item: InputReport) -> Table:
         title.append(item.formula, style="cyan")
     title.append(" · ")
     title.append(item.status, style=STYLE.get(item.status, ""))
-    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False)
     table.add_column("out ← in" if item.jacobian_shape else "index", style="dim")
     table.add_column("value", justify="right")
     table.add_column("autograd", justify="right")
     table.add_column("symbolic", justify="right")
     table.add_column("finite diff", justify="right")
     table.add_column("|error|", justify="right")
-    table.add_column("status")
+    table.add_column("status", no_wrap=True)
     for p in positions:
         index = item.indices[p] if item.indices is not None else _index_of(p, shape)
         if jac_out or item.jacobian_shape:
@@ -156,9 +157,10 @@ def input_table(item: InputReport) -> Table:
             label = _index_text(index)
             value = values[p] if p < len(values) else None
         status = statuses[p] if p < len(statuses) else ""
-        table.add_row(label, fmt(value), *(fmt(columns[k][p]) if p < len(columns[k]) else "—"
-                                           for k in ("autograd", "symbolic",
-                                                     "finite_difference", "error")),
+        cells = [fmt(columns[k][p]) if p < len(columns[k]) else "—"
+                 for k in ("autograd", "symbolic", "finite_difference")]
+        err = columns["error"][p] if p < len(columns["error"]) else None
+        table.add_row(label, fmt(value), *cells, fmt(err, 3),
                       Text(status, style=STYLE.get(status, "")))
     caption = []
     if len(positions) < total:
@@ -180,7 +182,8 @@ def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
                                       (fwd.status, STYLE.get(fwd.status, ""))),
                   title_justify="left")
     for name in ("output index", "autograd", "symbolic", "finite diff", "status"):
-        table.add_column(name, justify="left" if name in ("output index", "status") else "right")
+        table.add_column(name, justify="left" if name in ("output index", "status") else "right",
+                         no_wrap=name == "status")
     ag, sym, fd = flat(fwd.autograd), flat(fwd.symbolic), flat(fwd.finite_difference)
     statuses = flat(fwd.element_status) if isinstance(fwd.element_status, list) \
         else [fwd.element_status]
@@ -251,6 +254,14 @@ def renderables(report: Report) -> Iterable[RenderableType]:
     for note in report.notes:
         yield Text(f"note: {note}", style="dim")
     yield verdict(report)
+
+
+def terminal_console() -> Console:
+    """stdout; a pipe or log file gets 120 columns rather than rich's 80 (no wrapping there)."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 120)
+    return console
 
 
 def render(report: Report, console: Console) -> None:

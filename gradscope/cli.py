@@ -1,0 +1,375 @@
+"""The command line: options → one library call → renderer → exit code. Nothing else.
+
+Imports stay light at module level (typer only) so `gradscope --help` and `--version` never pay
+for torch or sympy; each command imports the library when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gradscope._version import __version__
+
+# The expression functions, for help text only (importing the op table would import torch).
+# tests/cli/test_help.py keeps this list equal to the op table.
+FUNCTION_NAMES = ("abs acos asin atan atan2 ceil clamp cos cosh dot erf exp expm1 floor frac "
+                  "log log10 log1p log2 logsumexp max maximum mean min minimum norm pow prod "
+                  "relu round sigmoid sign sin sinh softmax softplus sqrt sum tan tanh trunc "
+                  "where")
+
+HELP = f"""Inspect PyTorch gradients: autograd, symbolic (sympy) and finite differences side by
+side, per element, with every disagreement explained.
+
+TARGET is an expression such as "3*a + 2*b*b + log(c)". Free names are the inputs.
+Operators: + - * / ** @, unary -, comparisons inside where(). Constants: pi, e.
+Functions: {FUNCTION_NAMES}.
+
+Exit codes: 0 passed, 1 a check failed (per --fail-on), 2 bad usage or input,
+3 the user's own code raised.
+"""
+
+app = typer.Typer(help=HELP, add_completion=True, no_args_is_help=True,
+                  pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+class Dtype(str, Enum):
+    float64 = "float64"
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+class FailOn(str, Enum):
+    mismatch = "mismatch"
+    warning = "warning"
+    never = "never"
+
+
+VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
+              "zeros(3), linspace(lo,hi,n), arange(n)")
+
+TargetArg = Annotated[str, typer.Argument(help="Expression, e.g. \"3*a + 2*b*b + log(c)\".",
+                                          show_default=False)]
+AtOpt = Annotated[list[str] | None, typer.Option(
+    "--at", metavar="NAME=VALUE", help=f"Value of an input (repeatable). VALUE: {VALUE_HELP}.")]
+ShapeOpt = Annotated[list[str] | None, typer.Option(
+    "--shape", metavar="[NAME=]2,3",
+    help="Shape of a random input (NAME=2,3), or the default for all (2,3).")]
+GradOpt = Annotated[str | None, typer.Option(
+    "--grad", metavar="VALUE",
+    help="Upstream vector v for y.backward(v); must be shaped like the output. Default: ones.")]
+ArgOpt = Annotated[list[str] | None, typer.Option(
+    "--arg", metavar="NAME=LITERAL", help="Non-tensor argument (Python targets only).")]
+DtypeOpt = Annotated[Dtype, typer.Option(
+    "--dtype", help="Dtype of the autograd computation; tolerances follow it.")]
+EpsOpt = Annotated[float | None, typer.Option(
+    "--eps", help="Relative finite-difference step: h = eps*max(1,|x|). [default: 1e-4]",
+    show_default=False)]
+AtolOpt = Annotated[float | None, typer.Option(
+    "--atol", help="Absolute tolerance. [default: float64 1e-9, float32 1e-5, float16 2e-3, "
+                   "bfloat16 2e-2]", show_default=False)]
+RtolOpt = Annotated[float | None, typer.Option(
+    "--rtol", help="Relative tolerance. [default: float64 1e-6, float32 5e-4, float16 2e-2, "
+                   "bfloat16 6e-2]", show_default=False)]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of random inputs and upstreams.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Report format.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
+OutputOpt = Annotated[Path | None, typer.Option(
+    "--output", "-o", help="Write the report to FILE (atomically) instead of stdout.",
+    dir_okay=False, show_default=False)]
+FailOnOpt = Annotated[FailOn, typer.Option(
+    "--fail-on", help="mismatch: exit 1 on a mismatch; warning: also on any diagnostic; "
+                      "never: always exit 0.")]
+MaxElementsOpt = Annotated[int, typer.Option(
+    "--max-elements", help="Tensors larger than this are reported by their worst elements.",
+    min=1)]
+FullOpt = Annotated[bool, typer.Option("--full", help="Report every element of every tensor.")]
+TangentOpt = Annotated[list[str] | None, typer.Option(
+    "--tangent", metavar="[NAME=]VALUE",
+    help="Forward-mode direction for an input (repeatable; others get zeros). With one input, "
+         "VALUE alone is enough. Adds J·t from torch forward AD, sympy and finite differences.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gradscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Show the version and exit.")]
+          = False) -> None:
+    pass
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"gradscope: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _assignments(items: list[str] | None, option: str) -> dict[str, str]:
+    from gradscope.errors import UsageError
+    from gradscope.values import parse_assignment
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, value = parse_assignment(item, option)
+        if name in out:
+            raise UsageError(f"{option} gives `{name}` twice")
+        out[name] = value
+    return out
+
+
+def _shapes(items: list[str] | None) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...] | None]:
+    from gradscope.errors import UsageError
+    from gradscope.values import parse_shape
+
+    named: dict[str, tuple[int, ...]] = {}
+    default = None
+    for item in items or []:
+        if "=" in item:
+            name, _, text = item.partition("=")
+            name = name.strip()
+            if name in named:
+                raise UsageError(f"--shape gives `{name}` twice")
+            named[name] = parse_shape(text, f"--shape {name}")
+        else:
+            if default is not None:
+                raise UsageError("--shape without a NAME (the default shape) is given twice")
+            default = parse_shape(item)
+    return named, default
+
+
+def _tangents(items: list[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    import re
+
+    if len(items) == 1 and not re.match(r"\s*[A-Za-z][A-Za-z0-9_]*\s*=", items[0]):
+        return {"*": items[0]}
+    return _assignments(items, "--tangent")
+
+
+def _check_output(path: Path | None) -> None:
+    from gradscope.errors import UsageError
+
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"--output {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise UsageError(f"--output {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--output {path}: folder {folder} is not writable")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename, so readers never see half."""
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _progress_factory():
+    """A rich progress bar on stderr for long finite-difference work (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    state: dict[str, Any] = {}
+
+    def start(description: str, total: int):
+        if total < 2000:
+            return None
+        if "progress" not in state:
+            state["progress"] = Progress(TextColumn("{task.description}"), BarColumn(),
+                                         TextColumn("{task.completed}/{task.total}"),
+                                         TimeRemainingColumn(),
+                                         console=Console(stderr=True), transient=True)
+            state["progress"].start()
+        progress = state["progress"]
+        task = progress.add_task(description, total=total)
+        return lambda n: progress.advance(task, n)
+
+    def stop() -> None:
+        if "progress" in state:
+            state["progress"].stop()
+
+    start.stop = stop  # type: ignore[attr-defined]
+    return start
+
+
+def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
+         seed, device, fmt, json_flag, output, fail_on, max_elements, full) -> None:
+    from gradscope.errors import GradscopeError, UsageError
+
+    progress = None
+    try:
+        if arg:
+            raise UsageError("--arg gives non-tensor arguments to Python targets; an "
+                             "expression takes tensors only (use --at)")
+        _check_output(output)
+        from gradscope.pipeline import Request, run
+
+        shapes, default_shape = _shapes(shape)
+        progress = _progress_factory()
+        request = Request(command=command, target=target, at=_assignments(at, "--at"),
+                          shapes=shapes, default_shape=default_shape, grad=grad,
+                          tangent=_tangents(tangent), dtype=dtype.value, eps=eps, atol=atol,
+                          rtol=rtol, seed=seed, device=device, fail_on=fail_on.value,
+                          max_elements=max_elements, full=full, progress=progress)
+        if request.tangent and "*" in request.tangent:
+            from gradscope.api import _single_tangent
+
+            request = _single_tangent(request)
+        report = run(request)
+    except GradscopeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    finally:
+        if progress is not None:
+            progress.stop()  # type: ignore[attr-defined]
+    _emit(report, Format.json if json_flag else fmt, output)
+    if not report.passed and report.fail_on != "never":
+        raise typer.Exit(1)
+
+
+def _emit(report: Any, fmt: Format, output: Path | None) -> None:
+    if fmt is Format.json:
+        text = report.to_json() + "\n"
+    elif fmt is Format.markdown:
+        text = report.to_markdown()
+    else:
+        text = None
+    if output is not None:
+        try:
+            write_atomic(output, text if text is not None else report.to_text())
+        except OSError as exc:
+            raise _fail(f"cannot write --output {output}: {exc.strerror or exc}", 2) from None
+        verdict = "passed" if report.passed else "FAILED"
+        typer.echo(f"gradscope {report.command}: {verdict}; report written to {output}",
+                   err=fmt is Format.json)
+        return
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from gradscope.render.table import render, terminal_console
+
+    render(report, terminal_console())
+
+
+@app.command(help="Check gradients per element: autograd vs sympy vs finite differences. "
+                  "The verdict also covers seeded random upstream vectors and, when small, the "
+                  "full Jacobian. Exit 1 on a real mismatch.")
+def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
+          arg: ArgOpt = None, dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None,
+          atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
+          device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
+          output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
+          max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
+    _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
+         eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full)
+
+
+def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
+        tangent: TangentOpt = None, arg: ArgOpt = None, dtype: DtypeOpt = Dtype.float64,
+        eps: EpsOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
+        device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
+        output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
+        max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
+    _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
+         eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full)
+
+
+JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
+            "beside the symbolic formula and finite differences. --tangent adds forward mode "
+            "J·T.")
+app.command("jvp", help=JVP_HELP)(jvp)
+app.command("vjp", help=f"Same as jvp. {JVP_HELP}")(jvp)
+
+
+@app.command(help="The full Jacobian from each engine (small sizes: at most 250,000 entries).")
+def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: ArgOpt = None,
+             dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None, atol: AtolOpt = None,
+             rtol: RtolOpt = None, seed: SeedOpt = 0, device: DeviceOpt = "cpu",
+             fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
+             output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
+             max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
+    _run("jacobian", target, at=at, shape=shape, grad=None, tangent=None, arg=arg, dtype=dtype,
+         eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full)
+
+
+def _click_modules() -> list[Any]:
+    """The click exception modules in use: typer >= 0.16 vendors click as typer._click."""
+    modules = []
+    try:
+        from typer._click import exceptions as vendored
+
+        modules.append(vendored)
+    except ImportError:
+        pass
+    try:
+        from click import exceptions as upstream
+
+        modules.append(upstream)
+    except ImportError:
+        pass
+    return modules
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: one line on stderr for every usage error, never a traceback."""
+    mods = _click_modules()
+
+    def kinds(name: str) -> tuple[type, ...]:
+        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+    try:
+        code = app(args=argv, standalone_mode=False, prog_name="gradscope")
+    except kinds("NoArgsIsHelpError") as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "")
+        code = 0
+    except kinds("UsageError") as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
+        typer.echo(f"gradscope: error: {exc.format_message()}{hint}", err=True)
+        code = 2
+    except kinds("Exit") as exc:
+        code = exc.exit_code
+    except kinds("Abort"):
+        typer.echo("gradscope: aborted", err=True)
+        code = 130
+    except Exception as exc:  # a bug of ours: one line, the traceback only on request
+        if os.environ.get("GRADSCOPE_DEBUG"):
+            raise
+        typer.echo(f"gradscope: internal error: {type(exc).__name__}: {exc} "
+                   "(set GRADSCOPE_DEBUG=1 for the traceback; please report it)", err=True)
+        code = 4
+    sys.exit(code if isinstance(code, int) else 0)
