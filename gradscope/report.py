@@ -114,7 +114,9 @@ class Report:
         data = dataclasses.asdict(self)
         if data["forward"] is None:
             del data["forward"]
-        return data
+        # schema and version first, so a reader sees what it is reading before anything else
+        head = {"schema": data.pop("schema"), "version": data.pop("version")}
+        return head | data
 
     def to_json(self, indent: int | None = 2) -> str:
         from gradscope.render.json import dumps

@@ -1,0 +1,171 @@
+"""End-to-end CLI: exit codes, one-line errors, JSON per the contract, files written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradscope.cli import main, write_atomic
+
+SEED_ARGS = ["jvp", "3*a + 2*b*b + log(c)", "--at", "a=1,2,3", "--at", "b=3,4,5",
+             "--at", "c=6,7,8", "--grad", "0.1,1,1e-4"]
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_seed_example_table(capsys):
+    code, out, err = run(capsys, *SEED_ARGS)
+    assert code == 0 and err == ""
+    for text in ("3*a + 2*b*b + log(c)", "VJP = 3*v", "VJP = 4*b*v", "VJP = v/c", "0.0166667",
+                 "0.142857", "1.25e-05", "PASSED", "seed 0"):
+        assert text in out
+
+
+def test_seed_example_json_has_contract_keys(capsys):
+    code, out, _ = run(capsys, *SEED_ARGS, "--format", "json")
+    assert code == 0
+    report = json.loads(out)  # exactly one document, nothing else on stdout
+    for key in ("schema", "version", "command", "target", "target_kind", "dtype", "passed",
+                "output", "upstream", "inputs", "diagnostics"):
+        assert key in report
+    assert report["schema"] == "gradscope.report/1" and report["version"] == "0.1.0"
+    assert report["command"] == "jvp" and report["target_kind"] == "expression"
+    assert report["upstream"] == {"shape": [3], "values": [0.1, 1.0, 0.0001],
+                                  "elements_reported": "all"}
+    a = report["inputs"][0]
+    for key in ("name", "role", "shape", "values", "autograd", "symbolic",
+                "finite_difference", "formula", "max_abs_error", "status",
+                "elements_reported"):
+        assert key in a
+    assert a["name"] == "a" and a["role"] == "input" and a["formula"] == "3*v"
+    assert a["autograd"] == pytest.approx([0.3, 3.0, 3e-4])
+    assert a["status"] == "ok" and a["elements_reported"] == "all"
+    assert list(report)[:2] == ["schema", "version"]
+
+
+def test_json_flag_and_nan_as_strings(capsys):
+    code, out, _ = run(capsys, "check", "log(x)", "--at", "x=-1,1", "--json")
+    report = json.loads(out)
+    x = report["inputs"][0]
+    assert x["finite_difference"][0] == "nan" and x["status"] == "undefined"
+    assert report["output"]["values"][0] == "nan"
+    assert code == 0  # undefined is a warning, not a mismatch
+
+
+def test_markdown(capsys):
+    code, out, _ = run(capsys, *SEED_ARGS, "--format", "markdown")
+    assert code == 0 and out.startswith("## gradscope jvp")
+    assert "| index | autograd | symbolic | finite diff | abs error | status |" in out
+
+
+def test_output_file_written_atomically(capsys, tmp_path: Path):
+    target = tmp_path / "report.json"
+    code, out, err = run(capsys, *SEED_ARGS, "--json", "--output", str(target))
+    assert code == 0 and out == "" and "report written" in err
+    assert json.loads(target.read_text())["passed"] is True
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temp file left
+
+
+def test_write_atomic_leaves_old_file_on_failure(tmp_path: Path):
+    path = tmp_path / "r.txt"
+    path.write_text("old")
+
+    with pytest.raises(TypeError):
+        write_atomic(path, 123)  # type: ignore[arg-type]
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.txt"]
+
+
+def test_exit_1_on_mismatch_and_fail_on(capsys):
+    code, out, _ = run(capsys, "check", "sin(x) * 3", "--dtype", "float16", "--rtol", "1e-12",
+                       "--atol", "0")
+    assert code == 1 and "FAILED" in out and "mismatch" in out
+    code, _, _ = run(capsys, "check", "sin(x) * 3", "--dtype", "float16", "--rtol", "1e-12",
+                     "--atol", "0", "--fail-on", "never")
+    assert code == 0
+    code, _, _ = run(capsys, "check", "abs(x)", "--at", "x=0,1")
+    assert code == 0
+    code, _, _ = run(capsys, "check", "abs(x)", "--at", "x=0,1", "--fail-on", "warning")
+    assert code == 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["check", "__import__('os').system('x')"], "refused"),
+    (["check", "x.__class__"], "attribute access"),
+    (["check", "lambda: 0"], "lambda"),
+    (["check", "open('f')"], "unknown function"),
+    (["check", "9**9**9"], "exponent"),
+    (["check", "(" * 10000 + "x" + ")" * 10000], "characters long"),
+    (["check", "x*2", "--at", "y=1"], "not an input"),
+    (["check", "x*2", "--at", "x=1", "--at", "x=2"], "twice"),
+    (["jvp", "x*2", "--at", "x=1,2,3", "--grad", "1,2"], "(2,) but the output has shape (3,)"),
+    (["check", "x*2", "--at", "x=nan"], "NaN"),
+    (["check", "x*2", "--at", "x=randn(100000,100000)"], "limit"),
+    (["check", "x*2", "--dtype", "float8"], "--dtype"),
+    (["check", "x*2", "--device", "cuda"], "CUDA"),
+    (["check", "x*2", "--device", "tpu"], "--device"),
+    (["check", "x*2", "--eps", "0"], "--eps"),
+    (["check", "x*2", "--shape", "a,b"], "--shape"),
+    (["check", "x*2", "--arg", "n=4"], "--arg"),
+    (["check", "x*2", "--output", "/nonexistent/dir/r.json"], "does not exist"),
+    (["check", "examples/ops.py:RoundSTE"], "Python code"),
+    (["check", "where(x > 0, 1, 2)"], "does not depend differentiably"),
+    (["check"], "Missing argument"),
+    (["check", "x", "--bogus"], "No such option"),
+    (["frobnicate"], "No such command"),
+    (["jvp", "a*b", "--tangent", "1"], "name the tangent"),
+    (["jacobian", "x*2", "--at", "x=randn(1000)"], "Jacobian has"),
+])
+def test_bad_usage_is_exit_2_with_one_line(capsys, args, fragment):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gradscope: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in err
+
+
+def test_version_and_help(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == "gradscope 0.1.0"
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "Exit codes" in out
+
+
+def test_vjp_is_jvp(capsys):
+    _, a, _ = run(capsys, *SEED_ARGS, "--json")
+    _, b, _ = run(capsys, "vjp", *SEED_ARGS[1:], "--json")
+    ja, jb = json.loads(a), json.loads(b)
+    ja.pop("timings"), jb.pop("timings")
+    assert ja == jb
+
+
+def test_tangent_forward_block(capsys):
+    code, out, _ = run(capsys, "jvp", "x**3", "--at", "x=1,2", "--tangent", "1,1", "--json")
+    forward = json.loads(out)["forward"]
+    assert code == 0 and forward["autograd"] == pytest.approx([3.0, 12.0])
+    assert forward["tangent"] == {"x": [1.0, 1.0]} and forward["status"] == "ok"
+
+
+def test_python_dash_m_and_help_does_not_import_torch(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    probe = ("import sys; from gradscope.cli import main\n"
+             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH',"
+             " 'SYMPY' if 'sympy' in sys.modules else 'NO-SYMPY')")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    assert out.strip().endswith("NO-TORCH NO-SYMPY")
+    done = subprocess.run([sys.executable, "-m", "gradscope", "jvp", "x*x", "--at", "x=3",
+                           "--json"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and json.loads(done.stdout)["inputs"][0]["autograd"] == 6.0

@@ -1,0 +1,67 @@
+"""Per-element statuses and dtype tolerances — including the checks that must fail."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.compare import (
+    DEFAULT_TOLERANCES,
+    MISMATCH,
+    NONDIFFERENTIABLE,
+    OK,
+    UNDEFINED,
+    Tolerance,
+    compare,
+)
+
+
+def _t(*v):
+    return torch.tensor(v, dtype=torch.float64)
+
+
+TOL = Tolerance.for_dtype("float64")
+
+
+def test_agreement_is_ok():
+    c = compare(_t(1, 2), _t(1, 2), _t(1 + 1e-12, 2), _t(1e-12, 1e-12), None, TOL)
+    assert c.status.tolist() == [OK, OK] and c.worst() == "ok"
+    assert c.max_abs_error() < 2e-12
+
+
+def test_symbolic_disagreement_is_a_mismatch():
+    c = compare(_t(1, 2), _t(1, 2.5), None, None, None, TOL)
+    assert c.status.tolist() == [OK, MISMATCH] and c.worst() == "mismatch"
+    assert c.max_abs_error() == 0.5
+
+
+def test_finite_difference_disagreement_beyond_its_error_is_a_mismatch():
+    c = compare(_t(1.0), None, _t(1.01), _t(1e-6), None, TOL)
+    assert c.status.tolist() == [MISMATCH]
+
+
+def test_finite_difference_error_estimate_widens_the_tolerance():
+    c = compare(_t(1.0), None, _t(1.01), _t(0.01), None, TOL)
+    assert c.status.tolist() == [OK]
+
+
+def test_kink_overrides_mismatch_and_nan_overrides_all():
+    c = compare(_t(0, 1, float("nan")), _t(0, 1, 0), _t(0.5, 1, 0), _t(0, 0, 0),
+                torch.tensor([True, False, True]), TOL)
+    assert c.status.tolist() == [NONDIFFERENTIABLE, OK, UNDEFINED]
+    assert c.counts() == {"ok": 1, "nondifferentiable": 1, "undefined": 1}
+    assert c.worst() == "undefined"
+    assert c.max_abs_error() == 0.0  # only judged elements count
+
+
+def test_tolerances_follow_dtype_and_overrides():
+    assert set(DEFAULT_TOLERANCES) == {"float64", "float32", "float16", "bfloat16"}
+    rtols = [DEFAULT_TOLERANCES[d][0] for d in ("float64", "float32", "float16", "bfloat16")]
+    assert rtols == sorted(rtols)
+    t = Tolerance.for_dtype("float32", rtol=0.5)
+    assert t.rtol == 0.5 and t.atol == DEFAULT_TOLERANCES["float32"][1]
+
+
+def test_float32_error_passes_in_float32_but_not_in_float64():
+    ag = _t(1.0 + 1e-5)
+    assert compare(ag, _t(1.0), None, None, None, Tolerance.for_dtype("float32")).worst() == "ok"
+    assert compare(ag, _t(1.0), None, None, None, TOL).worst() == "mismatch"
