@@ -402,8 +402,8 @@ def _jacobian_reports(request, autograd, symbolic, columns, values, cast, sym_sk
         shaped = Comparison(cmp.status.reshape(jac_shape), cmp.error.reshape(jac_shape))
         idx = assemble.worst_indices(shaped, request.max_elements, request.full)
 
-        def shape_j(t):
-            return t.reshape(jac_shape) if t is not None else None
+        def shape_j(t, shape=jac_shape):
+            return t.reshape(shape) if t is not None else None
 
         report = _input_report(n, values[n], cast[n], shaped, idx, shape_j(ag[n]),
                                shape_j(sym[n]) if sym else None, shape_j(jac), None,

@@ -17,7 +17,7 @@ import torch
 from gradscope.errors import UsageError
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS
-from gradscope.expr.parse import parse
+from gradscope.expr.parse import constant_value, parse
 from gradscope.expr.to_torch import evaluate
 
 
@@ -36,6 +36,7 @@ class ExpressionTarget:
     expression: ir.Expression
     kind: str = "expression"
     branch_sites: list[Branch] = field(default_factory=list)
+    _kinky: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -51,7 +52,7 @@ class ExpressionTarget:
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             op = OPS[node.op]
-            if op.branch is not None:
+            if op.branch is not None and self._can_kink(node):
                 branches.append(op.branch(*args))
                 sites.append(Branch(op.name, self.expression.text(node),
                                     tuple(n for n in self.names if ir.depends_on(node, n))))
@@ -60,6 +61,19 @@ class ExpressionTarget:
         if not self.branch_sites:
             self.branch_sites = sites
         return out, branches
+
+    def _can_kink(self, node: ir.Call) -> bool:
+        """False where the op's kink provably cannot be crossed: a constant argument decides
+        it (x**2, x/3) or nothing in it depends on an input."""
+        key = node.span
+        if key not in self._kinky:
+            relevant: tuple[ir.Node, ...] = node.args
+            if node.op == "pow" and _nonnegative_int(node.args[1]):
+                relevant = ()
+            elif node.op == "div":
+                relevant = node.args[1:]
+            self._kinky[key] = any(ir.depends_on(a, n) for a in relevant for n in self.names)
+        return self._kinky[key]
 
     @cached_property
     def elementwise_inputs(self) -> set[str]:
@@ -79,6 +93,12 @@ class ExpressionTarget:
                     isinstance(a, ir.Var) and a.name == name for a in node.args):
                 return OPS[node.op].domain
         return None
+
+
+def _nonnegative_int(node: ir.Node) -> bool:
+    """True when `node` is a constant whole number >= 0 (x**2 is smooth everywhere)."""
+    value = constant_value(node)
+    return value is not None and value == value and value >= 0 and float(value).is_integer()
 
 
 def _elementwise_in(node: ir.Node, name: str) -> bool:

@@ -37,7 +37,7 @@ def test_dense_input_uses_vmap_batches():
 
 def test_dense_jacobian_columns():
     fd, _ = _fd("softmax(x)", x=[1.0, 2.0, 3.0])
-    jac, err = fd.columns("x").jacobian()
+    jac, _ = fd.columns("x").jacobian()
     want = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, 0),
                                               torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
     assert torch.allclose(jac, want, atol=1e-10)

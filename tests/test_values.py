@@ -42,7 +42,7 @@ def test_random_generators_are_seeded_per_name():
     assert float(u.tensor.min()) >= 2 and float(u.tensor.max()) <= 3
     assert u.origin == "uniform(2,3,100) seed=1"
     r = parse_value("rand(50)", "--at x").tensor
-    assert 0 <= float(r.min()) and float(r.max()) < 1
+    assert float(r.min()) >= 0 and float(r.max()) < 1
 
 
 @pytest.mark.parametrize("text, fragment", [

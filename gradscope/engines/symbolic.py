@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import sympy as sp
 import torch
 
+from gradscope.engines.sympy_eval import SympyEvaluator
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS, Op
-from gradscope.engines.sympy_eval import SympyEvaluator
 from gradscope.tensor_utils import sum_to_shape
 
 MAX_FORMULA = 400

@@ -219,14 +219,15 @@ def _bilinear_formula(transpose: bool) -> Callable[..., list[Any]]:
 
 # ---------------------------------------------------------------- elementwise helpers
 def _pow_branch(x: Tensor, y: Tensor) -> Tensor:
-    # x**y is smooth in x for a non-negative integer exponent; otherwise 0 is a pole or an edge.
-    y = torch.as_tensor(y)
-    smooth = (y >= 0) & (y == torch.round(y))
-    return torch.where(smooth, torch.zeros_like(x), torch.sign(x))
+    # x**y is smooth where x > 0 or the exponent is a non-negative integer; elsewhere 0 is a pole
+    # or the edge of the domain.
+    smooth = (x > 0) | ((y >= 0) & (y == torch.round(y)))
+    return torch.where(smooth, torch.ones_like(x), torch.sign(x) - 2)
 
 
 def _sympy_pow(x: Any, y: Any) -> Any:
-    return sp.Pow(x, y)
+    # A numeric exponent keeps sympy's Pow (formulas read 2*x*v); otherwise torch's convention.
+    return sp.Pow(x, y) if getattr(y, "is_Number", False) else sf.power(x, y)
 
 
 def _sign_diff(x: Tensor, y: Tensor) -> Tensor:

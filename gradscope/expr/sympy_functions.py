@@ -110,6 +110,25 @@ maximum = _make("maximum", 2, torch.maximum, _maximum_fdiff)
 minimum = _make("minimum", 2, torch.minimum, _minimum_fdiff)
 
 
+def _pow_exponent_grad(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # torch: d(x**y)/dy = x**y * log(x), defined as 0 where x == 0 and y >= 0
+    value = torch.pow(x, y) * torch.log(x)
+    return torch.where((x == 0) & (y >= 0), torch.zeros_like(value), value)
+
+
+pow_exponent_grad = _make("pow_exponent_grad", 2, _pow_exponent_grad, _zero_derivative)
+
+
+def _pow_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    x, y = self.args
+    # y*x**(y-1), not sympy's y*x**y/x, which is 0/0 at x == 0
+    return y * power(x, y - 1) if argindex == 1 else pow_exponent_grad(x, y)
+
+
+# x**y with a non-constant exponent (a constant exponent stays a plain sympy Pow).
+power = _make("pow", 2, torch.pow, _pow_fdiff)
+
+
 # Standard sympy functions and their torch counterparts, for the evaluator.
 STANDARD: dict[type, Callable[..., Any]] = {
     sp.sin: torch.sin, sp.cos: torch.cos, sp.tan: torch.tan,

@@ -46,7 +46,8 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             out = op.torch(*args, **kwargs)
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
             shapes = ", ".join(str(tuple(a.shape)) for a in args)
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            text = str(exc).strip()
+            first_line = text.splitlines()[0] if text else type(exc).__name__
             raise UsageError(f"cannot compute `{expr.text(node)}` on shapes {shapes}: "
                              f"{first_line}") from None
         if visit is not None:

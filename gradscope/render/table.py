@@ -54,7 +54,7 @@ def flat(values: Any) -> list:
 
 
 def _shape_text(shape: Sequence[int]) -> str:
-    return "()" if not shape else "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    return str(tuple(shape))
 
 
 def _index_of(flat_index: int, shape: Sequence[int]) -> list[int]:

@@ -1,0 +1,130 @@
+"""Time gradscope beside torch.autograd.gradcheck, in one run on one machine, and print ratios.
+
+    python benchmarks/run.py            # all cases (about a minute on 2 cores)
+    python benchmarks/run.py --quick    # smaller sizes, for a smoke test
+
+Each case runs in its own subprocess so its peak memory (ru_maxrss) is its own. Times exclude
+the Python/torch import; `gradscope` is the library call `gradscope.check(...)`: all three engines,
+every element compared, random upstreams included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+CASES = {
+    # name: (expression, size, run gradcheck slow?, run gradcheck fast?)
+    "elementwise-3k": ("3*a + 2*b*b + log(c)", 3000, True, True),
+    "elementwise-1M": ("3*a + 2*b*b + log(c)", 1_000_000, False, True),
+    "dense-1k": ("sum(sin(x)**2) * mean(cos(x))", 1000, True, True),
+    "dense-10k": ("sum(sin(x)**2) * mean(cos(x))", 10_000, True, True),
+}
+QUICK = {"elementwise-3k": 300, "elementwise-1M": 100_000, "dense-1k": 200, "dense-10k": 1000}
+
+
+def _torch_fn(expr: str):
+    import torch
+
+    if expr.startswith("3*a"):
+        return lambda a, b, c: 3 * a + 2 * b * b + torch.log(c)
+    return lambda x: (torch.sin(x) ** 2).sum() * torch.cos(x).mean()
+
+
+def _best(fn, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        tic = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - tic)
+    return min(times)
+
+
+def run_case(name: str, size: int) -> dict:
+    import torch
+
+    import gradscope
+
+    expr, _, slow, fast = CASES[name]
+    fn = _torch_fn(expr)
+    names = ["a", "b", "c"] if expr.startswith("3*a") else ["x"]
+    gen = torch.Generator().manual_seed(0)
+    tensors = [torch.rand(size, generator=gen, dtype=torch.float64) + 0.5 for _ in names]
+
+    def plain():
+        leaves = [t.clone().requires_grad_() for t in tensors]
+        out = fn(*leaves)
+        out.backward(torch.ones_like(out))
+
+    def ours():
+        report = gradscope.check(expr, **dict(zip(names, tensors, strict=True)))
+        assert report.passed
+
+    gradscope.check(expr, **{n: t[:10] for n, t in zip(names, tensors, strict=True)})  # warm
+    result = {"case": name, "expression": expr, "size": size, "inputs": len(names),
+              "plain_fwd_bwd_s": _best(plain), "gradscope_s": _best(ours, 2)}
+    # gradscope's own peak, before gradcheck (whose slow mode holds a dense Jacobian) runs
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    leaves = tuple(t.clone().requires_grad_() for t in tensors)
+    if slow:
+        tic = time.perf_counter()
+        ok = torch.autograd.gradcheck(fn, leaves, fast_mode=False)
+        result["gradcheck_slow_s"] = time.perf_counter() - tic
+        assert ok
+    if fast:
+        result["gradcheck_fast_s"] = _best(
+            lambda: torch.autograd.gradcheck(fn, leaves, fast_mode=True), 2)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead")
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case, args.size)))
+        return
+    rows = []
+    for name, (_, size, _, _) in CASES.items():
+        size = QUICK[name] if args.quick else size
+        out = subprocess.run([sys.executable, __file__, "--case", name, "--size", str(size)],
+                             capture_output=True, text=True, check=True,
+                             env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"gradscope vs torch.autograd.gradcheck — {platform.machine()}, "
+                        f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    for col in ("case", "size", "plain f+b", "gradscope", "× plain", "gradcheck slow",
+                "slow / gradscope", "gradcheck fast", "gradscope / fast", "gradscope peak RSS"):
+        table.add_column(col, justify="right" if col != "case" else "left")
+    for r in rows:
+        g = r["gradscope_s"]
+        slow, fast = r.get("gradcheck_slow_s"), r.get("gradcheck_fast_s")
+        table.add_row(
+            r["case"], f"{r['inputs']}×{r['size']:,}", f"{r['plain_fwd_bwd_s'] * 1e3:.1f} ms",
+            f"{g * 1e3:.1f} ms", f"{g / r['plain_fwd_bwd_s']:.1f}×",
+            f"{slow:.2f} s" if slow else "not run", f"{slow / g:.0f}×" if slow else "—",
+            f"{fast * 1e3:.1f} ms" if fast else "not run", f"{g / fast:.1f}×" if fast else "—",
+            f"{r['peak_rss_mb']:.0f} MB")
+    console = Console()
+    if not console.is_terminal:
+        console.width = 160
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
