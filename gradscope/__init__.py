@@ -5,10 +5,15 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from gradscope._version import __version__
 from gradscope.errors import GradscopeError, TargetError, UsageError
+
+# torch warns on every start when NumPy is absent; gradscope never needs NumPy, so the warning
+# would only be noise on stderr in a fresh environment.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 __all__ = [
     "GradscopeError",
