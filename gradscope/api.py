@@ -2,13 +2,18 @@
 exits). The CLI is a thin layer over these same calls via `pipeline.Request`.
 
     report = gradscope.vjp("3*a + 2*b*b + log(c)", a=..., b=..., c=..., grad=[0.1, 1, 1e-4])
+    report = gradscope.check(KillHead, torch.randn(3, 8), 2)   # tensors and non-tensor args
+
+Expression inputs are passed by name; a callable (Function, Module, function) takes positional
+arguments in its forward's order — tensors are checked, anything else is passed through — or
+tensors by name. Options: grad, tangent, dtype, eps, atol, rtol, seed, device, fail_on, shape,
+max_elements, full, arg (non-tensor arguments by name), init (Module constructor), repeat.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gradscope.errors import UsageError
 from gradscope.pipeline import Request, run
 from gradscope.report import Report
 
@@ -17,9 +22,8 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
              grad: Any = None, tangent: Any = None, dtype: str = "float64",
              eps: float | None = None, atol: float | None = None, rtol: float | None = None,
              seed: int = 0, device: str = "cpu", fail_on: str = "mismatch",
-             shape: Any = None, max_elements: int = 10_000, full: bool = False) -> Request:
-    if args:
-        raise UsageError("expression inputs are passed by name, e.g. check(\"x**2\", x=t)")
+             shape: Any = None, max_elements: int = 10_000, full: bool = False,
+             arg: Any = None, init: Any = None, repeat: int = 1) -> Request:
     shapes: dict[str, tuple[int, ...]] = {}
     default_shape = None
     if isinstance(shape, dict):
@@ -28,23 +32,12 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
         default_shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if tangent is not None and not isinstance(tangent, dict):
         tangent = {"*": tangent}
-    return Request(command=command, target=target, at=inputs, shapes=shapes,
+    return Request(command=command, target=target, at=inputs, positional=tuple(args),
+                   shapes=shapes,
                    default_shape=default_shape, grad=grad, tangent=tangent, dtype=dtype,
                    eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fail_on=fail_on,
-                   max_elements=max_elements, full=full)
-
-
-def _single_tangent(request: Request) -> Request:
-    """`tangent=VALUE` (not a dict) is allowed when the target has exactly one input."""
-    if request.tangent and "*" in request.tangent:
-        from gradscope.targets import resolve
-
-        names = resolve(request.target).names
-        if len(names) != 1:
-            raise UsageError(f"the target has {len(names)} inputs ({', '.join(names)}); "
-                             "name the tangent's input: --tangent NAME=VALUE")
-        request.tangent = {names[0]: request.tangent["*"]}
-    return request
+                   max_elements=max_elements, full=full, args=dict(arg or {}),
+                   init=dict(init or {}), repeat=repeat)
 
 
 def check(target: Any, *args: Any, grad: Any = None, **options: Any) -> Report:
@@ -59,8 +52,7 @@ def vjp(target: Any, *args: Any, grad: Any = None, tangent: Any = None,
     """What `y.backward(grad)` computes, beside the symbolic and finite-difference results.
     With `tangent`, forward mode J·t is checked too."""
     opts, inputs = _split(options)
-    return run(_single_tangent(_request("jvp", target, args, inputs, grad=grad,
-                                        tangent=tangent, **opts)))
+    return run(_request("jvp", target, args, inputs, grad=grad, tangent=tangent, **opts))
 
 
 jvp = vjp
@@ -73,7 +65,7 @@ def jacobian(target: Any, *args: Any, **options: Any) -> Report:
 
 
 _OPTIONS = {"dtype", "eps", "atol", "rtol", "seed", "device", "fail_on", "shape",
-            "max_elements", "full"}
+            "max_elements", "full", "arg", "init", "repeat"}
 
 
 def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -27,7 +27,9 @@ FUNCTION_NAMES = ("abs acos asin atan atan2 ceil clamp cos cosh dot erf exp expm
 HELP = f"""Inspect PyTorch gradients: autograd, symbolic (sympy) and finite differences side by
 side, per element, with every disagreement explained.
 
-TARGET is an expression such as "3*a + 2*b*b + log(c)". Free names are the inputs.
+TARGET is an expression such as "3*a + 2*b*b + log(c)" (free names are the inputs), or
+Python code: my_ops.py:RoundSTE or package.module:NAME naming a torch.autograd.Function, an
+nn.Module (class or instance) or a function; its tensor parameters are the inputs.
 Operators: + - * / ** @, unary -, comparisons inside where(). Constants: pi, e.
 Functions: {FUNCTION_NAMES}.
 
@@ -62,8 +64,10 @@ class FailOn(str, Enum):
 VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
               "zeros(3), linspace(lo,hi,n), arange(n)")
 
-TargetArg = Annotated[str, typer.Argument(help="Expression, e.g. \"3*a + 2*b*b + log(c)\".",
-                                          show_default=False)]
+TargetArg = Annotated[str, typer.Argument(
+    help="Expression (\"3*a + 2*b*b + log(c)\") or Python code: path/to/file.py:NAME or "
+         "package.module:NAME naming an autograd.Function, an nn.Module or a function.",
+    show_default=False)]
 AtOpt = Annotated[list[str] | None, typer.Option(
     "--at", metavar="NAME=VALUE", help=f"Value of an input (repeatable). VALUE: {VALUE_HELP}.")]
 ShapeOpt = Annotated[list[str] | None, typer.Option(
@@ -73,7 +77,14 @@ GradOpt = Annotated[str | None, typer.Option(
     "--grad", metavar="VALUE",
     help="Upstream vector v for y.backward(v); must be shaped like the output. Default: ones.")]
 ArgOpt = Annotated[list[str] | None, typer.Option(
-    "--arg", metavar="NAME=LITERAL", help="Non-tensor argument (Python targets only).")]
+    "--arg", metavar="NAME=LITERAL",
+    help="Non-tensor argument of a Python target (repeatable), e.g. --arg n=4.")]
+InitOpt = Annotated[list[str] | None, typer.Option(
+    "--init", metavar="NAME=LITERAL",
+    help="Constructor argument of an nn.Module class target (repeatable).")]
+RepeatOpt = Annotated[int, typer.Option(
+    "--repeat", min=1, help="Call backward N times without zeroing .grad and show that "
+                            "gradients accumulate to N × the VJP.")]
 DtypeOpt = Annotated[Dtype, typer.Option(
     "--dtype", help="Dtype of the autograd computation; tolerances follow it.")]
 EpsOpt = Annotated[float | None, typer.Option(
@@ -223,15 +234,20 @@ def _progress_factory():
     return start
 
 
+def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
+    from gradscope.usercode import parse_literal
+
+    return {name: parse_literal(text, f"{option} {name}")
+            for name, text in _assignments(items, option).items()}
+
+
 def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
-         seed, device, fmt, json_flag, output, fail_on, max_elements, full) -> None:
-    from gradscope.errors import GradscopeError, UsageError
+         seed, device, fmt, json_flag, output, fail_on, max_elements, full, init=None,
+         repeat=1) -> None:
+    from gradscope.errors import GradscopeError
 
     progress = None
     try:
-        if arg:
-            raise UsageError("--arg gives non-tensor arguments to Python targets; an "
-                             "expression takes tensors only (use --at)")
         _check_output(output)
         from gradscope.pipeline import Request, run
 
@@ -241,11 +257,9 @@ def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps
                           shapes=shapes, default_shape=default_shape, grad=grad,
                           tangent=_tangents(tangent), dtype=dtype.value, eps=eps, atol=atol,
                           rtol=rtol, seed=seed, device=device, fail_on=fail_on.value,
-                          max_elements=max_elements, full=full, progress=progress)
-        if request.tangent and "*" in request.tangent:
-            from gradscope.api import _single_tangent
-
-            request = _single_tangent(request)
+                          max_elements=max_elements, full=full, progress=progress,
+                          args=_literals(arg, "--arg"), init=_literals(init, "--init"),
+                          repeat=repeat)
         report = run(request)
     except GradscopeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
@@ -286,25 +300,27 @@ def _emit(report: Any, fmt: Format, output: Path | None) -> None:
                   "The verdict also covers seeded random upstream vectors and, when small, the "
                   "full Jacobian. Exit 1 on a real mismatch.")
 def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
-          arg: ArgOpt = None, dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None,
-          atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
+          arg: ArgOpt = None, init: InitOpt = None, dtype: DtypeOpt = Dtype.float64,
+          eps: EpsOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
           device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
           output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
           max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
     _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full)
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init)
 
 
 def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
-        tangent: TangentOpt = None, arg: ArgOpt = None, dtype: DtypeOpt = Dtype.float64,
-        eps: EpsOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
+        tangent: TangentOpt = None, arg: ArgOpt = None, init: InitOpt = None,
+        repeat: RepeatOpt = 1, dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None,
+        atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
         device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
         output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
         max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
     _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full)
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
+         repeat=repeat)
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
@@ -316,14 +332,15 @@ app.command("vjp", help=f"Same as jvp. {JVP_HELP}")(jvp)
 
 @app.command(help="The full Jacobian from each engine (small sizes: at most 250,000 entries).")
 def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: ArgOpt = None,
-             dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None, atol: AtolOpt = None,
-             rtol: RtolOpt = None, seed: SeedOpt = 0, device: DeviceOpt = "cpu",
+             init: InitOpt = None, dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None,
+             atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
+             device: DeviceOpt = "cpu",
              fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
              output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
              max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
     _run("jacobian", target, at=at, shape=shape, grad=None, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full)
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init)
 
 
 def _click_modules() -> list[Any]:

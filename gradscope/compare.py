@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH = 0, 1, 2, 3
+OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE = 0, 1, 2, 3, 4
 STATUS_NAMES = {OK: "ok", NONDIFFERENTIABLE: "nondifferentiable", UNDEFINED: "undefined",
-                MISMATCH: "mismatch"}
-SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, OK]  # worst first
+                MISMATCH: "mismatch", SURROGATE: "surrogate"}
+SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, SURROGATE, OK]  # worst first
 
 # (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
 # float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
@@ -63,6 +63,16 @@ class Comparison:
             if bool((self.status == code).any()):
                 return STATUS_NAMES[code]
         return "ok"
+
+    def surrogate(self, finite: torch.Tensor, finite_error: torch.Tensor,
+                  tol: Tolerance) -> Comparison:
+        """Re-mark as `surrogate` the mismatches where the true derivative is zero: the
+        caller has established that the forward is piecewise constant and the backward
+        linear, i.e. a deliberate surrogate gradient such as a straight-through estimator."""
+        flat = finite.to(torch.float64).abs() <= tol.atol + FD_ERROR_FACTOR * finite_error
+        status = self.status.clone()
+        status[(status == MISMATCH) & flat.to(status.device)] = SURROGATE
+        return Comparison(status, self.error)
 
     def max_abs_error(self) -> float:
         judged = (self.status == OK) | (self.status == MISMATCH)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,12 +25,14 @@ from gradscope.compare import (
     Tolerance,
     compare,
 )
+from gradscope.diagnose import custom_backward
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.finite_diff import Columns, FiniteDifferences
 from gradscope.engines.symbolic import SymbolicEngine
-from gradscope.errors import UsageError
+from gradscope.errors import TargetError, UsageError
 from gradscope.report import ForwardReport, InputReport, Report, UpstreamCheck
 from gradscope.targets import ExpressionTarget, resolve
+from gradscope.usercode import user_error
 from gradscope.values import MAX_ELEMENTS, Value, parse_value, random_value, seed_for
 
 COMMANDS = ("check", "jvp", "jacobian")
@@ -50,6 +53,7 @@ class Request:
     command: str
     target: Any
     at: Mapping[str, Any] = field(default_factory=dict)
+    positional: tuple[Any, ...] = ()  # API: a callable's arguments in order
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     default_shape: tuple[int, ...] | None = None
     grad: Any = None
@@ -63,15 +67,48 @@ class Request:
     fail_on: str = "mismatch"
     max_elements: int = 10_000
     full: bool = False
+    args: Mapping[str, Any] = field(default_factory=dict)  # non-tensor arguments (Python)
+    init: Mapping[str, Any] = field(default_factory=dict)  # nn.Module constructor arguments
+    base: Path | None = None  # folder that relative file targets are resolved against
+    repeat: int = 1  # jvp: backward calls whose .grad accumulates (seeds/003)
     progress: Callable[[str, int], Callable[[int], None]] | None = None
+
+
+@dataclass
+class _Run:
+    """What the engines produced, handed between the steps of one run."""
+
+    request: Request
+    target: Any
+    names: tuple[str, ...]
+    autograd: AutogradEngine
+    symbolic: SymbolicEngine | None
+    sym_skip: str | None
+    fd: FiniteDifferences | None
+    columns: dict[str, Columns | None]
+    fd_skip: dict[str, str]
+    tol: Tolerance
+    surrogates: set[str] = field(default_factory=set)
+
+    def compare(self, name: str, ag: torch.Tensor, sym: torch.Tensor | None,
+                fd: torch.Tensor | None, err: torch.Tensor | None) -> Comparison:
+        col = self.columns[name]
+        cmp = compare(ag, sym, fd, err, col.kink if col else None, self.tol)
+        if name in self.surrogates and fd is not None and err is not None:
+            cmp = cmp.surrogate(fd, err, self.tol)
+        return cmp
 
 
 def run(request: Request) -> Report:
     _validate(request)
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    target = resolve(request.target)
+    target = resolve(request.target, args=request.args, init=request.init, base=request.base,
+                     positional=request.positional)
+    if getattr(target, "given", None):
+        request.at = {**target.given, **request.at}
     names = target.names
+    python = target.kind != "expression"
     _check_names(request, names)
     dtype, device = DTYPES[request.dtype], _device(request.device)
 
@@ -85,7 +122,17 @@ def run(request: Request) -> Report:
     autograd = AutogradEngine(target.forward, cast)
     output = autograd.output
     upstream = _upstream(grad_value, output)
-    ag_grads = autograd.backward(upstream)
+    before = upstream.clone()
+    failure = None
+    try:
+        ag_grads = autograd.backward(upstream)
+    except (UsageError, TargetError):
+        raise
+    except Exception as exc:  # torch's complaint about a custom backward, or the user's raise
+        failure = custom_backward.classify_failure(exc, target.text)
+        if failure is None:
+            raise user_error(exc, "backward") from None
+        ag_grads = None
     timings["autograd"] = time.perf_counter() - tic
 
     tic = time.perf_counter()
@@ -93,8 +140,7 @@ def run(request: Request) -> Report:
     timings["symbolic"] = time.perf_counter() - tic
 
     tic = time.perf_counter()
-    fd = FiniteDifferences(target.traced, exact, elementwise=target.elementwise_inputs,
-                           eps=request.eps or DEFAULT_EPS)
+    fd, fd_note = _finite_differences(request, target, exact, dtype)
     columns: dict[str, Columns | None] = {}
     fd_skip: dict[str, str] = {}
     for name in names:
@@ -102,68 +148,171 @@ def run(request: Request) -> Report:
         if reason:
             columns[name], fd_skip[name] = None, reason
             continue
-        tick = request.progress(f"finite differences for {name}", exact[name].numel()) \
+        fd.progress = request.progress(f"finite differences for {name}", exact[name].numel()) \
             if request.progress and name not in target.elementwise_inputs else None
-        fd.progress = tick
         columns[name] = fd.columns(name)
     timings["finite_difference"] = time.perf_counter() - tic
 
     tol = Tolerance.for_dtype(request.dtype, request.rtol, request.atol)
-    upstream64 = upstream.to(torch.float64)
-    sym_grads = symbolic.vjp(upstream64) if symbolic else None
-    formulas = symbolic.formulas(_upstream_symbol(names)) if symbolic else {}
-
-    inputs: list[InputReport] = []
-    comparisons: dict[str, Comparison] = {}
-    undefined: dict[str, torch.Tensor] = {}
-    for name in names if request.command != "jacobian" else ():
-        col = columns[name]
-        fd_grad, fd_err = col.vjp(upstream64) if col else (None, None)
-        cmp = compare(ag_grads[name], sym_grads[name] if sym_grads else None, fd_grad, fd_err,
-                      col.kink if col else None, tol)
-        comparisons[name] = cmp
-        undefined[name] = cmp.status == UNDEFINED
-        idx = assemble.worst_indices(cmp, request.max_elements, request.full)
-        inputs.append(_input_report(
-            name, values[name], cast[name], cmp, idx, ag_grads[name],
-            sym_grads[name] if sym_grads else None, fd_grad, formulas.get(name),
-            sym_skip, fd_skip.get(name), col))
-
+    state = _Run(request, target, names, autograd, symbolic, sym_skip, fd, columns, fd_skip, tol)
     report = Report(
-        command=request.command, target=target.text, target_kind=target.kind,
+        command=request.command, target=target.text, target_kind=target.target_kind,
         dtype=request.dtype, passed=True, version=__version__,
         output=assemble.summary(output, request.max_elements, request.full),
         upstream=assemble.summary(upstream, request.max_elements, request.full),
-        inputs=inputs, diagnostics=[], device=str(device), seed=request.seed,
-        fail_on=request.fail_on,
-        tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": request.eps or DEFAULT_EPS})
+        inputs=[], diagnostics=[], device=str(device), seed=request.seed,
+        fail_on=request.fail_on, notes=list(target.notes),
+        tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": fd.eps})
+    if fd_note:
+        report.notes.append(fd_note)
 
-    if request.command == "check":
-        report.upstream_checks = _extra_checks(request, autograd, symbolic, columns, tol,
-                                               output, names)
-    if request.command == "jvp" and request.tangent:
-        report.forward = _forward(request, autograd, symbolic, fd, sym_skip, tol, names)
-    if request.command == "jacobian":
-        report.inputs = _jacobian_reports(request, autograd, symbolic, columns, values, cast,
-                                          sym_skip, fd_skip, tol, names)
-        comparisons = {}
-
-    sites = target.branch_sites
-    kink_masks = {n: c.kink_by_branch for n, c in columns.items() if c}
-    explained = {n: _any_of(c.kink_by_branch, c.kink) for n, c in columns.items() if c}
-    unexplained = {n: c.kink & ~explained[n] for n, c in columns.items() if c}
-    report.diagnostics = assemble.kink_diagnostics(sites, kink_masks, unexplained)
-    nan = assemble.nan_diagnostic(target.text, undefined)
-    if nan:
-        report.diagnostics.append(nan)
+    if ag_grads is None:
+        assert failure is not None
+        report.inputs = _failed_backward_inputs(state, values, cast, upstream, str(failure.message))
+        failure.inputs = list(names)
+        failure.count = sum(cast[n].numel() for n in names)
+        report.diagnostics.append(failure)
+    else:
+        if python:
+            report.diagnostics += _custom_backward_checks(state, upstream, before, ag_grads)
+        undefined: dict[str, torch.Tensor] = {}
+        if request.command == "jacobian":
+            report.inputs = _jacobian_reports(state, values, cast)
+        else:
+            report.inputs, undefined = _vjp_inputs(state, values, cast, upstream, ag_grads)
+        if request.command == "check":
+            report.upstream_checks = _extra_checks(state, output)
+        if request.command == "jvp" and request.tangent:
+            report.forward = _forward(state)
+        if request.command == "jvp" and request.repeat > 1:
+            report.accumulation = _accumulate(state, upstream, ag_grads)
+        report.diagnostics += _kink_diagnostics(state)
+        nan = assemble.nan_diagnostic(target.text, undefined)
+        if nan:
+            report.diagnostics.append(nan)
+        if state.surrogates:
+            counts = {i.name: i.status_counts.get("surrogate", 0) for i in report.inputs}
+            report.diagnostics.append(custom_backward.surrogate(target.text, counts))
     if symbolic is None and sym_skip:
         report.notes.append(f"symbolic engine skipped: {sym_skip}")
     for name, reason in fd_skip.items():
         report.notes.append(f"finite differences skipped for {name}: {reason}")
+    roles = target.roles()
+    for item in report.inputs:
+        item.role = roles.get(item.name, "input")
     report.passed = _verdict(report)
     timings["total"] = time.perf_counter() - started
     report.timings = {k: round(v, 6) for k, v in timings.items()}
     return report
+
+
+def _vjp_inputs(state: _Run, values: Mapping[str, Value], cast: Mapping[str, torch.Tensor],
+                upstream: torch.Tensor, ag_grads: Mapping[str, torch.Tensor]):
+    request, symbolic = state.request, state.symbolic
+    upstream64 = upstream.to(torch.float64)
+    sym_grads = symbolic.vjp(upstream64) if symbolic else None
+    formulas = symbolic.formulas(_upstream_symbol(state.names)) if symbolic else {}
+    inputs, undefined = [], {}
+    for name in state.names:
+        col = state.columns[name]
+        fd_grad, fd_err = col.vjp(upstream64) if col else (None, None)
+        sym = sym_grads[name] if sym_grads else None
+        cmp = state.compare(name, ag_grads[name], sym, fd_grad, fd_err)
+        undefined[name] = cmp.status == UNDEFINED
+        idx = assemble.worst_indices(cmp, request.max_elements, request.full)
+        inputs.append(_input_report(name, values[name], cast[name], cmp, idx, ag_grads[name],
+                                    sym, fd_grad, formulas.get(name), state.sym_skip,
+                                    state.fd_skip.get(name), col))
+    return inputs, undefined
+
+
+def _failed_backward_inputs(state: _Run, values: Mapping[str, Value],
+                            cast: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+                            reason: str) -> list[InputReport]:
+    """Backward could not run: show what finite differences say the gradient is."""
+    out = []
+    for name in state.names:
+        col = state.columns[name]
+        fd_grad = col.vjp(upstream.to(torch.float64))[0] if col else None
+        item = InputReport(
+            name=name, role="input", shape=list(cast[name].shape),
+            values=assemble.plain(cast[name]), autograd=None, symbolic=None,
+            finite_difference=assemble.plain(fd_grad), formula=None,
+            max_abs_error=float("nan"), status="mismatch", origin=values[name].origin,
+            autograd_skipped=f"backward failed: {reason}",
+            symbolic_skipped=state.sym_skip, finite_difference_mode=col.mode if col else None,
+            finite_difference_skipped=state.fd_skip.get(name))
+        out.append(item)
+    return out
+
+
+def _custom_backward_checks(state: _Run, upstream: torch.Tensor, before: torch.Tensor,
+                            ag_grads: Mapping[str, torch.Tensor]) -> list:
+    """Linearity, determinism and in-place checks of a user's backward; decides which inputs
+    carry a deliberate surrogate gradient."""
+    text = state.target.text
+    diagnostics = []
+    mutated = custom_backward.inplace(before, upstream, text)
+    if mutated:
+        diagnostics.append(mutated)
+    nondeterministic = custom_backward.determinism(state.autograd, before, ag_grads, text)
+    if nondeterministic:
+        diagnostics.append(nondeterministic)
+    nonlinear, masks = custom_backward.linearity(state.autograd, state.tol, state.request.seed,
+                                                 text)
+    if nonlinear:
+        diagnostics.append(nonlinear)
+    for name in state.names:
+        col = state.columns[name]
+        if col is None or bool(masks[name].any()) or not bool((ag_grads[name] != 0).any()):
+            continue
+        if col.locally_constant(state.tol.atol):
+            state.surrogates.add(name)
+    return diagnostics
+
+
+def _kink_diagnostics(state: _Run) -> list:
+    cols = {n: c for n, c in state.columns.items() if c}
+    masks = {n: c.kink_by_branch for n, c in cols.items()}
+    unexplained = {n: c.kink & ~_any_of(c.kink_by_branch, c.kink) for n, c in cols.items()}
+    return assemble.kink_diagnostics(state.target.branch_sites, masks, unexplained)
+
+
+def _finite_differences(request: Request, target: Any, exact: Mapping[str, torch.Tensor],
+                        dtype: torch.dtype) -> tuple[FiniteDifferences, str | None]:
+    """Finite differences in float64; in the run's dtype when the target cannot take float64."""
+    eps = request.eps or DEFAULT_EPS
+    try:
+        return FiniteDifferences(target.traced, exact, elementwise=target.elementwise_inputs,
+                                 eps=eps), None
+    except (UsageError, TargetError) as exc:
+        if dtype == torch.float64:
+            raise
+        first = str(exc).splitlines()[-1]
+        low_eps = request.eps or float(torch.finfo(dtype).eps) ** (1 / 3)
+        fd = FiniteDifferences(target.traced, {n: t.to(dtype) for n, t in exact.items()},
+                               elementwise=target.elementwise_inputs, eps=low_eps, dtype=dtype)
+        return fd, (f"finite differences ran in {request.dtype} (eps {low_eps:.3g}): the target "
+                    f"failed in float64 ({first})")
+
+
+def _accumulate(state: _Run, upstream: torch.Tensor,
+                ag_grads: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """seeds/003: .grad after N backward calls with retain_graph=True is N × the VJP."""
+    n = state.request.repeat
+    summed = state.autograd.accumulate(upstream, n)
+    worst = max(float((summed[k].double() - n * ag_grads[k].double()).abs().max())
+                for k in summed)
+    return {
+        "repeat": n,
+        "grad": {k: assemble.plain(v) if v.numel() <= state.request.max_elements else None
+                 for k, v in summed.items()},
+        "equals_repeat_times_vjp": worst <= state.tol.atol + state.tol.rtol * max(
+            float(v.double().abs().max()) for v in summed.values()),
+        "note": (f".grad after {n} backward calls (retain_graph=True) is {n} × the VJP: "
+                 "gradients accumulate; call optimizer.zero_grad() or set .grad = None "
+                 "between steps"),
+    }
 
 
 # ---------------------------------------------------------------- validation and inputs
@@ -183,6 +332,8 @@ def _validate(request: Request) -> None:
         raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
     if request.max_elements < 1:
         raise UsageError("--max-elements must be at least 1")
+    if request.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
 
 
 def _device(name: str) -> torch.device:
@@ -203,6 +354,12 @@ def _device(name: str) -> torch.device:
 
 def _check_names(request: Request, names: tuple[str, ...]) -> None:
     allowed = ", ".join(names)
+    tangent = dict(request.tangent or {})
+    if "*" in tangent:  # `--tangent VALUE` without a name: only for a single input
+        if len(names) != 1:
+            raise UsageError(f"the target has {len(names)} inputs ({allowed}); name the "
+                             "tangent's input: --tangent NAME=VALUE")
+        request.tangent = {names[0]: tangent.pop("*")}
     for option, given in (("--at", request.at), ("--shape", request.shapes),
                           ("--tangent", request.tangent or {})):
         for name in given:
@@ -234,13 +391,18 @@ def _value(raw: Any, what: str, seed: int, name: str) -> Value:
     return parse_value(raw, what, seed=seed, name=name)
 
 
-def _inputs(request: Request, target: ExpressionTarget,
-            grad: Value | None) -> dict[str, Value]:
+def _inputs(request: Request, target: Any, grad: Value | None) -> dict[str, Value]:
     values: dict[str, Value] = {}
     total = 0
+    parameters = getattr(target, "parameters", {})
     for name in target.names:
         if name in request.at:
             value = _value(request.at[name], f"--at {name}", request.seed, name)
+            if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
+                raise UsageError(f"--at {name} has shape {_shape(value.tensor.shape)} but the "
+                                 f"parameter has shape {_shape(parameters[name].shape)}")
+        elif name in parameters:
+            value = Value(parameters[name].detach().to("cpu", torch.float64), "module parameter")
         else:
             shape = request.shapes.get(name, request.default_shape)
             if shape is None:
@@ -278,8 +440,11 @@ def _upstream_symbol(names: tuple[str, ...]) -> str:
 
 
 # ---------------------------------------------------------------- engines
-def _symbolic(target: ExpressionTarget,
+def _symbolic(target: Any,
               values: Mapping[str, torch.Tensor]) -> tuple[SymbolicEngine | None, str | None]:
+    if not isinstance(target, ExpressionTarget):
+        return None, "Python code has no symbolic form (autograd is compared with finite " \
+                     "differences)"
     try:
         return SymbolicEngine(target.expression, values), None
     except UsageError:
@@ -325,29 +490,24 @@ def _input_report(name: str, value: Value, cast: torch.Tensor, cmp: Comparison,
         finite_difference_mode=col.mode if col else None)
 
 
-def _extra_checks(request: Request, autograd: AutogradEngine, symbolic: SymbolicEngine | None,
-                  columns: Mapping[str, Columns | None], tol: Tolerance, output: torch.Tensor,
-                  names: tuple[str, ...]) -> list[UpstreamCheck]:
+def _extra_checks(state: _Run, output: torch.Tensor) -> list[UpstreamCheck]:
     """The rest of `check`'s verdict: seeded random upstreams, and the Jacobian when small."""
     checks = []
     for k in range(RANDOM_UPSTREAMS):
-        gen = torch.Generator().manual_seed(seed_for(request.seed, f":upstream{k}"))
-        v = torch.randn(output.shape, generator=gen, dtype=torch.float64)
-        v = v.to(device=output.device)
-        ag = autograd.vjp(v.to(output.dtype))
-        sym = symbolic.vjp(v) if symbolic else None
+        gen = torch.Generator().manual_seed(seed_for(state.request.seed, f":upstream{k}"))
+        v = torch.randn(output.shape, generator=gen, dtype=torch.float64).to(output.device)
+        ag = state.autograd.vjp(v.to(output.dtype))
+        sym = state.symbolic.vjp(v) if state.symbolic else None
         cmps = {}
-        for name in names:
-            col = columns[name]
+        for name in state.names:
+            col = state.columns[name]
             fd, err = col.vjp(v) if col else (None, None)
-            cmps[name] = compare(ag[name], sym[name] if sym else None, fd, err,
-                                 col.kink if col else None, tol)
+            cmps[name] = state.compare(name, ag[name], sym[name] if sym else None, fd, err)
         checks.append(_upstream_check(f"random upstream #{k + 1} (randn, seed "
-                                      f"{request.seed})", cmps))
-    entries = output.numel() * sum(autograd.leaves[n].numel() for n in names)
+                                      f"{state.request.seed})", cmps))
+    entries = output.numel() * sum(state.autograd.leaves[n].numel() for n in state.names)
     if entries <= JACOBIAN_CHECK_ENTRIES:
-        cmps = _jacobian_comparisons(autograd, symbolic, columns, tol, names)
-        checks.append(_upstream_check("full Jacobian", cmps))
+        checks.append(_upstream_check("full Jacobian", _jacobian_comparisons(state)))
     return checks
 
 
@@ -358,56 +518,58 @@ def _upstream_check(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck
                          {n: c.worst() for n, c in cmps.items()})
 
 
-def _jacobians(autograd: AutogradEngine, symbolic: SymbolicEngine | None,
-               columns: Mapping[str, Columns | None], names: tuple[str, ...]):
+def _jacobians(state: _Run):
+    autograd, symbolic = state.autograd, state.symbolic
     ag = autograd.jacobian()
     n_out = autograd.output.numel()
     sym = None
     if symbolic is not None:
         basis = torch.eye(n_out, dtype=torch.float64, device=autograd.output.device)
         rows = [symbolic.vjp(b.reshape(autograd.output.shape)) for b in basis]
-        sym = {n: torch.stack([r[n].reshape(-1) for r in rows]) if rows else None
-               for n in names}
-    fd = {n: columns[n].jacobian() if columns[n] else None for n in names}  # type: ignore[union-attr]
+        sym = {n: torch.stack([r[n].reshape(-1) for r in rows]) for n in state.names}
+    fd = {n: c.jacobian() if c else None for n, c in state.columns.items()}
     return ag, sym, fd
 
 
-def _jacobian_comparisons(autograd, symbolic, columns, tol, names) -> dict[str, Comparison]:
-    ag, sym, fd = _jacobians(autograd, symbolic, columns, names)
+def _jacobian_comparisons(state: _Run) -> dict[str, Comparison]:
+    ag, sym, fd = _jacobians(state)
     out = {}
-    for n in names:
-        col = columns[n]
-        kink = col.kink.reshape(1, -1) if col else None
+    for n in state.names:
+        col = state.columns[n]
         jac, err = fd[n] if fd[n] else (None, None)
-        out[n] = compare(ag[n], sym[n] if sym else None, jac, err, kink, tol)
+        cmp = compare(ag[n], sym[n] if sym else None, jac, err,
+                      col.kink.reshape(1, -1) if col else None, state.tol)
+        if n in state.surrogates and jac is not None:
+            cmp = cmp.surrogate(jac, err, state.tol)
+        out[n] = cmp
     return out
 
 
-def _jacobian_reports(request, autograd, symbolic, columns, values, cast, sym_skip, fd_skip,
-                      tol, names) -> list[InputReport]:
-    n_out = autograd.output.numel()
-    entries = n_out * sum(cast[n].numel() for n in names)
+def _jacobian_reports(state: _Run, values: Mapping[str, Value],
+                      cast: Mapping[str, torch.Tensor]) -> list[InputReport]:
+    request = state.request
+    n_out = state.autograd.output.numel()
+    entries = n_out * sum(cast[n].numel() for n in state.names)
     if entries > MAX_JACOBIAN_ENTRIES:
         raise UsageError(f"the Jacobian has {entries:,} entries; `jacobian` is for small "
                          f"sizes (at most {MAX_JACOBIAN_ENTRIES:,}); use `check` or `jvp`")
-    ag, sym, fd = _jacobians(autograd, symbolic, columns, names)
-    out_shape = list(autograd.output.shape)
+    ag, sym, fd = _jacobians(state)
+    cmps = _jacobian_comparisons(state)
+    out_shape = list(state.autograd.output.shape)
     reports = []
-    for n in names:
-        col = columns[n]
+    for n in state.names:
         jac_shape = out_shape + list(cast[n].shape)
-        kink = col.kink.reshape(1, -1) if col else None
-        jac, err = fd[n] if fd[n] else (None, None)
-        cmp = compare(ag[n], sym[n] if sym else None, jac, err, kink, tol)
+        cmp = cmps[n]
         shaped = Comparison(cmp.status.reshape(jac_shape), cmp.error.reshape(jac_shape))
         idx = assemble.worst_indices(shaped, request.max_elements, request.full)
 
-        def shape_j(t, shape=jac_shape):
+        def as_jac(t, shape=jac_shape):
             return t.reshape(shape) if t is not None else None
 
-        report = _input_report(n, values[n], cast[n], shaped, idx, shape_j(ag[n]),
-                               shape_j(sym[n]) if sym else None, shape_j(jac), None,
-                               sym_skip, fd_skip.get(n), col)
+        fd_jac = fd[n][0] if fd[n] else None
+        report = _input_report(n, values[n], cast[n], shaped, idx, as_jac(ag[n]),
+                               as_jac(sym[n]) if sym else None, as_jac(fd_jac), None,
+                               state.sym_skip, state.fd_skip.get(n), state.columns[n])
         report.values = assemble.plain(cast[n]) if idx is None else None
         report.indices = assemble.indices_of(idx, tuple(jac_shape))
         report.jacobian_shape = jac_shape
@@ -415,12 +577,11 @@ def _jacobian_reports(request, autograd, symbolic, columns, values, cast, sym_sk
     return reports
 
 
-def _forward(request: Request, autograd: AutogradEngine, symbolic: SymbolicEngine | None,
-             fd: FiniteDifferences, sym_skip: str | None, tol: Tolerance,
-             names: tuple[str, ...]) -> ForwardReport:
+def _forward(state: _Run) -> ForwardReport:
+    request, autograd = state.request, state.autograd
     tangents: dict[str, torch.Tensor] = {}
     given = dict(request.tangent or {})
-    for name in names:
+    for name in state.names:
         leaf = autograd.leaves[name]
         if name in given:
             value = _value(given[name], f"--tangent {name}", request.seed, f":tangent:{name}")
@@ -434,23 +595,38 @@ def _forward(request: Request, autograd: AutogradEngine, symbolic: SymbolicEngin
             tangents[name] = t.to(device=leaf.device)
         else:
             tangents[name] = torch.zeros(leaf.shape, dtype=torch.float64, device=leaf.device)
-    ag = autograd.jvp({n: t.to(autograd.leaves[n].dtype) for n, t in tangents.items()})
-    sym = symbolic.jvp(tangents) if symbolic else None
-    directional = fd.directional(tangents)
-    cmp = compare(ag, sym, directional.value, directional.error, directional.kink, tol)
+    try:
+        ag = autograd.jvp({n: t.to(autograd.leaves[n].dtype) for n, t in tangents.items()})
+        ag_skip = None
+    except (UsageError, TargetError):
+        raise
+    except Exception as exc:  # e.g. a custom Function without forward-mode support
+        ag, ag_skip = None, f"torch forward AD failed: {str(exc).splitlines()[0][:160]}"
+    sym = state.symbolic.jvp(tangents) if state.symbolic else None
+    directional = state.fd.directional(tangents) if state.fd else None
+    reference = ag if ag is not None else directional.value
+    cmp = compare(reference, sym, directional.value if directional else None,
+                  directional.error if directional else None,
+                  directional.kink if directional else None, state.tol)
     idx = assemble.worst_indices(cmp, request.max_elements, request.full)
     return ForwardReport(
         tangent={n: assemble.plain(t) for n, t in tangents.items() if n in given},
         autograd=assemble.pick(ag, idx), symbolic=assemble.pick(sym, idx),
-        finite_difference=assemble.pick(directional.value, idx), status=cmp.worst(),
+        finite_difference=assemble.pick(directional.value if directional else None, idx),
+        status=cmp.worst() if ag is not None else "undefined",
         max_abs_error=cmp.max_abs_error(), element_status=assemble.statuses(cmp, idx),
         elements_reported="all" if idx is None else "worst",
-        indices=assemble.indices_of(idx, tuple(ag.shape)),
-        symbolic_skipped=sym_skip if sym is None else None)
+        indices=assemble.indices_of(idx, tuple(reference.shape)),
+        symbolic_skipped=state.sym_skip if sym is None else None, autograd_skipped=ag_skip)
+
+
+FAILING_KINDS = {"backward_arity", "backward_shape", "nonlinear_backward",
+                 "nondeterministic_backward", "inplace_backward"}
 
 
 def _verdict(report: Report) -> bool:
     failed = any(i.status == "mismatch" for i in report.inputs)
+    failed |= any(d.kind in FAILING_KINDS for d in report.diagnostics)
     failed |= any(not c.passed for c in report.upstream_checks)
     failed |= report.forward is not None and report.forward.status == "mismatch"
     if report.fail_on == "warning":

@@ -44,6 +44,7 @@ class InputReport:
     finite_difference_skipped: str | None = None
     finite_difference_mode: str | None = None
     jacobian_shape: list[int] | None = None
+    autograd_skipped: str | None = None
 
 
 @dataclass
@@ -82,6 +83,7 @@ class ForwardReport:
     indices: list[list[int]] | None = None
     symbolic_skipped: str | None = None
     finite_difference_skipped: str | None = None
+    autograd_skipped: str | None = None
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Report:
     tolerances: dict[str, float] = field(default_factory=dict)
     upstream_checks: list[UpstreamCheck] = field(default_factory=list)
     forward: ForwardReport | None = None
+    accumulation: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -112,8 +115,9 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if data["forward"] is None:
-            del data["forward"]
+        for optional in ("forward", "accumulation"):
+            if data[optional] is None:
+                del data[optional]
         # schema and version first, so a reader sees what it is reading before anything else
         head = {"schema": data.pop("schema"), "version": data.pop("version")}
         return head | data

@@ -2,8 +2,8 @@
 
 An expression target evaluates its IR in torch (for autograd), exposes the IR (for the symbolic
 engine), and reports branch ids of its kinky ops plus which inputs enter elementwise (for the
-finite-difference engine). Python targets (`file.py:NAME`, `package.module:NAME`) are recognised
-by their `:` and refused with a clear message until they are supported.
+finite-difference engine). Python targets (`file.py:NAME`, `package.module:NAME`, or objects)
+are built by `usercode`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -41,6 +43,17 @@ class ExpressionTarget:
     @property
     def names(self) -> tuple[str, ...]:
         return self.expression.inputs
+
+    @property
+    def target_kind(self) -> str:
+        return self.kind
+
+    @property
+    def notes(self) -> list[str]:
+        return []
+
+    def roles(self) -> dict[str, str]:
+        return dict.fromkeys(self.names, "input")
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return evaluate(self.expression, values)
@@ -112,18 +125,28 @@ def _elementwise_in(node: ir.Node, name: str) -> bool:
     return all(_elementwise_in(a, name) for a in node.args)
 
 
-def resolve(target: object) -> ExpressionTarget:
-    """Turn a TARGET (expression text) into a Target."""
-    if not isinstance(target, str):
-        raise UsageError(f"a target must be an expression string, got {type(target).__name__}")
-    text = target.strip()
-    if _looks_like_python_target(text):
-        raise UsageError(f"`{text}` names Python code (file.py:NAME or package.module:NAME); "
-                         "this build checks expression targets only, e.g. \"3*a + log(c)\"")
-    return ExpressionTarget(text, parse(text))
+def resolve(target: object, *, args: Mapping[str, Any] | None = None,
+            init: Mapping[str, Any] | None = None, base: Path | None = None,
+            positional: tuple[Any, ...] = ()):
+    """Turn a TARGET into a Target: expression text, `file.py:NAME`, `package.module:NAME`,
+    or (from the API) a Function subclass, nn.Module, or function."""
+    from gradscope import usercode
 
-
-def _looks_like_python_target(text: str) -> bool:
-    head, sep, tail = text.rpartition(":")
-    return bool(sep) and bool(head) and tail.isidentifier() and (
-        head.endswith(".py") or all(part.isidentifier() for part in head.split(".")))
+    if isinstance(target, str):
+        text = target.strip()
+        if usercode.is_python_target(text):
+            obj, _ = usercode.load(text, base)
+            return usercode.build(obj, text, args or {}, init or {}, positional)
+        if positional:
+            raise UsageError("expression inputs are passed by name, e.g. check(\"x**2\", x=t)")
+        if args:
+            raise UsageError("--arg gives non-tensor arguments to Python targets; an "
+                             "expression takes tensors only (use --at)")
+        if init:
+            raise UsageError("--init gives constructor arguments to an nn.Module class only")
+        return ExpressionTarget(text, parse(text))
+    if callable(target) or isinstance(target, torch.nn.Module):
+        name = getattr(target, "__qualname__", None) or type(target).__name__
+        return usercode.build(target, name, args or {}, init or {}, positional)
+    raise UsageError(f"a target is an expression string, a torch.autograd.Function, an "
+                     f"nn.Module or a function; got {type(target).__name__}")

@@ -25,7 +25,7 @@ MAX_DIMS = 8
 GENERATORS = ("randn", "rand", "uniform", "ones", "zeros", "linspace", "arange")
 FORMS = ("a number (1.5), a comma list (1,2,3), a nested list ([[1,2],[3,4]]) or a generator: "
          + ", ".join(f"{g}(...)" for g in GENERATORS))
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")  # dotted: module parameters
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,21 @@ def test_domains():
     assert t.domain("a") is None
 
 
-@pytest.mark.parametrize("text", ["my_ops.py:RoundSTE", "pkg.mod:Layer", "ops:fn"])
-def test_python_targets_are_recognised_and_refused_clearly(text):
-    with pytest.raises(UsageError, match="Python code"):
+@pytest.mark.parametrize("text, fragment", [("my_ops.py:RoundSTE", "no such file"),
+                                            ("pkg_absent.mod:Layer", "no module named")])
+def test_python_targets_are_recognised(text, fragment):
+    with pytest.raises(UsageError, match=fragment):
         resolve(text)
 
 
-def test_non_string_target():
+def test_non_target_objects():
     with pytest.raises(UsageError, match="expression string"):
         resolve(42)
+
+
+def test_callables_resolve_to_python_targets():
+    def f(x, y):
+        return x * y
+
+    target = resolve(f)
+    assert target.kind == "function" and target.names == ("x", "y")

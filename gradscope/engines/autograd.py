@@ -41,6 +41,17 @@ class AutogradEngine:
                     else torch.zeros_like(leaf.detach()))
                 for n, leaf in self.leaves.items()}
 
+    def accumulate(self, upstream: torch.Tensor, times: int) -> dict[str, torch.Tensor]:
+        """`.grad` after `times` calls of `y.backward(upstream, retain_graph=True)`, never
+        zeroed in between: what a training loop without zero_grad() sees."""
+        for leaf in self.leaves.values():
+            leaf.grad = None
+        for _ in range(times):
+            self.output.backward(upstream, retain_graph=True)
+        return {n: (leaf.grad.detach().clone() if leaf.grad is not None
+                    else torch.zeros_like(leaf.detach()))
+                for n, leaf in self.leaves.items()}
+
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         grads = torch.autograd.grad(self.output, list(self.leaves.values()), upstream,
                                     retain_graph=True, allow_unused=True)

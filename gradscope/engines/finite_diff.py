@@ -63,6 +63,16 @@ class Columns:
             err = (flat.abs() @ self.error).reshape(self.in_shape)
         return grad, err
 
+    def locally_constant(self, atol: float) -> bool:
+        """True when every column away from a kink is zero within its error: the function does
+        not change with this input at any point checked (piecewise constant)."""
+        jac, err = self.jacobian()
+        smooth = ~self.kink.reshape(-1)
+        if not bool(smooth.any()):
+            return False
+        cols, errs = jac[:, smooth], err[:, smooth]
+        return bool((cols.abs() <= atol + 3 * errs).all())
+
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(J, error) as (out_numel, in_numel) matrices."""
         if self.mode == "dense":
@@ -110,12 +120,12 @@ def _changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor,
-                h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                h: torch.Tensor, eps: float = EPS64) -> tuple[torch.Tensor, torch.Tensor]:
     d1 = (fp - fm) / (2 * h)
     d2 = (fp2 - fm2) / h
     est = (4 * d2 - d1) / 3
     scale = torch.maximum(torch.maximum(fp.abs(), fm.abs()), torch.maximum(fp2.abs(), fm2.abs()))
-    err = (est - d2).abs() + 6 * EPS64 * scale / h
+    err = (est - d2).abs() + 6 * eps * scale / h
     return est, err
 
 
@@ -124,9 +134,12 @@ class FiniteDifferences:
 
     def __init__(self, fn: Traced, values: Mapping[str, torch.Tensor], *,
                  elementwise: set[str], eps: float = 1e-4,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None,
+                 dtype: torch.dtype = torch.float64) -> None:
         self.fn = fn
-        self.values = {k: v.detach().to(torch.float64) for k, v in values.items()}
+        self.dtype = dtype
+        self.machine_eps = float(torch.finfo(dtype).eps)
+        self.values = {k: v.detach().to(dtype) for k, v in values.items()}
         self.elementwise = elementwise
         self.eps = eps
         self.progress = progress
@@ -197,7 +210,7 @@ class FiniteDifferences:
             outs.append(out.expand(self.out_shape))
             kinks.append([_changed(b, b0) for b, b0 in zip(branches, self.branches, strict=True)])
         h_out = h.expand(self.out_shape)
-        est, err = _richardson(*outs, h_out)
+        est, err = _richardson(*outs, h_out, self.machine_eps)
         by_branch: dict[int, torch.Tensor] = {}
         for k in range(len(self.branches)):
             changed = kinks[0][k] | kinks[1][k] | kinks[2][k] | kinks[3][k]
@@ -213,7 +226,7 @@ class FiniteDifferences:
         x = self.values[name]
         n_in, n_out = x.numel(), _numel(self.out_shape)
         h = self.step(name).reshape(-1)
-        jac = torch.zeros(n_out, n_in, dtype=torch.float64, device=x.device)
+        jac = torch.zeros(n_out, n_in, dtype=self.dtype, device=x.device)
         err = torch.zeros_like(jac)
         kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
         by_branch: dict[int, torch.Tensor] = {}
@@ -266,13 +279,14 @@ class FiniteDifferences:
         flat = x.reshape(-1)
         batch = flat.expand(4 * k, flat.numel()).clone()
         rows = torch.arange(4 * k, device=x.device)
-        scales = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64,
+        scales = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=self.dtype,
                               device=x.device).repeat_interleave(k)
         batch[rows, idx.repeat(4)] += scales * h.repeat(4)
         batch = batch.reshape(4 * k, *x.shape)
         outs, branches = self._batched(name, batch)
         outs = outs.reshape(4, k, -1).transpose(1, 2)  # (4, n_out, k)
-        est, err = _richardson(outs[0], outs[1], outs[2], outs[3], h.unsqueeze(0))
+        est, err = _richardson(outs[0], outs[1], outs[2], outs[3], h.unsqueeze(0),
+                               self.machine_eps)
         kinks = {}
         for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
             changed = _changed(b, b0.unsqueeze(0)).reshape(4, k, -1).any(-1).any(0)
@@ -301,10 +315,10 @@ class FiniteDifferences:
     # ------------------------------------------------------------ forward mode: J·t
     def directional(self, tangents: Mapping[str, torch.Tensor]) -> Directional:
         """J·t by perturbing every input along its tangent at once (four forward calls)."""
-        t = {k: v.to(torch.float64) for k, v in tangents.items()}
+        t = {k: v.to(self.dtype) for k, v in tangents.items()}
         size = max((float(v.abs().max()) if v.numel() else 0.0) for v in t.values())
         if size == 0.0:
-            zeros = torch.zeros(self.out_shape, dtype=torch.float64, device=self.out.device)
+            zeros = torch.zeros(self.out_shape, dtype=self.dtype, device=self.out.device)
             return Directional(zeros, zeros, zeros.bool())
         big = max(1.0, max(float(v.abs().max()) for v in self.values.values()))
         h = self.eps * big / size
@@ -322,7 +336,7 @@ class FiniteDifferences:
                             self.out_shape) else diff.any()
                     except RuntimeError:  # a reduction lies in between: every output moves
                         changed |= True
-        h_t = torch.tensor(h, dtype=torch.float64, device=self.out.device)
-        est, err = _richardson(*outs, h_t)
+        h_t = torch.tensor(h, dtype=self.dtype, device=self.out.device)
+        est, err = _richardson(*outs, h_t, self.machine_eps)
         return Directional(est, err, changed)
 

@@ -70,5 +70,8 @@ def render(report: Report) -> str:
                   f"{', '.join(d.inputs)}): {_cell(d.message)} *Hint:* {_cell(d.hint)}"
                   for d in report.diagnostics]
         lines.append("")
+    if report.accumulation:
+        lines += [f"- --repeat {report.accumulation['repeat']}: "
+                  f"{_cell(report.accumulation['note'])}"]
     lines += [f"- note: {_cell(n)}" for n in report.notes]
     return "\n".join(lines).rstrip() + "\n"

@@ -99,12 +99,20 @@ def header(report: Report) -> Panel:
     return Panel(grid, title=title, title_align="left", expand=False)
 
 
+def _statuses(item: InputReport) -> list[str]:
+    if item.element_status is None:  # nothing was compared (backward failed)
+        n = len(flat(item.finite_difference)) or len(flat(item.values))
+        return [item.status] * n
+    return flat(item.element_status) if isinstance(item.element_status, list) \
+        else [item.element_status]
+
+
 def _rows(item: InputReport) -> tuple[list[int], int]:
     """Which reported elements to show (positions into the reported arrays) and how many
     elements the tensor has."""
-    statuses = flat(item.element_status) if isinstance(item.element_status, list) \
-        else [item.element_status]
+    statuses = _statuses(item)
     errors = flat(item.error) if isinstance(item.error, list) else [item.error]
+    errors += [None] * (len(statuses) - len(errors))
     total = 1
     for s in (item.jacobian_shape or item.shape):
         total *= s
@@ -119,8 +127,7 @@ def _rows(item: InputReport) -> tuple[list[int], int]:
 
 def input_table(item: InputReport) -> Table:
     positions, total = _rows(item)
-    statuses = flat(item.element_status) if isinstance(item.element_status, list) \
-        else [item.element_status]
+    statuses = _statuses(item)
     columns = {k: flat(getattr(item, k)) if isinstance(getattr(item, k), list)
                else [getattr(item, k)]
                for k in ("autograd", "symbolic", "finite_difference", "error")}
@@ -168,8 +175,8 @@ def input_table(item: InputReport) -> Table:
     if item.status_counts:
         caption.append(", ".join(f"{n:,} {s}" for s, n in item.status_counts.items()))
     caption.append(f"max |error| {fmt(item.max_abs_error)}")
-    if item.symbolic_skipped:
-        caption.append(f"symbolic skipped: {item.symbolic_skipped}")
+    if item.autograd_skipped:
+        caption.append(f"autograd: {item.autograd_skipped}")
     if item.finite_difference_skipped:
         caption.append(f"finite differences skipped: {item.finite_difference_skipped}")
     table.caption = " · ".join(caption)
@@ -216,8 +223,9 @@ def diagnostics_panel(report: Report) -> Panel | None:
         return None
     parts: list[RenderableType] = []
     for d in report.diagnostics:
-        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {d.where}  ",
-                             (f"({d.count} element(s); inputs {', '.join(d.inputs)})", "dim"))
+        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {d.where}  ")
+        if d.inputs:
+            line.append(f"({d.count} element(s); inputs {', '.join(d.inputs)})", style="dim")
         parts.append(line)
         parts.append(Text(f"  {d.message}"))
         if d.indices:
@@ -251,6 +259,10 @@ def renderables(report: Report) -> Iterable[RenderableType]:
     for extra in (checks_table(report), diagnostics_panel(report)):
         if extra is not None:
             yield extra
+    if report.accumulation:
+        acc = report.accumulation
+        verdict_word = "confirmed" if acc["equals_repeat_times_vjp"] else "NOT equal"
+        yield Text(f"--repeat {acc['repeat']}: {acc['note']} ({verdict_word})", style="cyan")
     for note in report.notes:
         yield Text(f"note: {note}", style="dim")
     yield verdict(report)

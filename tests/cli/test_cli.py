@@ -116,8 +116,11 @@ def test_exit_1_on_mismatch_and_fail_on(capsys):
     (["check", "x*2", "--eps", "0"], "--eps"),
     (["check", "x*2", "--shape", "a,b"], "--shape"),
     (["check", "x*2", "--arg", "n=4"], "--arg"),
+    (["check", "x*2", "--init", "n=4"], "--init"),
+    (["check", "examples/seed_functions.py:KillHead", "--arg", "n=os.system"], "literal"),
+    (["check", "examples/seed_functions.py:Nope"], "checkable names there"),
+    (["check", "examples/nope.py:F"], "no such file"),
     (["check", "x*2", "--output", "/nonexistent/dir/r.json"], "does not exist"),
-    (["check", "examples/ops.py:RoundSTE"], "Python code"),
     (["check", "where(x > 0, 1, 2)"], "does not depend differentiably"),
     (["check"], "Missing argument"),
     (["check", "x", "--bogus"], "No such option"),
@@ -133,6 +136,13 @@ def test_bad_usage_is_exit_2_with_one_line(capsys, args, fragment):
     assert len(lines) == 1 and lines[0].startswith("gradscope: error: ")
     assert fragment in lines[0]
     assert "Traceback" not in err
+
+
+def test_user_code_raising_is_exit_3(capsys):
+    code, out, err = run(capsys, "check", "examples/buggy_functions.py:MyLayer")
+    assert code == 3 and out == ""
+    assert "buggy_functions.py" in err and "super().__init__()" in err
+    assert "gradscope/" not in err and "Traceback" not in err
 
 
 def test_version_and_help(capsys):

@@ -1,0 +1,1 @@
+"""Diagnostics: explanations of why the engines disagree (custom backward checks, ...)."""

@@ -1,0 +1,128 @@
+"""Checks of a hand-written backward, each with its own diagnostic kind and a message that says
+what to change (the way torch's gradcheck names its failures, but pointing at elements):
+
+* `backward_arity` / `backward_shape`: torch refused what backward returned;
+* `nonlinear_backward`: backward(αv + βw) ≠ α·backward(v) + β·backward(w) — typically a constant
+  written where `grad_output` belonged, which an all-ones upstream hides;
+* `nondeterministic_backward`: two backward calls on the same upstream differ;
+* `inplace_backward`: backward changed `grad_output` in place;
+* `surrogate_gradient`: the forward is piecewise constant yet the backward passes gradient on —
+  a straight-through estimator; a warning, not a failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import torch
+
+from gradscope.assemble import mask_indices
+from gradscope.compare import Tolerance
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.report import Diagnostic
+from gradscope.values import seed_for
+
+ALPHA, BETA = 0.75, -1.25
+
+
+def classify_failure(exc: BaseException, target: str) -> Diagnostic | None:
+    """A diagnostic for torch's own complaints about what backward returned, else None."""
+    text = str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    arity = re.search(r"incorrect number of gradients \(expected (\d+), got (\d+)\)", text)
+    if arity:
+        expected, got = arity.groups()
+        return Diagnostic(
+            kind="backward_arity", op="backward", where=target, inputs=[], count=1,
+            message=f"backward returned {got} value(s) but forward took {expected} input(s)",
+            hint=("return one gradient per forward input, in order, with None for non-tensor "
+                  "inputs (e.g. `return grad_u, grad_v` or `return grad_input, None`)"))
+    if "different than None" in text or "not a Variable" in text \
+            or "forward input was not" in text:
+        return Diagnostic(
+            kind="backward_arity", op="backward", where=target, inputs=[], count=1,
+            message=f"backward returned a tensor for an input that is not a tensor: {first}",
+            hint="return None in the position of every non-tensor forward argument")
+    if "invalid gradient at index" in text:
+        return Diagnostic(
+            kind="backward_shape", op="backward", where=target, inputs=[], count=1,
+            message=f"backward returned a gradient of the wrong shape or dtype: {first}",
+            hint="each gradient must have the shape and dtype of its forward input")
+    return None
+
+
+def _random(shape: torch.Size, like: torch.Tensor, seed: int, label: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed_for(seed, label))
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(like.device, like.dtype)
+
+
+def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int,
+              target: str) -> tuple[Diagnostic | None, dict[str, torch.Tensor]]:
+    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element."""
+    out = autograd.output
+    v = _random(out.shape, out, seed, ":linearity-v")
+    w = _random(out.shape, out, seed, ":linearity-w")
+    combined = autograd.vjp(ALPHA * v + BETA * w)
+    gv, gw = autograd.vjp(v), autograd.vjp(w)
+    masks = {}
+    for name, g in combined.items():
+        want = ALPHA * gv[name] + BETA * gw[name]
+        diff = (g.to(torch.float64) - want.to(torch.float64)).abs()
+        bad = diff > tol.atol + tol.rtol * want.to(torch.float64).abs() * 4
+        masks[name] = bad & torch.isfinite(diff)
+    bad = {n: m for n, m in masks.items() if bool(m.any())}
+    if not bad:
+        return None, masks
+    count = sum(int(m.sum()) for m in bad.values())
+    return Diagnostic(
+        kind="nonlinear_backward", op="backward", where=target, inputs=sorted(bad), count=count,
+        message=(f"backward is not linear in grad_output at {count} element(s): "
+                 f"backward({ALPHA}·v {BETA:+}·w) ≠ {ALPHA}·backward(v) {BETA:+}·backward(w) "
+                 "for random v, w. A constant (or a function of the input alone) was written "
+                 "where a multiple of grad_output belonged; an all-ones upstream hides this"),
+        hint=("every returned gradient must be grad_output times something: e.g. write "
+              "`grad_input[x > 1] = 0`, not `= 1`"),
+        indices={n: mask_indices(m) for n, m in bad.items()}), masks
+
+
+def determinism(autograd: AutogradEngine, upstream: torch.Tensor, first: Mapping[str, torch.Tensor],
+                target: str) -> Diagnostic | None:
+    again = autograd.vjp(upstream)
+    bad = {n: ~((g == first[n]) | (torch.isnan(g) & torch.isnan(first[n])))
+           for n, g in again.items()}
+    bad = {n: m for n, m in bad.items() if bool(m.any())}
+    if not bad:
+        return None
+    count = sum(int(m.sum()) for m in bad.values())
+    return Diagnostic(
+        kind="nondeterministic_backward", op="backward", where=target, inputs=sorted(bad),
+        count=count, message=f"two backward calls with the same upstream differ at {count} "
+                             "element(s)",
+        hint="backward must not depend on random numbers or on state it changes",
+        indices={n: mask_indices(m) for n, m in bad.items()})
+
+
+def inplace(before: torch.Tensor, after: torch.Tensor, target: str) -> Diagnostic | None:
+    changed = ~((before == after) | (torch.isnan(before) & torch.isnan(after)))
+    if not bool(changed.any()):
+        return None
+    return Diagnostic(
+        kind="inplace_backward", op="backward", where=target, inputs=[],
+        count=int(changed.sum()),
+        message="backward changed grad_output in place (the upstream gradient was modified)",
+        hint="clone grad_output before changing it: `grad_input = grad_output.clone()`",
+        indices={"upstream": mask_indices(changed)})
+
+
+def surrogate(target: str, counts: Mapping[str, int]) -> Diagnostic:
+    names = sorted(n for n, c in counts.items() if c)
+    return Diagnostic(
+        kind="surrogate_gradient", op="backward", where=target, inputs=names,
+        count=sum(counts.values()),
+        message=("the forward is piecewise constant in " + ", ".join(names) + " (finite "
+                 "differences are zero at every point checked) while the custom backward passes "
+                 "gradient on: a surrogate gradient such as a straight-through estimator. This "
+                 "is deliberate in quantisation-aware training and is not counted as a mismatch"),
+        hint=("if no surrogate was intended, backward should return zeros here (as torch.round "
+              "does); --fail-on warning turns this into a failure"))

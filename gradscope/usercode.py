@@ -1,0 +1,344 @@
+"""Python targets: load the user's code, call it the way they would, and keep its errors theirs.
+
+A target is `path/to/file.py:NAME` or `package.module:NAME` (or, from the API, the object
+itself): a `torch.autograd.Function` subclass (called through `.apply`), an `nn.Module` subclass
+(instantiated with `--init` literals) or instance (its parameters become inputs with role
+`parameter`), or a plain function of tensors. Tensor inputs are named after the forward's
+parameters; non-tensor ones come from `--arg` literals (`ast.literal_eval`, never `eval`).
+
+Whatever the user's code raises becomes a TargetError (exit 3) carrying the user's own frames
+only, with a hint where the mistake is a known one.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gradscope.errors import TargetError, UsageError
+
+_OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve().parent),
+         "<frozen importlib", str(Path(inspect.__file__).resolve().parent))
+
+
+def is_python_target(text: str) -> bool:
+    """`file.py:NAME` or `package.module:NAME`."""
+    head, sep, tail = text.strip().rpartition(":")
+    return bool(sep) and bool(head) and tail.isidentifier() and (
+        head.endswith(".py") or all(part.isidentifier() for part in head.split(".")))
+
+
+def parse_literal(text: str, what: str) -> Any:
+    """A Python literal for --arg / --init (numbers, strings, tuples, lists, dicts, None)."""
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        raise UsageError(f"{what}: {text!r} is not a Python literal (numbers, strings, "
+                         "lists, tuples, dicts, True/False/None)") from None
+
+
+# ---------------------------------------------------------------- errors of the user's code
+def user_error(exc: BaseException, during: str, hint: str | None = None) -> TargetError:
+    """A TargetError whose message shows the user's frames and the error, nothing of ours."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(_OURS)]
+    lines = [f"the target's own code raised during {during}:"]
+    for frame in frames[-6:]:
+        lines.append(f'  File "{_relative(frame.filename)}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    detail = str(exc).strip().splitlines()
+    lines.append(f"{type(exc).__name__}: {detail[0] if detail else ''}".rstrip(": "))
+    hint = hint or _known_hint(exc)
+    if hint:
+        lines.append(f"hint: {hint}")
+    return TargetError("\n".join(lines))
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+def _known_hint(exc: BaseException) -> str | None:
+    text = str(exc)
+    if "before Module.__init__() call" in text or "has no attribute '_parameters'" in text \
+            or "has no attribute '_modules'" in text:
+        return "did you call super().__init__() first in your nn.Module's __init__?"
+    if "one of the variables needed for gradient computation has been modified" in text:
+        return ("a tensor saved for backward was changed in place; clone it before changing "
+                "it, or save a copy")
+    return None
+
+
+@contextmanager
+def user_code(during: str, hint: Callable[[BaseException], str | None] | None = None):
+    """Run the user's code; anything it raises becomes a TargetError (exit 3)."""
+    try:
+        yield
+    except (UsageError, TargetError):
+        raise
+    except Exception as exc:
+        raise user_error(exc, during, hint(exc) if hint else None) from None
+
+
+# ---------------------------------------------------------------- loading
+def load(text: str, base: Path | None = None) -> tuple[Any, str]:
+    """Import the object named by `file.py:NAME` or `package.module:NAME`."""
+    head, _, name = text.strip().rpartition(":")
+    if head.endswith(".py"):
+        path = Path(head)
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if not path.is_file():
+            raise UsageError(f"no such file: {head} (a target is file.py:NAME or "
+                             "package.module:NAME)")
+        module = _load_file(path)
+        where = head
+    else:
+        module = _load_module(head, base)
+        where = head
+    if not hasattr(module, name):
+        candidates = candidates_in(module)
+        listed = ", ".join(candidates) if candidates else "none"
+        raise UsageError(f"{where} has no `{name}`; checkable names there: {listed}")
+    return getattr(module, name), where
+
+
+def _load_file(path: Path) -> Any:
+    mod_name = f"_gradscope_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot load {path} as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # so the file can import its neighbours
+    try:
+        sys.modules[mod_name] = module
+        with user_code(f"import of {_relative(str(path))}"):
+            spec.loader.exec_module(module)
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+    return module
+
+
+def _load_module(name: str, base: Path | None) -> Any:
+    folder = str(base or Path.cwd())
+    sys.path.insert(0, folder)
+    try:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            raise UsageError(f"no module named {name!r} (looked in {folder} and sys.path); a "
+                             "target is file.py:NAME or package.module:NAME")
+        with user_code(f"import of {name}"):
+            return importlib.import_module(name)
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+
+
+def candidates_in(module: Any) -> list[str]:
+    out = []
+    for key, value in vars(module).items():
+        if key.startswith("_"):
+            continue
+        if inspect.isclass(value) and issubclass(value, torch.autograd.Function | torch.nn.Module):
+            if value.__module__ == module.__name__:
+                out.append(key)
+        elif isinstance(value, torch.nn.Module) or (
+                inspect.isfunction(value) and value.__module__ == module.__name__):
+            out.append(key)
+    return sorted(out)
+
+
+# ---------------------------------------------------------------- the target
+@dataclass
+class Param:
+    name: str
+    default: Any = inspect.Parameter.empty
+
+
+@dataclass
+class PythonTarget:
+    """A user's Function, Module or function, with its tensor inputs named."""
+
+    text: str
+    obj: Any
+    kind: str  # "autograd_function" | "module" | "function"
+    params: list[Param]  # forward's parameters in order (ctx/self excluded)
+    args: dict[str, Any]  # non-tensor arguments (--arg)
+    module: torch.nn.Module | None = None
+    parameters: dict[str, torch.Tensor] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    branch_sites: list = field(default_factory=list)
+    given: dict[str, torch.Tensor] = field(default_factory=dict)  # API positional tensors
+
+    @property
+    def target_kind(self) -> str:
+        return self.kind
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.name not in self.args
+                     and p.default is inspect.Parameter.empty)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.input_names + tuple(self.parameters)
+
+    def roles(self) -> dict[str, str]:
+        return {n: ("parameter" if n in self.parameters else "input") for n in self.names}
+
+    @property
+    def elementwise_inputs(self) -> set[str]:
+        return set()  # nothing is known of user code: one perturbation per element
+
+    @property
+    def is_elementwise(self) -> bool:
+        return False
+
+    def domain(self, name: str) -> tuple[float, float] | None:
+        return None
+
+    def _call_args(self, values: Mapping[str, torch.Tensor]) -> list[Any]:
+        call = []
+        for p in self.params:
+            if p.name in self.args:
+                call.append(self.args[p.name])
+            elif p.name in values:
+                call.append(values[p.name])
+            elif p.default is not inspect.Parameter.empty:
+                call.append(p.default)
+        return call
+
+    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        args = self._call_args(values)
+        with user_code("forward"):
+            if self.kind == "autograd_function":
+                out = self.obj.apply(*args)
+            elif self.module is not None:
+                params = {n: values[n] for n in self.parameters}
+                out = torch.func.functional_call(self.module, params, tuple(args))
+            else:
+                out = self.obj(*args)
+        if isinstance(out, tuple | list):
+            raise UsageError(f"{self.text} returned a {type(out).__name__} of {len(out)}; "
+                             "gradscope checks targets with one tensor output (wrap it in a "
+                             "function that returns the output you want to check)")
+        if not isinstance(out, torch.Tensor):
+            raise UsageError(f"{self.text} returned {type(out).__name__}, not a tensor")
+        return out
+
+    def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+        return self.forward(values), []
+
+
+def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
+          positional: tuple[Any, ...] = ()) -> PythonTarget:
+    """Wrap a loaded object as a PythonTarget; `positional` (API) are forward's arguments in
+    order: tensors become inputs, anything else a non-tensor argument."""
+    target = _build(obj, text, args, init)
+    params = [p for p in target.params]
+    if len(positional) > len(params):
+        raise UsageError(f"{text} takes {len(params)} argument(s), got {len(positional)}")
+    for param, value in zip(params, positional, strict=False):
+        if isinstance(value, torch.Tensor):
+            target.given[param.name] = value
+        else:
+            target.args[param.name] = value
+    return target
+
+
+def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]) -> PythonTarget:
+    if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
+        params = _signature(obj.forward, skip=0 if _has_setup_context(obj) else 1, text=text)
+        target = PythonTarget(text, obj, "autograd_function", params, dict(args))
+    elif inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
+        with user_code(f"{obj.__name__}({_kwargs_text(init)})",
+                       hint=lambda exc: _init_hint(obj, exc)):
+            instance = obj(**init)
+        target = _module_target(instance, text, args)
+    elif isinstance(obj, torch.nn.Module):
+        if init:
+            raise UsageError(f"{text} is already an nn.Module instance; --init is for classes")
+        target = _module_target(obj, text, args)
+    elif callable(obj) and not inspect.isclass(obj):
+        target = PythonTarget(text, obj, "function", _signature(obj, 0, text), dict(args))
+    else:
+        raise UsageError(f"{text} is a {type(obj).__name__}; expected a torch.autograd.Function "
+                         "subclass, an nn.Module (class or instance) or a function")
+    if init and target.kind != "module":
+        raise UsageError("--init gives constructor arguments to an nn.Module class only")
+    known = {p.name for p in target.params}
+    for name in args:
+        if name not in known:
+            raise UsageError(f"--arg names `{name}`, which is not a parameter of {text}; "
+                             f"parameters: {', '.join(p.name for p in target.params) or 'none'}")
+    return target
+
+
+def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any]) -> PythonTarget:
+    params = _signature(module.forward, 0, text)
+    target = PythonTarget(text, module, "module", params, dict(args), module=module)
+    target.parameters = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    if any(p.grad is not None for p in module.parameters()):
+        target.notes.append("the module's parameters already held .grad; gradscope works on its "
+                            "own copies, so those .grad values were neither used nor changed")
+    return target
+
+
+def _signature(fn: Callable[..., Any], skip: int, text: str) -> list[Param]:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise UsageError(f"cannot read the parameters of {text}") from None
+    params = []
+    for p in list(sig.parameters.values())[skip:]:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.kind is p.KEYWORD_ONLY:
+            raise UsageError(f"{text}: keyword-only parameter `{p.name}` is not supported")
+        params.append(Param(p.name, p.default))
+    return params
+
+
+def _has_setup_context(cls: type) -> bool:
+    own = getattr(cls, "setup_context", None)
+    base = getattr(torch.autograd.Function, "setup_context", None)
+    return own is not None and own is not base
+
+
+def _kwargs_text(init: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in init.items())
+
+
+def _init_hint(cls: type, exc: BaseException) -> str | None:
+    hint = _known_hint(exc)
+    if hint:
+        return hint
+    try:
+        source = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        return None
+    if "super(" not in source and "Module.__init__" not in source:
+        return ("did you call super().__init__()? an nn.Module's __init__ must call it before "
+                "anything else")
+    return None
