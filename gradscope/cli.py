@@ -82,6 +82,9 @@ ArgOpt = Annotated[list[str] | None, typer.Option(
 InitOpt = Annotated[list[str] | None, typer.Option(
     "--init", metavar="NAME=LITERAL",
     help="Constructor argument of an nn.Module class target (repeatable).")]
+OrderOpt = Annotated[int, typer.Option(
+    "--order", min=1, max=2, help="2: also differentiate the VJP and check double backward "
+                                  "(like gradgradcheck).")]
 RepeatOpt = Annotated[int, typer.Option(
     "--repeat", min=1, help="Call backward N times without zeroing .grad and show that "
                             "gradients accumulate to N × the VJP.")]
@@ -243,7 +246,7 @@ def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
 
 def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
          seed, device, fmt, json_flag, output, fail_on, max_elements, full, init=None,
-         repeat=1) -> None:
+         repeat=1, order=1) -> None:
     from gradscope.errors import GradscopeError
 
     progress = None
@@ -259,7 +262,7 @@ def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps
                           rtol=rtol, seed=seed, device=device, fail_on=fail_on.value,
                           max_elements=max_elements, full=full, progress=progress,
                           args=_literals(arg, "--arg"), init=_literals(init, "--init"),
-                          repeat=repeat)
+                          repeat=repeat, order=order)
         report = run(request)
     except GradscopeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
@@ -300,19 +303,22 @@ def _emit(report: Any, fmt: Format, output: Path | None) -> None:
                   "The verdict also covers seeded random upstream vectors and, when small, the "
                   "full Jacobian. Exit 1 on a real mismatch.")
 def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
-          arg: ArgOpt = None, init: InitOpt = None, dtype: DtypeOpt = Dtype.float64,
-          eps: EpsOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
+          arg: ArgOpt = None, init: InitOpt = None, order: OrderOpt = 1,
+          dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None, atol: AtolOpt = None,
+          rtol: RtolOpt = None, seed: SeedOpt = 0,
           device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
           output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
           max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
     _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init)
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
+         order=order)
 
 
 def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
         tangent: TangentOpt = None, arg: ArgOpt = None, init: InitOpt = None,
-        repeat: RepeatOpt = 1, dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None,
+        repeat: RepeatOpt = 1, order: OrderOpt = 1, dtype: DtypeOpt = Dtype.float64,
+        eps: EpsOpt = None,
         atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
         device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
         output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
@@ -320,7 +326,7 @@ def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradO
     _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         repeat=repeat)
+         repeat=repeat, order=order)
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "

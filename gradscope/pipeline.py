@@ -31,7 +31,7 @@ from gradscope.engines.finite_diff import Columns, FiniteDifferences
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import TargetError, UsageError
 from gradscope.report import ForwardReport, InputReport, Report, UpstreamCheck
-from gradscope.targets import ExpressionTarget, resolve
+from gradscope.targets import ExpressionTarget, SecondOrderTarget, resolve
 from gradscope.usercode import user_error
 from gradscope.values import MAX_ELEMENTS, Value, parse_value, random_value, seed_for
 
@@ -71,6 +71,7 @@ class Request:
     init: Mapping[str, Any] = field(default_factory=dict)  # nn.Module constructor arguments
     base: Path | None = None  # folder that relative file targets are resolved against
     repeat: int = 1  # jvp: backward calls whose .grad accumulates (seeds/003)
+    order: int = 1  # 2: check double backward (the derivative of the VJP)
     progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
@@ -107,8 +108,13 @@ def run(request: Request) -> Report:
                      positional=request.positional)
     if getattr(target, "given", None):
         request.at = {**target.given, **request.at}
+    if request.order == 2:
+        inner = _value(request.grad, "--grad", request.seed, ":grad").tensor \
+            if request.grad is not None else None
+        target = SecondOrderTarget(target, inner)
+        request.grad = None  # --grad is the inner upstream; the outer one is ones
     names = target.names
-    python = target.kind != "expression"
+    python = target.kind != "expression" and request.order == 1
     _check_names(request, names)
     dtype, device = DTYPES[request.dtype], _device(request.device)
 
@@ -332,6 +338,8 @@ def _validate(request: Request) -> None:
         raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
     if request.max_elements < 1:
         raise UsageError("--max-elements must be at least 1")
+    if request.order not in (1, 2):
+        raise UsageError(f"--order must be 1 or 2, got {request.order}")
     if request.repeat < 1:
         raise UsageError("--repeat must be at least 1")
 

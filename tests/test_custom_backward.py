@@ -104,3 +104,22 @@ def test_repeat_shows_accumulation():
     acc = report.accumulation
     assert acc["repeat"] == 3 and acc["equals_repeat_times_vjp"]
     assert "zero_grad" in acc["note"]
+
+
+def test_order_two_checks_double_backward(tmp_path):
+    assert gradscope.check(f"{SEEDS}:AbsProd", order=2).passed
+    assert gradscope.check("sin(x) * y", order=2).passed
+    assert gradscope.check("3 * x", order=2).passed  # constant gradient: zero second derivative
+    path = tmp_path / "dd.py"
+    path.write_text(
+        "import torch\n"
+        "class Cube(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
+        "        return x ** 3\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+        "        return g * 3 * x * x.detach()\n")  # detach breaks the second derivative
+    first = gradscope.check(f"{path}:Cube", x="1,2")
+    assert first.passed
+    second = gradscope.check(f"{path}:Cube", x="1,2", order=2)
+    assert not second.passed
+    assert second.target_kind == "autograd_function (order 2)"
