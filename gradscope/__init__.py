@@ -23,14 +23,24 @@ __all__ = [
     "check",
     "jacobian",
     "jvp",
+    "run_config",
+    "testing",
     "vjp",
 ]
 
-_API = {"check", "vjp", "jvp", "jacobian"}
+_API = {"check", "vjp", "jvp", "jacobian", "run_config", "testing"}
 
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `gradscope --help` and `import gradscope` never pull in torch.
+    if name == "testing":
+        from gradscope import testing
+
+        return testing
+    if name == "run_config":
+        from gradscope.suite import run_config
+
+        return run_config
     if name in _API:
         from gradscope import api
 

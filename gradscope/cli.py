@@ -349,6 +349,118 @@ def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: A
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init)
 
 
+RUN_HELP = """Run every check declared in [tool.gradscope] of pyproject.toml (or of the TOML file
+given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad config or usage,
+3 a target's own code raised). Config errors are found before any check runs."""
+
+
+@app.command("run", help=RUN_HELP)
+def run_command(
+        config: Annotated[Path | None, typer.Argument(
+            help="TOML file with [tool.gradscope]; default ./pyproject.toml.",
+            show_default=False, dir_okay=False)] = None,
+        fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
+        output: OutputOpt = None,
+        junit_xml: Annotated[Path | None, typer.Option(
+            "--junit-xml", help="Also write a JUnit XML report (one testcase per check).",
+            dir_okay=False, show_default=False)] = None) -> None:
+    from gradscope.errors import GradscopeError
+
+    try:
+        _check_output(output)
+        _check_output(junit_xml)
+        from gradscope.config import load
+        from gradscope.suite import run_checks
+
+        specs, where = load(config)
+        suite = run_checks(specs, str(where), on_result=_suite_progress(len(specs)))
+    except GradscopeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    finally:
+        _suite_progress.stop()  # type: ignore[attr-defined]
+    if junit_xml is not None:
+        try:
+            write_atomic(junit_xml, suite.to_junit_xml())
+        except OSError as exc:
+            raise _fail(f"cannot write --junit-xml {junit_xml}: {exc.strerror or exc}", 2) \
+                from None
+    fmt = Format.json if json_flag else fmt
+    text = suite.to_json() + "\n" if fmt is Format.json else (
+        suite.to_markdown() if fmt is Format.markdown else None)
+    if output is not None:
+        try:
+            write_atomic(output, text if text is not None else _suite_text(suite))
+        except OSError as exc:
+            raise _fail(f"cannot write --output {output}: {exc.strerror or exc}", 2) from None
+        typer.echo(f"gradscope run: {'passed' if suite.passed else 'FAILED'}; report written "
+                   f"to {output}", err=fmt is Format.json)
+    elif text is not None:
+        sys.stdout.write(text)
+    else:
+        from gradscope.render.table import terminal_console
+
+        _print_suite(suite, terminal_console())
+    raise typer.Exit(suite.exit_code)
+
+
+def _print_suite(suite: Any, console: Any) -> None:
+    from gradscope.render.suite import summary_table
+    from gradscope.render.table import render
+
+    for result in suite.results:
+        if result.outcome == "passed":
+            continue
+        console.rule(f"{result.name}: {result.outcome}")
+        if result.report is not None:
+            render(result.report, console)
+        elif result.error:
+            console.print(result.error, markup=False, highlight=False)
+    console.print(summary_table(suite))
+
+
+def _suite_text(suite: Any) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=120, color_system=None, record=True)
+    _print_suite(suite, console)
+    return console.export_text()
+
+
+class _SuiteProgress:
+    """A progress bar on stderr while checks run (terminals only)."""
+
+    def __init__(self) -> None:
+        self.progress: Any = None
+        self.task: Any = None
+
+    def __call__(self, total: int):
+        if not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.progress = Progress(TextColumn("gradscope run"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.description}"),
+                                 console=Console(stderr=True), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("", total=total)
+
+        def advance(result: Any) -> None:
+            self.progress.update(self.task, advance=1, description=f"{result.name}: "
+                                                                   f"{result.outcome}")
+        return advance
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+_suite_progress = _SuiteProgress()
+
+
 def _click_modules() -> list[Any]:
     """The click exception modules in use: typer >= 0.16 vendors click as typer._click."""
     modules = []

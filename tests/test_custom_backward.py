@@ -123,3 +123,16 @@ def test_order_two_checks_double_backward(tmp_path):
     second = gradscope.check(f"{path}:Cube", x="1,2", order=2)
     assert not second.passed
     assert second.target_kind == "autograd_function (order 2)"
+
+
+def test_tensor_returned_for_a_non_tensor_argument_is_arity(tmp_path):
+    path = tmp_path / "kh.py"
+    path.write_text(
+        "import torch\n"
+        "class KH(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, input, n):\n        ctx.n = n\n"
+        "        return input * 1\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g, g\n")
+    report = gradscope.check(f"{path}:KH", input="randn(2,3)", arg={"n": 1})
+    diag = next(d for d in report.diagnostics if d.kind == "backward_arity")
+    assert "not a tensor" in diag.message and not report.passed

@@ -1,0 +1,108 @@
+"""SuiteReport → rich summary table, markdown (for $GITHUB_STEP_SUMMARY) and JUnit XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from gradscope.render.table import STYLE, fmt
+
+OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red",
+                 "raised": "bold magenta"}
+
+
+def _diagnostics(result: Any) -> str:
+    if result.report is None:
+        return ""
+    kinds: dict[str, int] = {}
+    for d in result.report.diagnostics:
+        kinds[d.kind] = kinds.get(d.kind, 0) + 1
+    return ", ".join(f"{k}×{n}" if n > 1 else k for k, n in kinds.items())
+
+
+def summary_table(suite: Any) -> Table:
+    table = Table(title=Text(f"gradscope run · {suite.config}", style="bold"),
+                  title_justify="left")
+    for col in ("check", "target", "command", "verdict", "worst |error|", "diagnostics",
+                "time"):
+        table.add_column(col, justify="right" if col in ("worst |error|", "time") else "left")
+    for r in suite.results:
+        verdict = Text(r.outcome, style=OUTCOME_STYLE.get(r.outcome, ""))
+        table.add_row(r.name, r.target, r.command, verdict, fmt(r.worst_error, 3),
+                      _diagnostics(r) or (r.error.splitlines()[0][:60] if r.error else ""),
+                      f"{r.seconds:.2f} s")
+    counts = suite.to_dict()["counts"]
+    word = "PASSED" if suite.passed else "FAILED"
+    table.caption = f"{word}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    table.caption_style = STYLE["ok"] if suite.passed else STYLE["mismatch"]
+    table.caption_justify = "left"
+    return table
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(suite: Any) -> str:
+    icon = "✅" if suite.passed else "❌"
+    lines = [f"# gradscope run {icon} {'passed' if suite.passed else 'failed'}", "",
+             f"config `{_cell(suite.config)}`", "",
+             "| check | target | verdict | worst abs error | diagnostics |",
+             "|---|---|---|---:|---|"]
+    for r in suite.results:
+        verdict = r.outcome if r.outcome == "passed" else f"**{r.outcome}**"
+        lines.append(f"| {_cell(r.name)} | `{_cell(r.target)}` | {verdict} | "
+                     f"{fmt(r.worst_error, 3)} | {_cell(_diagnostics(r))} |")
+    lines.append("")
+    for r in suite.results:
+        if r.outcome == "passed":
+            continue
+        lines += [f"## {_cell(r.name)}: {r.outcome}", ""]
+        if r.report is not None:
+            body = r.report.to_markdown().splitlines()
+            lines += ["#" + line if line.startswith("##") else line for line in body[1:]]
+        elif r.error:
+            lines += ["```", r.error, "```", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def junit_xml(suite: Any) -> str:
+    counts = {"failures": 0, "errors": 0}
+    root = ET.Element("testsuites")
+    node = ET.SubElement(root, "testsuite", name="gradscope", tests=str(len(suite.results)))
+    total = 0.0
+    for r in suite.results:
+        total += r.seconds
+        case = ET.SubElement(node, "testcase", classname="gradscope", name=r.name,
+                             time=f"{r.seconds:.6f}")
+        if r.outcome == "failed":
+            counts["failures"] += 1
+            failure = ET.SubElement(case, "failure", message=_failure_message(r),
+                                    type="GradientMismatch")
+            failure.text = r.report.to_text(width=120) if r.report else ""
+        elif r.outcome in ("error", "raised"):
+            counts["errors"] += 1
+            error = ET.SubElement(case, "error", type="UsageError" if r.outcome == "error"
+                                  else "TargetError",
+                                  message=(r.error or "").splitlines()[0] if r.error else "")
+            error.text = r.error or ""
+    for key, value in counts.items():
+        node.set(key, str(value))
+    node.set("time", f"{total:.6f}")
+    root.set("tests", str(len(suite.results)))
+    for key, value in counts.items():
+        root.set(key, str(value))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _failure_message(result: Any) -> str:
+    report = result.report
+    if report is None:
+        return result.outcome
+    mismatches = sum(i.status_counts.get("mismatch", 0) for i in report.inputs)
+    kinds = _diagnostics(result)
+    return f"{mismatches} mismatching element(s)" + (f"; {kinds}" if kinds else "")
