@@ -23,7 +23,8 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
              eps: float | None = None, atol: float | None = None, rtol: float | None = None,
              seed: int = 0, device: str = "cpu", fail_on: str = "mismatch",
              shape: Any = None, max_elements: int = 10_000, full: bool = False,
-             arg: Any = None, init: Any = None, repeat: int = 1, order: int = 1) -> Request:
+             arg: Any = None, init: Any = None, repeat: int = 1, order: int = 1,
+             intermediates: bool = False) -> Request:
     shapes: dict[str, tuple[int, ...]] = {}
     default_shape = None
     if isinstance(shape, dict):
@@ -37,7 +38,8 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
                    default_shape=default_shape, grad=grad, tangent=tangent, dtype=dtype,
                    eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fail_on=fail_on,
                    max_elements=max_elements, full=full, args=dict(arg or {}),
-                   init=dict(init or {}), repeat=repeat, order=order)
+                   init=dict(init or {}), repeat=repeat, order=order,
+                   intermediates=intermediates)
 
 
 def check(target: Any, *args: Any, grad: Any = None, **options: Any) -> Report:
@@ -65,7 +67,7 @@ def jacobian(target: Any, *args: Any, **options: Any) -> Report:
 
 
 _OPTIONS = {"dtype", "eps", "atol", "rtol", "seed", "device", "fail_on", "shape",
-            "max_elements", "full", "arg", "init", "repeat", "order"}
+            "max_elements", "full", "arg", "init", "repeat", "order", "intermediates"}
 
 
 def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

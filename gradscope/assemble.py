@@ -8,14 +8,23 @@ from typing import Any
 
 import torch
 
-from gradscope.compare import MISMATCH, NONDIFFERENTIABLE, OK, STATUS_NAMES, UNDEFINED, Comparison
+from gradscope.compare import (
+    MISMATCH,
+    NONDIFFERENTIABLE,
+    OK,
+    STATUS_NAMES,
+    SURROGATE,
+    UNDEFINED,
+    VANISHING,
+    Comparison,
+)
 from gradscope.report import Diagnostic, TensorSummary
 from gradscope.tensor_utils import multi_index
 
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
 HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows
 MAX_INDICES = 20  # indices listed per input in one diagnostic
-_RANK = {MISMATCH: 3, UNDEFINED: 2, NONDIFFERENTIABLE: 1, OK: 0}
+_RANK = {MISMATCH: 5, UNDEFINED: 4, NONDIFFERENTIABLE: 3, VANISHING: 2, SURROGATE: 1, OK: 0}
 
 
 def plain(t: torch.Tensor | None) -> Any:

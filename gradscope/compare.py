@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE = 0, 1, 2, 3, 4
+OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE, VANISHING = 0, 1, 2, 3, 4, 5
 STATUS_NAMES = {OK: "ok", NONDIFFERENTIABLE: "nondifferentiable", UNDEFINED: "undefined",
-                MISMATCH: "mismatch", SURROGATE: "surrogate"}
-SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, SURROGATE, OK]  # worst first
+                MISMATCH: "mismatch", SURROGATE: "surrogate", VANISHING: "vanishing"}
+SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, VANISHING, SURROGATE, OK]  # worst first
 
 # (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
 # float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
@@ -74,8 +74,15 @@ class Comparison:
         status[(status == MISMATCH) & flat.to(status.device)] = SURROGATE
         return Comparison(status, self.error)
 
+    def vanishing(self, autograd: torch.Tensor) -> Comparison:
+        """Re-mark as `vanishing` the `ok` elements whose gradient is exactly zero: the caller
+        has found a vanishing op (round, floor, ...) between them and the output."""
+        status = self.status.clone()
+        status[(status == OK) & (autograd.to(status.device) == 0)] = VANISHING
+        return Comparison(status, self.error)
+
     def max_abs_error(self) -> float:
-        judged = (self.status == OK) | (self.status == MISMATCH)
+        judged = (self.status == OK) | (self.status == MISMATCH) | (self.status == VANISHING)
         if not bool(judged.any()):
             return 0.0
         return float(self.error[judged].max())

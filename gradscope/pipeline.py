@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from gradscope import assemble
+from gradscope import assemble, usercode
 from gradscope._version import __version__
 from gradscope.compare import (
     DEFAULT_EPS,
@@ -25,7 +25,7 @@ from gradscope.compare import (
     Tolerance,
     compare,
 )
-from gradscope.diagnose import custom_backward
+from gradscope.diagnose import custom_backward, flow
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.finite_diff import Columns, FiniteDifferences
 from gradscope.engines.symbolic import SymbolicEngine
@@ -72,6 +72,7 @@ class Request:
     base: Path | None = None  # folder that relative file targets are resolved against
     repeat: int = 1  # jvp: backward calls whose .grad accumulates (seeds/003)
     order: int = 1  # 2: check double backward (the derivative of the VJP)
+    intermediates: bool = False  # report the gradient of every intermediate tensor
     progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
@@ -90,6 +91,7 @@ class _Run:
     fd_skip: dict[str, str]
     tol: Tolerance
     surrogates: set[str] = field(default_factory=set)
+    vanishing: set[str] = field(default_factory=set)
 
     def compare(self, name: str, ag: torch.Tensor, sym: torch.Tensor | None,
                 fd: torch.Tensor | None, err: torch.Tensor | None) -> Comparison:
@@ -97,6 +99,8 @@ class _Run:
         cmp = compare(ag, sym, fd, err, col.kink if col else None, self.tol)
         if name in self.surrogates and fd is not None and err is not None:
             cmp = cmp.surrogate(fd, err, self.tol)
+        if name in self.vanishing:
+            cmp = cmp.vanishing(ag)
         return cmp
 
 
@@ -181,6 +185,13 @@ def run(request: Request) -> Report:
     else:
         if python:
             report.diagnostics += _custom_backward_checks(state, upstream, before, ag_grads)
+        traced = _flow(state, cast, upstream)
+        flow_diagnostics = []
+        if traced is not None:
+            state.vanishing = _confirm_vanishing(state, flow.vanishing_inputs(traced))
+            flow_diagnostics = flow.diagnostics(traced, cast, state.vanishing)
+            if request.intermediates:
+                report.intermediates = _intermediates(traced, request)
         undefined: dict[str, torch.Tensor] = {}
         if request.command == "jacobian":
             report.inputs = _jacobian_reports(state, values, cast)
@@ -193,8 +204,9 @@ def run(request: Request) -> Report:
         if request.command == "jvp" and request.repeat > 1:
             report.accumulation = _accumulate(state, upstream, ag_grads)
         report.diagnostics += _kink_diagnostics(state)
+        report.diagnostics += flow_diagnostics
         nan = assemble.nan_diagnostic(target.text, undefined)
-        if nan:
+        if nan and not any(d.kind == "nan" for d in flow_diagnostics):
             report.diagnostics.append(nan)
         if state.surrogates:
             counts = {i.name: i.status_counts.get("surrogate", 0) for i in report.inputs}
@@ -275,6 +287,59 @@ def _custom_backward_checks(state: _Run, upstream: torch.Tensor, before: torch.T
         if col.locally_constant(state.tol.atol):
             state.surrogates.add(name)
     return diagnostics
+
+
+def _flow(state: _Run, cast: Mapping[str, torch.Tensor], upstream: torch.Tensor):
+    """The gradient-flow trace (one more forward and backward), or None for order 2."""
+    target = state.target
+    keep = state.request.intermediates
+    if isinstance(target, ExpressionTarget):
+        return flow.trace(target.sourced, cast, upstream, keep_grads=keep)
+    if isinstance(target, usercode.PythonTarget):
+        return flow.trace(usercode.sourced(target), cast, upstream, anomaly=True,
+                          ours=usercode.OURS, keep_grads=keep)
+    return None
+
+
+WIDE_STEP = 0.37  # "the user's sense" of not constant: a shift far beyond any FD stencil
+
+
+def _confirm_vanishing(state: _Run, candidates: set[str]) -> set[str]:
+    """Inputs below a vanishing point whose wide shift (±0.37·max(1,|x|)) still changes the
+    output: the function is not constant in them, the zero gradient is an artefact of the op
+    (round, floor, ...). `0*x` is constant at every scale and is not flagged."""
+    confirmed: set[str] = set()
+    candidates &= set(state.names)
+    if not candidates:
+        return confirmed
+    exact = state.fd.values  # float64, or the dtype the target could take
+    base = state.target.forward(exact).detach()
+    for name in candidates:
+        x = exact[name]
+        step = WIDE_STEP * x.abs().clamp(min=1.0)
+        for sign in (1.0, -1.0):
+            moved = state.target.forward({**exact, name: x + sign * step}).detach()
+            if moved.shape == base.shape and not torch.equal(moved, base):
+                confirmed.add(name)
+                break
+    return confirmed
+
+
+def _intermediates(traced: Any, request: Request) -> list[dict[str, Any]]:
+    """The gradient w.r.t. every intermediate (non-leaf) tensor, root first."""
+    out = []
+    for node in traced.walk():
+        if node.leaf or node.grad is None:
+            continue
+        grad = node.grad
+        small = request.full or grad.numel() <= request.max_elements
+        out.append({"where": node.label(), "op": node.op, "node": node.name,
+                    "shape": list(grad.shape),
+                    "grad": assemble.plain(grad) if small else
+                    assemble.plain(grad.reshape(-1)[:assemble.HEAD_ELEMENTS]),
+                    "elements_reported": "all" if small else "head",
+                    "status": node.status or "ok"})
+    return out
 
 
 def _kink_diagnostics(state: _Run) -> list:

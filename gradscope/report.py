@@ -106,6 +106,7 @@ class Report:
     upstream_checks: list[UpstreamCheck] = field(default_factory=list)
     forward: ForwardReport | None = None
     accumulation: dict[str, Any] | None = None
+    intermediates: list[dict[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -115,7 +116,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        for optional in ("forward", "accumulation"):
+        for optional in ("forward", "accumulation", "intermediates"):
             if data[optional] is None:
                 del data[optional]
         # schema and version first, so a reader sees what it is reading before anything else

@@ -75,6 +75,25 @@ class ExpressionTarget:
             self.branch_sites = sites
         return out, branches
 
+    def sourced(self, values: Mapping[str, torch.Tensor]):
+        """Forward that also maps each grad_fn to its op and source span, and notes the first
+        ops whose output is NaN/inf from finite inputs (for the gradient-flow analysis)."""
+        where: dict[int, tuple[str, str]] = {}
+        forward_nan: list[tuple[str, str, int]] = []
+
+        def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
+            if out.grad_fn is not None and id(out.grad_fn) not in where:
+                where[id(out.grad_fn)] = (node.op, self.expression.text(node))
+            tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+            if out.is_floating_point() and not bool(torch.isfinite(out).all()) and all(
+                    bool(torch.isfinite(a).all()) for a in tensors):
+                bad = int((~torch.isfinite(out)).sum())
+                inputs = tuple(n for n in self.names if ir.depends_on(node, n))
+                forward_nan.append((node.op, self.expression.text(node), inputs, bad))
+
+        out = evaluate(self.expression, values, visit=visit)
+        return out, where, forward_nan
+
     def _can_kink(self, node: ir.Call) -> bool:
         """False where the op's kink provably cannot be crossed: a constant argument decides
         it (x**2, x/3) or nothing in it depends on an input."""

@@ -1,0 +1,301 @@
+"""Gradient flow through the backward graph: which node ate the gradient, and where it came from.
+
+One extra forward and backward: every `grad_fn` node reachable from the output gets a hook that
+records the gradient arriving (w.r.t. its output) and the gradients it passes on (w.r.t. its
+inputs). A node that receives a non-zero gradient and passes on only zeros is a *vanishing
+point*; a saturating op (clamp, relu, hardtanh, threshold, max-pool) that blocks part of it is
+*saturation*; a node that receives finite values and passes on NaN/inf is where the gradient
+became undefined. Each node is mapped back to its source: the expression span (`round(x)`) for
+expressions, the user's `file:line` (from anomaly mode's recorded forward traceback) for code.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.assemble import mask_indices
+from gradscope.report import Diagnostic
+
+# grad_fn name (without the trailing digits) → (catalogue op, kind)
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "RoundBackward": ("round", "vanishing"), "FloorBackward": ("floor", "vanishing"),
+    "CeilBackward": ("ceil", "vanishing"), "TruncBackward": ("trunc", "vanishing"),
+    "SignBackward": ("sign", "vanishing"), "SgnBackward": ("sign", "vanishing"),
+    "FracBackward": ("frac", "passes"),
+    "ClampBackward": ("clamp", "saturation"), "ClampMinBackward": ("clamp", "saturation"),
+    "ClampMaxBackward": ("clamp", "saturation"), "HardtanhBackward": ("hardtanh", "saturation"),
+    "ReluBackward": ("relu", "saturation"), "ThresholdBackward": ("threshold", "saturation"),
+    "MaxPool1DWithIndicesBackward": ("max_pool1d", "saturation"),
+    "MaxPool2DWithIndicesBackward": ("max_pool2d", "saturation"),
+    "MaxPool3DWithIndicesBackward": ("max_pool3d", "saturation"),
+}
+VANISHING_HINT = {
+    "round": "x + (x.round() - x).detach()", "floor": "x + (x.floor() - x).detach()",
+    "ceil": "x + (x.ceil() - x).detach()", "trunc": "x + (x.trunc() - x).detach()",
+    "sign": "x + (x.sign() - x).detach()",
+}
+SATURATION_HINT = {
+    "clamp": ("clamp passes no gradient outside [lo, hi]; if those elements should keep "
+              "learning, use a straight-through clamp `x + (x.clamp(lo, hi) - x).detach()` or a "
+              "smooth bound such as `lo + (hi - lo) * torch.sigmoid(x)`"),
+    "relu": ("relu passes no gradient where its input is <= 0 (dead units); consider "
+             "leaky_relu/gelu, a smaller learning rate or another initialisation"),
+    "hardtanh": "hardtanh passes no gradient outside [min_val, max_val]; consider tanh",
+    "threshold": "threshold passes no gradient below the threshold",
+}
+
+
+@dataclass
+class Stats:
+    """How much gradient a tensor carries."""
+
+    numel: int
+    nonzero: int
+    nonfinite: int
+    norm: float
+
+    @property
+    def finite(self) -> bool:
+        return self.nonfinite == 0
+
+    @classmethod
+    def of(cls, t: torch.Tensor | None) -> Stats | None:
+        if t is None:
+            return None
+        d = t.detach()
+        nonfinite = int((~torch.isfinite(d)).sum())
+        norm = float(torch.linalg.vector_norm(d.to(torch.float64))) if d.numel() else 0.0
+        return cls(d.numel(), int((d != 0).sum()), nonfinite, norm)
+
+
+@dataclass
+class FlowNode:
+    id: int
+    name: str  # grad_fn class name, e.g. RoundBackward0
+    op: str  # catalogue op or the grad_fn name without Backward
+    kind: str  # vanishing | saturation | passes | leaf | other
+    where: str  # expression span, user file:line, or ""
+    children: list[int] = field(default_factory=list)
+    leaf: str | None = None  # input name, for AccumulateGrad
+    shape: tuple[int, ...] | None = None
+    received: Stats | None = None
+    passed: list[Stats | None] = field(default_factory=list)
+    status: str = ""  # vanishing | saturating | nan | ""
+    blocked: torch.Tensor | None = None  # elements whose gradient this node zeroed
+    grad: torch.Tensor | None = None  # gradient w.r.t. the node's output (the intermediate)
+
+    def label(self) -> str:
+        return self.where or self.op
+
+
+@dataclass
+class Flow:
+    nodes: dict[int, FlowNode]
+    root: int | None
+    forward_nan: list[tuple[str, str, int]] = field(default_factory=list)  # op, where, count
+
+    def walk(self) -> list[FlowNode]:
+        """Nodes in backward order (root first), each once."""
+        order, seen, stack = [], set(), [self.root] if self.root is not None else []
+        while stack:
+            nid = stack.pop(0)
+            if nid in seen:
+                continue
+            seen.add(nid)
+            order.append(self.nodes[nid])
+            stack.extend(self.nodes[nid].children)
+        return order
+
+
+def _base_name(name: str) -> str:
+    return re.sub(r"\d+$", "", name.split("::")[-1])
+
+
+def _classify(name: str) -> tuple[str, str]:
+    base = _base_name(name)
+    if base in CATALOGUE:
+        return CATALOGUE[base]
+    if base == "AccumulateGrad":
+        return "leaf", "leaf"
+    op = base[:-len("Backward")] if base.endswith("Backward") else base
+    return op.lower() or name, "other"
+
+
+def _user_frame(node: Any, ours: tuple[str, ...]) -> str:
+    frames = node.metadata.get("traceback_") if hasattr(node, "metadata") else None
+    if not frames:
+        return ""
+    for frame in reversed(frames):
+        match = re.search(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', frame)
+        if match and not match.group(1).startswith(ours):
+            path, line, _, code = match.groups()
+            short = path.rsplit("/", 1)[-1]
+            return f"{short}:{line}: {code.strip()}"
+    return ""
+
+
+# forward(leaves) -> (output, {id(grad_fn): (op, source text)}, [(op, where, count)] of forward
+# NaN introductions)
+SourcedForward = Callable[[Mapping[str, torch.Tensor]],
+                          tuple[torch.Tensor, dict[int, tuple[str, str]], list]]
+
+
+def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+          anomaly: bool = False, ours: tuple[str, ...] = (), keep_grads: bool = False) -> Flow:
+    """Run forward (with anomaly mode for user code, to learn file:line) and backward once,
+    hooking every node of the graph."""
+    leaves = {n: v.detach().clone().requires_grad_(True) for n, v in values.items()}
+    if anomaly:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # anomaly mode warns that it is slow
+            with torch.autograd.set_detect_anomaly(True, check_nan=False):
+                out, where, forward_nan = forward(leaves)
+    else:
+        out, where, forward_nan = forward(leaves)
+    names = {id(t): n for n, t in leaves.items()}
+    nodes: dict[int, FlowNode] = {}
+    handles = []
+    stack = [out.grad_fn] if out.grad_fn is not None else []
+    while stack:
+        fn = stack.pop()
+        if id(fn) in nodes:
+            continue
+        op, kind = _classify(fn.name())
+        src_op, text = where.get(id(fn), (None, ""))
+        node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
+                        text or (_user_frame(fn, ours) if anomaly else ""))
+        if kind == "leaf":
+            node.leaf = names.get(id(fn.variable), "?")
+            node.where = node.leaf
+        children = [c for c, _ in fn.next_functions if c is not None]
+        node.children = [id(c) for c in children]
+        nodes[id(fn)] = node
+        stack.extend(children)
+        if kind != "leaf":
+            handles.append(fn.register_hook(_recorder(node, keep_grads)))
+    try:
+        if out.requires_grad:
+            torch.autograd.grad(out, list(leaves.values()), upstream, allow_unused=True)
+    finally:
+        for h in handles:
+            h.remove()
+    for node in nodes.values():
+        _judge(node)
+    root = id(out.grad_fn) if out.grad_fn is not None else None
+    return Flow(nodes, root, list(forward_nan))
+
+
+def _recorder(node: FlowNode, keep_grads: bool):
+    def hook(grad_inputs, grad_outputs):
+        received = grad_outputs[0] if grad_outputs else None
+        if keep_grads and received is not None:
+            node.grad = received.detach().clone()
+        node.shape = tuple(received.shape) if received is not None else None
+        node.received = Stats.of(received)
+        node.passed = [Stats.of(g) for g in grad_inputs]
+        first = grad_inputs[0] if grad_inputs else None
+        if received is not None and first is not None and first.shape == received.shape:
+            node.blocked = (received != 0) & (first == 0)
+    return hook
+
+
+def _judge(node: FlowNode) -> None:
+    r = node.received
+    if r is None:
+        return
+    passed = [p for p in node.passed if p is not None]
+    if r.finite and any(not p.finite for p in passed):
+        node.status = "nan"
+    elif r.nonzero and (not passed or all(p.nonzero == 0 for p in passed)) and node.kind in (
+            "vanishing", "other", "saturation"):
+        node.status = "vanishing"
+    elif node.kind == "saturation" and node.blocked is not None and bool(node.blocked.any()):
+        node.status = "saturating"
+
+
+def _inputs_below(flow: Flow, node: FlowNode) -> list[str]:
+    found, stack, seen = set(), list(node.children), set()
+    while stack:
+        nid = stack.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        child = flow.nodes[nid]
+        if child.leaf:
+            found.add(child.leaf)
+        stack.extend(child.children)
+    return sorted(found)
+
+
+def diagnostics(flow: Flow, values: Mapping[str, torch.Tensor],
+                confirmed: set[str] | None = None) -> list[Diagnostic]:
+    """The catalogue's verdicts on the traced flow. A vanishing point is reported when the op
+    is a known piecewise-constant one, or when the function is confirmed not to be constant in
+    an input below it (`confirmed`)."""
+    out: list[Diagnostic] = []
+    for node in flow.walk():
+        inputs = _inputs_below(flow, node)
+        if node.status == "vanishing" and (node.kind == "vanishing"
+                                           or set(inputs) & (confirmed or set())):
+            snippet = VANISHING_HINT.get(node.op)
+            hint = (f"to let gradient through, use a straight-through estimator: `{snippet}` "
+                    "(or a custom autograd.Function whose backward returns grad_output)"
+                    if snippet else "this op's backward returns zeros; check that this is "
+                                    "intended, or replace it with a differentiable surrogate")
+            count = node.received.nonzero if node.received else 0
+            out.append(Diagnostic(
+                kind="vanishing_gradient", op=node.op, where=node.label(), inputs=inputs,
+                count=count,
+                message=(f"`{node.label()}` ({node.name}) receives a non-zero gradient "
+                         f"({count} element(s)) and passes on only zeros: the gradient of "
+                         f"{', '.join(inputs) or 'its inputs'} vanishes here"),
+                hint=hint))
+        elif node.status == "saturating" and node.blocked is not None:
+            blocked = node.blocked
+            key = _index_key(blocked, inputs, values, node)
+            count = int(blocked.sum())
+            out.append(Diagnostic(
+                kind="saturation", op=node.op, where=node.label(), inputs=inputs, count=count,
+                message=(f"`{node.label()}` passes no gradient for {count} of {blocked.numel()} "
+                         "element(s): they are saturated (outside the op's linear range)"),
+                hint=SATURATION_HINT.get(node.op, "these elements receive no gradient"),
+                indices={key: mask_indices(blocked)}))
+        elif node.status == "nan":
+            bad = sum(p.nonfinite for p in node.passed if p is not None)
+            out.append(Diagnostic(
+                kind="nan", op=node.op, where=node.label(), inputs=inputs, count=bad,
+                message=(f"the backward of `{node.label()}` ({node.name}) turns a finite "
+                         "gradient into NaN or infinity: its derivative is infinite or "
+                         "undefined at these inputs (e.g. sqrt or log at 0, pow with a "
+                         "fractional exponent at 0)"),
+                hint="keep the input away from that point (e.g. sqrt(x + eps)) or clamp it"))
+    for op, where, inputs, count in flow.forward_nan:
+        out.append(Diagnostic(
+            kind="nan", op=op, where=where, inputs=list(inputs), count=count,
+            message=(f"the forward of `{where}` produced NaN or infinity at {count} element(s) "
+                     "from finite inputs: the function is undefined there"),
+            hint="keep inputs inside the op's domain (log and sqrt need x > 0)"))
+    return out
+
+
+def _index_key(blocked: torch.Tensor, inputs: list[str], values: Mapping[str, torch.Tensor],
+               node: FlowNode) -> str:
+    for name in inputs:
+        if name in values and tuple(values[name].shape) == tuple(blocked.shape):
+            return name
+    return node.label()
+
+
+def vanishing_inputs(flow: Flow) -> set[str]:
+    """Inputs below a vanishing point of a piecewise-constant op (round, floor, ...)."""
+    found: set[str] = set()
+    for node in flow.walk():
+        if node.status == "vanishing":
+            found.update(_inputs_below(flow, node))
+    return found
