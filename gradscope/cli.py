@@ -85,6 +85,8 @@ InitOpt = Annotated[list[str] | None, typer.Option(
 OrderOpt = Annotated[int, typer.Option(
     "--order", min=1, max=2, help="2: also differentiate the VJP and check double backward "
                                   "(like gradgradcheck).")]
+IntermediatesOpt = Annotated[bool, typer.Option(
+    "--intermediates", help="Also report the gradient of every intermediate (non-leaf) tensor.")]
 RepeatOpt = Annotated[int, typer.Option(
     "--repeat", min=1, help="Call backward N times without zeroing .grad and show that "
                             "gradients accumulate to N × the VJP.")]
@@ -246,7 +248,7 @@ def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
 
 def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
          seed, device, fmt, json_flag, output, fail_on, max_elements, full, init=None,
-         repeat=1, order=1) -> None:
+         repeat=1, order=1, intermediates=False) -> None:
     from gradscope.errors import GradscopeError
 
     progress = None
@@ -262,7 +264,7 @@ def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps
                           rtol=rtol, seed=seed, device=device, fail_on=fail_on.value,
                           max_elements=max_elements, full=full, progress=progress,
                           args=_literals(arg, "--arg"), init=_literals(init, "--init"),
-                          repeat=repeat, order=order)
+                          repeat=repeat, order=order, intermediates=intermediates)
         report = run(request)
     except GradscopeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
@@ -304,20 +306,21 @@ def _emit(report: Any, fmt: Format, output: Path | None) -> None:
                   "full Jacobian. Exit 1 on a real mismatch.")
 def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
           arg: ArgOpt = None, init: InitOpt = None, order: OrderOpt = 1,
-          dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None, atol: AtolOpt = None,
-          rtol: RtolOpt = None, seed: SeedOpt = 0,
+          intermediates: IntermediatesOpt = False, dtype: DtypeOpt = Dtype.float64,
+          eps: EpsOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
           device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
           output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
           max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
     _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         order=order)
+         order=order, intermediates=intermediates)
 
 
 def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
         tangent: TangentOpt = None, arg: ArgOpt = None, init: InitOpt = None,
-        repeat: RepeatOpt = 1, order: OrderOpt = 1, dtype: DtypeOpt = Dtype.float64,
+        repeat: RepeatOpt = 1, order: OrderOpt = 1, intermediates: IntermediatesOpt = False,
+        dtype: DtypeOpt = Dtype.float64,
         eps: EpsOpt = None,
         atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
         device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
@@ -326,7 +329,7 @@ def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradO
     _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         repeat=repeat, order=order)
+         repeat=repeat, order=order, intermediates=intermediates)
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
@@ -347,6 +350,118 @@ def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: A
     _run("jacobian", target, at=at, shape=shape, grad=None, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init)
+
+
+def _simple_request(target: str, at, shape, grad, arg, init, dtype, seed, device):
+    from gradscope.pipeline import Request
+
+    shapes, default_shape = _shapes(shape)
+    return Request(command="check", target=target, at=_assignments(at, "--at"), shapes=shapes,
+                   default_shape=default_shape, grad=grad, dtype=dtype.value, seed=seed,
+                   device=device, args=_literals(arg, "--arg"), init=_literals(init, "--init"))
+
+
+GraphFormat = Annotated[Format, typer.Option("--format", "-f",
+                                             help="table (a tree), json or markdown.")]
+
+
+@app.command(help="The backward graph (grad_fn nodes) as a tree, with the gradient flowing "
+                  "into and out of every node; nodes that zero gradients (vanishing, saturating) "
+                  "or turn them into NaN are marked in words and colour. --dot FILE writes "
+                  "Graphviz DOT.")
+def graph(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
+          arg: ArgOpt = None, init: InitOpt = None, dtype: DtypeOpt = Dtype.float64,
+          seed: SeedOpt = 0, device: DeviceOpt = "cpu", fmt: GraphFormat = Format.table,
+          json_flag: JsonOpt = False, output: OutputOpt = None,
+          dot: Annotated[Path | None, typer.Option(
+              "--dot", help="Write the graph as Graphviz DOT to FILE.", dir_okay=False,
+              show_default=False)] = None) -> None:
+    from gradscope.errors import GradscopeError
+
+    try:
+        _check_output(output)
+        _check_output(dot)
+        from gradscope.graph import graph as build_graph
+
+        report = build_graph(_simple_request(target, at, shape, grad, arg, init, dtype, seed,
+                                             device))
+        if dot is not None:
+            write_atomic(dot, report.to_dot())
+    except GradscopeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    except OSError as exc:
+        raise _fail(f"cannot write --dot {dot}: {exc.strerror or exc}", 2) from None
+    from gradscope.render.graph import tree
+
+    fmt = Format.json if json_flag else fmt
+    _emit_other(report, fmt, output, lambda: tree(report))
+
+
+@app.command(help="Move one input over a range and plot f, the autograd derivative and the "
+                  "finite-difference derivative in the terminal; --plot writes PNG or SVG. "
+                  "Vanishing gradients and jumps become visible at a glance.")
+def sweep(target: TargetArg,
+          var: Annotated[str, typer.Option("--var", help="The input to move (a scalar).",
+                                           show_default=False)],
+          range_: Annotated[str, typer.Option("--range", metavar="LO,HI",
+                                              help="The interval, e.g. -2,2.",
+                                              show_default=False)],
+          points: Annotated[int, typer.Option("--points", min=2, max=5000,
+                                              help="Number of points.")] = 200,
+          plot: Annotated[Path | None, typer.Option(
+              "--plot", help="Also write the plot to FILE.png or FILE.svg (needs matplotlib: "
+                             "pip install 'gradscope[plot]').", dir_okay=False,
+              show_default=False)] = None,
+          at: AtOpt = None, grad: GradOpt = None, arg: ArgOpt = None, init: InitOpt = None,
+          dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None, seed: SeedOpt = 0,
+          device: DeviceOpt = "cpu", fmt: GraphFormat = Format.table, json_flag: JsonOpt = False,
+          output: OutputOpt = None) -> None:
+    from gradscope.errors import GradscopeError, UsageError
+
+    try:
+        _check_output(output)
+        _check_output(plot)
+        lo_hi = [p.strip() for p in range_.split(",")]
+        try:
+            lo, hi = (float(p) for p in lo_hi)
+        except ValueError:
+            raise UsageError(f"--range {range_!r}: expected LO,HI such as -2,2") from None
+        from gradscope.graph import sweep as run_sweep
+        from gradscope.render.graph import save_plot, sweep_plot
+
+        request = _simple_request(target, at, None, grad, arg, init, dtype, seed, device)
+        request.eps = eps
+        report = run_sweep(request, var, lo, hi, points)
+        if plot is not None:
+            save_plot(report, plot)
+    except GradscopeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    fmt = Format.json if json_flag else fmt
+    _emit_other(report, fmt, output, lambda: sweep_plot(report))
+
+
+def _emit_other(report: Any, fmt: Format, output: Path | None, renderable) -> None:
+    """Output of graph/sweep: a rich renderable, or JSON."""
+    if fmt is Format.json:
+        text = report.to_json() + "\n"
+    else:
+        import io
+
+        from rich.console import Console
+
+        from gradscope.render.table import terminal_console
+
+        if output is None:
+            terminal_console().print(renderable())
+            return
+        console = Console(file=io.StringIO(), width=120, color_system=None, record=True)
+        console.print(renderable())
+        text = console.export_text()
+    if output is not None:
+        write_atomic(output, text)
+        typer.echo(f"report written to {output}", err=True)
+    else:
+        sys.stdout.write(text)
 
 
 RUN_HELP = """Run every check declared in [tool.gradscope] of pyproject.toml (or of the TOML file

@@ -59,6 +59,14 @@ def render(report: Report) -> str:
         f = report.forward
         lines += [f"### forward mode J·t: **{f.status}** (max abs error "
                   f"{fmt(f.max_abs_error)})", ""]
+    if report.intermediates:
+        lines += ["| intermediate | op | shape | gradient |", "|---|---|---|---|"]
+        for item in report.intermediates:
+            grad = flat(item["grad"]) if isinstance(item["grad"], list) else [item["grad"]]
+            shown = ", ".join(fmt(g) for g in grad[:6]) + (", …" if len(grad) > 6 else "")
+            lines.append(f"| `{_cell(item['where'])}` | {item['op']} | {tuple(item['shape'])} "
+                         f"| {_cell(shown)} |")
+        lines.append("")
     if report.upstream_checks:
         lines += ["| also checked | result | max abs error |", "|---|---|---:|"]
         lines += [f"| {_cell(c.label)} | {'ok' if c.passed else '**mismatch**'} | "

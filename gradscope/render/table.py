@@ -205,10 +205,29 @@ def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
     return table
 
 
+def intermediates_table(report: Report) -> Table | None:
+    if not report.intermediates:
+        return None
+    table = Table(title=Text("gradients of intermediate tensors (what .grad of a non-leaf "
+                             "would hold)", style="bold"), title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    for name in ("tensor", "op", "shape", "gradient", "flow"):
+        table.add_column(name, no_wrap=name != "gradient")
+    for item in report.intermediates:
+        preview = _preview(TensorSummary(item["shape"], item["grad"],
+                                         item.get("elements_reported", "all")))
+        status = item.get("status", "ok")
+        table.add_row(item["where"], item["op"], str(tuple(item["shape"])), preview,
+                      Text(status, style={"vanishing": "bold red", "saturating": "yellow",
+                                          "nan": "magenta"}.get(status, "green")))
+    return table
+
+
 def checks_table(report: Report) -> Table | None:
     if not report.upstream_checks:
         return None
-    table = Table(title=Text("verdict also covers", style="bold"), title_justify="left")
+    table = Table(title=Text("verdict also covers", style="bold"), title_justify="left",
+                  box=box.SIMPLE_HEAD)
     for name in ("check", "result", "max |error|", "mismatches"):
         table.add_column(name)
     for c in report.upstream_checks:
@@ -256,7 +275,7 @@ def renderables(report: Report) -> Iterable[RenderableType]:
         yield input_table(item)
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
-    for extra in (checks_table(report), diagnostics_panel(report)):
+    for extra in (intermediates_table(report), checks_table(report), diagnostics_panel(report)):
         if extra is not None:
             yield extra
     if report.accumulation:

@@ -1,0 +1,180 @@
+"""GraphReport → rich Tree and Graphviz DOT; SweepReport → a terminal plot (and PNG/SVG)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+from rich.tree import Tree
+
+from gradscope.render.table import fmt
+
+MARK = {"vanishing": ("VANISHING", "bold red"), "saturating": ("SATURATING", "bold yellow"),
+        "nan": ("NaN/inf", "bold magenta")}
+
+
+def _flow_text(stats: dict[str, Any] | None) -> str:
+    if not stats:
+        return "—"
+    return f"{stats['nonzero']}/{stats['numel']} nonzero ‖{fmt(stats['norm'], 3)}‖"
+
+
+def _label(node: Any) -> Text:
+    if node.leaf:
+        return Text.assemble((node.leaf, "bold cyan"), ("  input (AccumulateGrad)", "dim"))
+    text = Text.assemble((node.name, "bold"), f"  {node.where}" if node.where else "")
+    if node.shape is not None:
+        text.append(f"  shape {tuple(node.shape)}", style="dim")
+    passed = [p for p in node.passed if p]
+    text.append(f"  grad in {_flow_text(node.received)} → out "
+                + (", ".join(_flow_text(p) for p in passed) or "—"), style="dim")
+    if node.status in MARK:
+        word, style = MARK[node.status]
+        if node.status == "saturating" and node.received and passed:
+            blocked = node.received["nonzero"] - passed[0]["nonzero"]
+            word = f"{word} {blocked}/{node.received['nonzero']}"
+        text.append(f"  [{word}]", style=style)
+    return text
+
+
+def tree(report: Any) -> Group:
+    by_id = {n.id: n for n in report.nodes}
+    title = Text.assemble(("backward graph of ", "bold"), report.target,
+                          (f"  ({report.target_kind})", "dim"))
+    if report.root is None:
+        return Group(title, Text("the output has no grad_fn: nothing flows back"))
+    root = Tree(_label(by_id[report.root]))
+    shown: set[int] = {report.root}
+    stack = [(root, by_id[report.root])]
+    while stack:
+        branch, node = stack.pop()
+        for cid in node.children:
+            child = by_id[cid]
+            if cid in shown and not child.leaf:
+                branch.add(Text(f"↑ {child.name} {child.where} (shown above)", style="dim"))
+                continue
+            shown.add(cid)
+            stack.append((branch.add(_label(child)), child))
+    marked = [n for n in report.nodes if n.status]
+    legend = Text("no node stops or corrupts the gradient", style="green") if not marked else \
+        Text(f"{len(marked)} node(s) marked: " + ", ".join(
+            f"{n.name} {MARK[n.status][0].lower()}" for n in marked), style="yellow")
+    return Group(title, root, legend)
+
+
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def dot(report: Any) -> str:
+    colour = {"vanishing": "red", "saturating": "orange", "nan": "purple"}
+    lines = ["digraph gradscope {", '  rankdir="TB";',
+             '  node [shape=box, fontname="Helvetica"];',
+             f'  label="{_dot_escape("backward graph of " + report.target)}";']
+    for n in report.nodes:
+        if n.leaf:
+            label = f"{n.leaf}\\n(input)"
+            lines.append(f'  n{n.id} [label="{_dot_escape(label)}", shape=ellipse];')
+            continue
+        parts = [n.name] + ([n.where] if n.where else [])
+        if n.status:
+            parts.append(MARK[n.status][0])
+        label = "\\n".join(_dot_escape(p) for p in parts)
+        style = f', color={colour[n.status]}, penwidth=2' if n.status else ""
+        lines.append(f'  n{n.id} [label="{label}"{style}];')
+    for n in report.nodes:
+        for cid in n.children:
+            lines.append(f"  n{n.id} -> n{cid};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- sweep plots
+def _panel(title: str, xs: list[float], ys: list[float], width: int, height: int,
+           style: str) -> Group:
+    finite = [y for y in ys if math.isfinite(y)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 1, hi + 1
+    grid = [[" "] * width for _ in range(height)]
+    for i, y in enumerate(ys):
+        col = min(width - 1, int(i * (width - 1) / max(1, len(ys) - 1)))
+        if not math.isfinite(y):
+            grid[0][col] = "!"
+            continue
+        row = height - 1 - round((y - lo) / (hi - lo) * (height - 1))
+        grid[row][col] = "•"
+    zero_row = height - 1 - round((0 - lo) / (hi - lo) * (height - 1)) if lo <= 0 <= hi else None
+    lines = [Text(title, style="bold")]
+    for r, row in enumerate(grid):
+        label = fmt(hi, 3) if r == 0 else fmt(lo, 3) if r == height - 1 else ""
+        line = Text(f"{label:>10} │", style="dim")
+        body = "".join(row)
+        if r == zero_row:
+            body = "".join("·" if c == " " else c for c in body)
+        line.append(body, style=style)
+        lines.append(line)
+    axis = f"{'':>10} └{'─' * width}"
+    lines.append(Text(axis, style="dim"))
+    lines.append(Text(f"{'':>11}{fmt(xs[0], 3):<{width // 2}}{fmt(xs[-1], 3):>{width // 2}}",
+                      style="dim"))
+    return Group(*lines)
+
+
+def sweep_plot(report: Any, width: int = 72, height: int = 8) -> Group:
+    parts = [Text.assemble(("sweep of ", "bold"), report.target, f"  over {report.var} ∈ "
+                           f"[{fmt(report.x[0], 4)}, {fmt(report.x[-1], 4)}], "
+                           f"{len(report.x)} points")]
+    parts.append(_panel("f = vᵀ·output", report.x, report.f, width, height, "cyan"))
+    parts.append(_panel(f"autograd d/d{report.var}", report.x, report.autograd, width, height,
+                        "green"))
+    parts.append(_panel(f"finite differences d/d{report.var} (step {report.eps:.3g})", report.x,
+                        report.finite_difference, width, height, "yellow"))
+    notes = []
+    n = len(report.x)
+    if report.vanishing:
+        notes.append(Text(f"autograd's derivative is 0 at {report.vanishing}/{n} points while f "
+                          "changes over the range: the gradient vanishes", style="bold red"))
+    if report.jumps:
+        shown = ", ".join(fmt(x, 4) for x in report.jumps[:12])
+        more = f" (+{len(report.jumps) - 12} more)" if len(report.jumps) > 12 else ""
+        notes.append(Text(f"finite differences spike at {report.var} ≈ {shown}{more}: jumps or "
+                          "kinks of f", style="bold yellow"))
+    if not notes:
+        notes.append(Text("autograd and finite differences follow each other; no jumps seen",
+                          style="green"))
+    return Group(*parts, *notes)
+
+
+def save_plot(report: Any, path: Path) -> None:
+    """PNG or SVG through matplotlib (the optional extra `plot`)."""
+    from gradscope.errors import UsageError
+
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {path}: the file must end in .png or .svg")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'gradscope[plot]' (the terminal "
+                         "plot needs nothing)") from None
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(8, 7))
+    series = [("f", report.f, "tab:blue"), (f"autograd d/d{report.var}", report.autograd,
+                                            "tab:green"),
+              (f"finite differences d/d{report.var}", report.finite_difference, "tab:orange")]
+    for ax, (label, ys, colour) in zip(axes, series, strict=True):
+        ax.plot(report.x, ys, color=colour, linewidth=1.2)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    for x in report.jumps[:50]:
+        axes[2].axvline(x, color="red", alpha=0.2, linewidth=0.8)
+    axes[-1].set_xlabel(report.var)
+    fig.suptitle(f"gradscope sweep: {report.target}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
