@@ -50,10 +50,16 @@ def worst_indices(cmp: Comparison, max_elements: int, full: bool) -> torch.Tenso
     flat = cmp.status.reshape(-1)
     for code, r in _RANK.items():
         rank[flat == code] = r
-    err = cmp.error.reshape(-1).to(torch.float64)
-    order = torch.argsort(err, descending=True, stable=True)
-    order = order[torch.argsort(rank[order], descending=True, stable=True)]
-    return order[:min(WORST_ELEMENTS, n)]
+    # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full sort
+    # of a million elements costs more than all three engines together.
+    err = torch.nan_to_num(cmp.error.reshape(-1).to(torch.float64), nan=0.0, posinf=0.0)
+    top = float(err.max()) if n else 0.0
+    key = rank * 2.0 + (err / (2.0 * top) if top > 0 else 0.0)
+    k = min(WORST_ELEMENTS, n)
+    values, order = torch.topk(key, k)
+    # equal keys: lowest index first, so the result does not depend on topk's tie order
+    order = order[torch.argsort(-values * (n + 1) + order.to(torch.float64), stable=True)]
+    return order
 
 
 def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:

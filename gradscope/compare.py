@@ -50,17 +50,21 @@ class Comparison:
     status: torch.Tensor  # int8 codes, shaped like the compared arrays
     error: torch.Tensor  # |autograd − reference|, the larger over the references present
 
+    def _histogram(self) -> list[int]:
+        # one pass over the statuses serves counts() and worst()
+        if not hasattr(self, "_hist"):
+            codes = self.status.reshape(-1).to(torch.int64)
+            self._hist = torch.bincount(codes, minlength=len(STATUS_NAMES)).tolist()
+        return self._hist
+
     def counts(self) -> dict[str, int]:
-        out = {}
-        for code, name in STATUS_NAMES.items():
-            n = int((self.status == code).sum())
-            if n:
-                out[name] = n
-        return out
+        hist = self._histogram()
+        return {STATUS_NAMES[c]: hist[c] for c in STATUS_NAMES if hist[c]}
 
     def worst(self) -> str:
+        hist = self._histogram()
         for code in SEVERITY:
-            if bool((self.status == code).any()):
+            if hist[code]:
                 return STATUS_NAMES[code]
         return "ok"
 
@@ -82,10 +86,11 @@ class Comparison:
         return Comparison(status, self.error)
 
     def max_abs_error(self) -> float:
-        judged = (self.status == OK) | (self.status == MISMATCH) | (self.status == VANISHING)
-        if not bool(judged.any()):
+        """Largest error over the elements that were judged (not kinks, not undefined)."""
+        if self.error.numel() == 0:
             return 0.0
-        return float(self.error[judged].max())
+        skipped = (self.status == NONDIFFERENTIABLE) | (self.status == UNDEFINED)
+        return float(torch.where(skipped, 0.0, self.error).max())
 
 
 def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
@@ -93,22 +98,23 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
             kink: torch.Tensor | None, tol: Tolerance) -> Comparison:
     """Per-element status of `autograd` against the engines that ran (None = did not run)."""
     ag = autograd.detach().to(torch.float64)
-    defined = torch.isfinite(ag)
     error = torch.zeros_like(ag)
     bad = torch.zeros_like(ag, dtype=torch.bool)
-    if symbolic is not None:
-        sym = symbolic.to(ag.device, torch.float64)
-        defined &= torch.isfinite(sym)
-        diff = (ag - sym).abs()
-        bad |= diff > tol.atol + tol.rtol * sym.abs()
-        error = torch.maximum(error, torch.nan_to_num(diff, nan=0.0))
-    if finite is not None:
-        fd = finite.to(ag.device, torch.float64)
-        fd_err = finite_error.to(ag.device, torch.float64) if finite_error is not None else 0.0
-        defined &= torch.isfinite(fd)
-        diff = (ag - fd).abs()
-        bad |= diff > tol.atol + tol.rtol * fd.abs() + FD_ERROR_FACTOR * fd_err
-        error = torch.maximum(error, torch.nan_to_num(diff, nan=0.0))
+    # A difference is finite exactly when both sides are; so one isfinite per reference
+    # checks autograd too. With no reference at all, autograd alone decides.
+    defined = torch.isfinite(ag) if symbolic is None and finite is None else None
+    for reference, slack in ((symbolic, None), (finite, finite_error)):
+        if reference is None:
+            continue
+        ref = reference.to(ag.device, torch.float64)
+        diff = (ag - ref).abs()
+        ok = torch.isfinite(diff)
+        defined = ok if defined is None else defined & ok
+        limit = tol.atol + tol.rtol * ref.abs()
+        if slack is not None:
+            limit = limit + FD_ERROR_FACTOR * slack.to(ag.device, torch.float64)
+        bad |= diff > limit
+        error = torch.maximum(error, torch.where(ok, diff, 0.0))
     status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
     status[bad] = MISMATCH
     if kink is not None:
