@@ -33,7 +33,8 @@ REFINE_ROUNDS = 2
 UNCONVERGED = 1e-2
 # Refine a converged-looking element too when its error estimate is above this (relative).
 REFINE_ERROR = 1e-7
-BATCH_ELEMENTS = 1 << 23  # elements held by one vmapped chunk (per tensor), ~64 MB in float64
+BATCH_ELEMENTS = 1 << 19  # elements held by one vmapped chunk (per tensor): 4 MB in float64,
+# small enough to stay in cache (measured: 2^19 beats 2^16 and 2^23 at 1e4 dense elements)
 
 
 @dataclass
