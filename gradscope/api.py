@@ -24,7 +24,7 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
              seed: int = 0, device: str = "cpu", fail_on: str = "mismatch",
              shape: Any = None, max_elements: int = 10_000, full: bool = False,
              arg: Any = None, init: Any = None, repeat: int = 1, order: int = 1,
-             intermediates: bool = False) -> Request:
+             intermediates: bool = False, max_elements_total: int = 20_000_000) -> Request:
     shapes: dict[str, tuple[int, ...]] = {}
     default_shape = None
     if isinstance(shape, dict):
@@ -39,7 +39,7 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
                    eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fail_on=fail_on,
                    max_elements=max_elements, full=full, args=dict(arg or {}),
                    init=dict(init or {}), repeat=repeat, order=order,
-                   intermediates=intermediates)
+                   intermediates=intermediates, max_elements_total=max_elements_total)
 
 
 def check(target: Any, *args: Any, grad: Any = None, **options: Any) -> Report:
@@ -67,7 +67,8 @@ def jacobian(target: Any, *args: Any, **options: Any) -> Report:
 
 
 _OPTIONS = {"dtype", "eps", "atol", "rtol", "seed", "device", "fail_on", "shape",
-            "max_elements", "full", "arg", "init", "repeat", "order", "intermediates"}
+            "max_elements", "full", "arg", "init", "repeat", "order", "intermediates",
+            "max_elements_total"}
 
 
 def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

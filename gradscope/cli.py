@@ -114,6 +114,9 @@ FailOnOpt = Annotated[FailOn, typer.Option(
 MaxElementsOpt = Annotated[int, typer.Option(
     "--max-elements", help="Tensors larger than this are reported by their worst elements.",
     min=1)]
+MaxTotalOpt = Annotated[int, typer.Option(
+    "--max-elements-total", min=1,
+    help="Refuse inputs holding more elements than this, before allocating them.")]
 FullOpt = Annotated[bool, typer.Option("--full", help="Report every element of every tensor.")]
 TangentOpt = Annotated[list[str] | None, typer.Option(
     "--tangent", metavar="[NAME=]VALUE",
@@ -248,7 +251,7 @@ def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
 
 def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
          seed, device, fmt, json_flag, output, fail_on, max_elements, full, init=None,
-         repeat=1, order=1, intermediates=False) -> None:
+         repeat=1, order=1, intermediates=False, max_total=20_000_000) -> None:
     from gradscope.errors import GradscopeError
 
     progress = None
@@ -264,7 +267,8 @@ def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps
                           rtol=rtol, seed=seed, device=device, fail_on=fail_on.value,
                           max_elements=max_elements, full=full, progress=progress,
                           args=_literals(arg, "--arg"), init=_literals(init, "--init"),
-                          repeat=repeat, order=order, intermediates=intermediates)
+                          repeat=repeat, order=order, intermediates=intermediates,
+                          max_elements_total=max_total)
         report = run(request)
     except GradscopeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
@@ -310,11 +314,12 @@ def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: Gra
           eps: EpsOpt = None, atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
           device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
           output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
-          max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
+          max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
+          max_total: MaxTotalOpt = 20_000_000) -> None:
     _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         order=order, intermediates=intermediates)
+         order=order, intermediates=intermediates, max_total=max_total)
 
 
 def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
@@ -325,11 +330,12 @@ def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradO
         atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
         device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
         output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
-        max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
+        max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
+          max_total: MaxTotalOpt = 20_000_000) -> None:
     _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         repeat=repeat, order=order, intermediates=intermediates)
+         repeat=repeat, order=order, intermediates=intermediates, max_total=max_total)
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
@@ -346,10 +352,12 @@ def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: A
              device: DeviceOpt = "cpu",
              fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
              output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
-             max_elements: MaxElementsOpt = 10_000, full: FullOpt = False) -> None:
+             max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
+          max_total: MaxTotalOpt = 20_000_000) -> None:
     _run("jacobian", target, at=at, shape=shape, grad=None, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init)
+         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
+         max_total=max_total)
 
 
 def _simple_request(target: str, at, shape, grad, arg, init, dtype, seed, device):

@@ -35,6 +35,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "max_elements": ((int,), "a whole number"),
     "full": ((bool,), "true or false"),
     "order": ((int,), "1 or 2"),
+    "max_elements_total": ((int,), "a whole number"),
 }
 CHECK_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     **FIELDS,
@@ -149,7 +150,8 @@ def _request(command: str, c: dict[str, Any], base: Path) -> Request:
                    device=c.get("device", "cpu"), fail_on=c.get("fail_on", "mismatch"),
                    max_elements=c.get("max_elements", 10_000), full=c.get("full", False),
                    args=dict(c.get("arg") or {}), init=dict(c.get("init") or {}), base=base,
-                   repeat=c.get("repeat", 1), order=c.get("order", 1))
+                   repeat=c.get("repeat", 1), order=c.get("order", 1),
+                   max_elements_total=c.get("max_elements_total", 20_000_000))
 
 
 def _shape(value: Any, what: str, parse_shape) -> tuple[int, ...]:

@@ -73,6 +73,7 @@ class Request:
     repeat: int = 1  # jvp: backward calls whose .grad accumulates (seeds/003)
     order: int = 1  # 2: check double backward (the derivative of the VJP)
     intermediates: bool = False  # report the gradient of every intermediate tensor
+    max_elements_total: int = MAX_ELEMENTS  # inputs, upstream and tangents, checked up front
     progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
@@ -122,8 +123,8 @@ def run(request: Request) -> Report:
     _check_names(request, names)
     dtype, device = DTYPES[request.dtype], _device(request.device)
 
-    grad_value = _value(request.grad, "--grad", request.seed, ":grad") \
-        if request.grad is not None else None
+    grad_value = _value(request.grad, "--grad", request.seed, ":grad",
+                        request.max_elements_total) if request.grad is not None else None
     values = _inputs(request, target, grad_value)
     cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
     exact = {n: t.to(torch.float64) for n, t in cast.items()}  # what the other engines see
@@ -403,6 +404,8 @@ def _validate(request: Request) -> None:
         raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
     if request.max_elements < 1:
         raise UsageError("--max-elements must be at least 1")
+    if request.max_elements_total < 1:
+        raise UsageError("--max-elements-total must be at least 1")
     if request.order not in (1, 2):
         raise UsageError(f"--order must be 1 or 2, got {request.order}")
     if request.repeat < 1:
@@ -441,15 +444,15 @@ def _check_names(request: Request, names: tuple[str, ...]) -> None:
                                  f"target; inputs are: {allowed}")
 
 
-def _value(raw: Any, what: str, seed: int, name: str) -> Value:
+def _value(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENTS) -> Value:
     if isinstance(raw, torch.Tensor):
         if raw.is_complex() or raw.dtype == torch.bool:
             raise UsageError(f"{what}: {raw.dtype} tensors are not supported; use float")
         if raw.numel() == 0:
             raise UsageError(f"{what}: an empty tensor has no gradient to check")
-        if raw.numel() > MAX_ELEMENTS:
+        if raw.numel() > limit:
             raise UsageError(f"{what}: {raw.numel():,} elements is more than the limit of "
-                             f"{MAX_ELEMENTS:,}")
+                             f"{limit:,} (--max-elements-total)")
         t = raw.detach().to("cpu", torch.float64)
         if not bool(torch.isfinite(t).all()):
             raise UsageError(f"{what}: NaN and infinity are not allowed in input values")
@@ -461,7 +464,7 @@ def _value(raw: Any, what: str, seed: int, name: str) -> Value:
     if not isinstance(raw, str):
         raise UsageError(f"{what}: expected a tensor, number, list or VALUE text, got "
                          f"{type(raw).__name__}")
-    return parse_value(raw, what, seed=seed, name=name)
+    return parse_value(raw, what, seed=seed, name=name, limit=limit)
 
 
 def _inputs(request: Request, target: Any, grad: Value | None) -> dict[str, Value]:
@@ -469,8 +472,9 @@ def _inputs(request: Request, target: Any, grad: Value | None) -> dict[str, Valu
     total = 0
     parameters = getattr(target, "parameters", {})
     for name in target.names:
+        limit = request.max_elements_total
         if name in request.at:
-            value = _value(request.at[name], f"--at {name}", request.seed, name)
+            value = _value(request.at[name], f"--at {name}", request.seed, name, limit)
             if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
                 raise UsageError(f"--at {name} has shape {_shape(value.tensor.shape)} but the "
                                  f"parameter has shape {_shape(parameters[name].shape)}")
@@ -481,11 +485,11 @@ def _inputs(request: Request, target: Any, grad: Value | None) -> dict[str, Valu
             if shape is None:
                 shape = tuple(grad.tensor.shape) if grad is not None and target.is_elementwise \
                     else (3,)
-            value = random_value(tuple(shape), request.seed, name, target.domain(name))
+            value = random_value(tuple(shape), request.seed, name, target.domain(name), limit)
         total += value.tensor.numel()
-        if total > MAX_ELEMENTS:
+        if total > limit:
             raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
-                             f"{MAX_ELEMENTS:,}")
+                             f"{limit:,} (--max-elements-total)")
         values[name] = value
     return values
 

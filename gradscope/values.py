@@ -20,7 +20,7 @@ import torch
 from gradscope.errors import UsageError
 
 MAX_VALUE_TEXT = 2_000_000
-MAX_ELEMENTS = 20_000_000  # per tensor and in total over a run's inputs (documented in README)
+MAX_ELEMENTS = 20_000_000  # default --max-elements-total: per tensor and over a run's inputs
 MAX_DIMS = 8
 GENERATORS = ("randn", "rand", "uniform", "ones", "zeros", "linspace", "arange")
 FORMS = ("a number (1.5), a comma list (1,2,3), a nested list ([[1,2],[3,4]]) or a generator: "
@@ -69,19 +69,20 @@ def parse_shape(text: str, option: str = "--shape") -> tuple[int, ...]:
     return shape
 
 
-def _check_shape(shape: tuple[int, ...], what: str) -> None:
+def _check_shape(shape: tuple[int, ...], what: str, limit: int = MAX_ELEMENTS) -> None:
     if len(shape) > MAX_DIMS:
         raise UsageError(f"{what}: at most {MAX_DIMS} dimensions are supported")
     if any(n == 0 for n in shape):
         raise UsageError(f"{what}: a dimension of size 0 makes an empty tensor, which has no "
                          "gradient to check")
     total = math.prod(shape)
-    if total > MAX_ELEMENTS:
-        raise UsageError(f"{what}: {total:,} elements is more than the limit of "
-                         f"{MAX_ELEMENTS:,}")
+    if total > limit:
+        raise UsageError(f"{what}: {total:,} elements is more than the limit of {limit:,} "
+                         "(--max-elements-total)")
 
 
-def parse_value(text: str, what: str, *, seed: int = 0, name: str = "") -> Value:
+def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
+                limit: int = MAX_ELEMENTS) -> Value:
     """Parse a VALUE. `what` names the option in messages (e.g. `--at x`)."""
     if not isinstance(text, str):
         raise UsageError(f"{what}: expected text, got {type(text).__name__}")
@@ -96,13 +97,13 @@ def parse_value(text: str, what: str, *, seed: int = 0, name: str = "") -> Value
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise UsageError(f"{what}: cannot read {_short(src)!r}; it can be {FORMS}") from None
     if isinstance(tree, ast.Call):
-        return _generator(tree, src, what, seed, name)
+        return _generator(tree, src, what, seed, name, limit)
     data = _literal(tree, src, what, depth=0)
     tensor = torch.tensor(data, dtype=torch.float64)
     if tensor.numel() == 0:
         raise UsageError(f"{what}: {_short(src)!r} is empty; an empty tensor has no gradient "
                          "to check")
-    _check_shape(tuple(tensor.shape), what)
+    _check_shape(tuple(tensor.shape), what, limit)
     return Value(tensor, "given")
 
 
@@ -153,7 +154,8 @@ def _shape_of(item) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _generator(call: ast.Call, src: str, what: str, seed: int, name: str) -> Value:
+def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
+               limit: int) -> Value:
     fname = call.func.id if isinstance(call.func, ast.Name) else None
     if fname not in GENERATORS or call.keywords:
         raise UsageError(f"{what}: unknown generator {_short(src)!r}; generators are "
@@ -169,7 +171,7 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str) -> Val
             raise UsageError(f"{what}: {fname}() needs a shape of whole numbers, e.g. "
                              f"{fname}({'0,1,' if fname == 'uniform' else ''}2,3)")
         shape = tuple(int(v) for v in values)
-        _check_shape(shape, what)
+        _check_shape(shape, what, limit)
         return shape
 
     gen = torch.Generator().manual_seed(seed_for(seed, name))
@@ -202,19 +204,20 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str) -> Val
 
 
 def random_value(shape: tuple[int, ...], seed: int, name: str,
-                 domain: tuple[float, float] | None) -> Value:
+                 domain: tuple[float, float] | None, limit: int = MAX_ELEMENTS) -> Value:
     """A seeded default input: randn, or uniform over `domain` when an op needs one."""
-    _check_shape(shape, f"input {name}")
+    _check_shape(shape, f"input {name}", limit)
     dims = ",".join(str(s) for s in shape)
     if domain is None:
-        return parse_value(f"randn({dims})", f"input {name}", seed=seed, name=name) \
-            if shape else _scalar_randn(seed, name)
+        return parse_value(f"randn({dims})", f"input {name}", seed=seed, name=name,
+                           limit=limit) if shape else _scalar_randn(seed, name)
     lo, hi = domain
     if not shape:
         gen = torch.Generator().manual_seed(seed_for(seed, name))
         t = lo + (hi - lo) * torch.rand((), generator=gen, dtype=torch.float64)
         return Value(t, f"uniform({lo:g},{hi:g}) seed={seed}")
-    return parse_value(f"uniform({lo:g},{hi:g},{dims})", f"input {name}", seed=seed, name=name)
+    return parse_value(f"uniform({lo:g},{hi:g},{dims})", f"input {name}", seed=seed, name=name,
+                       limit=limit)
 
 
 def _scalar_randn(seed: int, name: str) -> Value:
