@@ -97,7 +97,7 @@ def test_refusal_names_allowed_things():
 
 
 def test_limits_are_documented_values():
-    assert MAX_TEXT == 2000 and MAX_DEPTH == 48
+    assert MAX_TEXT == 2000 and MAX_DEPTH == 200
 
 
 def test_every_function_name_parses_with_its_arity():

@@ -10,6 +10,7 @@ never autograd). Broadcasting is undone explicitly (`sum_to_shape`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -22,6 +23,12 @@ from gradscope.expr.ops import OPS, Op
 from gradscope.tensor_utils import sum_to_shape
 
 MAX_FORMULA = 400
+MAX_FORMULA_OPS = 2000  # larger formulas are not printed (printing itself would be slow)
+BUDGET_S = 10.0  # sympy work past this is abandoned: the engine is skipped with the reason
+
+
+class BudgetExceeded(RuntimeError):
+    """sympy took longer than its budget; the other two engines still give a verdict."""
 
 
 @dataclass
@@ -49,7 +56,10 @@ class SymbolicEngine:
     rows reuse the same derivatives.
     """
 
-    def __init__(self, expr: ir.Expression, values: Mapping[str, torch.Tensor]) -> None:
+    def __init__(self, expr: ir.Expression, values: Mapping[str, torch.Tensor],
+                 budget_s: float = BUDGET_S) -> None:
+        self.deadline = time.perf_counter() + budget_s
+        self.budget_s = budget_s
         first = next(iter(values.values()))
         self.dtype, self.device = torch.float64, first.device
         self.expr = expr
@@ -69,7 +79,11 @@ class SymbolicEngine:
         shapes = [tuple(self.leaf_values[s].shape) for s in leaves]
         block = _Block(sym_expr, tuple(torch.broadcast_shapes(*shapes)) if shapes else ())
         present = [s for s in dict.fromkeys(leaves) if s in sym_expr.free_symbols]
-        block.deriv_exprs = {s: sp.diff(sym_expr, s) for s in present}
+        block.deriv_exprs = {}
+        for s in present:
+            self._check_budget()
+            block.deriv_exprs[s] = sp.diff(sym_expr, s)
+        self._check_budget()
         block.deriv_exprs = {s: d for s, d in block.deriv_exprs.items() if d != 0}
         env = {s: self.leaf_values[s] for s in dict.fromkeys(leaves)}
         evaluator = SympyEvaluator(env, self.dtype, self.device)
@@ -77,6 +91,10 @@ class SymbolicEngine:
         block.value = results[0].expand(block.shape) if block.shape else results[0]
         block.derivs = dict(zip(block.deriv_exprs, results[1:], strict=True))
         return block
+
+    def _check_budget(self) -> None:
+        if time.perf_counter() > self.deadline:
+            raise BudgetExceeded(f"sympy took longer than its {self.budget_s:g} s budget")
 
     def _sympy(self, node: ir.Node, leaves: list[sp.Symbol]) -> sp.Expr:
         if isinstance(node, ir.Var):
@@ -175,6 +193,11 @@ class SymbolicEngine:
                 back(block, u)
         out = {}
         for name, sym in self.inputs.items():
-            text = sp.sstr(acc.get(sym, sp.S.Zero))
+            formula = acc.get(sym, sp.S.Zero)
+            ops = sp.count_ops(formula)
+            if ops > MAX_FORMULA_OPS:
+                out[name] = f"(a formula of {ops} operations; too large to show)"
+                continue
+            text = sp.sstr(formula)
             out[name] = text if len(text) <= MAX_FORMULA else text[:MAX_FORMULA - 1] + "…"
         return out
