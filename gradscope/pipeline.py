@@ -147,7 +147,7 @@ def run(request: Request) -> Report:
     timings["autograd"] = time.perf_counter() - tic
 
     tic = time.perf_counter()
-    symbolic, sym_skip = _symbolic(target, exact)
+    symbolic, sym_skip = _symbolic(target, exact, tuple(output.shape))
     timings["symbolic"] = time.perf_counter() - tic
 
     tic = time.perf_counter()
@@ -230,7 +230,7 @@ def _vjp_inputs(state: _Run, values: Mapping[str, Value], cast: Mapping[str, tor
     request, symbolic = state.request, state.symbolic
     upstream64 = upstream.to(torch.float64)
     sym_grads = symbolic.vjp(upstream64) if symbolic else None
-    formulas = symbolic.formulas(_upstream_symbol(state.names)) if symbolic else {}
+    formulas = _formulas(symbolic, state.names)
     inputs, undefined = [], {}
     for name in state.names:
         col = state.columns[name]
@@ -243,6 +243,15 @@ def _vjp_inputs(state: _Run, values: Mapping[str, Value], cast: Mapping[str, tor
                                     sym, fd_grad, formulas.get(name), state.sym_skip,
                                     state.fd_skip.get(name), col))
     return inputs, undefined
+
+
+def _formulas(symbolic: SymbolicEngine | None, names: tuple[str, ...]) -> dict[str, str]:
+    if symbolic is None:
+        return {}
+    try:
+        return symbolic.formulas(_upstream_symbol(names))
+    except Exception:  # a formula is a courtesy; the numbers stand without it
+        return {}
 
 
 def _failed_backward_inputs(state: _Run, values: Mapping[str, Value],
@@ -517,13 +526,19 @@ def _upstream_symbol(names: tuple[str, ...]) -> str:
 
 
 # ---------------------------------------------------------------- engines
-def _symbolic(target: Any,
-              values: Mapping[str, torch.Tensor]) -> tuple[SymbolicEngine | None, str | None]:
+def _symbolic(target: Any, values: Mapping[str, torch.Tensor],
+              out_shape: tuple[int, ...]) -> tuple[SymbolicEngine | None, str | None]:
     if not isinstance(target, ExpressionTarget):
         return None, "Python code has no symbolic form (autograd is compared with finite " \
                      "differences)"
     try:
-        return SymbolicEngine(target.expression, values), None
+        engine = SymbolicEngine(target.expression, values)
+        if tuple(engine.output.shape) != out_shape:
+            return None, (f"the symbolic output has shape {tuple(engine.output.shape)}, torch's "
+                          f"{out_shape}")
+        # one probe pass, so that a failure shows here as a skip, not later as a crash
+        engine.vjp(torch.ones(out_shape, dtype=torch.float64, device=engine.device))
+        return engine, None
     except UsageError:
         raise
     except Exception as exc:  # the other two engines still give a verdict

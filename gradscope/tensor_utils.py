@@ -26,6 +26,8 @@ def any_to_shape(mask: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> tor
 
 def expand_reduced(g: torch.Tensor, like: torch.Tensor, dim: int | None) -> torch.Tensor:
     """Undo a reduction's shape: broadcast `g` back over `like` (the reduced tensor)."""
+    if like.ndim == 0:  # reducing a scalar (even over dim -1) leaves a scalar
+        return g.reshape(())
     if dim is not None:
         g = g.unsqueeze(dim)
     return g.expand_as(like)
