@@ -189,7 +189,7 @@ def run(request: Request) -> Report:
         traced = _flow(state, cast, upstream)
         flow_diagnostics = []
         if traced is not None:
-            state.vanishing = _confirm_vanishing(state, flow.vanishing_inputs(traced))
+            state.vanishing = _confirm_vanishing(state, flow.vanishing_inputs(traced), upstream)
             flow_diagnostics = flow.diagnostics(traced, cast, state.vanishing)
             if request.intermediates:
                 report.intermediates = _intermediates(traced, request)
@@ -314,22 +314,28 @@ def _flow(state: _Run, cast: Mapping[str, torch.Tensor], upstream: torch.Tensor)
 WIDE_STEP = 0.37  # "the user's sense" of not constant: a shift far beyond any FD stencil
 
 
-def _confirm_vanishing(state: _Run, candidates: set[str]) -> set[str]:
-    """Inputs below a vanishing point whose wide shift (±0.37·max(1,|x|)) still changes the
-    output: the function is not constant in them, the zero gradient is an artefact of the op
-    (round, floor, ...). `0*x` is constant at every scale and is not flagged."""
+def _confirm_vanishing(state: _Run, candidates: set[str], upstream: torch.Tensor) -> set[str]:
+    """Inputs below a vanishing point for which a wide shift (±0.37·max(1,|x|)) still changes
+    vᵀf, the quantity whose gradient is asked for: the function is not constant in them, so
+    the zero gradient is an artefact of the op (round, floor, ...). `0*x` is constant at every
+    scale, and `sum(softmax(x))` is constant for a ones upstream: neither is flagged."""
     confirmed: set[str] = set()
     candidates &= set(state.names)
     if not candidates:
         return confirmed
     exact = state.fd.values  # float64, or the dtype the target could take
-    base = state.target.forward(exact).detach()
+    v = upstream.detach().to(next(iter(exact.values())).dtype)
+
+    def phi(values: Mapping[str, torch.Tensor]) -> float:
+        return float((state.target.forward(values).detach() * v).sum())
+
+    base = phi(exact)
     for name in candidates:
         x = exact[name]
         step = WIDE_STEP * x.abs().clamp(min=1.0)
         for sign in (1.0, -1.0):
-            moved = state.target.forward({**exact, name: x + sign * step}).detach()
-            if moved.shape == base.shape and not torch.equal(moved, base):
+            moved = phi({**exact, name: x + sign * step})
+            if abs(moved - base) > 1e-6 * (1.0 + abs(base)):
                 confirmed.add(name)
                 break
     return confirmed
