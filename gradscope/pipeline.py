@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,7 @@ class _Run:
 
 
 def run(request: Request) -> Report:
+    request = replace(request)  # the steps below fill in defaults; the caller's stays as given
     _validate(request)
     started = time.perf_counter()
     timings: dict[str, float] = {}
