@@ -20,6 +20,7 @@ from gradscope.compare import (
     DEFAULT_EPS,
     DEFAULT_TOLERANCES,
     MISMATCH,
+    OK,
     UNDEFINED,
     Comparison,
     Tolerance,
@@ -185,6 +186,7 @@ def run(request: Request) -> Report:
         failure.count = sum(cast[n].numel() for n in names)
         report.diagnostics.append(failure)
     else:
+        _refine_suspects(state, upstream, ag_grads)  # before anything reads the columns
         if python:
             report.diagnostics += _custom_backward_checks(state, upstream, before, ag_grads)
         traced = _flow(state, cast, upstream)
@@ -589,12 +591,50 @@ def _input_report(name: str, value: Value, cast: torch.Tensor, cmp: Comparison,
         finite_difference_mode=col.mode if col else None)
 
 
+def _random_upstream(state: _Run, k: int) -> torch.Tensor:
+    output = state.autograd.output
+    gen = torch.Generator().manual_seed(seed_for(state.request.seed, f":upstream{k}"))
+    return torch.randn(output.shape, generator=gen, dtype=torch.float64).to(output.device)
+
+
+def _refine_suspects(state: _Run, upstream: torch.Tensor,
+                     ag_grads: Mapping[str, torch.Tensor]) -> None:
+    """Dense finite differences start with two-point columns; every column that disagrees
+    with autograd for the upstream, a random upstream or (small) the Jacobian gets the
+    extrapolated four-point estimate and its error bound before anything is judged."""
+    dense = [n for n in state.names if state.columns[n] is not None
+             and state.columns[n].mode == "dense"]
+    if not dense or state.fd is None:
+        return
+    output = state.autograd.output
+    vectors = [(upstream.to(torch.float64), ag_grads)]
+    if state.request.command == "check":
+        for k in range(RANDOM_UPSTREAMS):
+            v = _random_upstream(state, k)
+            vectors.append((v, state.autograd.vjp(v.to(output.dtype))))
+    suspects = {n: torch.zeros(state.columns[n].in_shape, dtype=torch.bool) for n in dense}
+    for v, ag in vectors:
+        for name in dense:
+            fd, err = state.columns[name].vjp(v)
+            cmp = compare(ag[name], None, fd, err, None, state.tol)
+            suspects[name] |= (cmp.status != OK).to("cpu")
+    entries = output.numel() * sum(state.autograd.leaves[n].numel() for n in state.names)
+    if state.request.command in ("check", "jacobian") and entries <= MAX_JACOBIAN_ENTRIES:
+        jac = state.autograd.jacobian()
+        for name in dense:
+            fd_jac, err = state.columns[name].jacobian()
+            cmp = compare(jac[name], None, fd_jac, err, None, state.tol)
+            suspects[name] |= (cmp.status != OK).any(0).reshape(suspects[name].shape).cpu()
+    for name in dense:
+        if bool(suspects[name].any()):
+            state.fd.refine(name, suspects[name])
+
+
 def _extra_checks(state: _Run, output: torch.Tensor) -> list[UpstreamCheck]:
     """The rest of `check`'s verdict: seeded random upstreams, and the Jacobian when small."""
     checks = []
     for k in range(RANDOM_UPSTREAMS):
-        gen = torch.Generator().manual_seed(seed_for(state.request.seed, f":upstream{k}"))
-        v = torch.randn(output.shape, generator=gen, dtype=torch.float64).to(output.device)
+        v = _random_upstream(state, k)
         ag = state.autograd.vjp(v.to(output.dtype))
         sym = state.symbolic.vjp(v) if state.symbolic else None
         cmps = {}

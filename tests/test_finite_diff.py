@@ -91,3 +91,25 @@ def test_loop_fallback_when_vmap_fails():
     col = fd.columns("x")
     assert col.note.startswith("per-element loop")
     assert torch.allclose(col.partial, torch.ones(1, 2, dtype=torch.float64))
+
+
+def test_dense_columns_start_with_two_points_and_refine_on_demand():
+    fd, _ = _fd("sum(exp(x))", x=[0.1, 0.2, 0.3])
+    col = fd.columns("x")
+    assert col.points.tolist() == [2, 2, 2] and col.forward_calls == 6
+    assert fd.refine("x", torch.tensor([False, True, False])) == 1
+    assert col.points.tolist() == [2, 4, 2] and col.forward_calls == 10
+    x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    assert torch.allclose(col.partial[0], torch.exp(x), rtol=1e-7)
+    assert float(col.error[0, 1]) > float(col.error[0, 0])  # now with a truncation bound
+    assert fd.refine("x", torch.tensor([False, True, False])) == 0  # already refined
+
+
+def test_python_jump_is_found_after_refinement(tmp_path):
+    import gradscope
+
+    path = tmp_path / "fl.py"
+    path.write_text("import torch\ndef f(x):\n    return torch.floor(x) * 2 + x\n")
+    report = gradscope.check(f"{path}:f", x="1.0,0.3,2.5")
+    assert report.inputs[0].element_status == ["nondifferentiable", "ok", "ok"]
+    assert report.passed

@@ -51,6 +51,7 @@ class Columns:
     kink_by_branch: dict[int, torch.Tensor] = field(default_factory=dict)  # branch → mask
     forward_calls: int = 0
     note: str = ""
+    points: torch.Tensor | None = None  # dense: stencil points per column (2, or 4 = refined)
 
     def vjp(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(Jᵀv, its error estimate), shaped like the input."""
@@ -224,73 +225,109 @@ class FiniteDifferences:
 
     # ------------------------------------------------------------ dense: one column per element
     def _dense(self, name: str) -> Columns:
+        """Two-point differences for every column first (half of gradcheck's cost per column
+        is what makes dense inputs affordable); `refine` upgrades the columns a comparison
+        doubts to the extrapolated four-point estimate with its error bound."""
         x = self.values[name]
         n_in, n_out = x.numel(), _numel(self.out_shape)
-        h = self.step(name).reshape(-1)
-        jac = torch.zeros(n_out, n_in, dtype=self.dtype, device=x.device)
-        err = torch.zeros_like(jac)
-        kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
-        by_branch: dict[int, torch.Tensor] = {}
-        calls = 0
-        todo = torch.arange(n_in, device=x.device)
+        col = Columns(name, "dense", tuple(x.shape), self.out_shape,
+                      torch.zeros(n_out, n_in, dtype=self.dtype, device=x.device),
+                      torch.zeros(n_out, n_in, dtype=self.dtype, device=x.device),
+                      torch.zeros(x.shape, dtype=torch.bool, device=x.device))
+        col.points = torch.zeros(n_in, dtype=torch.int8, device=x.device)
+        self._rounds(col, x, torch.arange(n_in, device=x.device), self.step(name).reshape(-1),
+                     points=2)
+        col.note = (f"per-element loop ({self.vmap_failed})" if self.vmap_failed
+                    else "vmap batches")
+        return col
+
+    def refine(self, name: str, mask: torch.Tensor) -> int:
+        """Upgrade the two-point columns under `mask` (input-shaped) to four points with an
+        error estimate; returns how many columns were refined."""
+        col = self._cache.get(name)
+        if col is None or col.mode != "dense":
+            return 0
+        todo = torch.nonzero(mask.reshape(-1).to(col.points.device) & (col.points == 2))
+        todo = todo.reshape(-1)
+        if todo.numel():
+            x = self.values[name]
+            self._rounds(col, x, todo, self.step(name).reshape(-1)[todo].clone(), points=4)
+        return int(todo.numel())
+
+    def _rounds(self, col: Columns, x: torch.Tensor, todo: torch.Tensor, h: torch.Tensor,
+                points: int) -> None:
+        """Estimate the columns `todo` (steps `h`), retrying kinks and unconverged columns
+        with smaller steps, keeping per column the trustworthy estimate."""
+        n_in, n_out = x.numel(), _numel(self.out_shape)
+        kink = col.kink.view(-1)  # input-shaped outside, indexed per column here
+        step = torch.zeros(n_in, dtype=self.dtype, device=x.device)
+        step[todo] = h
+        first_round = torch.ones(n_in, dtype=torch.bool, device=x.device)
         for round_ in range(REFINE_ROUNDS + 1):
             retry = []
             for idx in self._chunks(todo, n_in, n_out):
-                est, e, kinks = self._perturb_columns(name, x, idx, h[idx])
-                calls += 4 * len(idx)
+                use = points if round_ == 0 else 4
+                est, e, kinks = self._perturb_columns(col.name, x, idx, step[idx], use)
+                col.forward_calls += use * len(idx)
                 new_kink = torch.zeros(len(idx), dtype=torch.bool, device=x.device)
                 for m in kinks.values():
                     new_kink |= m
-                # Keep the trustworthy estimate per column: off-kink first, then smaller error.
-                col_err, old_err = _col_max(e), _col_max(err[:, idx])
-                better = ~new_kink & (kink[idx] | (col_err < old_err))
-                if round_ == 0:
-                    better[:] = True
+                # Keep the trustworthy estimate per column: whatever the first round gave,
+                # then off-kink first, then the smaller error.
+                col_err, old_err = _col_max(e), _col_max(col.error[:, idx])
+                better = first_round[idx] | (~new_kink & (kink[idx] | (col_err < old_err)))
+                first_round[idx] = False
                 keep = idx[better]
-                jac[:, keep], err[:, keep] = est[:, better], e[:, better]
+                col.partial[:, keep], col.error[:, keep] = est[:, better], e[:, better]
                 kink[keep] = new_kink[better]
-                for k in set(by_branch) | set(kinks):
-                    mask = by_branch.setdefault(k, torch.zeros(n_in, dtype=torch.bool,
-                                                               device=x.device))
-                    mask[keep] = kinks[k][better] if k in kinks else False
-                scale = _col_max(est.abs())
-                needs = new_kink | (col_err > REFINE_ERROR * (scale + 1))
+                col.points[keep] = use
+                for k in set(col.kink_by_branch) | set(kinks):
+                    mask = col.kink_by_branch.setdefault(
+                        k, torch.zeros(n_in, dtype=torch.bool, device=x.device))
+                    mask.view(-1)[keep] = kinks[k][better] if k in kinks else False
+                needs = new_kink.clone()
+                if use == 4:  # only an extrapolated estimate knows its truncation error
+                    needs |= col_err > REFINE_ERROR * (_col_max(est.abs()) + 1)
                 retry.append(idx[needs])
-                if self.progress is not None:
+                if self.progress is not None and round_ == 0:
                     self.progress(len(idx))
             todo = torch.cat(retry) if retry else todo[:0]
             if round_ == REFINE_ROUNDS or todo.numel() == 0:
                 break
-            h[todo] = h[todo] / REFINE_FACTOR
-        kink |= _col_max(err) > UNCONVERGED * (_col_max(jac.abs()) + 1)
-        note = f"per-element loop ({self.vmap_failed})" if self.vmap_failed else "vmap batches"
-        return Columns(name, "dense", tuple(x.shape), self.out_shape, jac, err,
-                       kink.reshape(x.shape),
-                       {k: m.reshape(x.shape) for k, m in by_branch.items() if bool(m.any())},
-                       calls, note)
+            step[todo] = step[todo] / REFINE_FACTOR
+        extrapolated = col.points == 4
+        unconverged = _col_max(col.error) > UNCONVERGED * (_col_max(col.partial.abs()) + 1)
+        kink |= extrapolated & unconverged
+        col.kink_by_branch = {k: m.reshape(col.in_shape) if m.shape != col.in_shape else m
+                              for k, m in col.kink_by_branch.items() if bool(m.any())}
 
     def _chunks(self, todo: torch.Tensor, n_in: int, n_out: int):
         widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
-        size = max(1, BATCH_ELEMENTS // (4 * widest))
+        size = max(1, BATCH_ELEMENTS // (4 * widest))  # sized for the four-point stencil
         for start in range(0, todo.numel(), size):
             yield todo[start:start + size]
 
-    def _perturb_columns(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor):
+    def _perturb_columns(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
+                         points: int = 4):
         k = len(idx)
         flat = x.reshape(-1)
-        batch = flat.expand(4 * k, flat.numel()).clone()
-        rows = torch.arange(4 * k, device=x.device)
-        scales = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=self.dtype,
+        batch = flat.expand(points * k, flat.numel()).clone()
+        rows = torch.arange(points * k, device=x.device)
+        scales = torch.tensor([1.0, -1.0, 0.5, -0.5][:points], dtype=self.dtype,
                               device=x.device).repeat_interleave(k)
-        batch[rows, idx.repeat(4)] += scales * h.repeat(4)
-        batch = batch.reshape(4 * k, *x.shape)
+        batch[rows, idx.repeat(points)] += scales * h.repeat(points)
+        batch = batch.reshape(points * k, *x.shape)
         outs, branches = self._batched(name, batch)
-        outs = outs.reshape(4, k, -1).transpose(1, 2)  # (4, n_out, k)
-        est, err = _richardson(outs[0], outs[1], outs[2], outs[3], h.unsqueeze(0),
-                               self.machine_eps)
+        outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
+        if points == 4:
+            est, err = _richardson(outs[0], outs[1], outs[2], outs[3], h.unsqueeze(0),
+                                   self.machine_eps)
+        else:  # central difference; its error bound is round-off only until refined
+            est = (outs[0] - outs[1]) / (2 * h.unsqueeze(0))
+            err = 3 * self.machine_eps * (outs[0].abs() + outs[1].abs()) / h.unsqueeze(0)
         kinks = {}
         for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
-            changed = _changed(b, b0.unsqueeze(0)).reshape(4, k, -1).any(-1).any(0)
+            changed = _changed(b, b0.unsqueeze(0)).reshape(points, k, -1).any(-1).any(0)
             if bool(changed.any()):
                 kinks[j] = changed
         return est, err, kinks
