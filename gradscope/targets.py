@@ -61,18 +61,18 @@ class ExpressionTarget:
     def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
         """Forward plus the branch id of every kinky op application, in a fixed order."""
         branches: list[torch.Tensor] = []
-        sites: list[Branch] = []
+        first = not self.branch_sites  # the sites are the same on every call: name them once
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             op = OPS[node.op]
             if op.branch is not None and self._can_kink(node):
                 branches.append(op.branch(*args))
-                sites.append(Branch(op.name, self.expression.text(node),
-                                    tuple(n for n in self.names if ir.depends_on(node, n))))
+                if first:
+                    self.branch_sites.append(Branch(
+                        op.name, self.expression.text(node),
+                        tuple(n for n in self.names if ir.depends_on(node, n))))
 
         out = evaluate(self.expression, values, visit=visit)
-        if not self.branch_sites:
-            self.branch_sites = sites
         return out, branches
 
     def sourced(self, values: Mapping[str, torch.Tensor]):
