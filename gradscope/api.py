@@ -24,7 +24,8 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
              seed: int = 0, device: str = "cpu", fail_on: str = "mismatch",
              shape: Any = None, max_elements: int = 10_000, full: bool = False,
              arg: Any = None, init: Any = None, repeat: int = 1, order: int = 1,
-             intermediates: bool = False, max_elements_total: int = 20_000_000) -> Request:
+             intermediates: bool = False, max_elements_total: int = 20_000_000,
+             max_fd: int = 20_000, sample: int = 1_000) -> Request:
     shapes: dict[str, tuple[int, ...]] = {}
     default_shape = None
     if isinstance(shape, dict):
@@ -39,7 +40,8 @@ def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,
                    eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fail_on=fail_on,
                    max_elements=max_elements, full=full, args=dict(arg or {}),
                    init=dict(init or {}), repeat=repeat, order=order,
-                   intermediates=intermediates, max_elements_total=max_elements_total)
+                   intermediates=intermediates, max_elements_total=max_elements_total,
+                   max_fd=max_fd, sample=sample)
 
 
 def check(target: Any, *args: Any, grad: Any = None, **options: Any) -> Report:
@@ -68,7 +70,7 @@ def jacobian(target: Any, *args: Any, **options: Any) -> Report:
 
 _OPTIONS = {"dtype", "eps", "atol", "rtol", "seed", "device", "fail_on", "shape",
             "max_elements", "full", "arg", "init", "repeat", "order", "intermediates",
-            "max_elements_total"}
+            "max_elements_total", "max_fd", "sample"}
 
 
 def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -14,6 +14,7 @@ from gradscope.compare import (
     OK,
     STATUS_NAMES,
     SURROGATE,
+    UNCHECKED,
     UNDEFINED,
     VANISHING,
     Comparison,
@@ -24,7 +25,8 @@ from gradscope.tensor_utils import multi_index
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
 HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows
 MAX_INDICES = 20  # indices listed per input in one diagnostic
-_RANK = {MISMATCH: 5, UNDEFINED: 4, NONDIFFERENTIABLE: 3, VANISHING: 2, SURROGATE: 1, OK: 0}
+_RANK = {MISMATCH: 6, UNDEFINED: 5, NONDIFFERENTIABLE: 4, VANISHING: 3, SURROGATE: 2, OK: 1,
+         UNCHECKED: 0}
 
 
 def plain(t: torch.Tensor | None) -> Any:

@@ -117,6 +117,13 @@ MaxElementsOpt = Annotated[int, typer.Option(
 MaxTotalOpt = Annotated[int, typer.Option(
     "--max-elements-total", min=1,
     help="Refuse inputs holding more elements than this, before allocating them.")]
+MaxFdOpt = Annotated[int, typer.Option(
+    "--max-fd", min=1, help="A non-elementwise input with more elements than this gets finite "
+                            "differences for a seeded sample of --sample elements plus random "
+                            "projections over all of them.")]
+SampleOpt = Annotated[int, typer.Option(
+    "--sample", min=1, help="How many elements of a sampled input get their own finite "
+                            "difference.")]
 FullOpt = Annotated[bool, typer.Option("--full", help="Report every element of every tensor.")]
 TangentOpt = Annotated[list[str] | None, typer.Option(
     "--tangent", metavar="[NAME=]VALUE",
@@ -251,7 +258,8 @@ def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
 
 def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
          seed, device, fmt, json_flag, output, fail_on, max_elements, full, init=None,
-         repeat=1, order=1, intermediates=False, max_total=20_000_000) -> None:
+         repeat=1, order=1, intermediates=False, max_total=20_000_000, max_fd=20_000,
+         sample=1_000) -> None:
     from gradscope.errors import GradscopeError
 
     progress = None
@@ -268,7 +276,7 @@ def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps
                           max_elements=max_elements, full=full, progress=progress,
                           args=_literals(arg, "--arg"), init=_literals(init, "--init"),
                           repeat=repeat, order=order, intermediates=intermediates,
-                          max_elements_total=max_total)
+                          max_elements_total=max_total, max_fd=max_fd, sample=sample)
         report = run(request)
     except GradscopeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
@@ -315,11 +323,13 @@ def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: Gra
           device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
           output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
           max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
-          max_total: MaxTotalOpt = 20_000_000) -> None:
+          max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
+          sample: SampleOpt = 1_000) -> None:
     _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         order=order, intermediates=intermediates, max_total=max_total)
+         order=order, intermediates=intermediates, max_total=max_total, max_fd=max_fd,
+         sample=sample)
 
 
 def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
@@ -331,11 +341,13 @@ def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradO
         device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
         output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
         max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
-          max_total: MaxTotalOpt = 20_000_000) -> None:
+          max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
+          sample: SampleOpt = 1_000) -> None:
     _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         repeat=repeat, order=order, intermediates=intermediates, max_total=max_total)
+         repeat=repeat, order=order, intermediates=intermediates, max_total=max_total,
+         max_fd=max_fd, sample=sample)
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
@@ -353,11 +365,12 @@ def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: A
              fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
              output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
              max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
-          max_total: MaxTotalOpt = 20_000_000) -> None:
+          max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
+          sample: SampleOpt = 1_000) -> None:
     _run("jacobian", target, at=at, shape=shape, grad=None, tangent=None, arg=arg, dtype=dtype,
          eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
          output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         max_total=max_total)
+         max_total=max_total, max_fd=max_fd, sample=sample)
 
 
 def _simple_request(target: str, at, shape, grad, arg, init, dtype, seed, device):

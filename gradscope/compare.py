@@ -13,10 +13,13 @@ from dataclasses import dataclass
 
 import torch
 
-OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE, VANISHING = 0, 1, 2, 3, 4, 5
+OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE, VANISHING, UNCHECKED = range(7)
 STATUS_NAMES = {OK: "ok", NONDIFFERENTIABLE: "nondifferentiable", UNDEFINED: "undefined",
-                MISMATCH: "mismatch", SURROGATE: "surrogate", VANISHING: "vanishing"}
-SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, VANISHING, SURROGATE, OK]  # worst first
+                MISMATCH: "mismatch", SURROGATE: "surrogate", VANISHING: "vanishing",
+                UNCHECKED: "unchecked"}
+# worst first; `unchecked` (no reference engine covered the element: a sampled input of Python
+# code) says nothing bad and ranks below ok
+SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, VANISHING, SURROGATE, OK, UNCHECKED]
 
 # (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
 # float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
@@ -89,14 +92,19 @@ class Comparison:
         """Largest error over the elements that were judged (not kinks, not undefined)."""
         if self.error.numel() == 0:
             return 0.0
-        skipped = (self.status == NONDIFFERENTIABLE) | (self.status == UNDEFINED)
+        skipped = (self.status == NONDIFFERENTIABLE) | (self.status == UNDEFINED) | (
+            self.status == UNCHECKED)
         return float(torch.where(skipped, 0.0, self.error).max())
 
 
 def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
             finite: torch.Tensor | None, finite_error: torch.Tensor | None,
-            kink: torch.Tensor | None, tol: Tolerance) -> Comparison:
-    """Per-element status of `autograd` against the engines that ran (None = did not run)."""
+            kink: torch.Tensor | None, tol: Tolerance,
+            checked: torch.Tensor | None = None) -> Comparison:
+    """Per-element status of `autograd` against the engines that ran (None = did not run).
+    `checked` masks the elements finite differences estimated (a sampled input)."""
+    if checked is not None and finite is not None:
+        return _compare_sampled(autograd, symbolic, finite, finite_error, kink, tol, checked)
     ag = autograd.detach().to(torch.float64)
     error = torch.zeros_like(ag)
     bad = torch.zeros_like(ag, dtype=torch.bool)
@@ -120,4 +128,25 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
     if kink is not None:
         status[kink.to(ag.device).expand(ag.shape)] = NONDIFFERENTIABLE
     status[~defined] = UNDEFINED
+    return Comparison(status, error)
+
+
+def _compare_sampled(autograd: torch.Tensor, symbolic: torch.Tensor | None,
+                     finite: torch.Tensor, finite_error: torch.Tensor | None,
+                     kink: torch.Tensor | None, tol: Tolerance,
+                     checked: torch.Tensor) -> Comparison:
+    """Finite differences judge the sampled elements; the others rest on the symbolic engine,
+    or are `unchecked` when there is none (their NaN estimate is not 'undefined')."""
+    checked = checked.to(autograd.device)
+    fd = torch.where(checked, finite.to(autograd.device), 0.0)
+    err = torch.where(checked, finite_error.to(autograd.device), 0.0) \
+        if finite_error is not None else None
+    with_fd = compare(autograd, symbolic, fd, err, kink, tol)
+    without = compare(autograd, symbolic, None, None, None, tol)
+    status = torch.where(checked, with_fd.status, without.status)
+    if symbolic is None:
+        ag_defined = torch.isfinite(autograd.detach())
+        status = torch.where(checked, status, torch.where(ag_defined, UNCHECKED, UNDEFINED)
+                             .to(status.dtype))
+    error = torch.where(checked, with_fd.error, without.error)
     return Comparison(status, error)

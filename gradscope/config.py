@@ -36,6 +36,8 @@ FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "full": ((bool,), "true or false"),
     "order": ((int,), "1 or 2"),
     "max_elements_total": ((int,), "a whole number"),
+    "max_fd": ((int,), "a whole number"),
+    "sample": ((int,), "a whole number"),
 }
 CHECK_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     **FIELDS,
@@ -151,7 +153,8 @@ def _request(command: str, c: dict[str, Any], base: Path) -> Request:
                    max_elements=c.get("max_elements", 10_000), full=c.get("full", False),
                    args=dict(c.get("arg") or {}), init=dict(c.get("init") or {}), base=base,
                    repeat=c.get("repeat", 1), order=c.get("order", 1),
-                   max_elements_total=c.get("max_elements_total", 20_000_000))
+                   max_elements_total=c.get("max_elements_total", 20_000_000),
+                   max_fd=c.get("max_fd", 20_000), sample=c.get("sample", 1_000))
 
 
 def _shape(value: Any, what: str, parse_shape) -> tuple[int, ...]:

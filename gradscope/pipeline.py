@@ -6,6 +6,7 @@ limits; the engines own the numbers and `assemble` owns turning tensors into rep
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -43,8 +44,10 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict
 JACOBIAN_CHECK_ENTRIES = 4096  # `check` also compares the full Jacobian up to this size
 MAX_JACOBIAN_ENTRIES = 250_000  # `jacobian` refuses larger Jacobians (all inputs together)
-MAX_DENSE_FD = 20_000  # elements of a non-elementwise input that get per-element differences
+MAX_DENSE_FD = 20_000  # default --max-fd: non-elementwise inputs past this are sampled
+DEFAULT_SAMPLE = 1_000  # default --sample: elements given their own column when sampled
 MAX_DENSE_WORK = 2e9  # elements × output elements × 4 evaluations for dense differences
+PROJECTIONS = 3  # random projections over every element of a sampled input
 
 
 @dataclass
@@ -75,6 +78,8 @@ class Request:
     order: int = 1  # 2: check double backward (the derivative of the VJP)
     intermediates: bool = False  # report the gradient of every intermediate tensor
     max_elements_total: int = MAX_ELEMENTS  # inputs, upstream and tangents, checked up front
+    max_fd: int = MAX_DENSE_FD  # a non-elementwise input larger than this is sampled
+    sample: int = DEFAULT_SAMPLE  # how many of its elements get their own column
     progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
@@ -98,7 +103,8 @@ class _Run:
     def compare(self, name: str, ag: torch.Tensor, sym: torch.Tensor | None,
                 fd: torch.Tensor | None, err: torch.Tensor | None) -> Comparison:
         col = self.columns[name]
-        cmp = compare(ag, sym, fd, err, col.kink if col else None, self.tol)
+        cmp = compare(ag, sym, fd, err, col.kink if col else None, self.tol,
+                      col.checked if col else None)
         if name in self.surrogates and fd is not None and err is not None:
             cmp = cmp.surrogate(fd, err, self.tol)
         if name in self.vanishing:
@@ -156,10 +162,18 @@ def run(request: Request) -> Report:
     fd, fd_note = _finite_differences(request, target, exact, dtype)
     columns: dict[str, Columns | None] = {}
     fd_skip: dict[str, str] = {}
+    sampled_notes = []
     for name in names:
-        reason = _dense_too_big(fd, name, target)
-        if reason:
-            columns[name], fd_skip[name] = None, reason
+        count = _sample_size(request, fd, name, target)
+        if count is not None:
+            columns[name] = fd.sampled(name, count, seed_for(request.seed, f":sample:{name}"))
+            n = exact[name].numel()
+            sampled_notes.append(
+                f"finite differences estimated {count:,} of {n:,} elements of {name} (a seeded "
+                f"sample, --sample; inputs past --max-fd {request.max_fd:,} are sampled); "
+                + ("the symbolic engine covers every element, "
+                   if isinstance(target, ExpressionTarget) else "the others are `unchecked`, ")
+                + f"and {PROJECTIONS} random projections cover all of them")
             continue
         fd.progress = request.progress(f"finite differences for {name}", exact[name].numel()) \
             if request.progress and name not in target.elementwise_inputs else None
@@ -178,6 +192,7 @@ def run(request: Request) -> Report:
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": fd.eps})
     if fd_note:
         report.notes.append(fd_note)
+    report.notes += sampled_notes
 
     if ag_grads is None:
         assert failure is not None
@@ -192,8 +207,12 @@ def run(request: Request) -> Report:
         traced = _flow(state, cast, upstream)
         flow_diagnostics = []
         if traced is not None:
-            state.vanishing = _confirm_vanishing(state, flow.vanishing_inputs(traced), upstream)
-            flow_diagnostics = flow.diagnostics(traced, cast, state.vanishing)
+            # Any op that blocks the gradient of an input the function really depends on is
+            # reported; only a known piecewise-constant op marks elements `vanishing` (a zero
+            # from an unknown op can be the true derivative, e.g. tanh saturated to 1.0).
+            confirmed = _confirm_vanishing(state, flow.vanishing_inputs(traced), upstream)
+            state.vanishing = confirmed & flow.vanishing_inputs(traced, catalogue_only=True)
+            flow_diagnostics = flow.diagnostics(traced, cast, confirmed)
             if request.intermediates:
                 report.intermediates = _intermediates(traced, request)
         undefined: dict[str, torch.Tensor] = {}
@@ -203,6 +222,7 @@ def run(request: Request) -> Report:
             report.inputs, undefined = _vjp_inputs(state, values, cast, upstream, ag_grads)
         if request.command == "check":
             report.upstream_checks = _extra_checks(state, output)
+        report.upstream_checks += _projections(state, upstream, ag_grads)
         if request.command == "jvp" and request.tangent:
             report.forward = _forward(state)
         if request.command == "jvp" and request.repeat > 1:
@@ -422,6 +442,8 @@ def _validate(request: Request) -> None:
         raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
     if request.max_elements < 1:
         raise UsageError("--max-elements must be at least 1")
+    if request.max_fd < 1 or request.sample < 1:
+        raise UsageError("--max-fd and --sample must be at least 1")
     if request.max_elements_total < 1:
         raise UsageError("--max-elements-total must be at least 1")
     if request.order not in (1, 2):
@@ -555,14 +577,47 @@ def _symbolic(target: Any, values: Mapping[str, torch.Tensor],
                      f"{str(exc).splitlines()[0][:120] if str(exc) else ''})"
 
 
-def _dense_too_big(fd: FiniteDifferences, name: str, target: ExpressionTarget) -> str | None:
+def _sample_size(request: Request, fd: FiniteDifferences, name: str, target: Any) -> int | None:
+    """How many columns to sample for `name`, or None for one column per element."""
     if name in target.elementwise_inputs:
         return None
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
-    if n_in > MAX_DENSE_FD or 4.0 * n_in * n_out > MAX_DENSE_WORK:
-        return (f"{name} does not enter elementwise, so each of its {n_in:,} elements needs its "
-                f"own perturbation; the limit is {MAX_DENSE_FD:,} elements")
-    return None
+    if n_in <= request.max_fd and 4.0 * n_in * n_out <= MAX_DENSE_WORK:
+        return None
+    affordable = max(1, int(MAX_DENSE_WORK // (4.0 * n_out)))
+    return max(1, min(request.sample, n_in, affordable))
+
+
+def _projections(state: _Run, upstream: torch.Tensor,
+                 ag_grads: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
+    """For a sampled input: vᵀJt from finite differences along random directions t over all
+    its elements, against (Jᵀv)·t from autograd — an element the sample missed still shows."""
+    checks = []
+    v = upstream.to(torch.float64)
+    for name in state.names:
+        col = state.columns[name]
+        if col is None or col.sampled is None or state.fd is None:
+            continue
+        x = state.fd.values[name]
+        for k in range(PROJECTIONS):
+            gen = torch.Generator().manual_seed(seed_for(state.request.seed, f":proj:{name}:{k}"))
+            t = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
+            d = state.fd.directional({name: t})
+            g = ag_grads[name].to(torch.float64)
+            fd_val = float((v * d.value).sum())
+            ag_val = float((g * t).sum())
+            slack = (state.tol.atol + state.tol.rtol * float((g.abs() * t.abs()).sum())
+                     + 3 * float((v.abs() * d.error).sum()))
+            diff = abs(fd_val - ag_val)
+            kinked = bool(d.kink.any())
+            surrogate = name in state.surrogates
+            ok = kinked or surrogate or (diff <= slack and math.isfinite(diff))
+            word = "nondifferentiable" if kinked else "surrogate" if surrogate else (
+                "ok" if ok else "mismatch")
+            checks.append(UpstreamCheck(
+                f"random projection #{k + 1} of {name} (all {x.numel():,} elements)", ok,
+                diff if math.isfinite(diff) else float("nan"), 0 if ok else 1, {name: word}))
+    return checks
 
 
 def _any_of(masks: Mapping[int, torch.Tensor], like: torch.Tensor) -> torch.Tensor:
@@ -676,8 +731,10 @@ def _jacobian_comparisons(state: _Run) -> dict[str, Comparison]:
     for n in state.names:
         col = state.columns[n]
         jac, err = fd[n] if fd[n] else (None, None)
+        checked = col.checked.reshape(1, -1) if col is not None and col.sampled is not None \
+            else None
         cmp = compare(ag[n], sym[n] if sym else None, jac, err,
-                      col.kink.reshape(1, -1) if col else None, state.tol)
+                      col.kink.reshape(1, -1) if col else None, state.tol, checked)
         if n in state.surrogates and jac is not None:
             cmp = cmp.surrogate(jac, err, state.tol)
         out[n] = cmp

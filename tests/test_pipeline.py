@@ -250,3 +250,33 @@ def test_output_that_is_the_input():
 def test_timings_are_recorded():
     report = gradscope.check("x*2")
     assert set(report.timings) >= {"autograd", "symbolic", "finite_difference", "total"}
+
+
+def test_large_dense_input_is_sampled_with_projections():
+    report = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(300)", max_fd=100,
+                             sample=20)
+    (x,) = report.inputs
+    assert x.finite_difference_mode == "sampled" and report.passed
+    assert x.status_counts == {"ok": 300}  # the symbolic engine covers the unsampled ones
+    projections = [c for c in report.upstream_checks if c.label.startswith("random projection")]
+    assert len(projections) == 3 and all(c.passed for c in projections)
+    assert any("20 of 300 elements of x" in n for n in report.notes)
+
+
+def test_sampled_python_target_marks_the_rest_unchecked_and_projections_catch_bugs(tmp_path):
+    path = tmp_path / "wrong.py"
+    path.write_text(
+        "import torch\n"
+        "class Wrong(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return (x * x).sum()\n"
+        "    @staticmethod\n    def backward(ctx, g):\n"
+        "        # wrong at the last element only, which a small sample is unlikely to hit\n"
+        "        return g * 2 * torch.ones(200, dtype=torch.float64)\n")
+    good = gradscope.check("sum(x * x)", x="randn(200)", max_fd=50, sample=5)
+    assert good.passed
+    report = gradscope.check(f"{path}:Wrong", x="randn(200)", max_fd=50, sample=5)
+    (x,) = report.inputs
+    assert x.status_counts.get("unchecked", 0) >= 190
+    projections = [c for c in report.upstream_checks if c.label.startswith("random projection")]
+    assert projections and not all(c.passed for c in projections)
+    assert not report.passed

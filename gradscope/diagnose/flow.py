@@ -292,10 +292,11 @@ def _index_key(blocked: torch.Tensor, inputs: list[str], values: Mapping[str, to
     return node.label()
 
 
-def vanishing_inputs(flow: Flow) -> set[str]:
-    """Inputs below a vanishing point of a piecewise-constant op (round, floor, ...)."""
+def vanishing_inputs(flow: Flow, catalogue_only: bool = False) -> set[str]:
+    """Inputs below a vanishing point; with `catalogue_only`, below a known piecewise-constant
+    op (round, floor, ...) only, whose zero gradient is never the true derivative."""
     found: set[str] = set()
     for node in flow.walk():
-        if node.status == "vanishing":
+        if node.status == "vanishing" and (node.kind == "vanishing" or not catalogue_only):
             found.update(_inputs_below(flow, node))
     return found

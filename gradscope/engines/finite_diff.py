@@ -52,10 +52,29 @@ class Columns:
     forward_calls: int = 0
     note: str = ""
     points: torch.Tensor | None = None  # dense: stencil points per column (2, or 4 = refined)
+    sampled: torch.Tensor | None = None  # sampled: flat indices of the columns estimated
+
+    @property
+    def checked(self) -> torch.Tensor | None:
+        """Input-shaped mask of the elements that have an estimate (None: all of them)."""
+        if self.sampled is None:
+            return None
+        mask = torch.zeros(_numel(self.in_shape), dtype=torch.bool, device=self.partial.device)
+        mask[self.sampled] = True
+        return mask.reshape(self.in_shape)
 
     def vjp(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Jᵀv, its error estimate), shaped like the input."""
+        """(Jᵀv, its error estimate), shaped like the input (NaN where not sampled)."""
         v = v.to(self.partial.dtype)
+        if self.sampled is not None:
+            flat = v.reshape(-1)
+            n_in = _numel(self.in_shape)
+            grad = torch.full((n_in,), float("nan"), dtype=self.partial.dtype,
+                              device=self.partial.device)
+            err = torch.zeros_like(grad)
+            grad[self.sampled] = flat @ self.partial
+            err[self.sampled] = flat.abs() @ self.error
+            return grad.reshape(self.in_shape), err.reshape(self.in_shape)
         if self.mode == "elementwise":
             grad = sum_to_shape(v * self.partial, self.in_shape)
             err = sum_to_shape(v.abs() * self.error, self.in_shape)
@@ -68,17 +87,28 @@ class Columns:
     def locally_constant(self, atol: float) -> bool:
         """True when every column away from a kink is zero within its error: the function does
         not change with this input at any point checked (piecewise constant)."""
-        jac, err = self.jacobian()
-        smooth = ~self.kink.reshape(-1)
+        if self.sampled is not None:
+            jac, err = self.partial, self.error
+            smooth = ~self.kink.reshape(-1)[self.sampled]
+        else:
+            jac, err = self.jacobian()
+            smooth = ~self.kink.reshape(-1)
         if not bool(smooth.any()):
             return False
         cols, errs = jac[:, smooth], err[:, smooth]
         return bool((cols.abs() <= atol + 3 * errs).all())
 
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(J, error) as (out_numel, in_numel) matrices."""
+        """(J, error) as (out_numel, in_numel) matrices (NaN columns where not sampled)."""
         if self.mode == "dense":
             return self.partial, self.error
+        if self.sampled is not None:
+            n_out, n_in = self.partial.shape[0], _numel(self.in_shape)
+            jac = torch.full((n_out, n_in), float("nan"), dtype=self.partial.dtype,
+                             device=self.partial.device)
+            err = torch.zeros_like(jac)
+            jac[:, self.sampled], err[:, self.sampled] = self.partial, self.error
+            return jac, err
         n_out, n_in = _numel(self.out_shape), _numel(self.in_shape)
         index = torch.arange(n_in, device=self.partial.device).reshape(self.in_shape)
         cols = index.expand(self.out_shape).reshape(-1)
@@ -239,6 +269,36 @@ class FiniteDifferences:
                      points=2)
         col.note = (f"per-element loop ({self.vmap_failed})" if self.vmap_failed
                     else "vmap batches")
+        return col
+
+    def sampled(self, name: str, count: int, seed: int) -> Columns:
+        """Four-point columns for `count` seeded random elements only (inputs too large for one
+        column per element); `directional` covers all elements through random projections."""
+        x = self.values[name]
+        n_in, n_out = x.numel(), _numel(self.out_shape)
+        gen = torch.Generator().manual_seed(seed)
+        idx = torch.randperm(n_in, generator=gen)[:count].sort().values.to(x.device)
+        h = self.step(name).reshape(-1)
+        jac = torch.zeros(n_out, len(idx), dtype=self.dtype, device=x.device)
+        err = torch.zeros_like(jac)
+        kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
+        col = Columns(name, "sampled", tuple(x.shape), self.out_shape, jac, err,
+                      kink.reshape(x.shape), sampled=idx)
+        start = 0
+        for chunk in self._chunks(idx, n_in, n_out):
+            est, e, kinks = self._perturb_columns(name, x, chunk, h[chunk], 4)
+            col.forward_calls += 4 * len(chunk)
+            stop = start + len(chunk)
+            jac[:, start:stop], err[:, start:stop] = est, e
+            for k, m in kinks.items():
+                kink[chunk[m]] = True
+                mask = col.kink_by_branch.setdefault(
+                    k, torch.zeros(x.shape, dtype=torch.bool, device=x.device))
+                mask.view(-1)[chunk[m]] = True
+            start = stop
+        kink[idx] |= _col_max(err) > UNCONVERGED * (_col_max(jac.abs()) + 1)
+        col.note = f"{len(idx):,} of {n_in:,} elements sampled (seeded)"
+        self._cache[name] = col
         return col
 
     def refine(self, name: str, mask: torch.Tensor) -> int:
