@@ -123,7 +123,9 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
             limit = limit + FD_ERROR_FACTOR * slack.to(ag.device, torch.float64)
         bad |= diff > limit
         error = torch.maximum(error, torch.where(ok, diff, 0.0))
-    status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
+    # with no reference engine at all, nothing was checked: say so rather than `ok`
+    status = torch.full(ag.shape, OK if symbolic is not None or finite is not None else UNCHECKED,
+                        dtype=torch.int8, device=ag.device)
     status[bad] = MISMATCH
     if kink is not None:
         status[kink.to(ag.device).expand(ag.shape)] = NONDIFFERENTIABLE

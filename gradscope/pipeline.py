@@ -164,20 +164,28 @@ def run(request: Request) -> Report:
     fd_skip: dict[str, str] = {}
     sampled_notes = []
     for name in names:
-        count = _sample_size(request, fd, name, target)
-        if count is not None:
+        try:
+            count = _sample_size(request, fd, name, target)
+            if count is None:
+                fd.progress = request.progress(f"finite differences for {name}",
+                                               exact[name].numel()) \
+                    if request.progress and name not in target.elementwise_inputs else None
+                columns[name] = fd.columns(name)
+                continue
             columns[name] = fd.sampled(name, count, seed_for(request.seed, f":sample:{name}"))
-            n = exact[name].numel()
-            sampled_notes.append(
+        except (TargetError, UsageError, RuntimeError) as exc:
+            # e.g. the user's forward fails at a perturbed point: the other engines still judge
+            columns[name] = None
+            fd_skip[name] = f"the target failed at a perturbed point: " \
+                            f"{str(exc).strip().splitlines()[-1][:160]}"
+            continue
+        n = exact[name].numel()
+        sampled_notes.append(
                 f"finite differences estimated {count:,} of {n:,} elements of {name} (a seeded "
                 f"sample, --sample; inputs past --max-fd {request.max_fd:,} are sampled); "
                 + ("the symbolic engine covers every element, "
                    if isinstance(target, ExpressionTarget) else "the others are `unchecked`, ")
                 + f"and {PROJECTIONS} random projections cover all of them")
-            continue
-        fd.progress = request.progress(f"finite differences for {name}", exact[name].numel()) \
-            if request.progress and name not in target.elementwise_inputs else None
-        columns[name] = fd.columns(name)
     timings["finite_difference"] = time.perf_counter() - tic
 
     tol = Tolerance.for_dtype(request.dtype, request.rtol, request.atol)

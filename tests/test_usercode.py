@@ -157,3 +157,16 @@ def test_module_instance_grad_is_left_alone():
     report = gradscope.check(layer, torch.randn(3))
     assert report.passed and torch.equal(layer.mytensor.grad, before)
     assert any(".grad" in n for n in report.notes)
+
+
+def test_target_failing_at_a_perturbed_point_skips_finite_differences(tmp_path):
+    path = tmp_path / "edge.py"
+    path.write_text("import torch\n\ndef f(x):\n"
+                    "    if bool((x > 1).any()):\n"
+                    "        raise ValueError('x must be <= 1')\n"
+                    "    return x * 2\n")
+    report = gradscope.check(f"{path}:f", x="1,0.5")
+    (x,) = report.inputs
+    assert x.finite_difference is None and "perturbed point" in x.finite_difference_skipped
+    assert x.status == "unchecked" and x.status_counts == {"unchecked": 2}
+    assert report.passed  # nothing contradicted autograd; the report says nothing was checked
