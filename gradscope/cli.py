@@ -219,33 +219,35 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _progress_factory():
-    """A rich progress bar on stderr for long finite-difference work (only on a terminal)."""
+def _progress_factory(command: str, target: str):
+    """Progress on stderr while a check runs (terminals only): a spinner for the whole run,
+    plus a bar for each long per-element finite-difference pass. Transient: it disappears
+    when the report is printed."""
     if not sys.stderr.isatty():
         return None
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    state: dict[str, Any] = {}
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
+    progress.add_task(f"gradscope {command} {target[:60]}", total=None)
+    progress.start()
 
     def start(description: str, total: int):
         if total < 2000:
             return None
-        if "progress" not in state:
-            state["progress"] = Progress(TextColumn("{task.description}"), BarColumn(),
-                                         TextColumn("{task.completed}/{task.total}"),
-                                         TimeRemainingColumn(),
-                                         console=Console(stderr=True), transient=True)
-            state["progress"].start()
-        progress = state["progress"]
         task = progress.add_task(description, total=total)
         return lambda n: progress.advance(task, n)
 
-    def stop() -> None:
-        if "progress" in state:
-            state["progress"].stop()
-
-    start.stop = stop  # type: ignore[attr-defined]
+    start.stop = progress.stop  # type: ignore[attr-defined]
     return start
 
 
@@ -268,7 +270,7 @@ def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps
         from gradscope.pipeline import Request, run
 
         shapes, default_shape = _shapes(shape)
-        progress = _progress_factory()
+        progress = _progress_factory(command, target)
         request = Request(command=command, target=target, at=_assignments(at, "--at"),
                           shapes=shapes, default_shape=default_shape, grad=grad,
                           tangent=_tangents(tangent), dtype=dtype.value, eps=eps, atol=atol,
