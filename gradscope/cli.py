@@ -258,34 +258,37 @@ def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
             for name, text in _assignments(items, option).items()}
 
 
-def _run(command: str, target: str, *, at, shape, grad, tangent, arg, dtype, eps, atol, rtol,
-         seed, device, fmt, json_flag, output, fail_on, max_elements, full, init=None,
-         repeat=1, order=1, intermediates=False, max_total=20_000_000, max_fd=20_000,
-         sample=1_000) -> None:
+def _run(command: str, options: dict[str, Any]) -> None:
+    """One check/jvp/jacobian run from a command's parameters (its `locals()`); options a
+    command does not have (jacobian has no --grad) take their defaults."""
     from gradscope.errors import GradscopeError
 
+    o = {"grad": None, "tangent": None, "repeat": 1, "order": 1, "intermediates": False,
+         **options}
     progress = None
     try:
-        _check_output(output)
+        _check_output(o["output"])
         from gradscope.pipeline import Request, run
 
-        shapes, default_shape = _shapes(shape)
-        progress = _progress_factory(command, target)
-        request = Request(command=command, target=target, at=_assignments(at, "--at"),
-                          shapes=shapes, default_shape=default_shape, grad=grad,
-                          tangent=_tangents(tangent), dtype=dtype.value, eps=eps, atol=atol,
-                          rtol=rtol, seed=seed, device=device, fail_on=fail_on.value,
-                          max_elements=max_elements, full=full, progress=progress,
-                          args=_literals(arg, "--arg"), init=_literals(init, "--init"),
-                          repeat=repeat, order=order, intermediates=intermediates,
-                          max_elements_total=max_total, max_fd=max_fd, sample=sample)
+        shapes, default_shape = _shapes(o["shape"])
+        progress = _progress_factory(command, o["target"])
+        request = Request(
+            command=command, target=o["target"], at=_assignments(o["at"], "--at"),
+            shapes=shapes, default_shape=default_shape, grad=o["grad"],
+            tangent=_tangents(o["tangent"]), dtype=o["dtype"].value, eps=o["eps"],
+            atol=o["atol"], rtol=o["rtol"], seed=o["seed"], device=o["device"],
+            fail_on=o["fail_on"].value, max_elements=o["max_elements"], full=o["full"],
+            progress=progress, args=_literals(o["arg"], "--arg"),
+            init=_literals(o["init"], "--init"), repeat=o["repeat"], order=o["order"],
+            intermediates=o["intermediates"], max_elements_total=o["max_total"],
+            max_fd=o["max_fd"], sample=o["sample"])
         report = run(request)
     except GradscopeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     finally:
         if progress is not None:
             progress.stop()  # type: ignore[attr-defined]
-    _emit(report, Format.json if json_flag else fmt, output)
+    _emit(report, Format.json if o["json_flag"] else o["fmt"], o["output"])
     if not report.passed and report.fail_on != "never":
         raise typer.Exit(1)
 
@@ -327,29 +330,19 @@ def check(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: Gra
           max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
           max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
           sample: SampleOpt = 1_000) -> None:
-    _run("check", target, at=at, shape=shape, grad=grad, tangent=None, arg=arg, dtype=dtype,
-         eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         order=order, intermediates=intermediates, max_total=max_total, max_fd=max_fd,
-         sample=sample)
+    _run("check", locals())
 
 
 def jvp(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: GradOpt = None,
         tangent: TangentOpt = None, arg: ArgOpt = None, init: InitOpt = None,
         repeat: RepeatOpt = 1, order: OrderOpt = 1, intermediates: IntermediatesOpt = False,
-        dtype: DtypeOpt = Dtype.float64,
-        eps: EpsOpt = None,
-        atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
-        device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
-        output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
-        max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
-          max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
-          sample: SampleOpt = 1_000) -> None:
-    _run("jvp", target, at=at, shape=shape, grad=grad, tangent=tangent, arg=arg, dtype=dtype,
-         eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         repeat=repeat, order=order, intermediates=intermediates, max_total=max_total,
-         max_fd=max_fd, sample=sample)
+        dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None, atol: AtolOpt = None,
+        rtol: RtolOpt = None, seed: SeedOpt = 0, device: DeviceOpt = "cpu",
+        fmt: FormatOpt = Format.table, json_flag: JsonOpt = False, output: OutputOpt = None,
+        fail_on: FailOnOpt = FailOn.mismatch, max_elements: MaxElementsOpt = 10_000,
+        full: FullOpt = False, max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
+        sample: SampleOpt = 1_000) -> None:
+    _run("jvp", locals())
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
@@ -363,16 +356,12 @@ app.command("vjp", help=f"Same as jvp. {JVP_HELP}")(jvp)
 def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: ArgOpt = None,
              init: InitOpt = None, dtype: DtypeOpt = Dtype.float64, eps: EpsOpt = None,
              atol: AtolOpt = None, rtol: RtolOpt = None, seed: SeedOpt = 0,
-             device: DeviceOpt = "cpu",
-             fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
-             output: OutputOpt = None, fail_on: FailOnOpt = FailOn.mismatch,
-             max_elements: MaxElementsOpt = 10_000, full: FullOpt = False,
-          max_total: MaxTotalOpt = 20_000_000, max_fd: MaxFdOpt = 20_000,
-          sample: SampleOpt = 1_000) -> None:
-    _run("jacobian", target, at=at, shape=shape, grad=None, tangent=None, arg=arg, dtype=dtype,
-         eps=eps, atol=atol, rtol=rtol, seed=seed, device=device, fmt=fmt, json_flag=json_flag,
-         output=output, fail_on=fail_on, max_elements=max_elements, full=full, init=init,
-         max_total=max_total, max_fd=max_fd, sample=sample)
+             device: DeviceOpt = "cpu", fmt: FormatOpt = Format.table,
+             json_flag: JsonOpt = False, output: OutputOpt = None,
+             fail_on: FailOnOpt = FailOn.mismatch, max_elements: MaxElementsOpt = 10_000,
+             full: FullOpt = False, max_total: MaxTotalOpt = 20_000_000,
+             max_fd: MaxFdOpt = 20_000, sample: SampleOpt = 1_000) -> None:
+    _run("jacobian", locals())
 
 
 def _simple_request(target: str, at, shape, grad, arg, init, dtype, seed, device):
