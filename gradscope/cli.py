@@ -65,6 +65,7 @@ VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,
               "zeros(3), linspace(lo,hi,n), arange(n)")
 
 TargetArg = Annotated[str, typer.Argument(
+    metavar="TARGET",
     help="Expression (\"3*a + 2*b*b + log(c)\") or Python code: path/to/file.py:NAME or "
          "package.module:NAME naming an autograd.Function, an nn.Module or a function.",
     show_default=False)]
@@ -484,7 +485,7 @@ given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad config
 @app.command("run", help=RUN_HELP)
 def run_command(
         config: Annotated[Path | None, typer.Argument(
-            help="TOML file with [tool.gradscope]; default ./pyproject.toml.",
+            metavar="CONFIG", help="TOML file with [tool.gradscope]; default ./pyproject.toml.",
             show_default=False, dir_okay=False)] = None,
         fmt: FormatOpt = Format.table, json_flag: JsonOpt = False,
         output: OutputOpt = None,
