@@ -100,16 +100,51 @@ class _Run:
     surrogates: set[str] = field(default_factory=set)
     vanishing: set[str] = field(default_factory=set)
 
+    _random: list[tuple[torch.Tensor, dict[str, torch.Tensor]]] = field(default_factory=list)
+    _jacobian: tuple[Any, Any] | None = None
+
     def compare(self, name: str, ag: torch.Tensor, sym: torch.Tensor | None,
-                fd: torch.Tensor | None, err: torch.Tensor | None) -> Comparison:
+                fd: torch.Tensor | None, err: torch.Tensor | None,
+                jacobian: bool = False) -> Comparison:
+        """Compare one input's arrays: a VJP (input-shaped), or with `jacobian` its
+        (out_numel, in_numel) Jacobian, whose columns carry the input's kink/sample masks."""
         col = self.columns[name]
-        cmp = compare(ag, sym, fd, err, col.kink if col else None, self.tol,
-                      col.checked if col else None)
+        kink = checked = None
+        if col is not None:
+            kink = col.kink.reshape(1, -1) if jacobian else col.kink
+            if col.sampled is not None:
+                checked = col.checked.reshape(1, -1) if jacobian else col.checked
+        cmp = compare(ag, sym, fd, err, kink, self.tol, checked)
         if name in self.surrogates and fd is not None and err is not None:
             cmp = cmp.surrogate(fd, err, self.tol)
-        if name in self.vanishing:
+        if name in self.vanishing and not jacobian:  # zero Jacobian entries are ordinary
             cmp = cmp.vanishing(ag)
         return cmp
+
+    def random_upstreams(self) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+        """The seeded random upstream vectors and autograd's VJP for each, computed once."""
+        if not self._random:
+            output = self.autograd.output
+            for k in range(RANDOM_UPSTREAMS):
+                gen = torch.Generator().manual_seed(seed_for(self.request.seed, f":upstream{k}"))
+                v = torch.randn(output.shape, generator=gen, dtype=torch.float64)
+                v = v.to(output.device)
+                self._random.append((v, self.autograd.vjp(v.to(output.dtype))))
+        return self._random
+
+    def jacobians(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+        """Autograd's and the symbolic engine's Jacobians, computed once (finite differences
+        are read fresh: refinement may still change them)."""
+        if self._jacobian is None:
+            autograd, symbolic = self.autograd, self.symbolic
+            sym = None
+            if symbolic is not None:
+                n_out = autograd.output.numel()
+                basis = torch.eye(n_out, dtype=torch.float64, device=autograd.output.device)
+                rows = [symbolic.vjp(b.reshape(autograd.output.shape)) for b in basis]
+                sym = {n: torch.stack([r[n].reshape(-1) for r in rows]) for n in self.names}
+            self._jacobian = (autograd.jacobian(), sym)
+        return self._jacobian
 
 
 def run(request: Request) -> Report:
@@ -654,12 +689,6 @@ def _input_report(name: str, value: Value, cast: torch.Tensor, cmp: Comparison,
         finite_difference_mode=col.mode if col else None)
 
 
-def _random_upstream(state: _Run, k: int) -> torch.Tensor:
-    output = state.autograd.output
-    gen = torch.Generator().manual_seed(seed_for(state.request.seed, f":upstream{k}"))
-    return torch.randn(output.shape, generator=gen, dtype=torch.float64).to(output.device)
-
-
 def _refine_suspects(state: _Run, upstream: torch.Tensor,
                      ag_grads: Mapping[str, torch.Tensor]) -> None:
     """Dense finite differences start with two-point columns; every column that disagrees
@@ -672,9 +701,7 @@ def _refine_suspects(state: _Run, upstream: torch.Tensor,
     output = state.autograd.output
     vectors = [(upstream.to(torch.float64), ag_grads)]
     if state.request.command == "check":
-        for k in range(RANDOM_UPSTREAMS):
-            v = _random_upstream(state, k)
-            vectors.append((v, state.autograd.vjp(v.to(output.dtype))))
+        vectors += state.random_upstreams()
     suspects = {n: torch.zeros(state.columns[n].in_shape, dtype=torch.bool) for n in dense}
     for v, ag in vectors:
         for name in dense:
@@ -683,7 +710,7 @@ def _refine_suspects(state: _Run, upstream: torch.Tensor,
             suspects[name] |= (cmp.status != OK).to("cpu")
     entries = output.numel() * sum(state.autograd.leaves[n].numel() for n in state.names)
     if state.request.command in ("check", "jacobian") and entries <= MAX_JACOBIAN_ENTRIES:
-        jac = state.autograd.jacobian()
+        jac, _ = state.jacobians()
         for name in dense:
             fd_jac, err = state.columns[name].jacobian()
             cmp = compare(jac[name], None, fd_jac, err, None, state.tol)
@@ -696,9 +723,7 @@ def _refine_suspects(state: _Run, upstream: torch.Tensor,
 def _extra_checks(state: _Run, output: torch.Tensor) -> list[UpstreamCheck]:
     """The rest of `check`'s verdict: seeded random upstreams, and the Jacobian when small."""
     checks = []
-    for k in range(RANDOM_UPSTREAMS):
-        v = _random_upstream(state, k)
-        ag = state.autograd.vjp(v.to(output.dtype))
+    for k, (v, ag) in enumerate(state.random_upstreams()):
         sym = state.symbolic.vjp(v) if state.symbolic else None
         cmps = {}
         for name in state.names:
@@ -721,14 +746,7 @@ def _upstream_check(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck
 
 
 def _jacobians(state: _Run):
-    autograd, symbolic = state.autograd, state.symbolic
-    ag = autograd.jacobian()
-    n_out = autograd.output.numel()
-    sym = None
-    if symbolic is not None:
-        basis = torch.eye(n_out, dtype=torch.float64, device=autograd.output.device)
-        rows = [symbolic.vjp(b.reshape(autograd.output.shape)) for b in basis]
-        sym = {n: torch.stack([r[n].reshape(-1) for r in rows]) for n in state.names}
+    ag, sym = state.jacobians()
     fd = {n: c.jacobian() if c else None for n, c in state.columns.items()}
     return ag, sym, fd
 
@@ -737,15 +755,8 @@ def _jacobian_comparisons(state: _Run) -> dict[str, Comparison]:
     ag, sym, fd = _jacobians(state)
     out = {}
     for n in state.names:
-        col = state.columns[n]
         jac, err = fd[n] if fd[n] else (None, None)
-        checked = col.checked.reshape(1, -1) if col is not None and col.sampled is not None \
-            else None
-        cmp = compare(ag[n], sym[n] if sym else None, jac, err,
-                      col.kink.reshape(1, -1) if col else None, state.tol, checked)
-        if n in state.surrogates and jac is not None:
-            cmp = cmp.surrogate(jac, err, state.tol)
-        out[n] = cmp
+        out[n] = state.compare(n, ag[n], sym[n] if sym else None, jac, err, jacobian=True)
     return out
 
 
