@@ -17,7 +17,7 @@ from gradscope import assemble, usercode
 from gradscope._version import __version__
 from gradscope.diagnose import flow
 from gradscope.errors import TargetError, UsageError
-from gradscope.pipeline import DTYPES, Request, _device, _inputs, _upstream, _validate, _value
+from gradscope.pipeline import Request, _upstream, _validate, prepare
 from gradscope.report import Diagnostic
 from gradscope.targets import ExpressionTarget, resolve
 
@@ -70,19 +70,7 @@ class GraphReport:
 
 def _prepare(request: Request):
     _validate(request)
-    target = resolve(request.target, args=request.args, init=request.init, base=request.base,
-                     positional=request.positional)
-    if getattr(target, "given", None):
-        request.at = {**target.given, **request.at}
-    for name in request.at:
-        if name not in target.names:
-            raise UsageError(f"--at names `{name}`, which is not an input of the target; "
-                             f"inputs are: {', '.join(target.names)}")
-    dtype, device = DTYPES[request.dtype], _device(request.device)
-    grad = _value(request.grad, "--grad", request.seed, ":grad") if request.grad is not None \
-        else None
-    values = _inputs(request, target, grad)
-    cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
+    target, grad, _, cast = prepare(request)
     return target, grad, cast
 
 

@@ -152,24 +152,10 @@ def run(request: Request) -> Report:
     _validate(request)
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    target = resolve(request.target, args=request.args, init=request.init, base=request.base,
-                     positional=request.positional)
-    if getattr(target, "given", None):
-        request.at = {**target.given, **request.at}
-    if request.order == 2:
-        inner = _value(request.grad, "--grad", request.seed, ":grad").tensor \
-            if request.grad is not None else None
-        target = SecondOrderTarget(target, inner)
-        request.grad = None  # --grad is the inner upstream; the outer one is ones
+    target, grad_value, values, cast = prepare(request)
     names = target.names
     python = target.kind != "expression" and request.order == 1
-    _check_names(request, names)
     dtype, device = DTYPES[request.dtype], _device(request.device)
-
-    grad_value = _value(request.grad, "--grad", request.seed, ":grad",
-                        request.max_elements_total) if request.grad is not None else None
-    values = _inputs(request, target, grad_value)
-    cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
     exact = {n: t.to(torch.float64) for n, t in cast.items()}  # what the other engines see
 
     tic = time.perf_counter()
@@ -289,6 +275,29 @@ def run(request: Request) -> Report:
     timings["total"] = time.perf_counter() - started
     report.timings = {k: round(v, 6) for k, v in timings.items()}
     return report
+
+
+def prepare(request: Request) -> tuple[Any, Value | None, dict[str, Value],
+                                       dict[str, torch.Tensor]]:
+    """The target, the --grad value, the inputs (how they were made) and the inputs cast to
+    the run's dtype and device: the first steps of every command (run, graph, sweep).
+    Fills in `request` (at from API positionals, a named tangent)."""
+    target = resolve(request.target, args=request.args, init=request.init, base=request.base,
+                     positional=request.positional)
+    if getattr(target, "given", None):
+        request.at = {**target.given, **request.at}
+    if request.order == 2:
+        inner = _value(request.grad, "--grad", request.seed, ":grad").tensor \
+            if request.grad is not None else None
+        target = SecondOrderTarget(target, inner)
+        request.grad = None  # --grad is the inner upstream; the outer one is ones
+    _check_names(request, target.names)
+    dtype, device = DTYPES[request.dtype], _device(request.device)
+    grad_value = _value(request.grad, "--grad", request.seed, ":grad",
+                        request.max_elements_total) if request.grad is not None else None
+    values = _inputs(request, target, grad_value)
+    cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
+    return target, grad_value, values, cast
 
 
 def _vjp_inputs(state: _Run, values: Mapping[str, Value], cast: Mapping[str, torch.Tensor],
