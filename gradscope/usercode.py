@@ -231,7 +231,7 @@ class PythonTarget:
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         args = self._call_args(values)
-        with user_code("forward"):
+        with user_code("forward", hint=self._forward_hint):
             if self.kind == "autograd_function":
                 out = self.obj.apply(*args)
             elif self.module is not None:
@@ -249,6 +249,14 @@ class PythonTarget:
 
     def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
         return self.forward(values), []
+
+    def _forward_hint(self, exc: BaseException) -> str | None:
+        known = _known_hint(exc)
+        if known or len(self.input_names) < 2:
+            return known
+        # A non-tensor parameter left out of --arg arrives as a random tensor.
+        return (f"gradscope passed tensors for {', '.join(self.input_names)}; give non-tensor "
+                "parameters with --arg NAME=LITERAL (e.g. --arg n=2)")
 
 
 def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],

@@ -170,3 +170,10 @@ def test_target_failing_at_a_perturbed_point_skips_finite_differences(tmp_path):
     assert x.finite_difference is None and "perturbed point" in x.finite_difference_skipped
     assert x.status == "unchecked" and x.status_counts == {"unchecked": 2}
     assert report.passed  # nothing contradicted autograd; the report says nothing was checked
+
+
+def test_missing_arg_gets_a_hint():
+    with pytest.raises(TargetError) as info:
+        gradscope.check(f"{SEEDS}:KillHead", input="randn(3,8)")
+    assert "give non-tensor parameters with --arg" in str(info.value)
+    assert "input, n" in str(info.value)
