@@ -48,20 +48,29 @@ def worst_indices(cmp: Comparison, max_elements: int, full: bool) -> torch.Tenso
     n = cmp.status.numel()
     if full or n <= max_elements:
         return None
-    rank = torch.zeros(n, dtype=torch.float64, device=cmp.status.device)
-    flat = cmp.status.reshape(-1)
-    for code, r in _RANK.items():
-        rank[flat == code] = r
-    # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full sort
-    # of a million elements costs more than all three engines together.
     err = torch.nan_to_num(cmp.error.reshape(-1).to(torch.float64), nan=0.0, posinf=0.0)
-    top = float(err.max()) if n else 0.0
-    key = rank * 2.0 + (err / (2.0 * top) if top > 0 else 0.0)
+    if sum(1 for count in cmp.counts().values() if count) == 1:
+        key = err  # one status throughout (the usual case): the error alone ranks
+    else:
+        # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full
+        # sort of a million elements costs more than all three engines together.
+        lut = torch.tensor([float(_RANK[code]) for code in range(len(_RANK))],
+                           dtype=torch.float64, device=err.device)
+        rank = lut[cmp.status.reshape(-1).to(torch.int64)]
+        top = float(err.max()) if n else 0.0
+        key = rank * 2.0 + (err / (2.0 * top) if top > 0 else 0.0)
     k = min(WORST_ELEMENTS, n)
     values, order = torch.topk(key, k)
-    # equal keys: lowest index first, so the result does not depend on topk's tie order
-    order = order[torch.argsort(-values * (n + 1) + order.to(torch.float64), stable=True)]
-    return order
+    # Equal keys: lowest index first, so the result does not depend on topk's choice among
+    # ties at the cut or on its order (then two stable sorts: by index, then by key).
+    cut = values[-1]
+    above = order[values > cut]
+    ties = torch.nonzero(key == cut).reshape(-1)[:k - above.numel()]
+    order = torch.cat([above, ties])
+    values = key[order]
+    by_index = torch.argsort(order)
+    order, values = order[by_index], values[by_index]
+    return order[torch.argsort(values, descending=True, stable=True)]
 
 
 def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:

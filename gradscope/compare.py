@@ -9,7 +9,8 @@ error estimate); otherwise `ok`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -52,13 +53,14 @@ class Tolerance:
 class Comparison:
     status: torch.Tensor  # int8 codes, shaped like the compared arrays
     error: torch.Tensor  # |autograd − reference|, the larger over the references present
+    hist: list[int] | None = field(default=None, repr=False)  # count per status code
 
     def _histogram(self) -> list[int]:
-        # one pass over the statuses serves counts() and worst()
-        if not hasattr(self, "_hist"):
+        # one pass over the statuses serves counts(), worst() and max_abs_error()
+        if self.hist is None:
             codes = self.status.reshape(-1).to(torch.int64)
-            self._hist = torch.bincount(codes, minlength=len(STATUS_NAMES)).tolist()
-        return self._hist
+            self.hist = torch.bincount(codes, minlength=len(STATUS_NAMES)).tolist()
+        return self.hist
 
     def counts(self) -> dict[str, int]:
         hist = self._histogram()
@@ -92,6 +94,9 @@ class Comparison:
         """Largest error over the elements that were judged (not kinks, not undefined)."""
         if self.error.numel() == 0:
             return 0.0
+        hist = self._histogram()
+        if not (hist[NONDIFFERENTIABLE] or hist[UNDEFINED] or hist[UNCHECKED]):
+            return float(self.error.max())
         skipped = (self.status == NONDIFFERENTIABLE) | (self.status == UNDEFINED) | (
             self.status == UNCHECKED)
         return float(torch.where(skipped, 0.0, self.error).max())
@@ -106,31 +111,49 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
     if checked is not None and finite is not None:
         return _compare_sampled(autograd, symbolic, finite, finite_error, kink, tol, checked)
     ag = autograd.detach().to(torch.float64)
-    error = torch.zeros_like(ag)
-    bad = torch.zeros_like(ag, dtype=torch.bool)
-    # A difference is finite exactly when both sides are; so one isfinite per reference
-    # checks autograd too. With no reference at all, autograd alone decides.
-    defined = torch.isfinite(ag) if symbolic is None and finite is None else None
-    for reference, slack in ((symbolic, None), (finite, finite_error)):
-        if reference is None:
-            continue
+    references = [(r, s) for r, s in ((symbolic, None), (finite, finite_error)) if r is not None]
+    if not references:  # nothing was checked: say so rather than `ok`
+        status = torch.full(ag.shape, UNCHECKED, dtype=torch.int8, device=ag.device)
+        status.masked_fill_(~torch.isfinite(ag), UNDEFINED)
+        return Comparison(status, torch.zeros_like(ag))
+    # This runs a dozen times per check on tensors of up to millions of elements, so it is
+    # written in few passes: a difference is finite exactly when both sides are, and one sum
+    # tells whether all differences are (an overflowing sum only sends us the exact way).
+    error: torch.Tensor | None = None
+    bad: torch.Tensor | None = None
+    defined: torch.Tensor | None = None  # None: every element is defined
+    for reference, slack in references:
         ref = reference.to(ag.device, torch.float64)
-        diff = (ag - ref).abs()
-        ok = torch.isfinite(diff)
-        defined = ok if defined is None else defined & ok
-        limit = tol.atol + tol.rtol * ref.abs()
+        diff = torch.sub(ag, ref).abs_()
+        limit = ref.abs().mul_(tol.rtol).add_(tol.atol)
         if slack is not None:
-            limit = limit + FD_ERROR_FACTOR * slack.to(ag.device, torch.float64)
-        bad |= diff > limit
-        error = torch.maximum(error, torch.where(ok, diff, 0.0))
-    # with no reference engine at all, nothing was checked: say so rather than `ok`
-    status = torch.full(ag.shape, OK if symbolic is not None or finite is not None else UNCHECKED,
-                        dtype=torch.int8, device=ag.device)
-    status[bad] = MISMATCH
+            limit.add_(slack.to(ag.device, torch.float64), alpha=FD_ERROR_FACTOR)
+        over = diff > limit  # NaN compares False; such elements become `undefined` below
+        bad = over if bad is None else bad.logical_or_(over)
+        if not math.isfinite(float(diff.sum())):
+            ok = torch.isfinite(diff)
+            defined = ok if defined is None else defined.logical_and_(ok)
+            diff.masked_fill_(~ok, 0.0)
+        error = diff if error is None else torch.maximum(error, diff, out=error)
+    assert error is not None and bad is not None
+    status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
+    uniform = True
+    if bool(bad.any()):
+        status.masked_fill_(bad, MISMATCH)
+        uniform = False
     if kink is not None:
-        status[kink.to(ag.device).expand(ag.shape)] = NONDIFFERENTIABLE
-    status[~defined] = UNDEFINED
-    return Comparison(status, error)
+        kink = kink.to(ag.device).expand(ag.shape)
+        if bool(kink.any()):
+            status.masked_fill_(kink, NONDIFFERENTIABLE)
+            uniform = False
+    if defined is not None:
+        status.masked_fill_(~defined, UNDEFINED)
+        uniform = False
+    cmp = Comparison(status, error)
+    if uniform:  # every element ok: the histogram is known without a pass
+        cmp.hist = [0] * len(STATUS_NAMES)
+        cmp.hist[OK] = status.numel()
+    return cmp
 
 
 def _compare_sampled(autograd: torch.Tensor, symbolic: torch.Tensor | None,

@@ -88,7 +88,7 @@ def graph(request: Request) -> GraphReport:
     forward, anomaly = _sourced(target)
     try:
         traced = flow.trace(forward, cast, upstream.detach(), anomaly=anomaly,
-                            ours=usercode.OURS)
+                            ours=usercode.OURS, norms=True)
     except (UsageError, TargetError):
         raise
     except Exception as exc:

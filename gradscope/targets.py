@@ -21,6 +21,7 @@ from gradscope.expr import ir
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value, parse
 from gradscope.expr.to_torch import evaluate
+from gradscope.tensor_utils import all_finite
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class ExpressionTarget:
             if out.grad_fn is not None and id(out.grad_fn) not in where:
                 where[id(out.grad_fn)] = (node.op, self.expression.text(node))
             tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-            if out.is_floating_point() and not bool(torch.isfinite(out).all()) and all(
-                    bool(torch.isfinite(a).all()) for a in tensors):
+            if out.is_floating_point() and not all_finite(out) and all(
+                    all_finite(a) for a in tensors):
                 bad = int((~torch.isfinite(out)).sum())
                 inputs = tuple(n for n in self.names if ir.depends_on(node, n))
                 forward_nan.append((node.op, self.expression.text(node), inputs, bad))

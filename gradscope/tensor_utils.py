@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """True when no element is NaN or infinite. One float64 sum decides in the usual case (it
+    is finite only if every element is; isfinite is a slower pass over large tensors); only an
+    overflowing or non-finite sum pays for the exact test."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return True
+    if math.isfinite(float(torch.sum(t.detach(), dtype=torch.float64))):
+        return True
+    return bool(torch.isfinite(t).all())
 
 
 def sum_to_shape(t: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradscope.compare import (
     DEFAULT_TOLERANCES,
     MISMATCH,
     NONDIFFERENTIABLE,
     OK,
+    STATUS_NAMES,
+    UNCHECKED,
     UNDEFINED,
     Tolerance,
     compare,
@@ -65,3 +71,56 @@ def test_float32_error_passes_in_float32_but_not_in_float64():
     ag = _t(1.0 + 1e-5)
     assert compare(ag, _t(1.0), None, None, None, Tolerance.for_dtype("float32")).worst() == "ok"
     assert compare(ag, _t(1.0), None, None, None, TOL).worst() == "mismatch"
+
+
+# ---------------------------------------------------------------- against a naive reference
+def _naive(ag, sym, fd, err, kink, tol):
+    """compare() element by element in plain Python: the definition the fast passes keep."""
+    status, error = [], []
+    for i, a in enumerate(ag):
+        refs = [(r[i], None) for r in (sym,) if r is not None]
+        refs += [(fd[i], err[i])] if fd is not None else []
+        defined, bad, worst = True, False, 0.0
+        for ref, slack in refs:
+            diff = abs(a - ref)
+            if not math.isfinite(diff):
+                defined = False
+                continue
+            limit = tol.atol + tol.rtol * abs(ref) + (3.0 * slack if slack is not None else 0.0)
+            bad |= diff > limit
+            worst = max(worst, diff)
+        code = MISMATCH if bad else OK
+        if kink is not None and kink[i]:
+            code = NONDIFFERENTIABLE
+        if not defined:
+            code = UNDEFINED
+        status.append(code)
+        error.append(worst)
+    return status, error
+
+
+_number = st.one_of(st.floats(-10, 10), st.sampled_from([0.0, 1e308, -1e308, math.inf,
+                                                           -math.inf, math.nan]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 8).flatmap(lambda n: st.tuples(
+    st.lists(_number, min_size=n, max_size=n),
+    st.none() | st.lists(_number, min_size=n, max_size=n),
+    st.none() | st.lists(_number, min_size=n, max_size=n),
+    st.lists(st.floats(0, 1e-3), min_size=n, max_size=n),
+    st.none() | st.lists(st.booleans(), min_size=n, max_size=n))))
+def test_compare_matches_the_elementwise_definition(case):
+    ag, sym, fd, err, kink = case
+    c = compare(torch.tensor(ag, dtype=torch.float64),
+                None if sym is None else torch.tensor(sym, dtype=torch.float64),
+                None if fd is None else torch.tensor(fd, dtype=torch.float64),
+                torch.tensor(err, dtype=torch.float64) if fd is not None else None,
+                None if kink is None else torch.tensor(kink), TOL)
+    if sym is None and fd is None:
+        assert all(s in (UNCHECKED, UNDEFINED) for s in c.status.tolist())
+        return
+    status, error = _naive(ag, sym, fd, err, kink, TOL)
+    assert c.status.tolist() == status
+    assert c.error.tolist() == error
+    assert c.counts() == {STATUS_NAMES[k]: status.count(k) for k in set(status)}

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import gradscope
+from gradscope.engines.finite_diff import TWO_POINT_FROM, FiniteDifferences
 from gradscope.errors import UsageError
 from tests.conftest import assert_close
 
@@ -162,8 +163,8 @@ def test_maximum_tie_is_half_in_both_engines():
 def test_check_covers_random_upstreams_and_jacobian():
     report = gradscope.check("x * y", x="1,2", y="3,4")
     labels = [c.label for c in report.upstream_checks]
-    assert labels[:2] == ["random upstream #1 (randn, seed 0)",
-                          "random upstream #2 (randn, seed 0)"]
+    assert labels[:2] == ["random upstream #1 (uniform(-1,1), seed 0)",
+                          "random upstream #2 (uniform(-1,1), seed 0)"]
     assert labels[2] == "full Jacobian"
     assert all(c.passed for c in report.upstream_checks)
 
@@ -280,3 +281,16 @@ def test_sampled_python_target_marks_the_rest_unchecked_and_projections_catch_bu
     projections = [c for c in report.upstream_checks if c.label.startswith("random projection")]
     assert projections and not all(c.passed for c in projections)
     assert not report.passed
+
+
+def test_large_elementwise_input_refines_doubted_two_point_estimates(monkeypatch):
+    # exp(30x): the two-point truncation error (h·30)²/6 ≈ 1.5e-6 exceeds rtol 1e-6, so the
+    # comparison doubts those estimates; refined to four points they agree
+    n = TWO_POINT_FROM + 10
+    report = gradscope.check("exp(30*x)", x=f"linspace(0,1,{n})")
+    assert report.passed and report.inputs[0].status_counts == {"ok": n}
+    assert all(c.passed for c in report.upstream_checks)
+    # without the refinement the same check reports mismatches: the mechanism is what passes it
+    monkeypatch.setattr(FiniteDifferences, "refine", lambda self, name, mask: 0)
+    doubted = gradscope.check("exp(30*x)", x=f"linspace(0,1,{n})")
+    assert not doubted.passed and doubted.inputs[0].status_counts["mismatch"] > 1000

@@ -11,6 +11,7 @@ expressions, the user's `file:line` (from anomaly mode's recorded forward traceb
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -58,20 +59,25 @@ class Stats:
     numel: int
     nonzero: int
     nonfinite: int
-    norm: float
+    norm: float | None  # L2 norm; only the graph command shows it, so only it computes it
 
     @property
     def finite(self) -> bool:
         return self.nonfinite == 0
 
     @classmethod
-    def of(cls, t: torch.Tensor | None) -> Stats | None:
+    def of(cls, t: torch.Tensor | None, norm: bool = False) -> Stats | None:
         if t is None:
             return None
         d = t.detach()
-        nonfinite = int((~torch.isfinite(d)).sum())
-        norm = float(torch.linalg.vector_norm(d.to(torch.float64))) if d.numel() else 0.0
-        return cls(d.numel(), int((d != 0).sum()), nonfinite, norm)
+        if not d.numel():
+            return cls(0, 0, 0, 0.0)
+        # Hooks run on every node of a graph over millions of elements: one L1 sum tells
+        # whether all are finite (isfinite is a slower pass), and count_nonzero is cheap.
+        l1 = float(torch.linalg.vector_norm(d, 1, dtype=torch.float64))
+        nonfinite = 0 if math.isfinite(l1) else int((~torch.isfinite(d)).sum())
+        l2 = float(torch.linalg.vector_norm(d, dtype=torch.float64)) if norm else None
+        return cls(d.numel(), int(torch.count_nonzero(d)), nonfinite, l2)
 
 
 @dataclass
@@ -147,9 +153,10 @@ SourcedForward = Callable[[Mapping[str, torch.Tensor]],
 
 
 def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
-          anomaly: bool = False, ours: tuple[str, ...] = (), keep_grads: bool = False) -> Flow:
+          anomaly: bool = False, ours: tuple[str, ...] = (), keep_grads: bool = False,
+          norms: bool = False) -> Flow:
     """Run forward (with anomaly mode for user code, to learn file:line) and backward once,
-    hooking every node of the graph."""
+    hooking every node of the graph (`norms`: also each gradient's L2 norm, for display)."""
     leaves = {n: v.detach().clone().requires_grad_(True) for n, v in values.items()}
     if anomaly:
         with warnings.catch_warnings():
@@ -178,7 +185,7 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
         nodes[id(fn)] = node
         stack.extend(children)
         if kind != "leaf":
-            handles.append(fn.register_hook(_recorder(node, keep_grads)))
+            handles.append(fn.register_hook(_recorder(node, keep_grads, norms)))
     try:
         if out.requires_grad:
             torch.autograd.grad(out, list(leaves.values()), upstream, allow_unused=True)
@@ -191,16 +198,18 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
     return Flow(nodes, root, list(forward_nan))
 
 
-def _recorder(node: FlowNode, keep_grads: bool):
+def _recorder(node: FlowNode, keep_grads: bool, norms: bool):
     def hook(grad_inputs, grad_outputs):
         received = grad_outputs[0] if grad_outputs else None
         if keep_grads and received is not None:
             node.grad = received.detach().clone()
         node.shape = tuple(received.shape) if received is not None else None
-        node.received = Stats.of(received)
-        node.passed = [Stats.of(g) for g in grad_inputs]
+        node.received = Stats.of(received, norms)
+        node.passed = [Stats.of(g, norms) for g in grad_inputs]
         first = grad_inputs[0] if grad_inputs else None
-        if received is not None and first is not None and first.shape == received.shape:
+        # only a saturating op is judged on which elements it blocked
+        if node.kind == "saturation" and received is not None and first is not None \
+                and first.shape == received.shape:
             node.blocked = (received != 0) & (first == 0)
     return hook
 

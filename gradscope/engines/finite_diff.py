@@ -1,11 +1,16 @@
 """The finite-difference engine: central differences with Richardson extrapolation, in float64.
 
-For each input it estimates the Jacobian columns J·e_i with steps h_i = eps·max(1, |x_i|) and
-h_i/2, extrapolates (4·D(h/2) − D(h))/3 and keeps an error estimate (extrapolation difference plus
-round-off). Perturbations are batched:
+For each input it estimates the Jacobian columns J·e_i with steps h_i = eps·max(1, |x_i|).
+An estimate starts as a two-point central difference (f(x+h) − f(x−h))/2h, which carries a
+round-off bound only; a comparison that doubts an estimate has it *refined*: the h/2 points are
+added, (4·D(h/2) − D(h))/3 extrapolated, and an error estimate kept (extrapolation difference
+plus round-off). A two-point estimate that agrees with autograd within the tolerance is
+accepted: its truncation error would have to cancel a real bug to hide it. Perturbations are
+batched:
 
 * *elementwise* inputs (each output element depends on at most one element of the input, which
-  the IR tells) are perturbed all at once: four forward calls for the whole tensor;
+  the IR tells) are perturbed all at once: two forward calls for the whole tensor (four, i.e.
+  extrapolated from the start, below TWO_POINT_FROM elements, where the cost is negligible);
 * otherwise each element is its own perturbation, evaluated in memory-bounded chunks through
   `torch.func.vmap` (a Python loop only when the target cannot be vmapped).
 
@@ -33,6 +38,9 @@ REFINE_ROUNDS = 2
 UNCONVERGED = 1e-2
 # Refine a converged-looking element too when its error estimate is above this (relative).
 REFINE_ERROR = 1e-7
+# Elementwise inputs this large start with two points (two forward calls, not four); smaller
+# ones are cheap enough to show the extrapolated estimate for every element from the start.
+TWO_POINT_FROM = 1 << 16
 BATCH_ELEMENTS = 1 << 19  # elements held by one vmapped chunk (per tensor): 4 MB in float64,
 # small enough to stay in cache (measured: 2^19 beats 2^16 and 2^23 at 1e4 dense elements)
 
@@ -51,7 +59,7 @@ class Columns:
     kink_by_branch: dict[int, torch.Tensor] = field(default_factory=dict)  # branch → mask
     forward_calls: int = 0
     note: str = ""
-    points: torch.Tensor | None = None  # dense: stencil points per column (2, or 4 = refined)
+    points: torch.Tensor | None = None  # stencil points per column/element (2, or 4 = refined)
     sampled: torch.Tensor | None = None  # sampled: flat indices of the columns estimated
 
     @property
@@ -151,6 +159,20 @@ def _changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return diff
 
 
+STENCIL = (1.0, -1.0, 0.5, -0.5)  # steps in units of h: two-point uses the first two
+
+
+def _estimate(outs: list[torch.Tensor] | torch.Tensor, h: torch.Tensor,
+              eps: float = EPS64) -> tuple[torch.Tensor, torch.Tensor]:
+    """(derivative, error bound) from f at the STENCIL points: Richardson-extrapolated with
+    four points; a central difference with two, whose bound is round-off only (its truncation
+    error is unknown until a comparison doubts it and `refine` extrapolates)."""
+    if len(outs) == 4:
+        return _richardson(outs[0], outs[1], outs[2], outs[3], h, eps)
+    fp, fm = outs[0], outs[1]
+    return (fp - fm) / (2 * h), 3 * eps * (fp.abs() + fm.abs()) / h
+
+
 def _richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor,
                 h: torch.Tensor, eps: float = EPS64) -> tuple[torch.Tensor, torch.Tensor]:
     d1 = (fp - fm) / (2 * h)
@@ -167,7 +189,8 @@ class FiniteDifferences:
     def __init__(self, fn: Traced, values: Mapping[str, torch.Tensor], *,
                  elementwise: set[str], eps: float = 1e-4,
                  progress: Callable[[int], None] | None = None,
-                 dtype: torch.dtype = torch.float64) -> None:
+                 dtype: torch.dtype = torch.float64,
+                 two_point_from: int = TWO_POINT_FROM) -> None:
         self.fn = fn
         self.dtype = dtype
         self.machine_eps = float(torch.finfo(dtype).eps)
@@ -175,6 +198,7 @@ class FiniteDifferences:
         self.elementwise = elementwise
         self.eps = eps
         self.progress = progress
+        self.two_point_from = two_point_from
         self.out, self.branches = fn(self.values)
         self.out_shape = tuple(self.out.shape)
         self.vmap_failed: str | None = None
@@ -186,20 +210,26 @@ class FiniteDifferences:
     def columns(self, name: str) -> Columns:
         if name not in self._cache:
             if name in self.elementwise:
-                self._cache[name] = self._elementwise(name)
+                big = self.values[name].numel() >= self.two_point_from
+                self._cache[name] = self._elementwise(name, 2 if big else 4)
             else:
                 self._cache[name] = self._dense(name)
         return self._cache[name]
 
-    # ------------------------------------------------------------ elementwise: 4 calls a round
-    def _elementwise(self, name: str) -> Columns:
+    # ------------------------------------------------------------ elementwise: 2 calls a round
+    def _elementwise(self, name: str, points: int, mask: torch.Tensor | None = None
+                     ) -> Columns:
+        """Every element perturbed at once: `points` forward calls a round (with `mask`, only
+        the elements `refine` asked for)."""
         x = self.values[name]
         h = self.step(name)
+        if mask is not None:
+            h = torch.where(mask, h, 0.0)  # only the masked elements move (others come out NaN)
         calls = 0
         best = None
         for round_ in range(REFINE_ROUNDS + 1):
-            est, err, kink, by_branch = self._perturb_all(name, x, h)
-            calls += 4
+            est, err, kink, by_branch = self._perturb_all(name, x, h, points)
+            calls += points
             if best is None:
                 best = [est, err, kink, by_branch]
             else:
@@ -215,14 +245,35 @@ class FiniteDifferences:
                 best[3] = {k: torch.where(better, by_branch.get(k, torch.zeros_like(better)),
                                           best[3].get(k, torch.zeros_like(better)))
                            for k in set(best[3]) | set(by_branch)}
-            retry = best[2] | self._needs_refinement(best[0], best[1], x)
+            retry = best[2]
+            if points == 4:  # only an extrapolated estimate knows its truncation error
+                retry = retry | self._needs_refinement(best[0], best[1], x)
+            if mask is not None:
+                retry = retry & mask
             if round_ == REFINE_ROUNDS or not bool(retry.any()):
                 break
             h = torch.where(retry, h / REFINE_FACTOR, h)
         est, err, kink, by_branch = best  # type: ignore[misc]
-        kink = kink | self._unconverged(est, err, x)
-        return Columns(name, "elementwise", tuple(x.shape), self.out_shape, est, err, kink,
-                       {k: m for k, m in by_branch.items() if bool(m.any())}, calls)
+        if points == 4:
+            kink = kink | self._unconverged(est, err, x)
+        col = Columns(name, "elementwise", tuple(x.shape), self.out_shape, est, err, kink,
+                      {k: m for k, m in by_branch.items() if bool(m.any())}, calls)
+        col.points = torch.full(x.shape, points, dtype=torch.int8, device=x.device)
+        return col
+
+    def _refine_elementwise(self, col: Columns, todo: torch.Tensor) -> None:
+        new = self._elementwise(col.name, 4, todo)
+        wide = todo.expand(self.out_shape)
+        col.partial = torch.where(wide, new.partial, col.partial)
+        col.error = torch.where(wide, new.error, col.error)
+        col.kink = torch.where(todo, new.kink, col.kink)
+        none = torch.zeros_like(todo)
+        by_branch = {k: torch.where(todo, new.kink_by_branch.get(k, none),
+                                    col.kink_by_branch.get(k, none))
+                     for k in set(col.kink_by_branch) | set(new.kink_by_branch)}
+        col.kink_by_branch = {k: m for k, m in by_branch.items() if bool(m.any())}
+        col.points = torch.where(todo, 4, col.points).to(torch.int8)
+        col.forward_calls += new.forward_calls
 
     def _needs_refinement(self, est: torch.Tensor, err: torch.Tensor,
                           x: torch.Tensor) -> torch.Tensor:
@@ -233,19 +284,20 @@ class FiniteDifferences:
         bad = (err > UNCONVERGED * (est.abs() + 1)) & torch.isfinite(est)
         return any_to_shape(bad, x.shape)
 
-    def _perturb_all(self, name: str, x: torch.Tensor, h: torch.Tensor):
+    def _perturb_all(self, name: str, x: torch.Tensor, h: torch.Tensor, points: int):
         outs, kinks = [], []
-        for scale in (1.0, -1.0, 0.5, -0.5):
+        for scale in STENCIL[:points]:
             vals = dict(self.values)
             vals[name] = x + scale * h
             out, branches = self.fn(vals)
             outs.append(out.expand(self.out_shape))
             kinks.append([_changed(b, b0) for b, b0 in zip(branches, self.branches, strict=True)])
-        h_out = h.expand(self.out_shape)
-        est, err = _richardson(*outs, h_out, self.machine_eps)
+        est, err = _estimate(outs, h.expand(self.out_shape), self.machine_eps)
         by_branch: dict[int, torch.Tensor] = {}
         for k in range(len(self.branches)):
-            changed = kinks[0][k] | kinks[1][k] | kinks[2][k] | kinks[3][k]
+            changed = kinks[0][k]
+            for more in kinks[1:]:
+                changed = changed | more[k]
             if bool(changed.any()):
                 by_branch[k] = any_to_shape(changed, x.shape)
         kink = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
@@ -302,11 +354,18 @@ class FiniteDifferences:
         return col
 
     def refine(self, name: str, mask: torch.Tensor) -> int:
-        """Upgrade the two-point columns under `mask` (input-shaped) to four points with an
-        error estimate; returns how many columns were refined."""
+        """Upgrade the two-point estimates under `mask` (input-shaped: dense columns or
+        elementwise elements) to four points with an error estimate; returns how many were
+        refined."""
         col = self._cache.get(name)
-        if col is None or col.mode != "dense":
+        if col is None or col.points is None:  # sampled columns have four points already
             return 0
+        if col.mode == "elementwise":
+            todo_mask = mask.to(col.points.device).reshape(col.points.shape) & (col.points == 2)
+            count = int(todo_mask.sum())
+            if count:
+                self._refine_elementwise(col, todo_mask)
+            return count
         todo = torch.nonzero(mask.reshape(-1).to(col.points.device) & (col.points == 2))
         todo = todo.reshape(-1)
         if todo.numel():
@@ -373,18 +432,13 @@ class FiniteDifferences:
         flat = x.reshape(-1)
         batch = flat.expand(points * k, flat.numel()).clone()
         rows = torch.arange(points * k, device=x.device)
-        scales = torch.tensor([1.0, -1.0, 0.5, -0.5][:points], dtype=self.dtype,
+        scales = torch.tensor(STENCIL[:points], dtype=self.dtype,
                               device=x.device).repeat_interleave(k)
         batch[rows, idx.repeat(points)] += scales * h.repeat(points)
         batch = batch.reshape(points * k, *x.shape)
         outs, branches = self._batched(name, batch)
         outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
-        if points == 4:
-            est, err = _richardson(outs[0], outs[1], outs[2], outs[3], h.unsqueeze(0),
-                                   self.machine_eps)
-        else:  # central difference; its error bound is round-off only until refined
-            est = (outs[0] - outs[1]) / (2 * h.unsqueeze(0))
-            err = 3 * self.machine_eps * (outs[0].abs() + outs[1].abs()) / h.unsqueeze(0)
+        est, err = _estimate(outs, h.unsqueeze(0), self.machine_eps)
         kinks = {}
         for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
             changed = _changed(b, b0.unsqueeze(0)).reshape(points, k, -1).any(-1).any(0)

@@ -1,0 +1,39 @@
+"""Turning comparisons into report pieces: which elements a trimmed report shows."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.assemble import WORST_ELEMENTS, worst_indices
+from gradscope.compare import MISMATCH, NONDIFFERENTIABLE, OK, Comparison
+
+
+def _cmp(status, error):
+    return Comparison(torch.tensor(status, dtype=torch.int8),
+                      torch.tensor(error, dtype=torch.float64))
+
+
+def test_small_tensors_are_reported_whole():
+    assert worst_indices(_cmp([OK] * 3, [0.0] * 3), max_elements=10, full=False) is None
+    assert worst_indices(_cmp([OK] * 30, [0.0] * 30), max_elements=10, full=True) is None
+
+
+def test_worst_are_ordered_by_error_even_when_errors_are_tiny():
+    n = 1000
+    error = [0.0] * n
+    error[700], error[5], error[999] = 3e-15, 2e-15, 1e-15
+    idx = worst_indices(_cmp([OK] * n, error), max_elements=10, full=False)
+    assert idx.tolist()[:3] == [700, 5, 999]
+    assert idx.tolist()[3:6] == [0, 1, 2]  # equal keys: lowest index first
+    assert len(idx) == WORST_ELEMENTS
+
+
+def test_severity_ranks_before_error():
+    n = 200
+    status, error = [OK] * n, [0.0] * n
+    error[10] = 5.0  # a large error on an ok element ranks below any mismatch
+    status[150], error[150] = MISMATCH, 1e-3
+    status[40], error[40] = MISMATCH, 2e-3
+    status[90] = NONDIFFERENTIABLE
+    idx = worst_indices(_cmp(status, error), max_elements=10, full=False).tolist()
+    assert idx[:4] == [40, 150, 90, 10]

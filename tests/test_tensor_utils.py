@@ -1,0 +1,25 @@
+"""Shape and finiteness helpers shared by the engines."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.tensor_utils import all_finite, any_to_shape, sum_to_shape
+
+
+def test_all_finite_fast_path_and_exact_fallback():
+    assert all_finite(torch.tensor([1.0, -2.0]))
+    assert not all_finite(torch.tensor([1.0, float("nan")]))
+    assert not all_finite(torch.tensor([float("inf"), -float("inf")]))
+    assert all_finite(torch.tensor([1e308, 1e308], dtype=torch.float64))  # the sum overflows
+    assert all_finite(torch.tensor([60000.0, 60000.0], dtype=torch.float16))
+    assert all_finite(torch.tensor([1, 2])) and all_finite(torch.tensor([]))
+
+
+def test_sum_and_any_to_shape_undo_broadcasting():
+    t = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    assert sum_to_shape(t, (3,)).tolist() == [3.0, 5.0, 7.0]
+    assert sum_to_shape(t, (2, 1)).tolist() == [[3.0], [12.0]]
+    assert sum_to_shape(t, (2, 3)) is t
+    mask = torch.tensor([[False, True, False], [False, False, False]])
+    assert any_to_shape(mask, (3,)).tolist() == [False, True, False]
