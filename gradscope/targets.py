@@ -23,6 +23,10 @@ from gradscope.expr.parse import constant_value, parse
 from gradscope.expr.to_torch import evaluate
 from gradscope.tensor_utils import all_finite
 
+# Finite differences keep subexpressions evaluated at the base point for reuse up to this
+# many elements in all (512 MB in float64); past it every point is evaluated in full.
+MAX_REUSED_ELEMENTS = 1 << 26
+
 
 @dataclass(frozen=True)
 class Branch:
@@ -38,8 +42,9 @@ class ExpressionTarget:
     text: str
     expression: ir.Expression
     kind: str = "expression"
-    branch_sites: list[Branch] = field(default_factory=list)
+    branch_sites: list[Branch] = field(default_factory=list, init=False)
     _kinky: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)
+    _sites: dict[int, int] = field(default_factory=dict, repr=False, init=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -59,22 +64,97 @@ class ExpressionTarget:
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return evaluate(self.expression, values)
 
-    def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-        """Forward plus the branch id of every kinky op application, in a fixed order."""
-        branches: list[torch.Tensor] = []
-        first = not self.branch_sites  # the sites are the same on every call: name them once
+    def __post_init__(self) -> None:
+        # The kinky op applications in evaluation (post-)order: the order of traced()'s branch
+        # ids. A constant argument that decides the kink (x**2, x/3) leaves an op out.
+        order: list[ir.Call] = []
+
+        def post(node: ir.Node) -> None:
+            if isinstance(node, ir.Call):
+                for arg in _evaluated_args(node):
+                    post(arg)
+                if OPS[node.op].branch is not None and self._can_kink(node):
+                    order.append(node)
+
+        post(self.expression.root)
+        self._sites = {id(node): k for k, node in enumerate(order)}
+        self.branch_sites = [Branch(node.op, self.expression.text(node),
+                                    tuple(n for n in self.names if ir.depends_on(node, n)))
+                             for node in order]
+
+    def traced(self, values: Mapping[str, torch.Tensor], *,
+               reuse: Mapping[int, torch.Tensor] | None = None,
+               base_branches: list[torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Forward plus the branch id of every kinky op application (`branch_sites` order).
+        `reuse` maps nodes to values computed before (their subtrees are not evaluated, and
+        their branch ids are taken from `base_branches`)."""
+        sites = self._sites
+        branches: list = list(base_branches) if base_branches is not None else [None] * len(sites)
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
-            op = OPS[node.op]
-            if op.branch is not None and self._can_kink(node):
-                branches.append(op.branch(*args))
-                if first:
-                    self.branch_sites.append(Branch(
-                        op.name, self.expression.text(node),
-                        tuple(n for n in self.names if ir.depends_on(node, n))))
+            k = sites.get(id(node))
+            if k is not None:
+                branches[k] = OPS[node.op].branch(*args)
 
-        out = evaluate(self.expression, values, visit=visit)
+        out = evaluate(self.expression, values, visit=visit if sites else None, reuse=reuse)
         return out, branches
+
+    def traced_around(self, base: Mapping[str, torch.Tensor]):
+        """traced(base), and a factory of traced functions for points that differ from `base`
+        in one input only: each reuses the subexpressions without that input, evaluated here
+        once (finite differences move one input at a time; `3*a + log(c)` moving `a` need not
+        recompute `log(c)`)."""
+        deps = self._dependencies
+        frontier: dict[str, set[int]] = {}
+        for name in self.names:
+            keep: set[int] = set()
+            for node in self.expression.walk():
+                if isinstance(node, ir.Call) and name in deps[id(node)]:
+                    keep.update(id(a) for a in _evaluated_args(node)
+                                if isinstance(a, ir.Call) and name not in deps[id(a)])
+            frontier[name] = keep
+        wanted = set().union(*frontier.values()) if frontier else set()
+        kept: dict[int, torch.Tensor] = {}
+        sites = self._sites
+        branches: list = [None] * len(sites)
+
+        def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
+            if id(node) in wanted:
+                kept[id(node)] = out
+            k = sites.get(id(node))
+            if k is not None:
+                branches[k] = OPS[node.op].branch(*args)
+
+        out = evaluate(self.expression, base, visit=visit)
+        if sum(t.numel() for t in kept.values()) > MAX_REUSED_ELEMENTS:
+            kept, frontier = {}, {}  # memory first: every point is evaluated in full
+
+        def moving(name: str):
+            reuse = {i: kept[i] for i in frontier.get(name, ()) if i in kept}
+            if not reuse:
+                return self.traced
+            return lambda values: self.traced(values, reuse=reuse, base_branches=branches)
+
+        return out, branches, moving
+
+    @cached_property
+    def _dependencies(self) -> dict[int, frozenset[str]]:
+        """The inputs each node depends on, by node id (one pass, children first)."""
+        deps: dict[int, frozenset[str]] = {}
+
+        def visit(node: ir.Node) -> frozenset[str]:
+            if isinstance(node, ir.Var):
+                found = frozenset((node.name,))
+            elif isinstance(node, ir.Call):
+                found = frozenset().union(*(visit(a) for a in node.args))
+            else:
+                found = frozenset()
+            deps[id(node)] = found
+            return found
+
+        visit(self.expression.root)
+        return deps
 
     def sourced(self, values: Mapping[str, torch.Tensor]):
         """Forward that also maps each grad_fn to its op and source span, and notes the first
@@ -126,6 +206,11 @@ class ExpressionTarget:
                     isinstance(a, ir.Var) and a.name == name for a in node.args):
                 return OPS[node.op].domain
         return None
+
+
+def _evaluated_args(node: ir.Call) -> tuple[ir.Node, ...]:
+    """The arguments evaluation visits (a reduction's dim is a plain number, not evaluated)."""
+    return node.args[:1] if OPS[node.op].takes_dim else node.args
 
 
 def _nonnegative_int(node: ir.Node) -> bool:

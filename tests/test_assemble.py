@@ -37,3 +37,18 @@ def test_severity_ranks_before_error():
     status[90] = NONDIFFERENTIABLE
     idx = worst_indices(_cmp(status, error), max_elements=10, full=False).tolist()
     assert idx[:4] == [40, 150, 90, 10]
+
+
+def test_block_topk_equals_torch_topk():
+    from gradscope.assemble import _topk
+
+    gen = torch.Generator().manual_seed(1)
+    for n in (100, 204_800, 1_000_003):
+        key = torch.rand(n, generator=gen, dtype=torch.float64)
+        key[n // 3] = 5.0  # a clear winner, and clustered large values in one block
+        key[64:80] = torch.linspace(2.0, 3.0, 16, dtype=torch.float64)
+        values, idx = _topk(key, 50)
+        want_values, want_idx = torch.topk(key, 50)
+        assert torch.equal(values, want_values)
+        assert set(idx.tolist()) == set(want_idx.tolist())
+        assert torch.equal(key[idx], values)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+import torch
 
 from gradscope.errors import UsageError
 from gradscope.targets import resolve
@@ -50,3 +53,28 @@ def test_callables_resolve_to_python_targets():
 
     target = resolve(f)
     assert target.kind == "function" and target.names == ("x", "y")
+
+
+def test_traced_around_reuses_what_does_not_move_and_agrees_with_traced(monkeypatch):
+    import gradscope.expr.ops as ops_module
+
+    target = resolve("abs(a) * 3 + log(c) * clamp(b, 0, 1) + sum(a)")
+    base = {n: torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64) for n in "abc"}
+    base["c"] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    out, branches, moving = target.traced_around(base)
+    want_out, want_branches = target.traced(base)
+    assert torch.equal(out, want_out) and len(branches) == len(target.branch_sites) == 2
+    assert all(torch.equal(x, y) for x, y in zip(branches, want_branches, strict=True))
+
+    calls = []
+    log = ops_module.OPS["log"]
+    monkeypatch.setitem(ops_module.OPS, "log", dataclasses.replace(
+        log, torch=lambda *a: calls.append(1) or torch.log(*a)))
+    moved = {**base, "a": base["a"] + torch.tensor([0.1, 0.2, -2.0], dtype=torch.float64)}
+    got, got_branches = moving("a")(moved)
+    assert calls == []  # log(c) does not depend on a: reused, not recomputed
+    want, want_b = target.traced(moved)
+    assert len(calls) == 1
+    assert torch.equal(got, want)
+    assert all(torch.equal(x, y) for x, y in zip(got_branches, want_b, strict=True))
+    assert not torch.equal(got_branches[0], branches[0])  # abs(a) changed sign at element 2

@@ -11,7 +11,6 @@ expressions, the user's `file:line` (from anomaly mode's recorded forward traceb
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ import torch
 
 from gradscope.assemble import mask_indices
 from gradscope.report import Diagnostic
+from gradscope.tensor_utils import all_finite
 
 # grad_fn name (without the trailing digits) → (catalogue op, kind)
 CATALOGUE: dict[str, tuple[str, str]] = {
@@ -72,10 +72,9 @@ class Stats:
         d = t.detach()
         if not d.numel():
             return cls(0, 0, 0, 0.0)
-        # Hooks run on every node of a graph over millions of elements: one L1 sum tells
-        # whether all are finite (isfinite is a slower pass), and count_nonzero is cheap.
-        l1 = float(torch.linalg.vector_norm(d, 1, dtype=torch.float64))
-        nonfinite = 0 if math.isfinite(l1) else int((~torch.isfinite(d)).sum())
+        # Hooks run on every node of a graph over millions of elements: a sum tells whether
+        # all are finite (isfinite is a slower pass), and count_nonzero is cheap.
+        nonfinite = 0 if all_finite(d) else int((~torch.isfinite(d)).sum())
         l2 = float(torch.linalg.vector_norm(d, dtype=torch.float64)) if norm else None
         return cls(d.numel(), int(torch.count_nonzero(d)), nonfinite, l2)
 
@@ -165,37 +164,55 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
                 out, where, forward_nan = forward(leaves)
     else:
         out, where, forward_nan = forward(leaves)
-    names = {id(t): n for n, t in leaves.items()}
-    nodes: dict[int, FlowNode] = {}
-    handles = []
-    stack = [out.grad_fn] if out.grad_fn is not None else []
-    while stack:
-        fn = stack.pop()
-        if id(fn) in nodes:
-            continue
-        op, kind = _classify(fn.name())
-        src_op, text = where.get(id(fn), (None, ""))
-        node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
-                        text or (_user_frame(fn, ours) if anomaly else ""))
-        if kind == "leaf":
-            node.leaf = names.get(id(fn.variable), "?")
-            node.where = node.leaf
-        children = [c for c, _ in fn.next_functions if c is not None]
-        node.children = [id(c) for c in children]
-        nodes[id(fn)] = node
-        stack.extend(children)
-        if kind != "leaf":
-            handles.append(fn.register_hook(_recorder(node, keep_grads, norms)))
+    tracer = Tracer(out, leaves, where, forward_nan, anomaly=anomaly, ours=ours,
+                    keep_grads=keep_grads, norms=norms)
     try:
         if out.requires_grad:
             torch.autograd.grad(out, list(leaves.values()), upstream, allow_unused=True)
     finally:
-        for h in handles:
+        traced = tracer.finish()
+    return traced
+
+
+class Tracer:
+    """Hooks on every node of an existing graph: the next backward through it (a user's
+    `y.backward(v)` included; the hooks only look) records the flow, `finish` judges it."""
+
+    def __init__(self, out: torch.Tensor, leaves: Mapping[str, torch.Tensor],
+                 where: Mapping[int, tuple[str, str]], forward_nan: list, *,
+                 anomaly: bool = False, ours: tuple[str, ...] = (), keep_grads: bool = False,
+                 norms: bool = False) -> None:
+        names = {id(t): n for n, t in leaves.items()}
+        self.nodes: dict[int, FlowNode] = {}
+        self.handles: list[Any] = []
+        self.root = id(out.grad_fn) if out.grad_fn is not None else None
+        self.forward_nan = list(forward_nan)
+        stack = [out.grad_fn] if out.grad_fn is not None else []
+        while stack:
+            fn = stack.pop()
+            if id(fn) in self.nodes:
+                continue
+            op, kind = _classify(fn.name())
+            src_op, text = where.get(id(fn), (None, ""))
+            node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
+                            text or (_user_frame(fn, ours) if anomaly else ""))
+            if kind == "leaf":
+                node.leaf = names.get(id(fn.variable), "?")
+                node.where = node.leaf
+            children = [c for c, _ in fn.next_functions if c is not None]
+            node.children = [id(c) for c in children]
+            self.nodes[id(fn)] = node
+            stack.extend(children)
+            if kind != "leaf":
+                self.handles.append(fn.register_hook(_recorder(node, keep_grads, norms)))
+
+    def finish(self) -> Flow:
+        for h in self.handles:
             h.remove()
-    for node in nodes.values():
-        _judge(node)
-    root = id(out.grad_fn) if out.grad_fn is not None else None
-    return Flow(nodes, root, list(forward_nan))
+        self.handles = []
+        for node in self.nodes.values():
+            _judge(node)
+        return Flow(self.nodes, self.root, self.forward_nan)
 
 
 def _recorder(node: FlowNode, keep_grads: bool, norms: bool):

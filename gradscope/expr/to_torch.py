@@ -18,8 +18,11 @@ Visitor = Callable[[ir.Call, list, torch.Tensor], None]
 
 
 def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
-             visit: Visitor | None = None) -> torch.Tensor:
-    """Evaluate `expr` on `values` (all of one dtype and device); constants follow that dtype."""
+             visit: Visitor | None = None,
+             reuse: Mapping[int, torch.Tensor] | None = None) -> torch.Tensor:
+    """Evaluate `expr` on `values` (all of one dtype and device); constants follow that dtype.
+    `reuse` maps node ids to values already known: those subtrees are neither evaluated nor
+    visited."""
     first = next(iter(values.values()))
     consts: dict[float, torch.Tensor] = {}
 
@@ -29,6 +32,8 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
         return consts[value]
 
     def run(node: ir.Node) -> torch.Tensor:
+        if reuse is not None and id(node) in reuse:
+            return reuse[id(node)]
         if isinstance(node, ir.Var):
             return values[node.name]
         if isinstance(node, ir.Num | ir.Const):
