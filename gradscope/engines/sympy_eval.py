@@ -98,7 +98,9 @@ class SympyEvaluator:
             return torch.rsqrt(self.as_tensor(b))
         if exponent.is_Integer and abs(int(exponent)) <= 64:
             return self.as_tensor(b) ** int(exponent)
-        return torch.pow(self.as_tensor(b), self.as_tensor(self.node(exponent)))
+        power = self.node(exponent)  # a Python number keeps torch's fast scalar-pow kernels
+        return torch.pow(self.as_tensor(b), power if isinstance(power, float)
+                         else self.as_tensor(power))
 
     def _piecewise(self, e: sp.Piecewise) -> Any:
         result: Any = None

@@ -40,6 +40,10 @@ class Op:
     domain: tuple[float, float] | None = None
     symbol: str | None = None  # operator spelling, for operators
     takes_dim: bool = False
+    # Argument positions torch takes as Python numbers when they are constants: its kernels
+    # special-case them (torch.pow(x, 2) squares; with a 0-d tensor exponent it runs the
+    # generic pow, twenty times slower).
+    scalar_args: tuple[int, ...] = ()
     # Structural rows only: closed-form adjoints on plain tensors.
     vjp: Callable[..., list[Tensor]] | None = None
     jvp: Callable[..., Tensor] | None = None
@@ -221,7 +225,11 @@ def _bilinear_formula(transpose: bool) -> Callable[..., list[Any]]:
 def _pow_branch(x: Tensor, y: Tensor) -> Tensor:
     # x**y is smooth where x > 0 or the exponent is a non-negative integer; elsewhere 0 is a pole
     # or the edge of the domain.
-    smooth = (x > 0) | ((y >= 0) & (y == torch.round(y)))
+    if not isinstance(y, Tensor):  # a constant exponent (see Op.scalar_args)
+        whole = y >= 0 and float(y).is_integer()
+        smooth = (x > 0) | whole
+    else:
+        smooth = (x > 0) | ((y >= 0) & (y == torch.round(y)))
     return torch.where(smooth, torch.ones_like(x), torch.sign(x) - 2)
 
 
@@ -279,7 +287,8 @@ _ROWS: list[Op] = [
     _ew("mul", torch.mul, lambda a, b: a * b, "a * b", 2, symbol="*"),
     _ew("div", torch.div, lambda a, b: a / b, "a / b (pole where b = 0)", 2, symbol="/",
         branch=lambda a, b: torch.sign(b)),
-    _ew("pow", torch.pow, _sympy_pow, "a ** b, pow(a, b)", 2, symbol="**", branch=_pow_branch),
+    _ew("pow", torch.pow, _sympy_pow, "a ** b, pow(a, b)", 2, symbol="**", branch=_pow_branch,
+        scalar_args=(1,)),
     _ew("neg", torch.neg, lambda a: -a, "-a", symbol="-"),
     _ew("pos", _unit, lambda a: a, "+a", symbol="+"),
     Op("matmul", STRUCTURAL, (2, 2), torch.matmul, "a @ b (matrix product)", symbol="@",

@@ -45,12 +45,14 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
             kwargs = {"dim": dim}
         else:
-            args = [run(a) for a in node.args]
+            args = [float(a.value) if i in op.scalar_args and isinstance(a, ir.Num | ir.Const)
+                    else run(a) for i, a in enumerate(node.args)]
             kwargs = {}
         try:
             out = op.torch(*args, **kwargs)
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
-            shapes = ", ".join(str(tuple(a.shape)) for a in args)
+            shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else "()"
+                               for a in args)
             text = str(exc).strip()
             first_line = text.splitlines()[0] if text else type(exc).__name__
             raise UsageError(f"cannot compute `{expr.text(node)}` on shapes {shapes}: "
