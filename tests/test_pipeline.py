@@ -294,3 +294,28 @@ def test_large_elementwise_input_refines_doubted_two_point_estimates(monkeypatch
     monkeypatch.setattr(FiniteDifferences, "refine", lambda self, name, mask: 0)
     doubted = gradscope.check("exp(30*x)", x=f"linspace(0,1,{n})")
     assert not doubted.passed and doubted.inputs[0].status_counts["mismatch"] > 1000
+
+
+def test_large_outputs_get_one_random_upstream_and_it_still_catches_a_backward(tmp_path):
+    n = 70_000
+    report = gradscope.check("x * y", x=f"linspace(1,2,{n})", y=f"linspace(2,3,{n})")
+    assert [c.label for c in report.upstream_checks] == [
+        "random upstream #1 (uniform(-1,1), seed 0)"]
+    # a backward that ignores grad_output's values is right for the ones upstream only
+    path = tmp_path / "blind.py"
+    path.write_text(
+        "import torch\n"
+        "class Square(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x * x\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        (x,) = ctx.saved_tensors\n"
+        "        return 2 * x * g.abs()\n")
+    blind = gradscope.check(f"{path}:Square", x=f"linspace(1,2,{n})", sample=50)
+    assert blind.inputs[0].status_counts.get("mismatch", 0) == 0  # ones upstream: |1| = 1
+    (random,) = [c for c in blind.upstream_checks if c.label.startswith("random upstream")]
+    assert not random.passed and random.mismatches > 10  # about half of the 50 sampled
+    assert not blind.passed
