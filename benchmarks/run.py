@@ -5,7 +5,9 @@
 
 Each case runs in its own subprocess so its peak memory (ru_maxrss) is its own. Times exclude
 the Python/torch import; `gradscope` is the library call `gradscope.check(...)`: all three engines,
-every element compared, random upstreams included.
+every element compared, random upstreams included. Both sides are timed warm and at full size,
+best of several runs. Two more tables: the symbolic engine alone on a 43-node expression (cold,
+first use in a fresh process), and start-up of the command line against `import torch, sympy`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -26,7 +29,13 @@ CASES = {
     "dense-1k": ("sum(sin(x)**2) * mean(cos(x))", 1000, True, True),
     "dense-10k": ("sum(sin(x)**2) * mean(cos(x))", 10_000, True, True),
 }
-QUICK = {"elementwise-3k": 300, "elementwise-1M": 100_000, "dense-1k": 200, "dense-10k": 1000}
+QUICK = {"elementwise-3k": 300, "elementwise-1M": 100_000, "dense-1k": 200, "dense-10k": 1000,
+         "dense-sampled": 30_000}
+# A dense input past --max-fd (20,000): a seeded sample of columns plus random projections.
+CASES["dense-sampled"] = ("sum(sin(x)**2) * mean(cos(x))", 50_000, False, True)
+# 43 nodes (25 ops) over three inputs, elementwise: the symbolic engine's work at scale.
+SYMBOLIC_EXPR = ("sin(a)*exp(-b*b) + log(1 + a*a)*cos(b) - tanh(a*b + c)/(1 + c*c) "
+                 "+ sqrt(c*c + 1)*sigmoid(a - b)")
 
 
 def _torch_fn(expr: str):
@@ -86,6 +95,55 @@ def run_case(name: str, size: int) -> dict:
     return result
 
 
+def run_symbolic(size: int) -> dict:
+    """Build the symbolic engine (sympy derivatives, cse, torch evaluation) and take one VJP,
+    cold: the first use in this process."""
+    import torch
+
+    from gradscope.engines.symbolic import SymbolicEngine
+    from gradscope.expr.parse import parse
+
+    gen = torch.Generator().manual_seed(0)
+    values = {n: torch.rand(size, generator=gen, dtype=torch.float64) + 0.5 for n in "abc"}
+    expr = parse(SYMBOLIC_EXPR)
+    tic = time.perf_counter()
+    engine = SymbolicEngine(expr, values)
+    engine.vjp(torch.ones(size, dtype=torch.float64))
+    cold = time.perf_counter() - tic
+    tic = time.perf_counter()
+    engine.vjp(torch.ones(size, dtype=torch.float64))
+    return {"case": "symbolic", "expression": SYMBOLIC_EXPR, "nodes": len(list(expr.walk())),
+            "size": size, "cold_s": cold, "vjp_s": time.perf_counter() - tic}
+
+
+def _wall(argv: list[str], repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        tic = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        times.append(time.perf_counter() - tic)
+    return min(times)
+
+
+def run_startup() -> list[dict]:
+    """Wall time of the command line (best of three fresh processes each)."""
+    cli = shutil.which("gradscope")
+    base = [cli] if cli else [sys.executable, "-m", "gradscope"]
+    imports = _wall([sys.executable, "-c", "import torch, sympy"])
+    rows = [{"command": "python -c 'import torch, sympy'", "wall_s": imports}]
+    for args in (["--help"], ["--version"], ["check", "x**2"]):
+        rows.append({"command": "gradscope " + " ".join(args), "wall_s": _wall(base + args),
+                     "vs_import": None})
+        rows[-1]["vs_import"] = rows[-1]["wall_s"] / imports
+    return rows
+
+
+def _subprocess(args: list[str]) -> str:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    return out.stdout.strip().splitlines()[-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -93,24 +151,28 @@ def main() -> None:
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print JSON rows instead")
     args = parser.parse_args()
+    if args.case == "symbolic":
+        print(json.dumps(run_symbolic(args.size)))
+        return
     if args.case:
         print(json.dumps(run_case(args.case, args.size)))
         return
     rows = []
     for name, (_, size, _, _) in CASES.items():
         size = QUICK[name] if args.quick else size
-        out = subprocess.run([sys.executable, __file__, "--case", name, "--size", str(size)],
-                             capture_output=True, text=True, check=True,
-                             env=dict(os.environ, PYTHONPATH=os.getcwd()))
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(json.loads(_subprocess(["--case", name, "--size", str(size)])))
+    symbolic = json.loads(_subprocess(["--case", "symbolic",
+                                       "--size", str(100_000 if args.quick else 1_000_000)]))
+    startup = run_startup()
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"checks": rows, "symbolic": symbolic, "startup": startup}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"gradscope vs torch.autograd.gradcheck — {platform.machine()}, "
-                        f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
+               f"{platform.python_version()}")
+    table = Table(title=f"gradscope vs torch.autograd.gradcheck — {machine}")
     for col in ("case", "size", "plain f+b", "gradscope", "× plain", "gradcheck slow",
                 "slow / gradscope", "gradcheck fast", "gradscope / fast", "gradscope peak RSS"):
         table.add_column(col, justify="right" if col != "case" else "left")
@@ -127,6 +189,19 @@ def main() -> None:
     if not console.is_terminal:
         console.width = 160
     console.print(table)
+    sym = Table(title="symbolic engine alone (cold: sympy derivatives, cse, torch evaluation)")
+    for col in ("expression", "nodes", "size", "build + first VJP", "next VJP"):
+        sym.add_column(col, justify="left" if col == "expression" else "right")
+    sym.add_row(symbolic["expression"], str(symbolic["nodes"]), f"3×{symbolic['size']:,}",
+                f"{symbolic['cold_s'] * 1e3:.0f} ms", f"{symbolic['vjp_s'] * 1e3:.1f} ms")
+    console.print(sym)
+    start = Table(title="start-up (wall time of a fresh process, best of 3)")
+    for col in ("command", "wall", "× import torch, sympy"):
+        start.add_column(col, justify="left" if col == "command" else "right")
+    for r in startup:
+        ratio = r.get("vs_import")
+        start.add_row(r["command"], f"{r['wall_s']:.2f} s", f"{ratio:.2f}×" if ratio else "—")
+    console.print(start)
 
 
 if __name__ == "__main__":

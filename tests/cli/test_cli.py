@@ -179,3 +179,35 @@ def test_python_dash_m_and_help_does_not_import_torch(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gradscope", "jvp", "x*x", "--at", "x=3",
                            "--json"], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and json.loads(done.stdout)["inputs"][0]["autograd"] == 6.0
+
+
+def _cli(*args: str, **kw):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    return subprocess.Popen([sys.executable, "-m", "gradscope", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["check", "x*2", "--shape", "3000", "--full"], 0),
+    (["check", "round(x)", "--fail-on", "warning", "--shape", "3000", "--full"], 1),
+    (["check", "x*2", "--shape", "3000", "--full", "--format", "json"], 0),
+])
+def test_exit_code_is_the_verdict_even_when_the_reader_leaves_early(args, code):
+    # `gradscope check ... | head -1`: the pipe closes after one line, with far more output
+    # than a pipe buffers still to come; rich and click would turn that into exit 1
+    proc = _cli(*args)
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    proc.wait(timeout=120)
+    assert proc.returncode == code
+    assert "Traceback" not in proc.stderr.read()
+
+
+def test_console_entry_exits_with_main_codes_and_flushes_everything():
+    proc = _cli("check", "log(x")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and out == ""
+    assert err.strip().startswith("gradscope: error: cannot parse expression")
+    proc = _cli("jvp", "x*x", "--at", "x=3", "--json")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and json.loads(out)["inputs"][0]["autograd"] == 6.0
