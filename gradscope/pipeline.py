@@ -193,7 +193,8 @@ def run(request: Request) -> Report:
     autograd, tracer = _autograd(target, cast, request.intermediates)
     output = autograd.output
     upstream = _upstream(grad_value, output)
-    before = upstream.clone()
+    # a copy to tell whether the user's backward writes into grad_output (expressions cannot)
+    before = upstream.clone() if python else upstream
     failure = None
     try:
         ag_grads = autograd.backward(upstream)
@@ -426,7 +427,7 @@ def _autograd(target: Any, cast: Mapping[str, torch.Tensor], keep_grads: bool
         out, seen["where"], seen["nan"] = target.sourced(values)
         return out
 
-    engine = AutogradEngine(forward, cast)
+    engine = AutogradEngine(forward, cast, copy=False)  # torch ops never write into inputs
     engine.forward = target.forward  # later forward-mode calls need no source map
     return engine, flow.Tracer(engine.output, engine.leaves, seen["where"], seen["nan"],
                                keep_grads=keep_grads)

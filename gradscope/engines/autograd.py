@@ -17,10 +17,14 @@ Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
 
 class AutogradEngine:
-    def __init__(self, forward: Forward, values: Mapping[str, torch.Tensor]) -> None:
+    def __init__(self, forward: Forward, values: Mapping[str, torch.Tensor],
+                 copy: bool = True) -> None:
+        """`copy`: the leaves get their own storage, so code that writes into its inputs
+        cannot change the values the other engines see (not needed for torch expressions)."""
         self.forward = forward
         self.names = list(values)
-        self.leaves = {n: v.detach().clone().requires_grad_(True) for n, v in values.items()}
+        self.leaves = {n: (v.detach().clone() if copy else v.detach()).requires_grad_(True)
+                       for n, v in values.items()}
         out = forward(self.leaves)
         if not isinstance(out, torch.Tensor):
             raise UsageError(f"the target returned {type(out).__name__}, not a tensor")
