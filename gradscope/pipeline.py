@@ -409,6 +409,10 @@ def _custom_backward_checks(state: _Run, upstream: torch.Tensor, before: torch.T
         col = state.columns[name]
         if col is None or bool(masks[name].any()) or not bool((ag_grads[name] != 0).any()):
             continue
+        if not col.locally_constant(state.tol.atol) and state.fd is not None:
+            # a two-point estimate across a jump looks like a steep slope; extrapolated, it
+            # shows that it never converges (a kink): look again with those columns refined
+            state.fd.refine(name, col.nonconstant(state.tol.atol))
         if col.locally_constant(state.tol.atol):
             state.surrogates.add(name)
     return diagnostics

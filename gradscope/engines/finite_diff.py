@@ -98,16 +98,26 @@ class Columns:
     def locally_constant(self, atol: float) -> bool:
         """True when every column away from a kink is zero within its error: the function does
         not change with this input at any point checked (piecewise constant)."""
+        smooth = ~self.kink.reshape(-1)
+        if self.sampled is not None:
+            smooth = smooth[self.sampled]
+        return bool(smooth.any()) and not bool(self.nonconstant(atol).any())
+
+    def nonconstant(self, atol: float) -> torch.Tensor:
+        """Input-shaped mask of the columns away from a kink with an entry beyond
+        atol + 3·error: the elements the function changes with."""
         if self.sampled is not None:
             jac, err = self.partial, self.error
             smooth = ~self.kink.reshape(-1)[self.sampled]
         else:
             jac, err = self.jacobian()
             smooth = ~self.kink.reshape(-1)
-        if not bool(smooth.any()):
-            return False
-        cols, errs = jac[:, smooth], err[:, smooth]
-        return bool((cols.abs() <= atol + 3 * errs).all())
+        moving = (jac.abs() > atol + 3 * err).any(0) & smooth
+        if self.sampled is None:
+            return moving.reshape(self.in_shape)
+        mask = torch.zeros(_numel(self.in_shape), dtype=torch.bool, device=moving.device)
+        mask[self.sampled] = moving
+        return mask.reshape(self.in_shape)
 
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(J, error) as (out_numel, in_numel) matrices (NaN columns where not sampled)."""
