@@ -49,6 +49,9 @@ MAX_JACOBIAN_ENTRIES = 250_000  # `jacobian` refuses larger Jacobians (all input
 MAX_DENSE_FD = 20_000  # default --max-fd: non-elementwise inputs past this are sampled
 DEFAULT_SAMPLE = 1_000  # default --sample: elements given their own column when sampled
 MAX_DENSE_WORK = 2e9  # elements × output elements × 4 evaluations for dense differences
+# Jacobian entries finite differences keep per input (estimate and error: 2 × 8 bytes each,
+# 256 MB); a dense input whose columns would hold more is sampled
+MAX_STORED_ENTRIES = 1 << 24
 PROJECTIONS = 3  # random projections over every element of a sampled input
 
 
@@ -217,15 +220,21 @@ def run(request: Request) -> Report:
     fd, fd_note = _finite_differences(request, target, exact, dtype)
     columns: dict[str, Columns | None] = {}
     fd_skip: dict[str, str] = {}
-    sampled_notes = []
+    sampled_notes: list[str] = []
+    report_notes: list[str] = []
     for name in names:
         try:
-            count = _sample_size(request, fd, name, target)
+            count = _sample_size(request, fd, name)
             if count is None:
                 fd.progress = request.progress(f"finite differences for {name}",
                                                exact[name].numel()) \
-                    if request.progress and name not in target.elementwise_inputs else None
+                    if request.progress and not fd.is_elementwise(name) else None
                 columns[name] = fd.columns(name)
+                if name in fd.probed and fd.is_elementwise(name):
+                    report_notes.append(
+                        f"finite differences: the target is elementwise in {name} (each output "
+                        f"element moves with its own element of {name} only: {fd.probed[name]} "
+                        "probing calls showed it), so all its elements were perturbed at once")
                 continue
             columns[name] = fd.sampled(name, count, seed_for(request.seed, f":sample:{name}"))
         except (TargetError, UsageError, RuntimeError) as exc:
@@ -235,9 +244,13 @@ def run(request: Request) -> Report:
                             f"{str(exc).strip().splitlines()[-1][:160]}"
             continue
         n = exact[name].numel()
+        capped = f", capped by memory at {count:,} columns of {fd.out.numel():,} output " \
+                 f"elements" if count < min(request.sample, n) else ""
         sampled_notes.append(
                 f"finite differences estimated {count:,} of {n:,} elements of {name} (a seeded "
-                f"sample, --sample; inputs past --max-fd {request.max_fd:,} are sampled); "
+                f"sample, --sample {request.sample:,}{capped}; an input past --max-fd "
+                f"{request.max_fd:,} elements, or whose Jacobian columns would hold more than "
+                f"{MAX_STORED_ENTRIES:,} entries, is sampled); "
                 + ("the symbolic engine covers every element, "
                    if isinstance(target, ExpressionTarget) else "the others are `unchecked`, ")
                 + f"and {PROJECTIONS} random projections cover all of them")
@@ -256,7 +269,7 @@ def run(request: Request) -> Report:
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": fd.eps})
     if fd_note:
         report.notes.append(fd_note)
-    report.notes += sampled_notes
+    report.notes += report_notes + sampled_notes
 
     if ag_grads is None:
         assert failure is not None
@@ -506,9 +519,11 @@ def _finite_differences(request: Request, target: Any, exact: Mapping[str, torch
                         dtype: torch.dtype) -> tuple[FiniteDifferences, str | None]:
     """Finite differences in float64; in the run's dtype when the target cannot take float64."""
     eps = request.eps or DEFAULT_EPS
+    probe = not isinstance(target, ExpressionTarget)  # an expression declares its structure
     try:
         return FiniteDifferences(target.traced, exact, elementwise=target.elementwise_inputs,
-                                 eps=eps, around=getattr(target, "traced_around", None)), None
+                                 eps=eps, around=getattr(target, "traced_around", None),
+                                 probe=probe), None
     except (UsageError, TargetError) as exc:
         if dtype == torch.float64:
             raise
@@ -516,7 +531,7 @@ def _finite_differences(request: Request, target: Any, exact: Mapping[str, torch
         low_eps = request.eps or float(torch.finfo(dtype).eps) ** (1 / 3)
         fd = FiniteDifferences(target.traced, {n: t.to(dtype) for n, t in exact.items()},
                                elementwise=target.elementwise_inputs, eps=low_eps, dtype=dtype,
-                               around=getattr(target, "traced_around", None))
+                               around=getattr(target, "traced_around", None), probe=probe)
         return fd, (f"finite differences ran in {request.dtype} (eps {low_eps:.3g}): the target "
                     f"failed in float64 ({first})")
 
@@ -693,14 +708,16 @@ def _symbolic(target: Any, values: Mapping[str, torch.Tensor], upstream: torch.T
                      f"{str(exc).splitlines()[0][:120] if str(exc) else ''})", None
 
 
-def _sample_size(request: Request, fd: FiniteDifferences, name: str, target: Any) -> int | None:
-    """How many columns to sample for `name`, or None for one column per element."""
-    if name in target.elementwise_inputs:
+def _sample_size(request: Request, fd: FiniteDifferences, name: str) -> int | None:
+    """How many columns to sample for `name`, or None for one column per element (all at
+    once when the input is elementwise)."""
+    if fd.is_elementwise(name):
         return None
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
-    if n_in <= request.max_fd and 4.0 * n_in * n_out <= MAX_DENSE_WORK:
+    if n_in <= request.max_fd and 4.0 * n_in * n_out <= MAX_DENSE_WORK \
+            and n_in * n_out <= MAX_STORED_ENTRIES:
         return None
-    affordable = max(1, int(MAX_DENSE_WORK // (4.0 * n_out)))
+    affordable = int(min(MAX_DENSE_WORK // (4.0 * n_out), MAX_STORED_ENTRIES // n_out))
     return max(1, min(request.sample, n_in, affordable))
 
 

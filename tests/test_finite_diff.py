@@ -150,3 +150,40 @@ def test_python_jump_is_found_after_refinement(tmp_path):
     report = gradscope.check(f"{path}:f", x="1.0,0.3,2.5")
     assert report.inputs[0].element_status == ["nondifferentiable", "ok", "ok"]
     assert report.passed
+
+
+def _python_fd(fn, x, **kw):
+    def traced(values):
+        return fn(values["x"]), []
+
+    return FiniteDifferences(traced, {"x": x}, elementwise=set(), probe=True, **kw)
+
+
+def test_probe_finds_elementwise_python_code_in_two_log_n_calls():
+    x = torch.linspace(-2, 2, 5000, dtype=torch.float64)
+    fd = _python_fd(lambda t: t * torch.sigmoid(t), x)
+    assert fd.is_elementwise("x") and fd.probed["x"] == 2 * 13  # 5000 < 2**13
+    col = fd.columns("x")
+    assert col.mode == "elementwise" and col.forward_calls == 4
+    s = torch.sigmoid(x)
+    assert torch.allclose(col.partial, s + x * s * (1 - s), rtol=1e-9)
+
+
+def test_probe_sees_a_single_cross_dependence_anywhere():
+    x = torch.linspace(-2, 2, 5000, dtype=torch.float64)
+
+    def one_pair(t):  # elementwise except that output 4321 also reads element 17
+        out = t * t
+        return out + torch.nn.functional.one_hot(torch.tensor(4321), 5000) * t[17]
+
+    for fn in (one_pair, lambda t: torch.roll(t, 1), lambda t: torch.cumsum(t, 0)):
+        fd = _python_fd(fn, x)
+        assert not fd.is_elementwise("x") and "x" in fd.probed
+
+
+def test_probe_follows_broadcasting_and_skips_small_inputs():
+    x = torch.linspace(-1, 1, 2000, dtype=torch.float64).reshape(2000, 1)
+    fd = _python_fd(lambda t: torch.sin(t) * torch.ones(2000, 3, dtype=torch.float64), x)
+    assert fd.is_elementwise("x")
+    small = _python_fd(torch.sin, torch.linspace(-1, 1, 100, dtype=torch.float64))
+    assert not small.is_elementwise("x") and "x" not in small.probed  # dense is cheap there

@@ -319,3 +319,28 @@ def test_large_outputs_get_one_random_upstream_and_it_still_catches_a_backward(t
     (random,) = [c for c in blind.upstream_checks if c.label.startswith("random upstream")]
     assert not random.passed and random.mismatches > 10  # about half of the 50 sampled
     assert not blind.passed
+
+
+def test_large_elementwise_python_code_is_checked_at_every_element():
+    from tests.test_custom_backward import SEEDS
+
+    report = gradscope.check(f"{SEEDS}:RoundSTE", x="randn(100000)")
+    (x,) = report.inputs
+    assert report.passed and x.finite_difference_mode == "elementwise"
+    assert x.status_counts == {"surrogate": 100_000}  # none `unchecked`
+    assert any("elementwise in x" in n for n in report.notes)
+
+
+def test_dense_python_code_with_a_large_jacobian_is_sampled_within_memory(tmp_path):
+    path = tmp_path / "scan.py"
+    path.write_text("import torch\ndef f(x):\n    return torch.cumsum(x, 0)\n")
+    # 5,000 × 5,000 Jacobian entries is more than finite differences keep: sampled, though
+    # the input is below --max-fd
+    report = gradscope.check(f"{path}:f", x="randn(5000)", sample=200)
+    (x,) = report.inputs
+    assert x.finite_difference_mode == "sampled" and x.status_counts == {
+        "ok": 200, "unchecked": 4800}
+    assert report.passed and any("16,777,216 entries" in n for n in report.notes)
+    big = gradscope.check(f"{path}:f", x="randn(200000)", sample=1000)
+    assert big.inputs[0].status_counts["ok"] == (1 << 24) // 200_000  # capped by memory
+    assert any("capped by memory at 83 columns" in n for n in big.notes)
