@@ -379,7 +379,7 @@ def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: A
 
 
 def _simple_request(target: str, at, shape, grad, arg, init, dtype, seed, device):
-    from gradscope.pipeline import Request
+    from gradscope.request import Request
 
     shapes, default_shape = _shapes(shape)
     return Request(command="check", target=target, at=_assignments(at, "--at"), shapes=shapes,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import UsageError
-from gradscope.pipeline import FAIL_ON, Request
+from gradscope.request import FAIL_ON, Request
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -171,11 +171,11 @@ def _precheck(request: Request, base: Path) -> None:
     """Cheap validation that needs no torch work: the target parses or its file exists, the
     options are in range, the VALUE strings read."""
     from gradscope.expr.parse import parse
-    from gradscope.pipeline import DTYPES, _validate
+    from gradscope.request import DTYPES, validate
     from gradscope.usercode import is_python_target
     from gradscope.values import parse_value
 
-    _validate(request)
+    validate(request)
     if request.dtype not in DTYPES:
         raise UsageError(f"`dtype` must be one of {', '.join(DTYPES)}")
     target = request.target.strip()

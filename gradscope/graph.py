@@ -17,8 +17,8 @@ from gradscope import assemble, usercode
 from gradscope._version import __version__
 from gradscope.diagnose import flow
 from gradscope.errors import TargetError, UsageError
-from gradscope.pipeline import Request, _upstream, _validate, prepare
 from gradscope.report import Diagnostic
+from gradscope.request import Request, prepare, upstream_for, validate
 from gradscope.targets import ExpressionTarget, resolve
 
 MAX_POINTS = 5000
@@ -69,7 +69,7 @@ class GraphReport:
 
 
 def _prepare(request: Request):
-    _validate(request)
+    validate(request)
     target, grad, _, cast = prepare(request)
     return target, grad, cast
 
@@ -84,7 +84,7 @@ def graph(request: Request) -> GraphReport:
     """The backward graph of the target at the request's inputs, with gradient flow."""
     target, grad, cast = _prepare(request)
     out = target.forward(cast)
-    upstream = _upstream(grad, out)
+    upstream = upstream_for(grad, out)
     forward, anomaly = _sourced(target)
     try:
         traced = flow.trace(forward, cast, upstream.detach(), anomaly=anomaly,

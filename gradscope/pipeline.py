@@ -1,16 +1,16 @@
 """One run of a command: TARGET → tensors → the three engines → comparison → Report.
 
-Data flows one way (DESIGN.md). This module owns the order of the steps and the resource
-limits; the engines own the numbers and `assemble` owns turning tensors into report pieces.
+Data flows one way (DESIGN.md). This module owns the order of the steps and the work limits
+of the engines; `request` owns the options and the inputs, the engines own the numbers and
+`assemble` owns turning tensors into report pieces.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,60 +32,32 @@ from gradscope.engines.finite_diff import Columns, FiniteDifferences
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import TargetError, UsageError
 from gradscope.report import ForwardReport, InputReport, Report, UpstreamCheck
-from gradscope.targets import ExpressionTarget, SecondOrderTarget, resolve
-from gradscope.tensor_utils import all_finite
+from gradscope.request import (
+    COMMANDS,
+    DTYPES,
+    FAIL_ON,
+    Request,
+    device_of,
+    prepare,
+    shape_text,
+    upstream_for,
+    validate,
+    value_of,
+)
+from gradscope.targets import ExpressionTarget
 from gradscope.usercode import user_error
-from gradscope.values import MAX_ELEMENTS, Value, parse_value, random_value, seed_for
+from gradscope.values import Value, seed_for
 
-COMMANDS = ("check", "jvp", "jacobian")
-FAIL_ON = ("mismatch", "warning", "never")
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
-          "bfloat16": torch.bfloat16}
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
 ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single vector already
 # weighs every output element independently, and a second costs a backward and compares
 JACOBIAN_CHECK_ENTRIES = 4096  # `check` also compares the full Jacobian up to this size
 MAX_JACOBIAN_ENTRIES = 250_000  # `jacobian` refuses larger Jacobians (all inputs together)
-MAX_DENSE_FD = 20_000  # default --max-fd: non-elementwise inputs past this are sampled
-DEFAULT_SAMPLE = 1_000  # default --sample: elements given their own column when sampled
 MAX_DENSE_WORK = 2e9  # elements × output elements × 4 evaluations for dense differences
 # Jacobian entries finite differences keep per input (estimate and error: 2 × 8 bytes each,
 # 256 MB); a dense input whose columns would hold more is sampled
 MAX_STORED_ENTRIES = 1 << 24
 PROJECTIONS = 3  # random projections over every element of a sampled input
-
-
-@dataclass
-class Request:
-    """Everything a command needs; the CLI and the Python API both build one."""
-
-    command: str
-    target: Any
-    at: Mapping[str, Any] = field(default_factory=dict)
-    positional: tuple[Any, ...] = ()  # API: a callable's arguments in order
-    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    default_shape: tuple[int, ...] | None = None
-    grad: Any = None
-    tangent: Mapping[str, Any] | None = None
-    dtype: str = "float64"
-    eps: float | None = None
-    atol: float | None = None
-    rtol: float | None = None
-    seed: int = 0
-    device: str = "cpu"
-    fail_on: str = "mismatch"
-    max_elements: int = 10_000
-    full: bool = False
-    args: Mapping[str, Any] = field(default_factory=dict)  # non-tensor arguments (Python)
-    init: Mapping[str, Any] = field(default_factory=dict)  # nn.Module constructor arguments
-    base: Path | None = None  # folder that relative file targets are resolved against
-    repeat: int = 1  # jvp: backward calls whose .grad accumulates (seeds/003)
-    order: int = 1  # 2: check double backward (the derivative of the VJP)
-    intermediates: bool = False  # report the gradient of every intermediate tensor
-    max_elements_total: int = MAX_ELEMENTS  # inputs, upstream and tangents, checked up front
-    max_fd: int = MAX_DENSE_FD  # a non-elementwise input larger than this is sampled
-    sample: int = DEFAULT_SAMPLE  # how many of its elements get their own column
-    progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
 @dataclass
@@ -183,19 +155,19 @@ class _Run:
 
 def run(request: Request) -> Report:
     request = replace(request)  # the steps below fill in defaults; the caller's stays as given
-    _validate(request)
+    validate(request)
     started = time.perf_counter()
     timings: dict[str, float] = {}
     target, grad_value, values, cast = prepare(request)
     names = target.names
     python = target.kind != "expression" and request.order == 1
-    dtype, device = DTYPES[request.dtype], _device(request.device)
+    dtype, device = DTYPES[request.dtype], device_of(request.device)
     exact = {n: t.to(torch.float64) for n, t in cast.items()}  # what the other engines see
 
     tic = time.perf_counter()
     autograd, tracer = _autograd(target, cast, request.intermediates)
     output = autograd.output
-    upstream = _upstream(grad_value, output)
+    upstream = upstream_for(grad_value, output)
     # a copy to tell whether the user's backward writes into grad_output (expressions cannot)
     before = upstream.clone() if python else upstream
     failure = None
@@ -328,29 +300,6 @@ def run(request: Request) -> Report:
     timings["total"] = time.perf_counter() - started
     report.timings = {k: round(v, 6) for k, v in timings.items()}
     return report
-
-
-def prepare(request: Request) -> tuple[Any, Value | None, dict[str, Value],
-                                       dict[str, torch.Tensor]]:
-    """The target, the --grad value, the inputs (how they were made) and the inputs cast to
-    the run's dtype and device: the first steps of every command (run, graph, sweep).
-    Fills in `request` (at from API positionals, a named tangent)."""
-    target = resolve(request.target, args=request.args, init=request.init, base=request.base,
-                     positional=request.positional)
-    if getattr(target, "given", None):
-        request.at = {**target.given, **request.at}
-    if request.order == 2:
-        inner = _value(request.grad, "--grad", request.seed, ":grad").tensor \
-            if request.grad is not None else None
-        target = SecondOrderTarget(target, inner)
-        request.grad = None  # --grad is the inner upstream; the outer one is ones
-    _check_names(request, target.names)
-    dtype, device = DTYPES[request.dtype], _device(request.device)
-    grad_value = _value(request.grad, "--grad", request.seed, ":grad",
-                        request.max_elements_total) if request.grad is not None else None
-    values = _inputs(request, target, grad_value)
-    cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
-    return target, grad_value, values, cast
 
 
 def _vjp_inputs(state: _Run, values: Mapping[str, Value], cast: Mapping[str, torch.Tensor],
@@ -555,130 +504,6 @@ def _accumulate(state: _Run, upstream: torch.Tensor,
     }
 
 
-# ---------------------------------------------------------------- validation and inputs
-def _validate(request: Request) -> None:
-    if request.command not in COMMANDS:
-        raise UsageError(f"unknown command {request.command!r}; commands: {', '.join(COMMANDS)}")
-    if request.dtype not in DTYPES:
-        raise UsageError(f"unknown dtype {request.dtype!r}; allowed: {', '.join(DTYPES)}")
-    if request.fail_on not in FAIL_ON:
-        raise UsageError(f"unknown --fail-on {request.fail_on!r}; allowed: "
-                         + ", ".join(FAIL_ON))
-    for option, value in (("--eps", request.eps), ("--atol", request.atol),
-                          ("--rtol", request.rtol)):
-        if value is not None and not (value == value and 0 <= value < float("inf")):
-            raise UsageError(f"{option} must be a finite number >= 0, got {value}")
-    if request.eps is not None and not 0 < request.eps <= 0.1:
-        raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
-    if request.max_elements < 1:
-        raise UsageError("--max-elements must be at least 1")
-    if request.max_fd < 1 or request.sample < 1:
-        raise UsageError("--max-fd and --sample must be at least 1")
-    if request.max_elements_total < 1:
-        raise UsageError("--max-elements-total must be at least 1")
-    if request.order not in (1, 2):
-        raise UsageError(f"--order must be 1 or 2, got {request.order}")
-    if request.repeat < 1:
-        raise UsageError("--repeat must be at least 1")
-
-
-def _device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise UsageError(f"unknown --device {name!r}; allowed: cpu, cuda, cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for, but torch sees no CUDA GPU here "
-                         f"(torch {torch.__version__}); use --device cpu")
-    if device.type not in ("cpu", "cuda"):
-        raise UsageError(f"unknown --device {name!r}; allowed: cpu, cuda, cuda:N")
-    if device.type == "cuda" and device.index is not None \
-            and device.index >= torch.cuda.device_count():
-        raise UsageError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) here")
-    return device
-
-
-def _check_names(request: Request, names: tuple[str, ...]) -> None:
-    allowed = ", ".join(names)
-    tangent = dict(request.tangent or {})
-    if "*" in tangent:  # `--tangent VALUE` without a name: only for a single input
-        if len(names) != 1:
-            raise UsageError(f"the target has {len(names)} inputs ({allowed}); name the "
-                             "tangent's input: --tangent NAME=VALUE")
-        request.tangent = {names[0]: tangent.pop("*")}
-    for option, given in (("--at", request.at), ("--shape", request.shapes),
-                          ("--tangent", request.tangent or {})):
-        for name in given:
-            if name not in names:
-                raise UsageError(f"{option} names `{name}`, which is not an input of the "
-                                 f"target; inputs are: {allowed}")
-
-
-def _value(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENTS) -> Value:
-    if isinstance(raw, torch.Tensor):
-        if raw.is_complex() or raw.dtype == torch.bool:
-            raise UsageError(f"{what}: {raw.dtype} tensors are not supported; use float")
-        if raw.numel() == 0:
-            raise UsageError(f"{what}: an empty tensor has no gradient to check")
-        if raw.numel() > limit:
-            raise UsageError(f"{what}: {raw.numel():,} elements is more than the limit of "
-                             f"{limit:,} (--max-elements-total)")
-        t = raw.detach().to("cpu", torch.float64)
-        if not all_finite(t):
-            raise UsageError(f"{what}: NaN and infinity are not allowed in input values")
-        return Value(t, "given")
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        raw = repr(float(raw))
-    elif isinstance(raw, list | tuple):
-        raw = repr(list(raw))
-    if not isinstance(raw, str):
-        raise UsageError(f"{what}: expected a tensor, number, list or VALUE text, got "
-                         f"{type(raw).__name__}")
-    return parse_value(raw, what, seed=seed, name=name, limit=limit)
-
-
-def _inputs(request: Request, target: Any, grad: Value | None) -> dict[str, Value]:
-    values: dict[str, Value] = {}
-    total = 0
-    parameters = getattr(target, "parameters", {})
-    for name in target.names:
-        limit = request.max_elements_total
-        if name in request.at:
-            value = _value(request.at[name], f"--at {name}", request.seed, name, limit)
-            if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
-                raise UsageError(f"--at {name} has shape {_shape(value.tensor.shape)} but the "
-                                 f"parameter has shape {_shape(parameters[name].shape)}")
-        elif name in parameters:
-            value = Value(parameters[name].detach().to("cpu", torch.float64), "module parameter")
-        else:
-            shape = request.shapes.get(name, request.default_shape)
-            if shape is None:
-                shape = tuple(grad.tensor.shape) if grad is not None and target.is_elementwise \
-                    else (3,)
-            value = random_value(tuple(shape), request.seed, name, target.domain(name), limit)
-        total += value.tensor.numel()
-        if total > limit:
-            raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
-                             f"{limit:,} (--max-elements-total)")
-        values[name] = value
-    return values
-
-
-def _upstream(grad: Value | None, output: torch.Tensor) -> torch.Tensor:
-    if grad is None:
-        return torch.ones_like(output.detach())
-    if tuple(grad.tensor.shape) != tuple(output.shape):
-        raise UsageError(f"--grad has shape {_shape(grad.tensor.shape)} but the output has "
-                         f"shape {_shape(output.shape)}; they must be equal "
-                         "(y.backward(v) needs v shaped like y)")
-    return grad.tensor.to(device=output.device, dtype=output.dtype)
-
-
-def _shape(shape: Any) -> str:
-    dims = tuple(shape)
-    return "() (a scalar)" if not dims else str(dims)
-
-
 def _upstream_symbol(names: tuple[str, ...]) -> str:
     for candidate in ("v", "v_", "upstream", "g_out"):
         if candidate not in names:
@@ -860,14 +685,14 @@ def _forward(state: _Run) -> ForwardReport:
     for name in state.names:
         leaf = autograd.leaves[name]
         if name in given:
-            value = _value(given[name], f"--tangent {name}", request.seed, f":tangent:{name}")
+            value = value_of(given[name], f"--tangent {name}", request.seed, f":tangent:{name}")
             t = value.tensor
             if tuple(t.shape) != tuple(leaf.shape):
                 try:
                     t = t.expand(leaf.shape).clone()
                 except RuntimeError:
-                    raise UsageError(f"--tangent {name} has shape {_shape(t.shape)} but input "
-                                     f"{name} has shape {_shape(leaf.shape)}") from None
+                    raise UsageError(f"--tangent {name} has shape {shape_text(t.shape)} but input "
+                                     f"{name} has shape {shape_text(leaf.shape)}") from None
             tangents[name] = t.to(device=leaf.device)
         else:
             tangents[name] = torch.zeros(leaf.shape, dtype=torch.float64, device=leaf.device)
@@ -912,4 +737,4 @@ def _verdict(report: Report) -> bool:
     return not failed
 
 
-__all__ = ["COMMANDS", "DEFAULT_TOLERANCES", "DTYPES", "FAIL_ON", "Request", "run"]
+__all__ = ["COMMANDS", "DEFAULT_TOLERANCES", "DTYPES", "FAIL_ON", "Request", "prepare", "run"]
