@@ -18,6 +18,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
+from gradscope.expr.columns import ColumnEvaluator
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value, parse
 from gradscope.expr.to_torch import evaluate
@@ -101,10 +102,11 @@ class ExpressionTarget:
         return out, branches
 
     def traced_around(self, base: Mapping[str, torch.Tensor]):
-        """traced(base), and a factory of traced functions for points that differ from `base`
+        """traced(base); a factory of traced functions for points that differ from `base`
         in one input only: each reuses the subexpressions without that input, evaluated here
         once (finite differences move one input at a time; `3*a + log(c)` moving `a` need not
-        recompute `log(c)`)."""
+        recompute `log(c)`); and a factory of column evaluators for the dense inputs (None
+        where memory forbids keeping every node's base value)."""
         deps = self._dependencies
         frontier: dict[str, set[int]] = {}
         for name in self.names:
@@ -116,12 +118,17 @@ class ExpressionTarget:
             frontier[name] = keep
         wanted = set().union(*frontier.values()) if frontier else set()
         kept: dict[int, torch.Tensor] = {}
+        # dense inputs get column-wise evaluation, which needs every node's base value
+        every: dict[int, torch.Tensor] | None = \
+            {} if set(self.names) - self.elementwise_inputs else None
         sites = self._sites
         branches: list = [None] * len(sites)
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             if id(node) in wanted:
                 kept[id(node)] = out
+            if every is not None:
+                every[id(node)] = out
             k = sites.get(id(node))
             if k is not None:
                 branches[k] = OPS[node.op].branch(*args)
@@ -129,6 +136,8 @@ class ExpressionTarget:
         out = evaluate(self.expression, base, visit=visit)
         if sum(t.numel() for t in kept.values()) > MAX_REUSED_ELEMENTS:
             kept, frontier = {}, {}  # memory first: every point is evaluated in full
+        if every is not None and sum(t.numel() for t in every.values()) > MAX_REUSED_ELEMENTS:
+            every = None
 
         def moving(name: str):
             reuse = {i: kept[i] for i in frontier.get(name, ()) if i in kept}
@@ -136,7 +145,12 @@ class ExpressionTarget:
                 return self.traced
             return lambda values: self.traced(values, reuse=reuse, base_branches=branches)
 
-        return out, branches, moving
+        def columns(name: str) -> ColumnEvaluator | None:
+            if every is None or name in self.elementwise_inputs:
+                return None
+            return ColumnEvaluator(self.expression, name, base, every, sites, branches)
+
+        return out, branches, moving, columns
 
     @cached_property
     def _dependencies(self) -> dict[int, frozenset[str]]:

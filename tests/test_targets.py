@@ -61,7 +61,7 @@ def test_traced_around_reuses_what_does_not_move_and_agrees_with_traced(monkeypa
     target = resolve("abs(a) * 3 + log(c) * clamp(b, 0, 1) + sum(a)")
     base = {n: torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64) for n in "abc"}
     base["c"] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
-    out, branches, moving = target.traced_around(base)
+    out, branches, moving, _ = target.traced_around(base)
     want_out, want_branches = target.traced(base)
     assert torch.equal(out, want_out) and len(branches) == len(target.branch_sites) == 2
     assert all(torch.equal(x, y) for x, y in zip(branches, want_branches, strict=True))

@@ -23,16 +23,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from gradscope.expr.columns import Unsupported
 from gradscope.tensor_utils import any_to_shape, sum_to_shape
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
-# around(base) -> (f(base), a factory: input name -> Traced for points that move that input only)
+# columns(positions, deltas) -> (outputs (B, *out_shape), {branch index: (B,) changed}): the
+# target moved by deltas[b] at flat position positions[b], for every b (see expr.columns)
+ColumnFn = Callable[[torch.Tensor, torch.Tensor],
+                    tuple[torch.Tensor, dict[int, torch.Tensor]]]
+# around(base) -> (f(base), its branch ids, a factory: input name -> Traced for points that
+# move that input only, a factory: input name -> ColumnFn or None)
 Around = Callable[[Mapping[str, torch.Tensor]],
-                  tuple[torch.Tensor, list[torch.Tensor], Callable[[str], Traced]]]
+                  tuple[torch.Tensor, list[torch.Tensor], Callable[[str], Traced],
+                        Callable[[str], Any]]]
 
 EPS64 = float(torch.finfo(torch.float64).eps)
 REFINE_FACTOR = 100.0
@@ -227,8 +235,10 @@ class FiniteDifferences:
         self.progress = progress
         self.two_point_from = two_point_from
         self._moving: Callable[[str], Traced] | None = None
+        self._column_fns: Callable[[str], Any] | None = None
+        self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
         if around is not None:  # the target can reuse work for points that move one input
-            self.out, self.branches, self._moving = around(self.values)
+            self.out, self.branches, self._moving, self._column_fns = around(self.values)
         else:
             self.out, self.branches = fn(self.values)
         self.out_shape = tuple(self.out.shape)
@@ -417,7 +427,7 @@ class FiniteDifferences:
         col = Columns(name, "sampled", tuple(x.shape), self.out_shape, jac, err,
                       kink.reshape(x.shape), sampled=idx)
         start = 0
-        for chunk in self._chunks(idx, n_in, n_out):
+        for chunk in self._chunks(idx, n_in, n_out, name):
             est, e, kinks = self._perturb_columns(name, x, chunk, h[chunk], 4)
             col.forward_calls += 4 * len(chunk)
             stop = start + len(chunk)
@@ -464,7 +474,7 @@ class FiniteDifferences:
         first_round = torch.ones(n_in, dtype=torch.bool, device=x.device)
         for round_ in range(REFINE_ROUNDS + 1):
             retry = []
-            for idx in self._chunks(todo, n_in, n_out):
+            for idx in self._chunks(todo, n_in, n_out, col.name):
                 use = points if round_ == 0 else 4
                 est, e, kinks = self._perturb_columns(col.name, x, idx, step[idx], use)
                 col.forward_calls += use * len(idx)
@@ -500,15 +510,42 @@ class FiniteDifferences:
         col.kink_by_branch = {k: m.reshape(col.in_shape) if m.shape != col.in_shape else m
                               for k, m in col.kink_by_branch.items() if bool(m.any())}
 
-    def _chunks(self, todo: torch.Tensor, n_in: int, n_out: int):
-        widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
+    def _chunks(self, todo: torch.Tensor, n_in: int, n_out: int, name: str | None = None):
+        columns = self._columns(name) if name is not None else None
+        if columns is not None:  # no perturbed copies: a column costs its widest node
+            widest = max(n_out, columns.width, 1)
+        else:
+            widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
         size = max(1, BATCH_ELEMENTS // (4 * widest))  # sized for the four-point stencil
         for start in range(0, todo.numel(), size):
             yield todo[start:start + size]
 
+    def _columns(self, name: str) -> Any:
+        """The target's column evaluator for `name` when it supports this expression (tried
+        once on one column; `Unsupported` means vmap batches instead), else None."""
+        if name not in self.column_fn:
+            fn = self._column_fns(name) if self._column_fns is not None else None
+            if fn is not None:
+                try:
+                    one = torch.zeros(1, dtype=torch.long, device=self.out.device)
+                    fn(one, self.step(name).reshape(-1)[:1])
+                except Unsupported:
+                    fn = None
+            self.column_fn[name] = fn
+        return self.column_fn[name]
+
     def _perturb_columns(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
                          points: int = 4):
         k = len(idx)
+        columns = self._columns(name)
+        if columns is not None:
+            scales = torch.tensor(STENCIL[:points], dtype=self.dtype,
+                                  device=x.device).repeat_interleave(k)
+            outs, flags = columns(idx.repeat(points), scales * h.repeat(points))
+            outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
+            est, err = _estimate(outs, h.unsqueeze(0), self.machine_eps)
+            kinks = {j: f.reshape(points, k).any(0) for j, f in flags.items() if bool(f.any())}
+            return est, err, kinks
         flat = x.reshape(-1)
         batch = flat.expand(points * k, flat.numel()).clone()
         rows = torch.arange(points * k, device=x.device)

@@ -1,0 +1,230 @@
+"""IR → finite-difference columns of one input, evaluated without materialising perturbed copies.
+
+A dense finite-difference column perturbs one element of an input and evaluates the whole
+expression again: for n elements, n evaluations of an n-element expression (gradcheck's
+quadratic cost; vmap batches it but does the same work). Along the way, though, most values
+differ from the base point in a single element: `sin(x + h·e_i)` is `sin(x)` except at i. This
+evaluator runs a batch of B perturbations at once and keeps, per node, the cheapest exact form:
+
+* `Const`: the node does not depend on the moving input; its base value serves every column;
+* `Single`: per column exactly one element differs from the base value: (position, new value),
+  B numbers. Elementwise ops map it element by element; `sum`/`mean` fold it into the base
+  result incrementally (over all dims: a `Batch` of scalars; over one dim: a `Single` again);
+* `Batch`: anything else, stored densely as (B, *shape), the way vmap would.
+
+So a loss such as `sum(sin(x)**2) * mean(cos(x))` costs O(1) per column instead of O(n). An op
+that would need a `Single` and a `Batch` together (`x - mean(x)`), a `Single` that spreads
+(broadcasting), or a structural op (matmul, softmax, ...) on a perturbed value is `Unsupported`:
+the finite-difference engine then uses vmap for that input. Branch ids of kinky ops are compared
+with the base point per column, as the traced evaluation does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradscope.expr import ir
+from gradscope.expr.ops import OPS, REDUCTION
+
+INCREMENTAL = {"sum": 1.0, "mean": None}  # reductions a Single folds into (scale; None: 1/n)
+
+
+class Unsupported(Exception):
+    """The expression needs the general batched evaluation for this input."""
+
+
+@dataclass
+class Const:
+    value: Any  # the base value (tensor) or a Python number
+
+
+@dataclass
+class Single:
+    shape: tuple[int, ...]
+    pos: torch.Tensor  # (B,) flat position of the one element that differs, per column
+    new: torch.Tensor  # (B,) its value
+    base: torch.Tensor  # the node's value at the base point
+
+
+@dataclass
+class Batch:
+    shape: tuple[int, ...]
+    data: torch.Tensor  # (B, *shape)
+
+
+Value = Const | Single | Batch
+
+
+class ColumnEvaluator:
+    """Columns of `name`: f(base with element pos[b] moved by delta[b]) for b in a batch."""
+
+    def __init__(self, expr: ir.Expression, name: str, values: Mapping[str, torch.Tensor],
+                 node_values: Mapping[int, torch.Tensor], sites: Mapping[int, int],
+                 base_branches: list[torch.Tensor]) -> None:
+        self.expr = expr
+        self.name = name
+        self.values = values
+        self.node_values = node_values  # base value of every op node, by id
+        self.sites = sites  # id(node) → index of its branch id
+        self.base_branches = base_branches
+        self.width = 1  # largest per-column storage of any node (for batch sizing)
+        self.moving = {id(n) for n in expr.walk() if ir.depends_on(n, name)}
+
+    # ------------------------------------------------------------------ entry point
+    def __call__(self, pos: torch.Tensor, delta: torch.Tensor
+                 ) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+        """(outputs (B, *out_shape), {site: (B,) bool, branch differs from the base})."""
+        x = self.values[self.name]
+        b = pos.numel()
+        changed: dict[int, torch.Tensor] = {}
+        root = self._run(self.expr.root, pos, x.reshape(-1)[pos] + delta, changed)
+        out = self._dense(root, b)
+        return out, changed
+
+    def _dense(self, v: Value, b: int) -> torch.Tensor:
+        if isinstance(v, Batch):
+            return v.data
+        if isinstance(v, Single):
+            flat = v.base.reshape(-1)
+            out = flat.expand(b, flat.numel()).clone()
+            out[torch.arange(b, device=out.device), v.pos] = v.new.to(out.dtype)
+            return out.reshape(b, *v.shape)
+        base = torch.as_tensor(v.value)
+        return base.expand(b, *base.shape).clone()
+
+    # ------------------------------------------------------------------ nodes
+    def _run(self, node: ir.Node, pos: torch.Tensor, moved: torch.Tensor,
+             changed: dict[int, torch.Tensor]) -> Value:
+        if isinstance(node, ir.Var):
+            x = self.values[node.name]
+            if node.name != self.name:
+                return Const(x)
+            return Single(tuple(x.shape), pos, moved, x)
+        if isinstance(node, ir.Num | ir.Const):
+            return Const(float(node.value))
+        assert isinstance(node, ir.Call)
+        if id(node) not in self.moving:
+            return Const(self.node_values[id(node)])
+        op = OPS[node.op]
+        base = self.node_values[id(node)]
+        if op.takes_dim:
+            if op.kind != REDUCTION:  # softmax: its default dim is not "all dims"
+                raise Unsupported(f"{node.op} of a perturbed value")
+            dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
+            arg = self._run(node.args[0], pos, moved, changed)
+            return self._reduce(node, op, arg, dim, base, changed)
+        if not op.elementwise:
+            raise Unsupported(f"{node.op} of a perturbed value")
+        args = [self._argument(a, i in op.scalar_args, pos, moved, changed)
+                for i, a in enumerate(node.args)]
+        return self._elementwise(node, op, args, base, changed)
+
+    def _argument(self, node: ir.Node, scalar: bool, pos: torch.Tensor, moved: torch.Tensor,
+                  changed: dict[int, torch.Tensor]) -> Value:
+        if isinstance(node, ir.Num | ir.Const):
+            if scalar:
+                return Const(float(node.value))
+            dtype = self.values[self.name].dtype
+            return Const(torch.tensor(node.value, dtype=dtype, device=moved.device))
+        return self._run(node, pos, moved, changed)
+
+    def _elementwise(self, node: ir.Call, op: Any, args: list[Value], base: torch.Tensor,
+                     changed: dict[int, torch.Tensor]) -> Value:
+        shape = tuple(base.shape)
+        singles = [a for a in args if isinstance(a, Single)]
+        batches = [a for a in args if isinstance(a, Batch)]
+        if singles and batches:
+            raise Unsupported("a single changed element meets a whole changed tensor")
+        site = self.sites.get(id(node))
+        if singles:
+            first = singles[0]
+            if first.shape != shape or any(s.shape != shape or not torch.equal(s.pos, first.pos)
+                                           for s in singles[1:]):
+                raise Unsupported("broadcasting spreads a perturbed element")
+            gathered = [a.new if isinstance(a, Single) else _gather(a.value, shape, first.pos)
+                        for a in args]
+            new = op.torch(*gathered)
+            if site is not None:
+                branch = op.branch(*gathered)
+                changed[site] = _differs(branch, _gather(self.base_branches[site], shape,
+                                                     first.pos))
+            return Single(shape, first.pos, new, base)
+        b = batches[0].data.shape[0]
+        lifted = [_lift(a.data, a.shape, len(shape)) if isinstance(a, Batch) else a.value
+                  for a in args]
+        data = op.torch(*lifted)
+        data = data.expand(b, *shape) if tuple(data.shape) != (b, *shape) else data
+        self.width = max(self.width, base.numel())
+        if site is not None:  # (a branch of constant arguments only has no batch dim)
+            branch = torch.broadcast_to(op.branch(*lifted), (b, *shape))
+            changed[site] = _differs(branch, self.base_branches[site].unsqueeze(0)) \
+                .reshape(b, -1).any(1)
+        return Batch(shape, data)
+
+    def _reduce(self, node: ir.Call, op: Any, arg: Value, dim: int | None, base: torch.Tensor,
+                changed: dict[int, torch.Tensor]) -> Value:
+        site = self.sites.get(id(node))
+        if isinstance(arg, Single):
+            if op.name not in INCREMENTAL or site is not None:
+                raise Unsupported(f"{op.name} of a perturbed element")
+            old = arg.base.reshape(-1)[arg.pos]
+            whole = dim is None or not arg.shape  # a 0-d tensor reduces over any dim to itself
+            count = arg.base.numel() if whole else arg.shape[dim % len(arg.shape)]
+            scale = INCREMENTAL[op.name] or 1.0 / max(count, 1)
+            step = (arg.new - old) * scale
+            if whole:
+                return Batch((), base.reshape(()) + step)
+            d = dim % len(arg.shape)
+            reduced = arg.shape[:d] + arg.shape[d + 1:]
+            pos = _drop_axis(arg.pos, arg.shape, d)
+            return Single(reduced, pos, base.reshape(-1)[pos] + step, base)
+        assert isinstance(arg, Batch)
+        b = arg.data.shape[0]
+        if dim is None or not arg.shape:  # a 0-d tensor reduces over any dim as over all
+            data, kwargs = arg.data.reshape(b, -1), {"dim": 1}
+        else:
+            data, kwargs = arg.data, {"dim": dim + 1 if dim >= 0 else dim}
+        out = op.torch(data, **kwargs)
+        self.width = max(self.width, base.numel())
+        if site is not None:
+            branch = op.branch(data, **kwargs)
+            changed[site] = _differs(branch, self.base_branches[site].unsqueeze(0)) \
+                .reshape(b, -1).any(1)
+        return Batch(tuple(base.shape), out)
+
+
+def _gather(value: Any, shape: tuple[int, ...], pos: torch.Tensor) -> Any:
+    """A constant's element at each column's position (a number stays a number)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.expand(shape).reshape(-1)[pos]
+
+
+def _lift(data: torch.Tensor, shape: tuple[int, ...], ndim: int) -> torch.Tensor:
+    """(B, *shape) → (B, 1, ..., *shape) with `ndim` dims after B, so that constants of the
+    output's rank broadcast against it as they would against the unbatched value."""
+    missing = ndim - len(shape)
+    if missing <= 0:
+        return data
+    return data.reshape(data.shape[0], *([1] * missing), *shape)
+
+
+def _drop_axis(pos: torch.Tensor, shape: tuple[int, ...], d: int) -> torch.Tensor:
+    """Flat positions in `shape` → flat positions in `shape` without axis d."""
+    inner = 1
+    for s in shape[d + 1:]:
+        inner *= s
+    outer, rest = pos // (shape[d] * inner), pos % inner
+    return outer * inner + rest
+
+
+def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise 'different branch' (two NaNs count as the same)."""
+    diff = a != b
+    if a.is_floating_point():
+        diff = diff & ~(torch.isnan(a) & torch.isnan(b))
+    return diff
