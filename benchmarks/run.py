@@ -22,17 +22,20 @@ import subprocess
 import sys
 import time
 
+LOSS = "sum(sin(x)**2) * mean(cos(x))"  # columns evaluated incrementally (one changed element)
+CENTRED = "sum((x - mean(x))**2) * mean(cos(x))"  # every element moves: vmap batches, sampling
 CASES = {
     # name: (expression, size, run gradcheck slow?, run gradcheck fast?)
     "elementwise-3k": ("3*a + 2*b*b + log(c)", 3000, True, True),
     "elementwise-1M": ("3*a + 2*b*b + log(c)", 1_000_000, False, True),
-    "dense-1k": ("sum(sin(x)**2) * mean(cos(x))", 1000, True, True),
-    "dense-10k": ("sum(sin(x)**2) * mean(cos(x))", 10_000, True, True),
+    "dense-1k": (LOSS, 1000, True, True),
+    "dense-10k": (LOSS, 10_000, True, True),
+    "dense-1M": (LOSS, 1_000_000, False, True),
+    "dense-vmap-10k": (CENTRED, 10_000, True, True),
+    "dense-sampled-50k": (CENTRED, 50_000, False, True),
 }
 QUICK = {"elementwise-3k": 300, "elementwise-1M": 100_000, "dense-1k": 200, "dense-10k": 1000,
-         "dense-sampled": 30_000}
-# A dense input past --max-fd (20,000): a seeded sample of columns plus random projections.
-CASES["dense-sampled"] = ("sum(sin(x)**2) * mean(cos(x))", 50_000, False, True)
+         "dense-1M": 20_000, "dense-vmap-10k": 1000, "dense-sampled-50k": 30_000}
 # 43 nodes (25 ops) over three inputs, elementwise: the symbolic engine's work at scale.
 SYMBOLIC_EXPR = ("sin(a)*exp(-b*b) + log(1 + a*a)*cos(b) - tanh(a*b + c)/(1 + c*c) "
                  "+ sqrt(c*c + 1)*sigmoid(a - b)")
@@ -43,6 +46,8 @@ def _torch_fn(expr: str):
 
     if expr.startswith("3*a"):
         return lambda a, b, c: 3 * a + 2 * b * b + torch.log(c)
+    if expr == CENTRED:
+        return lambda x: ((x - x.mean()) ** 2).sum() * torch.cos(x).mean()
     return lambda x: (torch.sin(x) ** 2).sum() * torch.cos(x).mean()
 
 

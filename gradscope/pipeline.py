@@ -539,8 +539,12 @@ def _sample_size(request: Request, fd: FiniteDifferences, name: str) -> int | No
     if fd.is_elementwise(name):
         return None
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
-    if n_in <= request.max_fd and 4.0 * n_in * n_out <= MAX_DENSE_WORK \
-            and n_in * n_out <= MAX_STORED_ENTRIES:
+    stored = n_in * n_out <= MAX_STORED_ENTRIES
+    width = fd.column_width(name)
+    if width is not None:  # incremental columns: the work is the storage, whatever --max-fd
+        if stored and 4.0 * n_in * max(n_out, width) <= MAX_DENSE_WORK:
+            return None
+    elif n_in <= request.max_fd and 4.0 * n_in * n_out <= MAX_DENSE_WORK and stored:
         return None
     affordable = int(min(MAX_DENSE_WORK // (4.0 * n_out), MAX_STORED_ENTRIES // n_out))
     return max(1, min(request.sample, n_in, affordable))

@@ -520,6 +520,12 @@ class FiniteDifferences:
         for start in range(0, todo.numel(), size):
             yield todo[start:start + size]
 
+    def column_width(self, name: str) -> int | None:
+        """Per-column storage of the target's column evaluator for `name` (elements), or None
+        when columns need a whole evaluation each."""
+        columns = self._columns(name)
+        return None if columns is None else max(1, columns.width)
+
     def _columns(self, name: str) -> Any:
         """The target's column evaluator for `name` when it supports this expression (tried
         once on one column; `Unsupported` means vmap batches instead), else None."""
