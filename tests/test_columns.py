@@ -77,3 +77,26 @@ def test_dense_check_uses_linear_work_and_agrees():
     (x,) = report.inputs
     assert report.passed and x.finite_difference_mode == "dense"
     assert x.status_counts == {"ok": 20000}
+
+
+def test_an_evaluator_failure_mid_way_falls_back_to_vmap_batches(monkeypatch):
+    from gradscope.expr.columns import ColumnEvaluator
+
+    # 3,000 columns: one batch for the column evaluator, many for perturbed copies
+    target = resolve("sum(sin(x)**2) * mean(cos(x))")
+    x = {"x": torch.linspace(-1, 1, 3000, dtype=torch.float64)}
+    want = _fd(target, x, False).columns("x").partial
+    calls = []
+    original = ColumnEvaluator.__call__
+
+    def flaky(self, pos, delta):
+        calls.append(len(pos))
+        if len(calls) > 1:  # the one-column trial passes, the real batch fails
+            raise RuntimeError("unforeseen")
+        return original(self, pos, delta)
+
+    monkeypatch.setattr(ColumnEvaluator, "__call__", flaky)
+    fd = _fd(target, x, True)
+    col = fd.columns("x")
+    assert calls[:2] == [1, 6000] and fd.column_fn["x"] is None
+    assert torch.allclose(col.partial, want, rtol=1e-9, atol=1e-12)

@@ -11,7 +11,9 @@ batched:
 * *elementwise* inputs (each output element depends on at most one element of the input, which
   the IR tells) are perturbed all at once: two forward calls for the whole tensor (four, i.e.
   extrapolated from the start, below TWO_POINT_FROM elements, where the cost is negligible);
-* otherwise each element is its own perturbation, evaluated in memory-bounded chunks through
+* otherwise each element is its own perturbation (a column). An expression whose perturbation
+  stays one element until a sum/mean folds it in is evaluated column by column without copies
+  (`expr.columns`, O(1) per column); anything else in memory-bounded chunks through
   `torch.func.vmap` (a Python loop only when the target cannot be vmapped).
 
 A target may also report *branch ids* (which piece of each kinky op every element is on). An
@@ -511,14 +513,18 @@ class FiniteDifferences:
                               for k, m in col.kink_by_branch.items() if bool(m.any())}
 
     def _chunks(self, todo: torch.Tensor, n_in: int, n_out: int, name: str | None = None):
+        size = self._chunk_size(name, n_in, n_out)
+        for start in range(0, todo.numel(), size):
+            yield todo[start:start + size]
+
+    def _chunk_size(self, name: str | None, n_in: int, n_out: int) -> int:
+        """Columns per batch, sized for the four-point stencil."""
         columns = self._columns(name) if name is not None else None
         if columns is not None:  # no perturbed copies: a column costs its widest node
             widest = max(n_out, columns.width, 1)
         else:
             widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
-        size = max(1, BATCH_ELEMENTS // (4 * widest))  # sized for the four-point stencil
-        for start in range(0, todo.numel(), size):
-            yield todo[start:start + size]
+        return max(1, BATCH_ELEMENTS // (4 * widest))
 
     def column_width(self, name: str) -> int | None:
         """Per-column storage of the target's column evaluator for `name` (elements), or None
@@ -537,6 +543,8 @@ class FiniteDifferences:
                     fn(one, self.step(name).reshape(-1)[:1])
                 except Unsupported:
                     fn = None
+                except Exception:  # a case the evaluator does not foresee: the general way
+                    fn = None
             self.column_fn[name] = fn
         return self.column_fn[name]
 
@@ -547,11 +555,17 @@ class FiniteDifferences:
         if columns is not None:
             scales = torch.tensor(STENCIL[:points], dtype=self.dtype,
                                   device=x.device).repeat_interleave(k)
-            outs, flags = columns(idx.repeat(points), scales * h.repeat(points))
+            try:
+                outs, flags = columns(idx.repeat(points), scales * h.repeat(points))
+            except Exception:  # never seen; the general batches are the reference anyway
+                self.column_fn[name] = None
+                return self._perturb_in_chunks(name, x, idx, h, points)
             outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
             est, err = _estimate(outs, h.unsqueeze(0), self.machine_eps)
             kinks = {j: f.reshape(points, k).any(0) for j, f in flags.items() if bool(f.any())}
             return est, err, kinks
+        if k > self._chunk_size(name, x.numel(), _numel(self.out_shape)):
+            return self._perturb_in_chunks(name, x, idx, h, points)  # sized for copies
         flat = x.reshape(-1)
         batch = flat.expand(points * k, flat.numel()).clone()
         rows = torch.arange(points * k, device=x.device)
@@ -567,6 +581,21 @@ class FiniteDifferences:
             changed = _changed(b, b0.unsqueeze(0)).reshape(points, k, -1).any(-1).any(0)
             if bool(changed.any()):
                 kinks[j] = changed
+        return est, err, kinks
+
+    def _perturb_in_chunks(self, name: str, x: torch.Tensor, idx: torch.Tensor,
+                           h: torch.Tensor, points: int):
+        """_perturb_columns over vmap-sized pieces of `idx` (a chunk sized for the column
+        evaluator can be far too large for perturbed copies)."""
+        pieces = [self._perturb_columns(name, x, idx[part], h[part], points)
+                  for part in self._chunks(torch.arange(len(idx), device=idx.device),
+                                           x.numel(), _numel(self.out_shape), name)]
+        est = torch.cat([p[0] for p in pieces], dim=1)
+        err = torch.cat([p[1] for p in pieces], dim=1)
+        kinks: dict[int, torch.Tensor] = {}
+        for j in {j for p in pieces for j in p[2]}:
+            kinks[j] = torch.cat([p[2].get(j, torch.zeros(p[0].shape[1], dtype=torch.bool,
+                                                          device=x.device)) for p in pieces])
         return est, err, kinks
 
     def _batched(self, name: str, batch: torch.Tensor):
