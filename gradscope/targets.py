@@ -118,16 +118,22 @@ class ExpressionTarget:
             frontier[name] = keep
         wanted = set().union(*frontier.values()) if frontier else set()
         kept: dict[int, torch.Tensor] = {}
-        # dense inputs get column-wise evaluation, which needs every node's base value
-        every: dict[int, torch.Tensor] | None = \
-            {} if set(self.names) - self.elementwise_inputs else None
+        # Dense inputs get column-wise evaluation, which needs the base value of every node on
+        # their paths and of the constants those nodes take.
+        dense = set(self.names) - self.elementwise_inputs
+        needed: set[int] = set()
+        for node in self.expression.walk():
+            if isinstance(node, ir.Call) and deps[id(node)] & dense:
+                needed.add(id(node))
+                needed.update(id(a) for a in node.args)
+        every: dict[int, torch.Tensor] | None = {} if dense else None
         sites = self._sites
         branches: list = [None] * len(sites)
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             if id(node) in wanted:
                 kept[id(node)] = out
-            if every is not None:
+            if every is not None and id(node) in needed:
                 every[id(node)] = out
             k = sites.get(id(node))
             if k is not None:
@@ -148,7 +154,8 @@ class ExpressionTarget:
         def columns(name: str) -> ColumnEvaluator | None:
             if every is None or name in self.elementwise_inputs:
                 return None
-            return ColumnEvaluator(self.expression, name, base, every, sites, branches)
+            moving = {i for i, names in deps.items() if name in names}
+            return ColumnEvaluator(self.expression, name, base, every, sites, branches, moving)
 
         return out, branches, moving, columns
 

@@ -64,15 +64,15 @@ class ColumnEvaluator:
 
     def __init__(self, expr: ir.Expression, name: str, values: Mapping[str, torch.Tensor],
                  node_values: Mapping[int, torch.Tensor], sites: Mapping[int, int],
-                 base_branches: list[torch.Tensor]) -> None:
+                 base_branches: list[torch.Tensor], moving: set[int]) -> None:
         self.expr = expr
         self.name = name
         self.values = values
-        self.node_values = node_values  # base value of every op node, by id
+        self.node_values = node_values  # base value of the op nodes needed, by id
         self.sites = sites  # id(node) → index of its branch id
         self.base_branches = base_branches
         self.width = 1  # largest per-column storage of any node (for batch sizing)
-        self.moving = {id(n) for n in expr.walk() if ir.depends_on(n, name)}
+        self.moving = moving  # ids of the nodes that depend on `name`
 
     # ------------------------------------------------------------------ entry point
     def __call__(self, pos: torch.Tensor, delta: torch.Tensor
