@@ -197,10 +197,10 @@ def run(request: Request) -> Report:
     for name in names:
         try:
             count = _sample_size(request, fd, name)
+            columns_to_do = exact[name].numel() if count is None else count
+            fd.progress = request.progress(f"finite differences for {name}", columns_to_do) \
+                if request.progress and not fd.is_elementwise(name) else None
             if count is None:
-                fd.progress = request.progress(f"finite differences for {name}",
-                                               exact[name].numel()) \
-                    if request.progress and not fd.is_elementwise(name) else None
                 columns[name] = fd.columns(name)
                 if name in fd.probed and fd.is_elementwise(name):
                     report_notes.append(

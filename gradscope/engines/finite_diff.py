@@ -432,6 +432,8 @@ class FiniteDifferences:
         for chunk in self._chunks(idx, n_in, n_out, name):
             est, e, kinks = self._perturb_columns(name, x, chunk, h[chunk], 4)
             col.forward_calls += 4 * len(chunk)
+            if self.progress is not None:
+                self.progress(len(chunk))
             stop = start + len(chunk)
             jac[:, start:stop], err[:, start:stop] = est, e
             for k, m in kinks.items():
