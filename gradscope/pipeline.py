@@ -44,7 +44,7 @@ from gradscope.request import (
     validate,
     value_of,
 )
-from gradscope.targets import ExpressionTarget
+from gradscope.targets import ExpressionTarget, SecondOrderTarget
 from gradscope.usercode import user_error
 from gradscope.values import Value, seed_for
 
@@ -515,6 +515,9 @@ def _upstream_symbol(names: tuple[str, ...]) -> str:
 def _symbolic(target: Any, values: Mapping[str, torch.Tensor], upstream: torch.Tensor
               ) -> tuple[SymbolicEngine | None, str | None, dict[str, torch.Tensor] | None]:
     """The symbolic engine, the reason it was skipped, and its VJP for the upstream."""
+    if isinstance(target, SecondOrderTarget):
+        return None, "--order 2 differentiates torch's own first-order VJP, which has no " \
+                     "symbolic form (autograd is compared with finite differences)", None
     if not isinstance(target, ExpressionTarget):
         return None, "Python code has no symbolic form (autograd is compared with finite " \
                      "differences)", None
