@@ -154,8 +154,8 @@ class ExpressionTarget:
         def columns(name: str) -> ColumnEvaluator | None:
             if every is None or name in self.elementwise_inputs:
                 return None
-            moving = {i for i, names in deps.items() if name in names}
-            return ColumnEvaluator(self.expression, name, base, every, sites, branches, moving)
+            path = {i for i, names in deps.items() if name in names}
+            return ColumnEvaluator(self.expression, name, base, every, sites, branches, path)
 
         return out, branches, moving, columns
 
