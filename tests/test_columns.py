@@ -102,3 +102,14 @@ def test_an_evaluator_failure_mid_way_falls_back_to_vmap_batches(monkeypatch):
     col = fd.columns("x")
     assert calls[:2] == [1, 6000] and fd.column_fn["x"] is None
     assert torch.allclose(col.partial, want, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=dense_expression(), seed=st.integers(0, 1000))
+def test_checks_of_dense_expressions_never_report_a_false_mismatch(expr, seed):
+    try:
+        report = gradscope.check(expr, seed=seed, shape=(3, 4))
+    except gradscope.errors.UsageError as exc:  # no input, or a reduction that breaks shapes
+        assert "has no inputs" in str(exc) or "cannot compute" in str(exc)
+        return
+    assert all(i.status_counts.get("mismatch", 0) == 0 for i in report.inputs), report.to_text()
