@@ -53,7 +53,7 @@ ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single ve
 # weighs every output element independently, and a second costs a backward and compares
 JACOBIAN_CHECK_ENTRIES = 4096  # `check` also compares the full Jacobian up to this size
 MAX_JACOBIAN_ENTRIES = 250_000  # `jacobian` refuses larger Jacobians (all inputs together)
-MAX_DENSE_WORK = 2e9  # elements × output elements × 4 evaluations for dense differences
+MAX_DENSE_WORK = 2e9  # columns × elements each evaluates × 4 points, for dense differences
 # Jacobian entries finite differences keep per input (estimate and error: 2 × 8 bytes each,
 # 256 MB); a dense input whose columns would hold more is sampled
 MAX_STORED_ENTRIES = 1 << 24
@@ -216,8 +216,9 @@ def run(request: Request) -> Report:
                             f"{str(exc).strip().splitlines()[-1][:160]}"
             continue
         n = exact[name].numel()
-        capped = f", capped by memory at {count:,} columns of {fd.out.numel():,} output " \
-                 f"elements" if count < min(request.sample, n) else ""
+        capped = f", capped at {count:,} columns: at most {MAX_STORED_ENTRIES:,} Jacobian " \
+                 f"entries are kept and {MAX_DENSE_WORK:,.0f} elements evaluated" \
+            if count < min(request.sample, n) else ""
         sampled_notes.append(
                 f"finite differences estimated {count:,} of {n:,} elements of {name} (a seeded "
                 f"sample, --sample {request.sample:,}{capped}; an input past --max-fd "
@@ -544,12 +545,16 @@ def _sample_size(request: Request, fd: FiniteDifferences, name: str) -> int | No
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
     stored = n_in * n_out <= MAX_STORED_ENTRIES
     width = fd.column_width(name)
-    if width is not None:  # incremental columns: the work is the storage, whatever --max-fd
-        if stored and 4.0 * n_in * max(n_out, width) <= MAX_DENSE_WORK:
+    # elements one column evaluates: incremental columns touch their widest node, others a
+    # perturbed copy of the input and the whole output
+    per_column = max(n_out, width) if width is not None else max(n_in, n_out)
+    affordable_work = 4.0 * n_in * per_column <= MAX_DENSE_WORK
+    if width is not None:  # incremental columns: work and storage decide, whatever --max-fd
+        if stored and affordable_work:
             return None
-    elif n_in <= request.max_fd and 4.0 * n_in * n_out <= MAX_DENSE_WORK and stored:
+    elif n_in <= request.max_fd and affordable_work and stored:
         return None
-    affordable = int(min(MAX_DENSE_WORK // (4.0 * n_out), MAX_STORED_ENTRIES // n_out))
+    affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out))
     return max(1, min(request.sample, n_in, affordable))
 
 

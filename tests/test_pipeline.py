@@ -353,4 +353,17 @@ def test_dense_python_code_with_a_large_jacobian_is_sampled_within_memory(tmp_pa
     assert report.passed and any("16,777,216 entries" in n for n in report.notes)
     big = gradscope.check(f"{path}:f", x="randn(200000)", sample=1000)
     assert big.inputs[0].status_counts["ok"] == (1 << 24) // 200_000  # capped by memory
-    assert any("capped by memory at 83 columns" in n for n in big.notes)
+    assert any("capped at 83 columns" in n for n in big.notes)
+
+
+def test_sampling_bounds_the_work_of_whole_evaluation_columns(monkeypatch):
+    # each column of x - mean(x) evaluates all 200,000 elements: with a work bound of 2e7
+    # element evaluations, 2e7 / (4 * 2e5) = 25 columns, whatever --sample asks for (the real
+    # bound, 2e9, keeps a check at the 20M-element limit to seconds instead of hours)
+    from gradscope import pipeline
+
+    monkeypatch.setattr(pipeline, "MAX_DENSE_WORK", 2e7)
+    report = gradscope.check("sum((x - mean(x))**2)", x="randn(200000)")
+    (x,) = report.inputs
+    assert x.finite_difference_mode == "sampled" and x.status_counts["ok"] == 200_000
+    assert any("capped at 25 columns" in n for n in report.notes)

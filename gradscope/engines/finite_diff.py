@@ -526,7 +526,7 @@ class FiniteDifferences:
             widest = max(n_out, columns.width, 1)
         else:
             widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
-        return max(1, BATCH_ELEMENTS // (4 * widest))
+        return max(1, BATCH_ELEMENTS // (4 * widest))  # (4: the column evaluator's points)
 
     def column_width(self, name: str) -> int | None:
         """Per-column storage of the target's column evaluator for `name` (elements), or None
@@ -568,22 +568,22 @@ class FiniteDifferences:
             return est, err, kinks
         if k > self._chunk_size(name, x.numel(), _numel(self.out_shape)):
             return self._perturb_in_chunks(name, x, idx, h, points)  # sized for copies
+        # One stencil point at a time: a batch holds k perturbed copies, not 4k (a single
+        # column of a 20M-element input is 160 MB per copy).
         flat = x.reshape(-1)
-        batch = flat.expand(points * k, flat.numel()).clone()
-        rows = torch.arange(points * k, device=x.device)
-        scales = torch.tensor(STENCIL[:points], dtype=self.dtype,
-                              device=x.device).repeat_interleave(k)
-        batch[rows, idx.repeat(points)] += scales * h.repeat(points)
-        batch = batch.reshape(points * k, *x.shape)
-        outs, branches = self._batched(name, batch)
-        outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
-        est, err = _estimate(outs, h.unsqueeze(0), self.machine_eps)
-        kinks = {}
-        for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
-            changed = _changed(b, b0.unsqueeze(0)).reshape(points, k, -1).any(-1).any(0)
-            if bool(changed.any()):
-                kinks[j] = changed
-        return est, err, kinks
+        rows = torch.arange(k, device=x.device)
+        per_point, kinks = [], {}
+        for scale in STENCIL[:points]:
+            batch = flat.expand(k, flat.numel()).clone()
+            batch[rows, idx] += scale * h
+            out, branches = self._batched(name, batch.reshape(k, *x.shape))
+            per_point.append(out.reshape(k, -1).transpose(0, 1))  # (n_out, k)
+            del batch
+            for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
+                changed = _changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
+                kinks[j] = kinks[j] | changed if j in kinks else changed
+        est, err = _estimate(per_point, h.unsqueeze(0), self.machine_eps)
+        return est, err, {j: m for j, m in kinks.items() if bool(m.any())}
 
     def _perturb_in_chunks(self, name: str, x: torch.Tensor, idx: torch.Tensor,
                            h: torch.Tensor, points: int):
