@@ -58,6 +58,10 @@ MAX_DENSE_WORK = 2e9  # columns × elements each evaluates × 4 points, for dens
 # 256 MB); a dense input whose columns would hold more is sampled
 MAX_STORED_ENTRIES = 1 << 24
 PROJECTIONS = 3  # random projections over every element of a sampled input
+# Finite-difference columns that each need a whole evaluation are also bounded by time: about
+# this many seconds for all inputs together, estimated from the base evaluation (only slow
+# targets reach it)
+FD_SECONDS = 30.0
 
 
 @dataclass
@@ -217,7 +221,9 @@ def run(request: Request) -> Report:
             continue
         n = exact[name].numel()
         capped = f", capped at {count:,} columns: at most {MAX_STORED_ENTRIES:,} Jacobian " \
-                 f"entries are kept and {MAX_DENSE_WORK:,.0f} elements evaluated" \
+                 f"entries are kept, {MAX_DENSE_WORK:,.0f} elements evaluated, and about " \
+                 f"{FD_SECONDS:.0f} s spent on all inputs (one evaluation took " \
+                 f"{fd.eval_seconds:.2g} s)" \
             if count < min(request.sample, n) else ""
         sampled_notes.append(
                 f"finite differences estimated {count:,} of {n:,} elements of {name} (a seeded "
@@ -552,9 +558,15 @@ def _sample_size(request: Request, fd: FiniteDifferences, name: str) -> int | No
     if width is not None:  # incremental columns: work and storage decide, whatever --max-fd
         if stored and affordable_work:
             return None
-    elif n_in <= request.max_fd and affordable_work and stored:
-        return None
-    affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out))
+        by_time = n_in
+    else:
+        # an expensive target (a big matmul, a slow module) costs more than its size says:
+        # its columns are also bounded by time, from what one evaluation took
+        by_time = int(FD_SECONDS / len(fd.values) / (4.0 * max(fd.eval_seconds, 1e-9)))
+        if n_in <= request.max_fd and affordable_work and stored and n_in <= by_time:
+            return None
+    affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out,
+                         by_time))
     return max(1, min(request.sample, n_in, affordable))
 
 

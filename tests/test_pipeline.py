@@ -367,3 +367,15 @@ def test_sampling_bounds_the_work_of_whole_evaluation_columns(monkeypatch):
     (x,) = report.inputs
     assert x.finite_difference_mode == "sampled" and x.status_counts["ok"] == 200_000
     assert any("capped at 25 columns" in n for n in report.notes)
+
+
+def test_expensive_targets_sample_their_columns_by_time(monkeypatch):
+    # one evaluation of x @ y costs far more than its 200 elements say; with no time to spare
+    # (FD_SECONDS = 0) a single column is differenced and the projections cover the rest
+    from gradscope import pipeline
+
+    monkeypatch.setattr(pipeline, "FD_SECONDS", 0.0)
+    report = gradscope.check("sum(tanh(x @ y))", x="randn(10,10)", y="randn(10,10)")
+    assert {i.finite_difference_mode for i in report.inputs} == {"sampled"}
+    assert report.passed and any("capped at 1 columns" in n for n in report.notes)
+    assert any("one evaluation took" in n for n in report.notes)

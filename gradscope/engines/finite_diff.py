@@ -23,6 +23,7 @@ smaller steps and, if it still straddles, marked as such and never compared as a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -239,10 +240,13 @@ class FiniteDifferences:
         self._moving: Callable[[str], Traced] | None = None
         self._column_fns: Callable[[str], Any] | None = None
         self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
+        tic = time.perf_counter()
         if around is not None:  # the target can reuse work for points that move one input
             self.out, self.branches, self._moving, self._column_fns = around(self.values)
         else:
             self.out, self.branches = fn(self.values)
+        # what one whole evaluation costs here (an upper bound: the first call pays warm-up)
+        self.eval_seconds = time.perf_counter() - tic
         self.out_shape = tuple(self.out.shape)
         self.vmap_failed: str | None = None
         self._cache: dict[str, Columns] = {}
