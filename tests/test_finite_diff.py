@@ -187,3 +187,18 @@ def test_probe_follows_broadcasting_and_skips_small_inputs():
     assert fd.is_elementwise("x")
     small = _python_fd(torch.sin, torch.linspace(-1, 1, 100, dtype=torch.float64))
     assert not small.is_elementwise("x") and "x" not in small.probed  # dense is cheap there
+
+
+def test_a_slow_first_evaluation_is_timed_again():
+    import time
+
+    calls = []
+
+    def traced(values):
+        if not calls:
+            time.sleep(0.05)  # one-off warm-up
+        calls.append(1)
+        return values["x"].sin(), []
+
+    fd = FiniteDifferences(traced, {"x": torch.ones(3, dtype=torch.float64)}, elementwise=set())
+    assert len(calls) == 2 and fd.eval_seconds < 0.04
