@@ -16,7 +16,8 @@ _KINKY = ["abs({})", "relu({} - 0.3)", "clamp({}, -0.5, 0.5)", "maximum({}, 0.2)
 _OUTER = ["sum({})", "mean({}) * sum(cos({}))", "sum({}, -1)", "mean({}, 0) + 1",
           "sum(({})**2) / (1 + mean({}))", "max(sum({}, -1))", "abs(sum({}))",
           "norm(sum({}, 0))", "sum({}) * y", "logsumexp({})", "norm({}) + mean({})",
-          "logsumexp({}, -1) * 2", "norm({}, 0)"]
+          "logsumexp({}, -1) * 2", "norm({}, 0)", "max({})", "min({}, -1) * 2",
+          "max(abs({}), 0)", "sum(min(relu({}), -1))"]
 
 
 def _fd(target, values, columns: bool):
@@ -66,8 +67,9 @@ def test_supported_shapes_of_expression_use_columns_and_others_fall_back():
     for expr, used in [("sum(sin(x)**2) * mean(cos(x))", True), ("mean(x**2, 1)", True),
                        ("mean(sum(x, 0)**2)", True), ("abs(sum(x)) + mean(x)", True),
                        ("logsumexp(x) + norm(x)", True), ("sum(norm(x, 1))", True),
-                       ("max(sum(x, 1))", False), ("sum(x - mean(x))", False),
-                       ("softmax(x)", False), ("max(x)", False), ("sum(softmax(x, 0))", False)]:
+                       ("max(sum(x, 1))", True), ("max(x) - min(abs(x)) + sum(max(x, 0))", True),
+                       ("sum(x - mean(x))", False), ("softmax(x)", False),
+                       ("sum(softmax(x, 0))", False)]:
         fd = _fd(resolve(expr), x, True)
         fd.columns("x")
         assert (fd.column_fn["x"] is not None) == used, expr
@@ -113,3 +115,16 @@ def test_checks_of_dense_expressions_never_report_a_false_mismatch(expr, seed):
         assert "has no inputs" in str(exc) or "cannot compute" in str(exc)
         return
     assert all(i.status_counts.get("mismatch", 0) == 0 for i in report.inputs), report.to_text()
+
+
+def test_ties_of_max_and_min_follow_torch_first_occurrence():
+    for expr, values in [("max(x)", [1.0, 3.0, 3.0, 2.0]), ("max(relu(x))", [-1.0, -0.5, -2.0]),
+                         ("min(x, 0) * 1", [[2.0, 1.0], [2.0, 5.0], [0.5, 1.0]]),
+                         ("max(x, -1) * 1", [[4.0, 4.0, 1.0], [0.0, 7.0, 7.0]])]:
+        target = resolve(expr)
+        x = {"x": torch.tensor(values, dtype=torch.float64)}
+        fast, slow = _fd(target, x, True), _fd(target, x, False)
+        a, b = fast.columns("x"), slow.columns("x")
+        assert fast.column_fn["x"] is not None, expr
+        assert torch.equal(a.kink, b.kink), expr
+        assert torch.allclose(a.partial, b.partial, atol=1e-9, equal_nan=True), expr

@@ -9,13 +9,14 @@ evaluator runs a batch of B perturbations at once and keeps, per node, the cheap
 * `Const`: the node does not depend on the moving input; its base value serves every column;
 * `Single`: per column exactly one element differs from the base value: (position, new value),
   B numbers. Elementwise ops map it element by element; `sum`, `mean`, `logsumexp` and `norm`
-  fold it into the base result incrementally (over all dims: a `Batch` of scalars; over one
-  dim: a `Single` again);
+  fold it into the base result incrementally, `max` and `min` compare it with the base slice's
+  best and second best (over all dims: a `Batch` of scalars; over one dim: a `Single` again);
 * `Batch`: anything else, stored densely as (B, *shape), the way vmap would.
 
 So a loss such as `sum(sin(x)**2) * mean(cos(x))` costs O(1) per column instead of O(n). An op
 that would need a `Single` and a `Batch` together (`x - mean(x)`), a `Single` that spreads
-(broadcasting), or a structural op (matmul, softmax, ...) on a perturbed value is `Unsupported`:
+(broadcasting), a reduction of a changed element other than those, or a structural op (matmul,
+softmax, ...) on a perturbed value is `Unsupported`:
 the finite-difference engine then uses vmap for that input. Branch ids of kinky ops are compared
 with the base point per column, as the traced evaluation does.
 """
@@ -36,6 +37,7 @@ from gradscope.tensor_utils import all_finite
 # old and new value, and the count reduced over → the reduced value with the change. logsumexp
 # and norm lose no accuracy this way: their absolute error stays about eps·|result|, as when
 # recomputed in full.
+EXTREMES = ("max", "min")  # folded in from the base slice's best and second best
 INCREMENTAL = {
     "sum": lambda r, old, new, n: r + (new - old),
     "mean": lambda r, old, new, n: r + (new - old) / max(n, 1),
@@ -179,6 +181,8 @@ class ColumnEvaluator:
     def _reduce(self, node: ir.Call, op: Any, arg: Value, dim: int | None, base: torch.Tensor,
                 changed: dict[int, torch.Tensor]) -> Value:
         site = self.sites.get(id(node))
+        if isinstance(arg, Single) and op.name in EXTREMES:
+            return self._extreme(op.name == "max", arg, dim, site, changed)
         if isinstance(arg, Single):
             fold = INCREMENTAL.get(op.name)
             if fold is None or site is not None:
@@ -207,6 +211,51 @@ class ColumnEvaluator:
             changed[site] = _differs(branch, self.base_branches[site].unsqueeze(0)) \
                 .reshape(b, -1).any(1)
         return Batch(tuple(base.shape), out)
+
+
+    def _extreme(self, largest: bool, arg: Single, dim: int | None, site: int | None,
+                 changed: dict[int, torch.Tensor]) -> Value:
+        """max/min with one changed element per column, from the base slice's best and second
+        best (first occurrences, as torch's argmax/argmin): the new extreme and its index."""
+        if not all_finite(arg.base):
+            raise Unsupported("max/min over non-finite values")
+        whole = dim is None or not arg.shape
+        d = 0 if whole else dim % len(arg.shape)
+        sign = 1.0 if largest else -1.0  # the largest of sign·x is the extreme
+        # one row per reduced slice (rows in the order of the reduced shape)
+        slices = (arg.base.reshape(1, -1) if whole
+                  else arg.base.movedim(d, -1).reshape(-1, arg.shape[d])) * sign
+        first = slices.argmax(1)
+        best = slices.gather(1, first.unsqueeze(1)).squeeze(1)
+        rest = slices.scatter(1, first.unsqueeze(1), float("-inf"))
+        second_at = rest.argmax(1)
+        second = rest.gather(1, second_at.unsqueeze(1)).squeeze(1)
+        # each column's slice and its coordinate along the reduced dim
+        if whole:
+            s = torch.zeros_like(arg.pos)
+            c = arg.pos
+        else:
+            inner = 1
+            for size in arg.shape[d + 1:]:
+                inner *= size
+            s = _drop_axis(arg.pos, arg.shape, d)
+            c = (arg.pos // inner) % arg.shape[d]
+        v = arg.new * sign
+        top, at = best[s], first[s]
+        alt, alt_at = second[s], second_at[s]
+        was_best = c == at
+        other, other_at = torch.where(was_best, alt, top), torch.where(was_best, alt_at, at)
+        # the moved element wins when above the best of the others, ties to the lower index
+        wins = (v > other) | ((v == other) & (c < other_at))
+        new = torch.where(wins, v, other) * sign
+        index = torch.where(wins, c, other_at)
+        if site is not None:
+            changed[site] = index != at
+        if whole:
+            return Batch((), new)
+        reduced = arg.shape[:d] + arg.shape[d + 1:]
+        base = arg.base.amax(d) if largest else arg.base.amin(d)
+        return Single(reduced, s, new.to(base.dtype), base)
 
 
 def _gather(value: Any, shape: tuple[int, ...], pos: torch.Tensor) -> Any:
