@@ -123,9 +123,9 @@ MaxTotalOpt = Annotated[int, typer.Option(
 MaxFdOpt = Annotated[int, typer.Option(
     "--max-fd", min=1, help="A non-elementwise input with more elements than this gets finite "
                             "differences for a seeded sample of --sample elements plus random "
-                            "projections over all of them (expressions whose columns are "
-                            "evaluated incrementally, e.g. losses like mean((x - y)**2), get "
-                            "every element regardless).")]
+                            "projections over all of them. Raising it is cheap for losses "
+                            "like mean((x - y)**2), whose columns are evaluated "
+                            "incrementally.")]
 SampleOpt = Annotated[int, typer.Option(
     "--sample", min=1, help="How many elements of a sampled input get their own finite "
                             "difference.")]

@@ -555,16 +555,14 @@ def _sample_size(request: Request, fd: FiniteDifferences, name: str) -> int | No
     # perturbed copy of the input and the whole output
     per_column = max(n_out, width) if width is not None else max(n_in, n_out)
     affordable_work = 4.0 * n_in * per_column <= MAX_DENSE_WORK
-    if width is not None:  # incremental columns: work and storage decide, whatever --max-fd
-        if stored and affordable_work:
-            return None
+    if width is not None:  # incremental columns cost their widest node, not an evaluation
         by_time = n_in
     else:
         # an expensive target (a big matmul, a slow module) costs more than its size says:
         # its columns are also bounded by time, from what one evaluation took
         by_time = int(FD_SECONDS / len(fd.values) / (4.0 * max(fd.eval_seconds, 1e-9)))
-        if n_in <= request.max_fd and affordable_work and stored and n_in <= by_time:
-            return None
+    if n_in <= request.max_fd and affordable_work and stored and n_in <= by_time:
+        return None
     affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out,
                          by_time))
     return max(1, min(request.sample, n_in, affordable))

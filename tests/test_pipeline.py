@@ -253,19 +253,21 @@ def test_timings_are_recorded():
     assert set(report.timings) >= {"autograd", "symbolic", "finite_difference", "total"}
 
 
-def test_incremental_dense_columns_ignore_max_fd():
-    # one changed element per column until sum/mean: every column is cheap, none is sampled
-    report = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(300)", max_fd=100,
-                             sample=20)
-    (x,) = report.inputs
-    assert x.finite_difference_mode == "dense" and x.status_counts == {"ok": 300}
+def test_max_fd_decides_sampling_and_raising_it_is_cheap_for_incremental_columns():
+    sampled = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(30000)", sample=20)
+    (x,) = sampled.inputs
+    assert x.finite_difference_mode == "sampled"  # past the default --max-fd of 20,000
+    assert any("20 of 30,000 elements of x" in n for n in sampled.notes)
+    # one changed element per column until sum/mean: every column costs O(1)
+    whole = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(300000)",
+                            max_fd=1_000_000)
+    (x,) = whole.inputs
+    assert x.finite_difference_mode == "dense" and x.status_counts == {"ok": 300_000}
 
 
 def test_large_dense_input_is_sampled_with_projections():
-    # x - mean(x): every element of the centred tensor moves with each column, so each
-    # column is a whole evaluation and --max-fd applies
-    report = gradscope.check("sum((x - mean(x))**2) * mean(cos(x))", x="randn(300)",
-                             max_fd=100, sample=20)
+    report = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(300)", max_fd=100,
+                             sample=20)
     (x,) = report.inputs
     assert x.finite_difference_mode == "sampled" and report.passed
     assert x.status_counts == {"ok": 300}  # the symbolic engine covers the unsampled ones
