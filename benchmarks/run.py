@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+FUNCTION = "ScaleBySum (custom Function, y = x·sum(x))"
 LOSS = "sum(sin(x)**2) * mean(cos(x))"  # columns evaluated incrementally (one changed element)
 CENTRED = "sum((x - mean(x))**2) * mean(cos(x))"  # every element moves: vmap batches, sampling
 CASES = {
@@ -33,17 +34,41 @@ CASES = {
     "dense-1M": (LOSS, 1_000_000, False, True),  # with --max-fd raised: every element
     "dense-vmap-10k": (CENTRED, 10_000, True, True),
     "dense-sampled-50k": (CENTRED, 50_000, False, True),
+    # a custom autograd.Function whose Jacobian is full (every output reads every input)
+    "function-10k": (FUNCTION, 10_000, True, True),
 }
 QUICK = {"elementwise-3k": 300, "elementwise-1M": 100_000, "dense-1k": 200, "dense-10k": 1000,
-         "dense-1M": 20_000, "dense-vmap-10k": 1000, "dense-sampled-50k": 30_000}
+         "dense-1M": 20_000, "dense-vmap-10k": 1000, "dense-sampled-50k": 30_000,
+         "function-10k": 500}
 # 43 nodes (25 ops) over three inputs, elementwise: the symbolic engine's work at scale.
 SYMBOLIC_EXPR = ("sin(a)*exp(-b*b) + log(1 + a*a)*cos(b) - tanh(a*b + c)/(1 + c*c) "
                  "+ sqrt(c*c + 1)*sigmoid(a - b)")
 
 
+def _scale_by_sum():
+    import torch
+
+    class ScaleBySum(torch.autograd.Function):
+        """y = x * sum(x): every output depends on every input."""
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x.sum()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x.sum() + (g * x).sum()
+
+    return ScaleBySum
+
+
 def _torch_fn(expr: str):
     import torch
 
+    if expr == FUNCTION:
+        return _scale_by_sum().apply
     if expr.startswith("3*a"):
         return lambda a, b, c: 3 * a + 2 * b * b + torch.log(c)
     if expr == CENTRED:
@@ -79,7 +104,10 @@ def run_case(name: str, size: int) -> dict:
     options = {"max_fd": size} if name == "dense-1M" else {}
 
     def ours():
-        report = gradscope.check(expr, **dict(zip(names, tensors, strict=True)), **options)
+        if expr == FUNCTION:
+            report = gradscope.check(_scale_by_sum(), *tensors)
+        else:
+            report = gradscope.check(expr, **dict(zip(names, tensors, strict=True)), **options)
         assert report.passed
 
     # Both sides are timed warm, at full size (the allocator has grown its heap, the first

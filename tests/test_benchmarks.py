@@ -20,7 +20,7 @@ def _case(*args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("case", ["elementwise-3k", "dense-1k", "dense-vmap-10k"])
+@pytest.mark.parametrize("case", ["elementwise-3k", "dense-1k", "dense-vmap-10k", "function-10k"])
 def test_a_check_case_times_both_sides(case):
     row = _case("--case", case, "--size", "20")
     assert row["case"] == case and row["size"] == 20

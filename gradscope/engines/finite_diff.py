@@ -115,11 +115,12 @@ class Columns:
         smooth = ~self.kink.reshape(-1)
         if self.sampled is not None:
             smooth = smooth[self.sampled]
-        return bool(smooth.any()) and not bool(self.nonconstant(atol).any())
+        return bool(smooth.any()) and not bool(self.nonconstant(atol, first=True).any())
 
-    def nonconstant(self, atol: float) -> torch.Tensor:
+    def nonconstant(self, atol: float, first: bool = False) -> torch.Tensor:
         """Input-shaped mask of the columns away from a kink with an entry beyond
-        atol + 3·error: the elements the function changes with."""
+        atol + 3·error: the elements the function changes with (`first`: stop at the first
+        block of columns that has one; a dense Jacobian can hold 1e8 entries)."""
         if self.mode == "elementwise":  # one entry per output element: no matrix needed
             beyond = self.partial.abs() > atol + 3 * self.error
             return any_to_shape(beyond, self.in_shape) & ~self.kink
@@ -129,7 +130,14 @@ class Columns:
         else:
             jac, err = self.jacobian()
             smooth = ~self.kink.reshape(-1)
-        moving = (jac.abs() > atol + 3 * err).any(0) & smooth
+        moving = torch.zeros(jac.shape[1], dtype=torch.bool, device=jac.device)
+        step = max(1, BATCH_ELEMENTS // max(1, jac.shape[0]))
+        for start in range(0, jac.shape[1], step):
+            block = slice(start, start + step)
+            moving[block] = (jac[:, block].abs() > atol + 3 * err[:, block]).any(0)
+            if first and bool((moving[block] & smooth[block]).any()):
+                break
+        moving &= smooth
         if self.sampled is None:
             return moving.reshape(self.in_shape)
         mask = torch.zeros(_numel(self.in_shape), dtype=torch.bool, device=moving.device)
