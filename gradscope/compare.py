@@ -29,7 +29,7 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-6, 1e-9),
     "float32": (5e-4, 1e-5),
     "float16": (2e-2, 2e-3),
-    "bfloat16": (6e-2, 2e-2),
+    "bfloat16": (1e-1, 2e-2),
 }
 # Relative finite-difference step per dtype of evaluation (float64 unless the target forbids it).
 DEFAULT_EPS = 1e-4

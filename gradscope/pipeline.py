@@ -316,10 +316,11 @@ def _vjp_inputs(state: _Run, values: Mapping[str, Value], cast: Mapping[str, tor
     upstream64 = upstream.to(torch.float64)
     sym_grads = state.sym_grads
     formulas = _formulas(symbolic, state.names)
+    ones = request.grad is None and request.order == 1  # the default upstream: all ones
     inputs, undefined = [], {}
     for name in state.names:
         col = state.columns[name]
-        fd_grad, fd_err = col.vjp(upstream64) if col else (None, None)
+        fd_grad, fd_err = col.vjp(upstream64, ones=ones) if col else (None, None)
         sym = sym_grads[name] if sym_grads else None
         cmp = state.compare(name, ag_grads[name], sym, fd_grad, fd_err)
         undefined[name] = cmp.status == UNDEFINED

@@ -88,8 +88,12 @@ class Columns:
         mask[self.sampled] = True
         return mask.reshape(self.in_shape)
 
-    def vjp(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Jᵀv, its error estimate), shaped like the input (NaN where not sampled)."""
+    def vjp(self, v: torch.Tensor, ones: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Jᵀv, its error estimate), shaped like the input (NaN where not sampled). `ones`:
+        v is all ones (the default upstream), so an elementwise input needs no products."""
+        if ones and self.mode == "elementwise" and self.sampled is None:
+            return (sum_to_shape(self.partial, self.in_shape),
+                    sum_to_shape(self.error, self.in_shape))
         v = v.to(self.partial.dtype)
         if self.sampled is not None:
             flat = v.reshape(-1)
