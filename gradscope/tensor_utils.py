@@ -18,6 +18,16 @@ def all_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all())
 
 
+def branch_changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise 'on a different branch' for branch ids, where two NaNs count as the same."""
+    if a is b:  # a reused subexpression: the same tensor, unchanged by construction
+        return torch.zeros((), dtype=torch.bool, device=a.device).expand(a.shape)
+    diff = a != b
+    if a.is_floating_point():
+        diff = diff & ~(torch.isnan(a) & torch.isnan(b))
+    return diff
+
+
 def sum_to_shape(t: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
     """Sum `t` over the dimensions that broadcasting added to `shape` (the adjoint of expand)."""
     shape = tuple(shape)

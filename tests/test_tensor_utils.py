@@ -23,3 +23,12 @@ def test_sum_and_any_to_shape_undo_broadcasting():
     assert sum_to_shape(t, (2, 3)) is t
     mask = torch.tensor([[False, True, False], [False, False, False]])
     assert any_to_shape(mask, (3,)).tolist() == [False, True, False]
+
+
+def test_branch_changed_treats_nan_as_the_same_branch():
+    from gradscope.tensor_utils import branch_changed
+
+    a = torch.tensor([1.0, float("nan"), 2.0])
+    assert branch_changed(a, torch.tensor([1.0, float("nan"), 3.0])).tolist() == [
+        False, False, True]
+    assert not bool(branch_changed(a, a).any())

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from gradscope.expr.columns import Unsupported
-from gradscope.tensor_utils import any_to_shape, sum_to_shape
+from gradscope.tensor_utils import any_to_shape, branch_changed, sum_to_shape
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
@@ -200,16 +200,6 @@ def _elapsed(tic: float, out: torch.Tensor) -> float:
     return time.perf_counter() - tic
 
 
-def _changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise 'different branch', where two NaNs count as the same."""
-    if a is b:  # a reused subexpression: the same tensor, unchanged by construction
-        return torch.zeros((), dtype=torch.bool, device=a.device).expand(a.shape)
-    diff = a != b
-    if a.is_floating_point():
-        diff = diff & ~(torch.isnan(a) & torch.isnan(b))
-    return diff
-
-
 STENCIL = (1.0, -1.0, 0.5, -0.5)  # steps in units of h: two-point uses the first two
 
 
@@ -321,7 +311,8 @@ class FiniteDifferences:
                 vals[name] = torch.where(chosen, moved, x)
                 out, _ = fn(vals)
                 self.probed[name] += 1
-                changed = _changed(out.expand(self.out_shape), self.out.expand(self.out_shape))
+                changed = branch_changed(out.expand(self.out_shape),
+                                         self.out.expand(self.out_shape))
                 if bool((changed & ~chosen.expand(self.out_shape)).any()):
                     return False
         return True
@@ -411,7 +402,8 @@ class FiniteDifferences:
             vals[name] = torch.add(x, h, alpha=scale)
             out, branches = fn(vals)
             outs.append(out.expand(self.out_shape))
-            kinks.append([_changed(b, b0) for b, b0 in zip(branches, self.branches, strict=True)])
+            kinks.append([branch_changed(b, b0)
+                          for b, b0 in zip(branches, self.branches, strict=True)])
         est, err = _estimate(outs, h.expand(self.out_shape), self.machine_eps)
         by_branch: dict[int, torch.Tensor] = {}
         for k in range(len(self.branches)):
@@ -608,7 +600,7 @@ class FiniteDifferences:
             per_point.append(out.reshape(k, -1).transpose(0, 1))  # (n_out, k)
             del batch
             for j, (b, b0) in enumerate(zip(branches, self.branches, strict=True)):
-                changed = _changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
+                changed = branch_changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
                 kinks[j] = kinks[j] | changed if j in kinks else changed
         est, err = _estimate(per_point, h.unsqueeze(0), self.machine_eps)
         return est, err, {j: m for j, m in kinks.items() if bool(m.any())}
@@ -665,7 +657,7 @@ class FiniteDifferences:
             out, branches = self.fn(vals)
             outs.append(out.expand(self.out_shape))
             for b, b0 in zip(branches, self.branches, strict=True):
-                diff = _changed(b, b0)
+                diff = branch_changed(b, b0)
                 if bool(diff.any()):
                     try:
                         changed |= diff.expand(self.out_shape) if diff.ndim <= len(

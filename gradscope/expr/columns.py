@@ -31,7 +31,7 @@ import torch
 
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS, REDUCTION
-from gradscope.tensor_utils import all_finite
+from gradscope.tensor_utils import all_finite, branch_changed
 
 # Reductions a Single folds into: the reduced value at the base point, the changed element's
 # old and new value, and the count reduced over → the reduced value with the change. logsumexp
@@ -163,8 +163,8 @@ class ColumnEvaluator:
             new = op.torch(*gathered)
             if site is not None:
                 branch = op.branch(*gathered)
-                changed[site] = _differs(branch, _gather(self.base_branches[site], shape,
-                                                     first.pos))
+                changed[site] = branch_changed(branch, _gather(self.base_branches[site], shape,
+                                                               first.pos))
             return Single(shape, first.pos, new, base)
         b = batches[0].data.shape[0]
         lifted = [_lift(a.data, a.shape, len(shape)) if isinstance(a, Batch) else a.value
@@ -174,8 +174,7 @@ class ColumnEvaluator:
         self.width = max(self.width, base.numel())
         if site is not None:  # (a branch of constant arguments only has no batch dim)
             branch = torch.broadcast_to(op.branch(*lifted), (b, *shape))
-            changed[site] = _differs(branch, self.base_branches[site].unsqueeze(0)) \
-                .reshape(b, -1).any(1)
+            changed[site] = self._batch_changed(site, branch)
         return Batch(shape, data)
 
     def _reduce(self, node: ir.Call, op: Any, arg: Value, dim: int | None, base: torch.Tensor,
@@ -208,10 +207,14 @@ class ColumnEvaluator:
         self.width = max(self.width, base.numel())
         if site is not None:
             branch = op.branch(data, **kwargs)
-            changed[site] = _differs(branch, self.base_branches[site].unsqueeze(0)) \
-                .reshape(b, -1).any(1)
+            changed[site] = self._batch_changed(site, branch)
         return Batch(tuple(base.shape), out)
 
+
+    def _batch_changed(self, site: int, branch: torch.Tensor) -> torch.Tensor:
+        """Per column of a batched branch id (B, ...): does any element differ from the base?"""
+        base = self.base_branches[site].unsqueeze(0)
+        return branch_changed(branch, base).reshape(branch.shape[0], -1).any(1)
 
     def _extreme(self, largest: bool, arg: Single, dim: int | None, site: int | None,
                  changed: dict[int, torch.Tensor]) -> Value:
@@ -281,11 +284,3 @@ def _drop_axis(pos: torch.Tensor, shape: tuple[int, ...], d: int) -> torch.Tenso
         inner *= s
     outer, rest = pos // (shape[d] * inner), pos % inner
     return outer * inner + rest
-
-
-def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise 'different branch' (two NaNs count as the same)."""
-    diff = a != b
-    if a.is_floating_point():
-        diff = diff & ~(torch.isnan(a) & torch.isnan(b))
-    return diff
