@@ -49,7 +49,7 @@ def worst_indices(cmp: Comparison, max_elements: int, full: bool) -> torch.Tenso
     if full or n <= max_elements:
         return None
     err = cmp.error.reshape(-1).to(torch.float64)  # finite: compare zeroes undefined ones
-    if sum(1 for count in cmp.counts().values() if count) == 1:
+    if len(cmp.counts()) == 1:
         key = err  # one status throughout (the usual case): the error alone ranks
     else:
         # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full
