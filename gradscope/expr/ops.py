@@ -55,10 +55,6 @@ class Op:
 
 
 # ---------------------------------------------------------------- reductions: forward & adjoints
-def _all_or(dim: int | None, x: Tensor) -> tuple[int, ...] | int:
-    return tuple(range(x.ndim)) if dim is None else dim
-
-
 def _count(x: Tensor, dim: int | None) -> int:
     return x.numel() if dim is None else x.shape[dim]
 
