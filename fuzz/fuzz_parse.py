@@ -21,7 +21,7 @@ CANARY = os.path.join(tempfile.gettempdir(), "gradscope_fuzz_canary")
 def one_input(data: bytes) -> None:
     from gradscope.errors import UsageError
     from gradscope.expr.parse import parse
-    from gradscope.values import parse_value
+    from gradscope.inputs.text import parse_value
 
     text = data.decode("utf-8", "replace")
     for reader in (parse, lambda t: parse_value(t, "--at x")):
@@ -39,7 +39,7 @@ def main() -> None:
         sys.exit("atheris is not installed: pip install atheris")
     with atheris.instrument_imports():
         import gradscope.expr.parse  # imported here to be instrumented
-        import gradscope.values  # noqa: F401
+        import gradscope.inputs.text  # noqa: F401
     argv = list(sys.argv)
     if not any(a.startswith("-max_total_time") or a.startswith("-runs") for a in argv):
         argv.append("-max_total_time=60")  # bounded unless told otherwise

@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
 
         return testing
     if name == "run_config":
-        from gradscope.suite import run_config
+        from gradscope.tools.suite import run_config
 
         return run_config
     if name in _API:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.assemble import WORST_ELEMENTS, worst_indices
-from gradscope.compare import MISMATCH, NONDIFFERENTIABLE, OK, Comparison
+from gradscope.report.build import WORST_ELEMENTS, worst_indices
+from gradscope.verdict.compare import MISMATCH, NONDIFFERENTIABLE, OK, Comparison
 
 
 def _cmp(status, error):
@@ -40,7 +40,7 @@ def test_severity_ranks_before_error():
 
 
 def test_block_topk_equals_torch_topk():
-    from gradscope.assemble import _topk
+    from gradscope.report.build import _topk
 
     gen = torch.Generator().manual_seed(1)
     for n in (100, 204_800, 1_000_003):

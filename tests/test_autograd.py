@@ -7,7 +7,7 @@ import torch
 
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import UsageError
-from gradscope.targets import resolve
+from gradscope.targets.expression import resolve
 
 
 def _engine(expr, **values):

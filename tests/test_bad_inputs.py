@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import main
+from gradscope.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

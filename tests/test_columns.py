@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gradscope
-from gradscope.engines.finite_diff import FiniteDifferences
-from gradscope.targets import resolve
+from gradscope.engines.fd.engine import FiniteDifferences
+from gradscope.targets.expression import resolve
 from tests.test_agreement import smooth
 
 _KINKY = ["abs({})", "relu({} - 0.3)", "clamp({}, -0.5, 0.5)", "maximum({}, 0.2)"]
@@ -85,7 +85,7 @@ def test_dense_check_uses_linear_work_and_agrees():
 
 
 def test_an_evaluator_failure_mid_way_falls_back_to_vmap_batches(monkeypatch):
-    from gradscope.expr.columns import ColumnEvaluator
+    from gradscope.expr.incremental import ColumnEvaluator
 
     # 3,000 columns: one batch for the column evaluator, many for perturbed copies
     target = resolve("sum(sin(x)**2) * mean(cos(x))")

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradscope.compare import (
+from gradscope.verdict.compare import (
     DEFAULT_TOLERANCES,
     MISMATCH,
     NONDIFFERENTIABLE,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.config import load
+from gradscope.tools.config import load
 from gradscope.errors import UsageError
 
 

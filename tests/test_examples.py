@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import main
+from gradscope.cli.app import main
 
 TEXT = (Path(__file__).resolve().parents[1] / "examples" / "README.md").read_text()
 COMMANDS = re.findall(r"^\$ (gradscope .+)$", TEXT, re.M)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.engines.finite_diff import TWO_POINT_FROM, FiniteDifferences
-from gradscope.targets import resolve
+from gradscope.engines.fd.engine import TWO_POINT_FROM, FiniteDifferences
+from gradscope.targets.expression import resolve
 
 
 def _fd(expr, two_point_from=TWO_POINT_FROM, **values):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import gradscope
-from gradscope.engines.finite_diff import TWO_POINT_FROM, FiniteDifferences
+from gradscope.engines.fd.engine import TWO_POINT_FROM, FiniteDifferences
 from gradscope.errors import UsageError
 from tests.conftest import assert_close
 
@@ -345,7 +345,7 @@ def test_large_elementwise_python_code_is_checked_at_every_element():
 
 def test_dense_python_code_with_a_large_jacobian_is_sampled_within_memory(tmp_path,
                                                                           monkeypatch):
-    from gradscope import pipeline
+    from gradscope import runner as pipeline
 
     monkeypatch.setattr(pipeline, "MAX_STORED_ENTRIES", 1 << 20)  # 2^27 in use; smaller here
     path = tmp_path / "scan.py"
@@ -366,7 +366,7 @@ def test_sampling_bounds_the_work_of_whole_evaluation_columns(monkeypatch):
     # each column of x - mean(x) evaluates all 200,000 elements: with a work bound of 2e7
     # element evaluations, 2e7 / (4 * 2e5) = 25 columns, whatever --sample asks for (the real
     # bound, 2e9, keeps a check at the 20M-element limit to seconds instead of hours)
-    from gradscope import pipeline
+    from gradscope import runner as pipeline
 
     monkeypatch.setattr(pipeline, "MAX_DENSE_WORK", 2e7)
     report = gradscope.check("sum((x - mean(x))**2)", x="randn(200000)")
@@ -378,7 +378,7 @@ def test_sampling_bounds_the_work_of_whole_evaluation_columns(monkeypatch):
 def test_expensive_targets_sample_their_columns_by_time(monkeypatch):
     # one evaluation of x @ y costs far more than its 200 elements say; with no time to spare
     # (FD_SECONDS = 0) a single column is differenced and the projections cover the rest
-    from gradscope import pipeline
+    from gradscope import runner as pipeline
 
     monkeypatch.setattr(pipeline, "FD_SECONDS", 0.0)
     report = gradscope.check("sum(tanh(x @ y))", x="randn(10,10)", y="randn(10,10)")

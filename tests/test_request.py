@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.request import Request, prepare, upstream_for, validate, value_of
+from gradscope.inputs.bind import Request, prepare, upstream_for, validate, value_of
 
 
 @pytest.mark.parametrize("change, fragment", [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import main
-from gradscope.suite import run_config
+from gradscope.cli.app import main
+from gradscope.tools.suite import run_config
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -84,7 +84,7 @@ def test_table_output_and_json(project, capsys):
     data = json.loads(out)
     assert data["schema"] == "gradscope.run/1" and data["exit_code"] == 1
     assert [c["outcome"] for c in data["checks"]] == ["passed", "passed", "failed"]
-    assert data["checks"][0]["report"]["schema"] == "gradscope.report/1"
+    assert data["checks"][0]["report"]["schema"] == "gradscope.report.model/1"
 
 
 def test_raising_check_does_not_stop_the_others(project, capsys):

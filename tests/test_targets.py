@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.targets import resolve
+from gradscope.targets.expression import resolve
 
 
 @pytest.mark.parametrize("expr, elementwise", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.tensor_utils import all_finite, any_to_shape, sum_to_shape
+from gradscope.tensors import all_finite, any_to_shape, sum_to_shape
 
 
 def test_all_finite_fast_path_and_exact_fallback():
@@ -26,7 +26,7 @@ def test_sum_and_any_to_shape_undo_broadcasting():
 
 
 def test_branch_changed_treats_nan_as_the_same_branch():
-    from gradscope.tensor_utils import branch_changed
+    from gradscope.tensors import branch_changed
 
     a = torch.tensor([1.0, float("nan"), 2.0])
     assert branch_changed(a, torch.tensor([1.0, float("nan"), 3.0])).tolist() == [

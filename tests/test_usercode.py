@@ -11,8 +11,8 @@ import torch
 
 import gradscope
 from gradscope.errors import TargetError, UsageError
-from gradscope.targets import resolve
-from gradscope.usercode import is_python_target, parse_literal
+from gradscope.targets.expression import resolve
+from gradscope.targets.python import is_python_target, parse_literal
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SEEDS = f"{EXAMPLES}/seed_functions.py"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.values import (
+from gradscope.inputs.text import (
     MAX_ELEMENTS,
     parse_assignment,
     parse_shape,

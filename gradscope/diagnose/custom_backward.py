@@ -17,11 +17,11 @@ from collections.abc import Mapping
 
 import torch
 
-from gradscope.assemble import mask_indices
-from gradscope.compare import Tolerance
+from gradscope.report.build import mask_indices
+from gradscope.verdict.compare import Tolerance
 from gradscope.engines.autograd import AutogradEngine
-from gradscope.report import Diagnostic
-from gradscope.values import seed_for
+from gradscope.report.model import Diagnostic
+from gradscope.inputs.text import seed_for
 
 ALPHA, BETA = 0.75, -1.25
 

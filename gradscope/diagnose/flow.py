@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from gradscope.assemble import mask_indices
-from gradscope.report import Diagnostic
-from gradscope.tensor_utils import all_finite
+from gradscope.report.build import mask_indices
+from gradscope.report.model import Diagnostic
+from gradscope.tensors import all_finite
 
 # grad_fn name (without the trailing digits) → (catalogue op, kind)
 CATALOGUE: dict[str, tuple[str, str]] = {

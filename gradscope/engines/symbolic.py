@@ -20,7 +20,7 @@ import torch
 from gradscope.engines.sympy_eval import SympyEvaluator
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS, Op
-from gradscope.tensor_utils import sum_to_shape
+from gradscope.tensors import sum_to_shape
 
 MAX_FORMULA = 400
 MAX_FORMULA_OPS = 2000  # larger formulas are not printed (printing itself would be slow)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradscope.render.table import TABLE_ROWS, WORST_ROWS, _index_of, _index_text, flat, fmt
-from gradscope.report import InputReport, Report
+from gradscope.report.model import InputReport, Report
 
 
 def _cell(text: str) -> str:

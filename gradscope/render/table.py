@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.report import ForwardReport, InputReport, Report, TensorSummary
+from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 
 TABLE_ROWS = 24  # a tensor with more elements shows its worst rows only
 WORST_ROWS = 12

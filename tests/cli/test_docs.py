@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import FUNCTION_NAMES, app
+from gradscope.cli.app import FUNCTION_NAMES, app
 from gradscope.expr.ops import FUNCTIONS
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()

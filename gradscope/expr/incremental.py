@@ -31,7 +31,7 @@ import torch
 
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS, REDUCTION
-from gradscope.tensor_utils import all_finite, branch_changed
+from gradscope.tensors import all_finite, branch_changed
 
 # Reductions a Single folds into: the reduced value at the base point, the changed element's
 # old and new value, and the count reduced over → the reduced value with the change. logsumexp

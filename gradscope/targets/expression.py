@@ -18,11 +18,11 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.columns import ColumnEvaluator
+from gradscope.expr.incremental import ColumnEvaluator
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value, parse
 from gradscope.expr.to_torch import evaluate
-from gradscope.tensor_utils import all_finite
+from gradscope.tensors import all_finite
 
 # Finite differences keep subexpressions evaluated at the base point for reuse up to this
 # many elements in all (512 MB in float64); past it every point is evaluated in full.
@@ -256,7 +256,7 @@ def resolve(target: object, *, args: Mapping[str, Any] | None = None,
             positional: tuple[Any, ...] = ()):
     """Turn a TARGET into a Target: expression text, `file.py:NAME`, `package.module:NAME`,
     or (from the API) a Function subclass, nn.Module, or function."""
-    from gradscope import usercode
+    from gradscope.targets import python as usercode
 
     if isinstance(target, str):
         text = target.strip()

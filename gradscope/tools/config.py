@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import UsageError
-from gradscope.request import FAIL_ON, Request
+from gradscope.inputs.bind import FAIL_ON, Request
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -127,8 +127,8 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
 
 
 def _request(command: str, c: dict[str, Any], base: Path) -> Request:
-    from gradscope.usercode import parse_literal
-    from gradscope.values import parse_shape
+    from gradscope.targets.python import parse_literal
+    from gradscope.inputs.text import parse_shape
 
     shapes: dict[str, tuple[int, ...]] = {}
     default_shape = None
@@ -171,9 +171,9 @@ def _precheck(request: Request, base: Path) -> None:
     """Cheap validation that needs no torch work: the target parses or its file exists, the
     options are in range, the VALUE strings read."""
     from gradscope.expr.parse import parse
-    from gradscope.request import DTYPES, validate
-    from gradscope.usercode import is_python_target
-    from gradscope.values import parse_value
+    from gradscope.inputs.bind import DTYPES, validate
+    from gradscope.targets.python import is_python_target
+    from gradscope.inputs.text import parse_value
 
     validate(request)
     if request.dtype not in DTYPES:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gradscope._version import __version__
-from gradscope.config import CheckSpec, load
+from gradscope.tools.config import CheckSpec, load
 from gradscope.errors import TargetError, UsageError
-from gradscope.report import Report
+from gradscope.report.model import Report
 
 SCHEMA = "gradscope.run/1"
 
@@ -89,7 +89,7 @@ class SuiteReport:
 
 def run_checks(specs: list[CheckSpec], config: str,
                on_result: Callable[[CheckResult], None] | None = None) -> SuiteReport:
-    from gradscope.pipeline import run
+    from gradscope.runner import run
 
     suite = SuiteReport(config)
     for spec in specs:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradscope.api import check
-from gradscope.report import Report
+from gradscope.report.model import Report
 
 
 def assert_gradients(fn: Any, *inputs: Any, grad: Any = None, atol: float | None = None,

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gradscope.compare import (
+from gradscope.verdict.compare import (
     MISMATCH,
     NONDIFFERENTIABLE,
     OK,
@@ -19,8 +19,8 @@ from gradscope.compare import (
     VANISHING,
     Comparison,
 )
-from gradscope.report import Diagnostic, TensorSummary
-from gradscope.tensor_utils import multi_index
+from gradscope.report.model import Diagnostic, TensorSummary
+from gradscope.tensors import multi_index
 
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
 HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows

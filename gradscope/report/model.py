@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "gradscope.report/1"
+SCHEMA = "gradscope.report.model/1"
 
 
 @dataclass

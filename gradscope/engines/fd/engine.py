@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from gradscope.expr.columns import Unsupported
-from gradscope.tensor_utils import any_to_shape, branch_changed, sum_to_shape
+from gradscope.expr.incremental import Unsupported
+from gradscope.tensors import any_to_shape, branch_changed, sum_to_shape
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]

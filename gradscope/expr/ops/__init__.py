@@ -21,7 +21,7 @@ import sympy as sp
 import torch
 
 from gradscope.expr import sympy_functions as sf
-from gradscope.tensor_utils import expand_reduced, sum_to_shape
+from gradscope.tensors import expand_reduced, sum_to_shape
 
 Tensor = torch.Tensor
 ELEMENTWISE, REDUCTION, STRUCTURAL, COMPARE = "elementwise", "reduction", "structural", "compare"

@@ -156,7 +156,7 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 def _assignments(items: list[str] | None, option: str) -> dict[str, str]:
     from gradscope.errors import UsageError
-    from gradscope.values import parse_assignment
+    from gradscope.inputs.text import parse_assignment
 
     out: dict[str, str] = {}
     for item in items or []:
@@ -169,7 +169,7 @@ def _assignments(items: list[str] | None, option: str) -> dict[str, str]:
 
 def _shapes(items: list[str] | None) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...] | None]:
     from gradscope.errors import UsageError
-    from gradscope.values import parse_shape
+    from gradscope.inputs.text import parse_shape
 
     named: dict[str, tuple[int, ...]] = {}
     default = None
@@ -257,7 +257,7 @@ def _progress_factory(command: str, target: str):
 
 
 def _literals(items: list[str] | None, option: str) -> dict[str, Any]:
-    from gradscope.usercode import parse_literal
+    from gradscope.targets.python import parse_literal
 
     return {name: parse_literal(text, f"{option} {name}")
             for name, text in _assignments(items, option).items()}
@@ -273,7 +273,7 @@ def _run(command: str, options: dict[str, Any]) -> None:
     progress = None
     try:
         _check_output(o["output"])
-        from gradscope.pipeline import Request, run
+        from gradscope.runner import Request, run
 
         shapes, default_shape = _shapes(o["shape"])
         progress = _progress_factory(command, o["target"])
@@ -381,7 +381,7 @@ def jacobian(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, arg: A
 
 
 def _simple_request(target: str, at, shape, grad, arg, init, dtype, seed, device):
-    from gradscope.request import Request
+    from gradscope.inputs.bind import Request
 
     shapes, default_shape = _shapes(shape)
     return Request(command="check", target=target, at=_assignments(at, "--at"), shapes=shapes,
@@ -409,7 +409,7 @@ def graph(target: TargetArg, at: AtOpt = None, shape: ShapeOpt = None, grad: Gra
     try:
         _check_output(output)
         _check_output(dot)
-        from gradscope.graph import graph as build_graph
+        from gradscope.tools.graph import graph as build_graph
 
         report = build_graph(_simple_request(target, at, shape, grad, arg, init, dtype, seed,
                                              device))
@@ -454,7 +454,7 @@ def sweep(target: TargetArg,
             lo, hi = (float(p) for p in lo_hi)
         except ValueError:
             raise UsageError(f"--range {range_!r}: expected LO,HI such as -2,2") from None
-        from gradscope.graph import sweep as run_sweep
+        from gradscope.tools.graph import sweep as run_sweep
         from gradscope.render.graph import save_plot, sweep_plot
 
         request = _simple_request(target, at, None, grad, arg, init, dtype, seed, device)
@@ -512,8 +512,8 @@ def run_command(
     try:
         _check_output(output)
         _check_output(junit_xml)
-        from gradscope.config import load
-        from gradscope.suite import run_checks
+        from gradscope.tools.config import load
+        from gradscope.tools.suite import run_checks
 
         specs, where = load(config)
         suite = run_checks(specs, str(where), on_result=_suite_progress(len(specs)))

@@ -15,9 +15,10 @@ from typing import Any
 
 import torch
 
-from gradscope import assemble, usercode
+from gradscope.report import build as assemble
+from gradscope.targets import python as usercode
 from gradscope._version import __version__
-from gradscope.compare import (
+from gradscope.verdict.compare import (
     DEFAULT_EPS,
     DEFAULT_TOLERANCES,
     MISMATCH,
@@ -28,11 +29,11 @@ from gradscope.compare import (
 )
 from gradscope.diagnose import custom_backward, flow
 from gradscope.engines.autograd import AutogradEngine
-from gradscope.engines.finite_diff import Columns, FiniteDifferences
+from gradscope.engines.fd.engine import Columns, FiniteDifferences
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import TargetError, UsageError
-from gradscope.report import ForwardReport, InputReport, Report, UpstreamCheck
-from gradscope.request import (
+from gradscope.report.model import ForwardReport, InputReport, Report, UpstreamCheck
+from gradscope.inputs.bind import (
     COMMANDS,
     DTYPES,
     FAIL_ON,
@@ -44,9 +45,9 @@ from gradscope.request import (
     validate,
     value_of,
 )
-from gradscope.targets import ExpressionTarget, SecondOrderTarget
-from gradscope.usercode import user_error
-from gradscope.values import Value, seed_for
+from gradscope.targets.expression import ExpressionTarget, SecondOrderTarget
+from gradscope.targets.python import user_error
+from gradscope.inputs.text import Value, seed_for
 
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
 ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single vector already

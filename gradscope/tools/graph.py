@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 
-from gradscope import assemble, usercode
+from gradscope.report import build as assemble
+from gradscope.targets import python as usercode
 from gradscope._version import __version__
 from gradscope.diagnose import flow
 from gradscope.errors import TargetError, UsageError
-from gradscope.report import Diagnostic
-from gradscope.request import Request, prepare, upstream_for, validate
-from gradscope.targets import ExpressionTarget, resolve
+from gradscope.report.model import Diagnostic
+from gradscope.inputs.bind import Request, prepare, upstream_for, validate
+from gradscope.targets.expression import ExpressionTarget, resolve
 
 MAX_POINTS = 5000
 
@@ -46,7 +47,7 @@ class GraphReport:
     root: int | None
     nodes: list[GraphNode]
     diagnostics: list[Diagnostic]
-    schema: str = "gradscope.graph/1"
+    schema: str = "gradscope.tools.graph/1"
     version: str = __version__
 
     @property
