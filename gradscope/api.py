@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradscope.runner import Request, run
 from gradscope.report.model import Report
+from gradscope.runner import Request, run
 
 
 def _request(command: str, target: Any, args: tuple, inputs: dict[str, Any], *,

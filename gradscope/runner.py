@@ -15,24 +15,12 @@ from typing import Any
 
 import torch
 
-from gradscope.report import build as assemble
-from gradscope.targets import python as usercode
 from gradscope._version import __version__
-from gradscope.verdict.compare import (
-    DEFAULT_EPS,
-    DEFAULT_TOLERANCES,
-    MISMATCH,
-    UNDEFINED,
-    Comparison,
-    Tolerance,
-    compare,
-)
-from gradscope.diagnose import custom_backward, flow
+from gradscope.diagnose import custom_backward, flow, kinks
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.fd.engine import Columns, FiniteDifferences
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import TargetError, UsageError
-from gradscope.report.model import ForwardReport, InputReport, Report, UpstreamCheck
 from gradscope.inputs.bind import (
     COMMANDS,
     DTYPES,
@@ -45,9 +33,15 @@ from gradscope.inputs.bind import (
     validate,
     value_of,
 )
+from gradscope.inputs.text import Value, seed_for
+from gradscope.report import build as assemble
+from gradscope.report.model import ForwardReport, InputReport, Report, UpstreamCheck
+from gradscope.report.status import MISMATCH, UNDEFINED
+from gradscope.targets import python as usercode
 from gradscope.targets.expression import ExpressionTarget, SecondOrderTarget
 from gradscope.targets.python import user_error
-from gradscope.inputs.text import Value, seed_for
+from gradscope.verdict.compare import Comparison, compare
+from gradscope.verdict.tolerance import DEFAULT_EPS, DEFAULT_TOLERANCES, Tolerance
 
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
 ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single vector already
@@ -292,7 +286,7 @@ def run(request: Request) -> Report:
             report.accumulation = _accumulate(state, upstream, ag_grads)
         report.diagnostics += _kink_diagnostics(state)
         report.diagnostics += flow_diagnostics
-        nan = assemble.nan_diagnostic(target.text, undefined)
+        nan = kinks.nan_diagnostic(target.text, undefined)
         if nan and not any(d.kind == "nan" for d in flow_diagnostics):
             report.diagnostics.append(nan)
         if state.surrogates:
@@ -475,7 +469,7 @@ def _kink_diagnostics(state: _Run) -> list:
     cols = {n: c for n, c in state.columns.items() if c}
     masks = {n: c.kink_by_branch for n, c in cols.items()}
     unexplained = {n: c.kink & ~_any_of(c.kink_by_branch, c.kink) for n, c in cols.items()}
-    return assemble.kink_diagnostics(state.target.branch_sites, masks, unexplained)
+    return kinks.kink_diagnostics(state.target.branch_sites, masks, unexplained)
 
 
 def _finite_differences(request: Request, target: Any, exact: Mapping[str, torch.Tensor],

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from gradscope.report.build import WORST_ELEMENTS, worst_indices
-from gradscope.verdict.compare import MISMATCH, NONDIFFERENTIABLE, OK, Comparison
+from gradscope.report.status import MISMATCH, NONDIFFERENTIABLE, OK
+from gradscope.verdict.compare import Comparison
 
 
 def _cmp(status, error):

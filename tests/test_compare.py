@@ -8,17 +8,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradscope.verdict.compare import (
-    DEFAULT_TOLERANCES,
+from gradscope.report.status import (
     MISMATCH,
     NONDIFFERENTIABLE,
     OK,
     STATUS_NAMES,
     UNCHECKED,
     UNDEFINED,
-    Tolerance,
-    compare,
 )
+from gradscope.verdict.compare import compare
+from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance
 
 
 def _t(*v):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.tools.config import load
 from gradscope.errors import UsageError
+from gradscope.tools.config import load
 
 
 def _write(tmp_path: Path, body: str) -> Path:

@@ -80,8 +80,8 @@ def test_python_target_vanishing_point_has_file_and_line(tmp_path):
 
 
 def test_graph_marks_round_and_clamp():
-    from gradscope.tools.graph import graph
     from gradscope.inputs.bind import Request
+    from gradscope.tools.graph import graph
 
     report = graph(Request("check", "sum(round(x) * 2 + clamp(x, 0, 1))",
                            at={"x": "-0.5,0.3,1.5"}))
@@ -95,8 +95,8 @@ def test_graph_marks_round_and_clamp():
 
 
 def test_sweep_round_shows_zero_autograd_and_spikes_at_half_integers():
-    from gradscope.tools.graph import sweep
     from gradscope.inputs.bind import Request
+    from gradscope.tools.graph import sweep
 
     report = sweep(Request("check", "round(x)"), "x", -2.0, 2.0, 120)
     assert all(g == 0.0 for g in report.autograd)
@@ -107,8 +107,8 @@ def test_sweep_round_shows_zero_autograd_and_spikes_at_half_integers():
 
 
 def test_sweep_smooth_function_agrees():
-    from gradscope.tools.graph import sweep
     from gradscope.inputs.bind import Request
+    from gradscope.tools.graph import sweep
 
     report = sweep(Request("check", "x**3 * y", at={"y": "2"}), "x", -1.0, 1.0, 50)
     assert report.jumps == [] and report.vanishing == 0

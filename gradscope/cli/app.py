@@ -454,8 +454,8 @@ def sweep(target: TargetArg,
             lo, hi = (float(p) for p in lo_hi)
         except ValueError:
             raise UsageError(f"--range {range_!r}: expected LO,HI such as -2,2") from None
-        from gradscope.tools.graph import sweep as run_sweep
         from gradscope.render.graph import save_plot, sweep_plot
+        from gradscope.tools.graph import sweep as run_sweep
 
         request = _simple_request(target, at, None, grad, arg, init, dtype, seed, device)
         request.eps = eps

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 
 import torch
 
-from gradscope.report.build import mask_indices
-from gradscope.verdict.compare import Tolerance
 from gradscope.engines.autograd import AutogradEngine
-from gradscope.report.model import Diagnostic
 from gradscope.inputs.text import seed_for
+from gradscope.report.build import mask_indices
+from gradscope.report.model import Diagnostic
+from gradscope.verdict.tolerance import Tolerance
 
 ALPHA, BETA = 0.75, -1.25
 

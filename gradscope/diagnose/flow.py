@@ -19,37 +19,10 @@ from typing import Any
 
 import torch
 
+from gradscope.expr.ops import BY_GRAD_FN, KNOWN
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import all_finite
-
-# grad_fn name (without the trailing digits) → (catalogue op, kind)
-CATALOGUE: dict[str, tuple[str, str]] = {
-    "RoundBackward": ("round", "vanishing"), "FloorBackward": ("floor", "vanishing"),
-    "CeilBackward": ("ceil", "vanishing"), "TruncBackward": ("trunc", "vanishing"),
-    "SignBackward": ("sign", "vanishing"), "SgnBackward": ("sign", "vanishing"),
-    "FracBackward": ("frac", "passes"),
-    "ClampBackward": ("clamp", "saturation"), "ClampMinBackward": ("clamp", "saturation"),
-    "ClampMaxBackward": ("clamp", "saturation"), "HardtanhBackward": ("hardtanh", "saturation"),
-    "ReluBackward": ("relu", "saturation"), "ThresholdBackward": ("threshold", "saturation"),
-    "MaxPool1DWithIndicesBackward": ("max_pool1d", "saturation"),
-    "MaxPool2DWithIndicesBackward": ("max_pool2d", "saturation"),
-    "MaxPool3DWithIndicesBackward": ("max_pool3d", "saturation"),
-}
-VANISHING_HINT = {
-    "round": "x + (x.round() - x).detach()", "floor": "x + (x.floor() - x).detach()",
-    "ceil": "x + (x.ceil() - x).detach()", "trunc": "x + (x.trunc() - x).detach()",
-    "sign": "x + (x.sign() - x).detach()",
-}
-SATURATION_HINT = {
-    "clamp": ("clamp passes no gradient outside [lo, hi]; if those elements should keep "
-              "learning, use a straight-through clamp `x + (x.clamp(lo, hi) - x).detach()` or a "
-              "smooth bound such as `lo + (hi - lo) * torch.sigmoid(x)`"),
-    "relu": ("relu passes no gradient where its input is <= 0 (dead units); consider "
-             "leaky_relu/gelu, a smaller learning rate or another initialisation"),
-    "hardtanh": "hardtanh passes no gradient outside [min_val, max_val]; consider tanh",
-    "threshold": "threshold passes no gradient below the threshold",
-}
 
 
 @dataclass
@@ -124,12 +97,20 @@ def _base_name(name: str) -> str:
 
 def _classify(name: str) -> tuple[str, str]:
     base = _base_name(name)
-    if base in CATALOGUE:
-        return CATALOGUE[base]
+    row = BY_GRAD_FN.get(base)
+    if row is not None and row.flow is not None:
+        return row.name, row.flow
     if base == "AccumulateGrad":
         return "leaf", "leaf"
     op = base[:-len("Backward")] if base.endswith("Backward") else base
     return op.lower() or name, "other"
+
+
+def _hint(op: str, flow: str) -> str | None:
+    """The op row's hint for what it does to the gradient (`flow`): a straight-through
+    estimator for a vanishing op, a smoother alternative for a saturating one."""
+    row = KNOWN.get(op)
+    return row.hint if row is not None and row.flow == flow else None
 
 
 def _user_frame(node: Any, ours: tuple[str, ...]) -> str:
@@ -269,7 +250,7 @@ def diagnostics(flow: Flow, values: Mapping[str, torch.Tensor],
         inputs = _inputs_below(flow, node)
         if node.status == "vanishing" and (node.kind == "vanishing"
                                            or set(inputs) & (confirmed or set())):
-            snippet = VANISHING_HINT.get(node.op)
+            snippet = _hint(node.op, "vanishing")
             hint = (f"to let gradient through, use a straight-through estimator: `{snippet}` "
                     "(or a custom autograd.Function whose backward returns grad_output)"
                     if snippet else "this op's backward returns zeros; check that this is "
@@ -290,7 +271,7 @@ def diagnostics(flow: Flow, values: Mapping[str, torch.Tensor],
                 kind="saturation", op=node.op, where=node.label(), inputs=inputs, count=count,
                 message=(f"`{node.label()}` passes no gradient for {count} of {blocked.numel()} "
                          "element(s): they are saturated (outside the op's linear range)"),
-                hint=SATURATION_HINT.get(node.op, "these elements receive no gradient"),
+                hint=_hint(node.op, "saturation") or "these elements receive no gradient",
                 indices={key: mask_indices(blocked)}))
         elif node.status == "nan":
             bad = sum(p.nonfinite for p in node.passed if p is not None)

@@ -33,18 +33,6 @@ from gradscope.expr import ir
 from gradscope.expr.ops import OPS, REDUCTION
 from gradscope.tensors import all_finite, branch_changed
 
-# Reductions a Single folds into: the reduced value at the base point, the changed element's
-# old and new value, and the count reduced over → the reduced value with the change. logsumexp
-# and norm lose no accuracy this way: their absolute error stays about eps·|result|, as when
-# recomputed in full.
-EXTREMES = ("max", "min")  # folded in from the base slice's best and second best
-INCREMENTAL = {
-    "sum": lambda r, old, new, n: r + (new - old),
-    "mean": lambda r, old, new, n: r + (new - old) / max(n, 1),
-    "logsumexp": lambda r, old, new, n: r + torch.log1p(torch.exp(new - r) - torch.exp(old - r)),
-    "norm": lambda r, old, new, n: torch.sqrt(torch.clamp(r * r - old * old + new * new, min=0)),
-}
-
 
 class Unsupported(Exception):
     """The expression needs the general batched evaluation for this input."""
@@ -69,7 +57,7 @@ class Batch:
     data: torch.Tensor  # (B, *shape)
 
 
-Value = Const | Single | Batch
+Carried = Const | Single | Batch
 
 
 class ColumnEvaluator:
@@ -98,7 +86,7 @@ class ColumnEvaluator:
         out = self._dense(root, b)
         return out, changed
 
-    def _dense(self, v: Value, b: int) -> torch.Tensor:
+    def _dense(self, v: Carried, b: int) -> torch.Tensor:
         if isinstance(v, Batch):
             return v.data
         if isinstance(v, Single):
@@ -111,7 +99,7 @@ class ColumnEvaluator:
 
     # ------------------------------------------------------------------ nodes
     def _run(self, node: ir.Node, pos: torch.Tensor, moved: torch.Tensor,
-             changed: dict[int, torch.Tensor]) -> Value:
+             changed: dict[int, torch.Tensor]) -> Carried:
         if isinstance(node, ir.Var):
             x = self.values[node.name]
             if node.name != self.name:
@@ -137,7 +125,7 @@ class ColumnEvaluator:
         return self._elementwise(node, op, args, base, changed)
 
     def _argument(self, node: ir.Node, scalar: bool, pos: torch.Tensor, moved: torch.Tensor,
-                  changed: dict[int, torch.Tensor]) -> Value:
+                  changed: dict[int, torch.Tensor]) -> Carried:
         if isinstance(node, ir.Num | ir.Const):
             if scalar:
                 return Const(float(node.value))
@@ -145,8 +133,8 @@ class ColumnEvaluator:
             return Const(torch.tensor(node.value, dtype=dtype, device=moved.device))
         return self._run(node, pos, moved, changed)
 
-    def _elementwise(self, node: ir.Call, op: Any, args: list[Value], base: torch.Tensor,
-                     changed: dict[int, torch.Tensor]) -> Value:
+    def _elementwise(self, node: ir.Call, op: Any, args: list[Carried], base: torch.Tensor,
+                     changed: dict[int, torch.Tensor]) -> Carried:
         shape = tuple(base.shape)
         singles = [a for a in args if isinstance(a, Single)]
         batches = [a for a in args if isinstance(a, Batch)]
@@ -177,13 +165,13 @@ class ColumnEvaluator:
             changed[site] = self._batch_changed(site, branch)
         return Batch(shape, data)
 
-    def _reduce(self, node: ir.Call, op: Any, arg: Value, dim: int | None, base: torch.Tensor,
-                changed: dict[int, torch.Tensor]) -> Value:
+    def _reduce(self, node: ir.Call, op: Any, arg: Carried, dim: int | None, base: torch.Tensor,
+                changed: dict[int, torch.Tensor]) -> Carried:
         site = self.sites.get(id(node))
-        if isinstance(arg, Single) and op.name in EXTREMES:
-            return self._extreme(op.name == "max", arg, dim, site, changed)
+        if isinstance(arg, Single) and op.extreme:
+            return self._extreme(op.extreme > 0, arg, dim, site, changed)
         if isinstance(arg, Single):
-            fold = INCREMENTAL.get(op.name)
+            fold = op.incremental  # the row's fold of one changed element
             if fold is None or site is not None:
                 raise Unsupported(f"{op.name} of a perturbed element")
             if not all_finite(base):  # inf - inf: only a full evaluation knows
@@ -217,7 +205,7 @@ class ColumnEvaluator:
         return branch_changed(branch, base).reshape(branch.shape[0], -1).any(1)
 
     def _extreme(self, largest: bool, arg: Single, dim: int | None, site: int | None,
-                 changed: dict[int, torch.Tensor]) -> Value:
+                 changed: dict[int, torch.Tensor]) -> Carried:
         """max/min with one changed element per column, from the base slice's best and second
         best (first occurrences, as torch's argmax/argmin): the new extreme and its index."""
         if not all_finite(arg.base):

@@ -14,14 +14,21 @@ import re
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.ops import BINARY, COMPARISONS, CONSTANTS, FUNCTIONS, OPS, UNARY
+from gradscope.expr.ops import (
+    BINARY,
+    COMPARISONS,
+    CONSTANTS,
+    FUNCTIONS,
+    MAX_EXPONENT,
+    OPS,
+    UNARY,
+)
 
 MAX_TEXT = 2000
 MAX_DEPTH = 200  # left-associative chains (a + b + c ...) nest one level per term
 MAX_NODES = 400
 MAX_INPUTS = 32
 MAX_NAME = 64
-MAX_EXPONENT = 1000.0
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 ALLOWED = ("allowed: numbers, input names, + - * / ** @, unary - and +, parentheses, "
@@ -107,9 +114,9 @@ class _Builder:
             if op is None:
                 raise self.refuse(node, f"operator {type(node.op).__name__} is not allowed")
             left, right = self.node(node.left, False), self.node(node.right, False)
-            if op == "pow":
-                _check_exponent(self.snippet(node), left, right)
-            return ir.Call(span, op, (left, right))
+            call = ir.Call(span, op, (left, right))
+            _check_exponent(self.snippet(node), call)
+            return call
         if isinstance(node, ast.Compare):
             if not allow_compare:
                 raise self.refuse(node, "comparisons are allowed only as the condition of "
@@ -191,9 +198,9 @@ class _Builder:
                                     == "compare"):
             raise self.refuse(node, "the first argument of where() must be a comparison, "
                                     "e.g. where(x > 0, x, 0)")
-        if name == "pow":
-            _check_exponent(self.snippet(node), args[0], args[1])
-        return ir.Call(self.span(node), name, tuple(args))
+        call = ir.Call(self.span(node), name, tuple(args))
+        _check_exponent(self.snippet(node), call)
+        return call
 
     def dim(self, call: ast.Call, arg: ast.AST) -> ir.Num:
         value = None
@@ -209,36 +216,29 @@ class _Builder:
 
 
 def constant_value(node: ir.Node) -> float | None:
-    """The value of a constant subtree (numbers, pi, e, arithmetic), else None. Never overflows."""
+    """The value of a constant subtree (numbers, pi, e, and ops with a `fold` such as
+    arithmetic), else None; NaN where it overflows or is not a real number."""
     if isinstance(node, ir.Num | ir.Const):
         return node.value
-    if not isinstance(node, ir.Call) or node.op not in {"neg", "pos", "add", "sub", "mul",
-                                                       "div", "pow"}:
+    if not isinstance(node, ir.Call) or OPS[node.op].fold is None:
         return None
     vals = [constant_value(a) for a in node.args]
     if any(v is None for v in vals):
         return None
     try:
-        if node.op == "neg":
-            return -vals[0]  # type: ignore[operator]
-        if node.op == "pos":
-            return vals[0]
-        a, b = vals  # type: ignore[misc]
-        result = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-                  "div": lambda: a / b, "pow": lambda: _bounded_pow(a, b)}[node.op]()
+        result = OPS[node.op].fold(*vals)
     except (ZeroDivisionError, OverflowError, ValueError):
         return math.nan
-    return result if isinstance(result, float) and math.isfinite(result) else math.nan
+    return float(result) if math.isfinite(result) else math.nan
 
 
-def _bounded_pow(a: float, b: float) -> float:
-    if abs(b) > MAX_EXPONENT:
-        raise OverflowError
-    return float(math.pow(a, b))
-
-
-def _check_exponent(snippet: str, base: ir.Node, exponent: ir.Node) -> None:
-    value = constant_value(exponent)
+def _check_exponent(snippet: str, call: ir.Call) -> None:
+    """A constant exponent (of a row with `exponent_arg`) is bounded, and so is the constant
+    it makes."""
+    position = OPS[call.op].exponent_arg
+    if position is None:
+        return
+    value = constant_value(call.args[position])
     if value is None:
         return
     if math.isnan(value):
@@ -247,6 +247,6 @@ def _check_exponent(snippet: str, base: ir.Node, exponent: ir.Node) -> None:
     if abs(value) > MAX_EXPONENT:
         raise UsageError(f"refused `{snippet}`: exponent {value:g} is too large "
                          f"(constant exponents are limited to |e| <= {MAX_EXPONENT:g})")
-    combined = constant_value(ir.Call((0, 0), "pow", (base, exponent)))
+    combined = constant_value(call)
     if combined is not None and math.isnan(combined):
         raise UsageError(f"refused `{snippet}`: the constant overflows or is not a real number")

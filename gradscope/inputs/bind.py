@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from gradscope.errors import UsageError
+from gradscope.inputs.text import MAX_ELEMENTS, Value, parse_value, random_value
 from gradscope.targets.expression import SecondOrderTarget, resolve
 from gradscope.tensors import all_finite
-from gradscope.inputs.text import MAX_ELEMENTS, Value, parse_value, random_value
 
 COMMANDS = ("check", "jvp", "jacobian")
 FAIL_ON = ("mismatch", "warning", "never")

@@ -18,13 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
+from gradscope.report.status import RANK
 
 TABLE_ROWS = 24  # a tensor with more elements shows its worst rows only
 WORST_ROWS = 12
 STYLE = {"ok": "green", "mismatch": "bold red", "nondifferentiable": "yellow",
          "undefined": "magenta", "vanishing": "yellow", "surrogate": "cyan"}
-RANK = {"mismatch": 5, "undefined": 4, "nondifferentiable": 3, "vanishing": 2, "surrogate": 1,
-        "ok": 0}
 
 
 def fmt(x: Any, digits: int = 6) -> str:

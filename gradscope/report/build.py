@@ -1,5 +1,5 @@
 """Engine results (tensors) → Report pieces (plain lists), trimming large tensors to their worst
-elements and turning kink/NaN masks into diagnostics."""
+elements: the only place that turns tensors into the report's plain values."""
 
 from __future__ import annotations
 
@@ -8,25 +8,13 @@ from typing import Any
 
 import torch
 
-from gradscope.verdict.compare import (
-    MISMATCH,
-    NONDIFFERENTIABLE,
-    OK,
-    STATUS_NAMES,
-    SURROGATE,
-    UNCHECKED,
-    UNDEFINED,
-    VANISHING,
-    Comparison,
-)
-from gradscope.report.model import Diagnostic, TensorSummary
+from gradscope.report.model import TensorSummary
+from gradscope.report.status import RANK_OF_CODE, STATUS_NAMES
 from gradscope.tensors import multi_index
 
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
 HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows
 MAX_INDICES = 20  # indices listed per input in one diagnostic
-_RANK = {MISMATCH: 6, UNDEFINED: 5, NONDIFFERENTIABLE: 4, VANISHING: 3, SURROGATE: 2, OK: 1,
-         UNCHECKED: 0}
 
 
 def plain(t: torch.Tensor | None) -> Any:
@@ -42,7 +30,7 @@ def summary(t: torch.Tensor, max_elements: int, full: bool) -> TensorSummary:
     return TensorSummary(list(t.shape), plain(t.reshape(-1)[:HEAD_ELEMENTS]), "head")
 
 
-def worst_indices(cmp: Comparison, max_elements: int, full: bool) -> torch.Tensor | None:
+def worst_indices(cmp: Any, max_elements: int, full: bool) -> torch.Tensor | None:
     """Flat indices of the worst elements (most severe status, then largest error), or None
     when every element is to be reported."""
     n = cmp.status.numel()
@@ -54,7 +42,7 @@ def worst_indices(cmp: Comparison, max_elements: int, full: bool) -> torch.Tenso
     else:
         # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full
         # sort of a million elements costs more than all three engines together.
-        lut = torch.tensor([float(_RANK[code]) for code in range(len(_RANK))],
+        lut = torch.tensor([float(RANK_OF_CODE[code]) for code in range(len(RANK_OF_CODE))],
                            dtype=torch.float64, device=err.device)
         rank = lut[cmp.status.reshape(-1).to(torch.int64)]
         top = float(err.max()) if n else 0.0
@@ -103,7 +91,7 @@ def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:
     return plain(t.reshape(-1)[idx.to(t.device)])
 
 
-def statuses(cmp: Comparison, idx: torch.Tensor | None) -> Any:
+def statuses(cmp: Any, idx: torch.Tensor | None) -> Any:
     codes = cmp.status if idx is None else cmp.status.reshape(-1)[idx]
     names = [STATUS_NAMES[int(c)] for c in codes.reshape(-1).tolist()]
     if idx is not None or codes.ndim == 1:
@@ -129,52 +117,3 @@ def indices_of(idx: torch.Tensor | None, shape: Sequence[int]) -> list[list[int]
 def mask_indices(mask: torch.Tensor, limit: int = MAX_INDICES) -> list[list[int]]:
     flat = torch.nonzero(mask.reshape(-1)).reshape(-1)[:limit].tolist()
     return [multi_index(i, tuple(mask.shape)) for i in flat]
-
-
-def kink_diagnostics(sites: Sequence[Any], masks: dict[str, dict[int, torch.Tensor]],
-                     unexplained: dict[str, torch.Tensor]) -> list[Diagnostic]:
-    """One `nondifferentiable_point` diagnostic per kinky op whose stencil was crossed."""
-    out = []
-    for k, site in enumerate(sites):
-        per_input = {name: m[k] for name, m in masks.items() if k in m and bool(m[k].any())}
-        if not per_input:
-            continue
-        count = sum(int(m.sum()) for m in per_input.values())
-        kind = "jump" if site.op in ("round", "floor", "ceil", "trunc", "sign", "frac",
-                                     "lt", "le", "gt", "ge") else "kink"
-        if site.op in ("div", "tan") or (site.op == "pow"):
-            kind = "pole or edge of the domain"
-        out.append(Diagnostic(
-            kind="nondifferentiable_point", op=site.op, where=site.where,
-            inputs=sorted(per_input), count=count,
-            message=(f"{count} element(s) lie within the finite-difference step of a {kind} "
-                     f"of `{site.where}`; the derivative is not defined there, so these "
-                     "elements are not compared"),
-            hint=("autograd returns torch's convention at such points; move the input away "
-                  "from it, or lower --eps to look closer"),
-            indices={n: mask_indices(m) for n, m in per_input.items()}))
-    loose = {n: m for n, m in unexplained.items() if bool(m.any())}
-    if loose:
-        count = sum(int(m.sum()) for m in loose.values())
-        out.append(Diagnostic(
-            kind="nondifferentiable_point", op="", where="(finite differences)",
-            inputs=sorted(loose), count=count,
-            message=(f"finite differences did not converge at {count} element(s): the "
-                     "function changes too fast for any step tried (a kink, jump or pole)"),
-            hint="check the function near these points, or try a different --eps",
-            indices={n: mask_indices(m) for n, m in loose.items()}))
-    return out
-
-
-def nan_diagnostic(target: str, undefined: dict[str, torch.Tensor]) -> Diagnostic | None:
-    bad = {n: m for n, m in undefined.items() if bool(m.any())}
-    if not bad:
-        return None
-    count = sum(int(m.sum()) for m in bad.values())
-    return Diagnostic(
-        kind="nan", op="", where=target, inputs=sorted(bad), count=count,
-        message=(f"{count} element(s) where the function or its gradient is not finite "
-                 "(NaN or infinity): the gradient is undefined there"),
-        hint=("keep inputs inside the domain of every op (log and sqrt need x > 0, "
-              "asin/acos need |x| <= 1, no division by 0)"),
-        indices={n: mask_indices(m) for n, m in bad.items()})

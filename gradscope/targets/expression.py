@@ -197,16 +197,13 @@ class ExpressionTarget:
         return out, where, forward_nan
 
     def _can_kink(self, node: ir.Call) -> bool:
-        """False where the op's kink provably cannot be crossed: a constant argument decides
-        it (x**2, x/3) or nothing in it depends on an input."""
+        """False where the op's kink provably cannot be crossed: constant arguments decide it
+        (the row's `kink_args`: x**2, x/3) or nothing in it depends on an input."""
         key = node.span
         if key not in self._kinky:
-            relevant: tuple[ir.Node, ...] = node.args
-            if node.op == "pow" and _nonnegative_int(node.args[1]):
-                relevant = ()
-            elif node.op == "div":
-                relevant = node.args[1:]
-            self._kinky[key] = any(ir.depends_on(a, n) for a in relevant for n in self.names)
+            positions = OPS[node.op].kinky_args(tuple(constant_value(a) for a in node.args))
+            self._kinky[key] = any(ir.depends_on(node.args[k], n) for k in positions
+                                   for n in self.names)
         return self._kinky[key]
 
     @cached_property
@@ -232,12 +229,6 @@ class ExpressionTarget:
 def _evaluated_args(node: ir.Call) -> tuple[ir.Node, ...]:
     """The arguments evaluation visits (a reduction's dim is a plain number, not evaluated)."""
     return node.args[:1] if OPS[node.op].takes_dim else node.args
-
-
-def _nonnegative_int(node: ir.Node) -> bool:
-    """True when `node` is a constant whole number >= 0 (x**2 is smooth everywhere)."""
-    value = constant_value(node)
-    return value is not None and value == value and value >= 0 and float(value).is_integer()
 
 
 def _elementwise_in(node: ir.Node, name: str) -> bool:

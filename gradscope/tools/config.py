@@ -127,8 +127,8 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
 
 
 def _request(command: str, c: dict[str, Any], base: Path) -> Request:
-    from gradscope.targets.python import parse_literal
     from gradscope.inputs.text import parse_shape
+    from gradscope.targets.python import parse_literal
 
     shapes: dict[str, tuple[int, ...]] = {}
     default_shape = None
@@ -172,8 +172,8 @@ def _precheck(request: Request, base: Path) -> None:
     options are in range, the VALUE strings read."""
     from gradscope.expr.parse import parse
     from gradscope.inputs.bind import DTYPES, validate
-    from gradscope.targets.python import is_python_target
     from gradscope.inputs.text import parse_value
+    from gradscope.targets.python import is_python_target
 
     validate(request)
     if request.dtype not in DTYPES:

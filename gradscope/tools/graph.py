@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from gradscope.report import build as assemble
-from gradscope.targets import python as usercode
 from gradscope._version import __version__
 from gradscope.diagnose import flow
 from gradscope.errors import TargetError, UsageError
-from gradscope.report.model import Diagnostic
 from gradscope.inputs.bind import Request, prepare, upstream_for, validate
+from gradscope.report import build as assemble
+from gradscope.report.model import Diagnostic
+from gradscope.targets import python as usercode
 from gradscope.targets.expression import ExpressionTarget, resolve
 
 MAX_POINTS = 5000

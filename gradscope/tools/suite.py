@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gradscope._version import __version__
-from gradscope.tools.config import CheckSpec, load
 from gradscope.errors import TargetError, UsageError
 from gradscope.report.model import Report
+from gradscope.tools.config import CheckSpec, load
 
 SCHEMA = "gradscope.run/1"
 

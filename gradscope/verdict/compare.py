@@ -1,4 +1,4 @@
-"""Tolerances per dtype and the per-element verdict when the engines are laid side by side.
+"""The per-element verdict when the engines are laid side by side.
 
 An element is `undefined` when any engine (or the function itself, in the finite-difference
 stencil) is not finite there; `nondifferentiable` when its finite-difference stencil straddles
@@ -14,39 +14,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE, VANISHING, UNCHECKED = range(7)
-STATUS_NAMES = {OK: "ok", NONDIFFERENTIABLE: "nondifferentiable", UNDEFINED: "undefined",
-                MISMATCH: "mismatch", SURROGATE: "surrogate", VANISHING: "vanishing",
-                UNCHECKED: "unchecked"}
-# worst first; `unchecked` (no reference engine covered the element: a sampled input of Python
-# code) says nothing bad and ranks below ok
-SEVERITY = [MISMATCH, UNDEFINED, NONDIFFERENTIABLE, VANISHING, SURROGATE, OK, UNCHECKED]
-
-# (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
-# float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
-# our finite differences are extrapolated and carry their own error bound, so we can be tighter.
-DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-6, 1e-9),
-    "float32": (5e-4, 1e-5),
-    "float16": (2e-2, 2e-3),
-    "bfloat16": (1e-1, 2e-2),
-}
-# Relative finite-difference step per dtype of evaluation (float64 unless the target forbids it).
-DEFAULT_EPS = 1e-4
-# How many estimated error bounds a finite-difference value may be off before it counts.
-FD_ERROR_FACTOR = 3.0
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    rtol: float
-    atol: float
-
-    @classmethod
-    def for_dtype(cls, dtype: str, rtol: float | None = None,
-                  atol: float | None = None) -> Tolerance:
-        default_rtol, default_atol = DEFAULT_TOLERANCES[dtype]
-        return cls(default_rtol if rtol is None else rtol, default_atol if atol is None else atol)
+from gradscope.report.status import (
+    MISMATCH,
+    NONDIFFERENTIABLE,
+    OK,
+    SEVERITY,
+    STATUS_NAMES,
+    SURROGATE,
+    UNCHECKED,
+    UNDEFINED,
+    VANISHING,
+)
+from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 
 @dataclass

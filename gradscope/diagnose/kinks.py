@@ -1,0 +1,60 @@
+"""Diagnostics from finite-difference masks: the kinks, jumps and poles a stencil crossed (by
+op, from the op table's `kink`), elements that never converged, and where the function or its
+gradient is not finite."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from gradscope.expr.ops import OPS
+from gradscope.report.build import mask_indices
+from gradscope.report.model import Diagnostic
+
+
+def kink_diagnostics(sites: Sequence[Any], masks: dict[str, dict[int, torch.Tensor]],
+                     unexplained: dict[str, torch.Tensor]) -> list[Diagnostic]:
+    """One `nondifferentiable_point` diagnostic per kinky op whose stencil was crossed."""
+    out = []
+    for k, site in enumerate(sites):
+        per_input = {name: m[k] for name, m in masks.items() if k in m and bool(m[k].any())}
+        if not per_input:
+            continue
+        count = sum(int(m.sum()) for m in per_input.values())
+        kind = OPS[site.op].kink or "kink"
+        out.append(Diagnostic(
+            kind="nondifferentiable_point", op=site.op, where=site.where,
+            inputs=sorted(per_input), count=count,
+            message=(f"{count} element(s) lie within the finite-difference step of a {kind} "
+                     f"of `{site.where}`; the derivative is not defined there, so these "
+                     "elements are not compared"),
+            hint=("autograd returns torch's convention at such points; move the input away "
+                  "from it, or lower --eps to look closer"),
+            indices={n: mask_indices(m) for n, m in per_input.items()}))
+    loose = {n: m for n, m in unexplained.items() if bool(m.any())}
+    if loose:
+        count = sum(int(m.sum()) for m in loose.values())
+        out.append(Diagnostic(
+            kind="nondifferentiable_point", op="", where="(finite differences)",
+            inputs=sorted(loose), count=count,
+            message=(f"finite differences did not converge at {count} element(s): the "
+                     "function changes too fast for any step tried (a kink, jump or pole)"),
+            hint="check the function near these points, or try a different --eps",
+            indices={n: mask_indices(m) for n, m in loose.items()}))
+    return out
+
+
+def nan_diagnostic(target: str, undefined: dict[str, torch.Tensor]) -> Diagnostic | None:
+    bad = {n: m for n, m in undefined.items() if bool(m.any())}
+    if not bad:
+        return None
+    count = sum(int(m.sum()) for m in bad.values())
+    return Diagnostic(
+        kind="nan", op="", where=target, inputs=sorted(bad), count=count,
+        message=(f"{count} element(s) where the function or its gradient is not finite "
+                 "(NaN or infinity): the gradient is undefined there"),
+        hint=("keep inputs inside the domain of every op (log and sqrt need x > 0, "
+              "asin/acos need |x| <= 1, no division by 0)"),
+        indices={n: mask_indices(m) for n, m in bad.items()})

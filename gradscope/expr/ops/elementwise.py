@@ -1,0 +1,172 @@
+"""Elementwise rows: operators, smooth functions, kinks, piecewise-constant functions,
+comparisons (inside `where` only)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import sympy as sp
+import torch
+
+from gradscope.expr import sympy_functions as sf
+from gradscope.expr.ops.base import (
+    COMPARE,
+    ELEMENTWISE,
+    JUMP,
+    KINK,
+    PASSES,
+    POLE,
+    SATURATES,
+    VANISHES,
+    Op,
+    Tensor,
+    bounded_pow,
+    elementwise,
+    straight_through,
+    whole_nonnegative,
+)
+
+POSITIVE = (0.1, 2.0)
+UNIT = (-0.9, 0.9)
+
+
+def _pow_branch(x: Tensor, y: Tensor) -> Tensor:
+    # x**y is smooth where x > 0 or the exponent is a non-negative integer; elsewhere 0 is a pole
+    # or the edge of the domain.
+    if not isinstance(y, Tensor):  # a constant exponent (see Op.scalar_args)
+        whole = y >= 0 and float(y).is_integer()
+        smooth = (x > 0) | whole
+    else:
+        smooth = (x > 0) | ((y >= 0) & (y == torch.round(y)))
+    return torch.where(smooth, torch.ones_like(x), torch.sign(x) - 2)
+
+
+def _pow_kink_args(constants: tuple[float | None, ...]) -> tuple[int, ...]:
+    return () if whole_nonnegative(constants[1]) else (0, 1)
+
+
+def _sympy_pow(x: Any, y: Any) -> Any:
+    # A numeric exponent keeps sympy's Pow (formulas read 2*x*v); otherwise torch's convention.
+    return sp.Pow(x, y) if getattr(y, "is_Number", False) else sf.power(x, y)
+
+
+def _sign_diff(x: Tensor, y: Tensor) -> Tensor:
+    return torch.sign(x - y)
+
+
+def _clamp_branch(x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
+    return torch.sign(x - lo) + torch.sign(x - hi)
+
+
+def _atan2_branch(y: Tensor, x: Tensor) -> Tensor:
+    # the jump of atan2 lies on the negative x axis
+    return torch.where(x < 0, torch.sign(y), torch.zeros_like(y)) + 3 * (x == 0) * (y == 0)
+
+
+def _where(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    return torch.where(cond, a, b)
+
+
+def _unit(x: Tensor) -> Tensor:
+    return x
+
+
+def _compare(fn: Callable[[Tensor, Tensor], Tensor], sym: Callable[[Any, Any], Any],
+             name: str, symbol: str) -> Op:
+    return Op(name, COMPARE, (2, 2), fn, f"comparison `{symbol}` (inside where only)",
+              sympy=sym, branch=fn, kink=JUMP, symbol=symbol)
+
+
+def _piecewise_constant(name: str, fn: Callable[[Tensor], Tensor], sym: Any, summary: str,
+                        grad_fns: tuple[str, ...]) -> Op:
+    """round, floor, ...: zero gradient almost everywhere, jumps in between."""
+    return elementwise(name, fn, sym, summary, branch=fn, kink=JUMP, flow=VANISHES,
+                       grad_fns=grad_fns, hint=straight_through(name))
+
+
+CLAMP_HINT = ("clamp passes no gradient outside [lo, hi]; if those elements should keep "
+              "learning, use a straight-through clamp `x + (x.clamp(lo, hi) - x).detach()` or a "
+              "smooth bound such as `lo + (hi - lo) * torch.sigmoid(x)`")
+RELU_HINT = ("relu passes no gradient where its input is <= 0 (dead units); consider "
+             "leaky_relu/gelu, a smaller learning rate or another initialisation")
+
+OPERATORS = [
+    elementwise("add", torch.add, lambda a, b: a + b, "a + b", 2, symbol="+", fold=operator.add),
+    elementwise("sub", torch.sub, lambda a, b: a - b, "a - b", 2, symbol="-", fold=operator.sub),
+    elementwise("mul", torch.mul, lambda a, b: a * b, "a * b", 2, symbol="*", fold=operator.mul),
+    elementwise("div", torch.div, lambda a, b: a / b, "a / b (pole where b = 0)", 2, symbol="/",
+                branch=lambda a, b: torch.sign(b), kink=POLE, kink_args=lambda c: (1,),
+                fold=operator.truediv),
+    elementwise("pow", torch.pow, _sympy_pow, "a ** b, pow(a, b)", 2, symbol="**",
+                branch=_pow_branch, kink=POLE, kink_args=_pow_kink_args, scalar_args=(1,),
+                exponent_arg=1, fold=bounded_pow),
+    elementwise("neg", torch.neg, lambda a: -a, "-a", symbol="-", fold=operator.neg),
+    elementwise("pos", _unit, lambda a: a, "+a", symbol="+", fold=operator.pos),
+]
+
+SMOOTH = [
+    elementwise("sin", torch.sin, sp.sin, "sine"),
+    elementwise("cos", torch.cos, sp.cos, "cosine"),
+    elementwise("tan", torch.tan, sp.tan, "tangent (poles at pi/2 + k*pi)",
+                branch=lambda x: torch.floor(x / math.pi + 0.5), kink=POLE),
+    elementwise("asin", torch.asin, sp.asin, "arcsine, defined on [-1, 1]", domain=UNIT),
+    elementwise("acos", torch.acos, sp.acos, "arccosine, defined on [-1, 1]", domain=UNIT),
+    elementwise("atan", torch.atan, sp.atan, "arctangent"),
+    elementwise("sinh", torch.sinh, sp.sinh, "hyperbolic sine"),
+    elementwise("cosh", torch.cosh, sp.cosh, "hyperbolic cosine"),
+    elementwise("tanh", torch.tanh, sp.tanh, "hyperbolic tangent"),
+    elementwise("exp", torch.exp, sp.exp, "exponential"),
+    elementwise("expm1", torch.expm1, sf.expm1, "exp(x) - 1"),
+    elementwise("log", torch.log, sp.log, "natural logarithm, x > 0", domain=POSITIVE),
+    elementwise("log1p", torch.log1p, sf.log1p, "log(1 + x), x > -1", domain=(-0.9, 2.0)),
+    elementwise("log2", torch.log2, sf.log2, "base-2 logarithm, x > 0", domain=POSITIVE),
+    elementwise("log10", torch.log10, sf.log10, "base-10 logarithm, x > 0", domain=POSITIVE),
+    elementwise("sqrt", torch.sqrt, sp.sqrt, "square root, x >= 0", domain=POSITIVE),
+    elementwise("sigmoid", torch.sigmoid, sf.sigmoid, "logistic sigmoid"),
+    elementwise("softplus", torch.nn.functional.softplus, sf.softplus, "log(1 + exp(x))"),
+    elementwise("erf", torch.erf, sp.erf, "error function"),
+    elementwise("atan2", torch.atan2, sp.atan2, "atan2(y, x) (jump on the negative x axis)", 2,
+                branch=_atan2_branch, kink=JUMP),
+]
+
+KINKS = [
+    elementwise("abs", torch.abs, sf.abs_, "absolute value (kink at 0)", branch=torch.sign,
+                kink=KINK),
+    elementwise("relu", torch.relu, sf.relu, "max(x, 0) (kink at 0)", branch=torch.sign,
+                kink=KINK, grad_fns=("ReluBackward",), flow=SATURATES, hint=RELU_HINT),
+    elementwise("clamp", sf.clamp.torch_impl, sf.clamp, "clamp(x, lo, hi) (kinks at lo and hi)",
+                3, branch=_clamp_branch, kink=KINK, flow=SATURATES, hint=CLAMP_HINT,
+                grad_fns=("ClampBackward", "ClampMinBackward", "ClampMaxBackward")),
+    elementwise("maximum", torch.maximum, sf.maximum, "elementwise maximum(x, y)", 2,
+                branch=_sign_diff, kink=KINK),
+    elementwise("minimum", torch.minimum, sf.minimum, "elementwise minimum(x, y)", 2,
+                branch=_sign_diff, kink=KINK),
+]
+
+PIECEWISE_CONSTANT = [
+    _piecewise_constant("sign", torch.sign, sf.sign, "sign (jump at 0, zero gradient)",
+                        ("SignBackward", "SgnBackward")),
+    _piecewise_constant("round", torch.round, sf.round_, "round half to even (zero gradient)",
+                        ("RoundBackward",)),
+    _piecewise_constant("floor", torch.floor, sf.floor, "floor (zero gradient)",
+                        ("FloorBackward",)),
+    _piecewise_constant("ceil", torch.ceil, sf.ceil, "ceil (zero gradient)", ("CeilBackward",)),
+    _piecewise_constant("trunc", torch.trunc, sf.trunc, "truncate toward 0 (zero gradient)",
+                        ("TruncBackward",)),
+    elementwise("frac", torch.frac, sf.frac, "x - trunc(x) (jumps at integers)",
+                branch=torch.trunc, kink=JUMP, grad_fns=("FracBackward",), flow=PASSES),
+]
+
+CONDITIONS = [
+    Op("where", ELEMENTWISE, (3, 3), _where, "where(cond, a, b), cond a comparison",
+       sympy=lambda c, a, b: sp.Piecewise((a, c), (b, True))),
+    _compare(torch.lt, sp.StrictLessThan, "lt", "<"),
+    _compare(torch.le, sp.LessThan, "le", "<="),
+    _compare(torch.gt, sp.StrictGreaterThan, "gt", ">"),
+    _compare(torch.ge, sp.GreaterThan, "ge", ">="),
+]
+
+ROWS = OPERATORS + SMOOTH + KINKS + PIECEWISE_CONSTANT + CONDITIONS

@@ -1,0 +1,29 @@
+"""Rows for torch ops that expressions cannot call yet but gradient-flow analysis recognises in
+users' code: the saturating activations and pooling whose backward blocks part of the gradient."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+
+from gradscope.expr.ops.base import ELEMENTWISE, SATURATES, STRUCTURAL, Op
+
+
+def _flow_only(name: str, kind: str, arity: tuple[int, int], fn, summary: str,
+               grad_fns: tuple[str, ...], hint: str | None = None) -> Op:
+    return Op(name, kind, arity, fn, summary, grad_fns=grad_fns, flow=SATURATES, hint=hint,
+              expression=False)
+
+
+ROWS = [
+    _flow_only("hardtanh", ELEMENTWISE, (1, 3), F.hardtanh, "hardtanh(x, min_val, max_val)",
+               ("HardtanhBackward",),
+               "hardtanh passes no gradient outside [min_val, max_val]; consider tanh"),
+    _flow_only("threshold", ELEMENTWISE, (3, 3), F.threshold, "threshold(x, threshold, value)",
+               ("ThresholdBackward",), "threshold passes no gradient below the threshold"),
+    _flow_only("max_pool1d", STRUCTURAL, (2, 6), F.max_pool1d, "max_pool1d(x, kernel_size)",
+               ("MaxPool1DWithIndicesBackward",)),
+    _flow_only("max_pool2d", STRUCTURAL, (2, 6), F.max_pool2d, "max_pool2d(x, kernel_size)",
+               ("MaxPool2DWithIndicesBackward",)),
+    _flow_only("max_pool3d", STRUCTURAL, (2, 6), F.max_pool3d, "max_pool3d(x, kernel_size)",
+               ("MaxPool3DWithIndicesBackward",)),
+]

@@ -1,0 +1,26 @@
+"""The per-element status vocabulary and the one order of severity.
+
+Codes are what the comparison stores per element (int8 tensors); names are what reports and
+renderers show. Every ranking of statuses (the worst status of an input, the worst elements of a
+large tensor, the row order of a table) reads `SEVERITY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+OK, NONDIFFERENTIABLE, UNDEFINED, MISMATCH, SURROGATE, VANISHING, UNCHECKED = range(7)
+STATUS_NAMES = {OK: "ok", NONDIFFERENTIABLE: "nondifferentiable", UNDEFINED: "undefined",
+                MISMATCH: "mismatch", SURROGATE: "surrogate", VANISHING: "vanishing",
+                UNCHECKED: "unchecked"}
+# worst first; `unchecked` (no reference engine covered the element: a sampled input of Python
+# code) says nothing bad and ranks below ok
+SEVERITY = (MISMATCH, UNDEFINED, NONDIFFERENTIABLE, VANISHING, SURROGATE, OK, UNCHECKED)
+# rank by code and by name: higher is worse
+RANK_OF_CODE = {code: len(SEVERITY) - 1 - k for k, code in enumerate(SEVERITY)}
+RANK = {STATUS_NAMES[code]: rank for code, rank in RANK_OF_CODE.items()}
+
+
+def worst(names: Iterable[str]) -> str:
+    """The most severe of some status names ("ok" for none)."""
+    return max(names, key=lambda n: RANK.get(n, -1), default="ok")

@@ -1,0 +1,39 @@
+"""Tolerances per dtype, the default finite-difference step, and how far a finite-difference
+estimate may be off: the numbers every comparison is judged with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
+# float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
+# our finite differences are extrapolated and carry their own error bound, so we can be tighter.
+# bfloat16 keeps 8 significant bits: its gradients through a few nested ops drift by ten of its
+# epsilons, hence 1e-1 (about 13 of them, as float16's 2e-2 is 20 of its).
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-6, 1e-9),
+    "float32": (5e-4, 1e-5),
+    "float16": (2e-2, 2e-3),
+    "bfloat16": (1e-1, 2e-2),
+}
+# Relative finite-difference step (float64 unless the target forbids it): h = eps·max(1, |x|).
+DEFAULT_EPS = 1e-4
+# How many estimated error bounds a finite-difference value may be off before it counts.
+FD_ERROR_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+    @classmethod
+    def for_dtype(cls, dtype: str, rtol: float | None = None,
+                  atol: float | None = None) -> Tolerance:
+        default_rtol, default_atol = DEFAULT_TOLERANCES[dtype]
+        return cls(default_rtol if rtol is None else rtol, default_atol if atol is None else atol)
+
+
+def tolerance_help(index: int) -> str:
+    """'float64 1e-06, float32 0.0005, …' for --rtol (0) or --atol (1) help texts."""
+    return ", ".join(f"{d} {t[index]:g}" for d, t in DEFAULT_TOLERANCES.items())
