@@ -1,5 +1,5 @@
 """`python -m gradscope` runs the CLI."""
 
-from gradscope.cli.app import entry
+from gradscope.cli import entry
 
 entry()

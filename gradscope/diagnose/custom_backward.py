@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -126,3 +127,38 @@ def surrogate(target: str, counts: Mapping[str, int]) -> Diagnostic:
                  "is deliberate in quantisation-aware training and is not counted as a mismatch"),
         hint=("if no surrogate was intended, backward should return zeros here (as torch.round "
               "does); --fail-on warning turns this into a failure"))
+
+
+def backward_checks(text: str, judge: Any, upstream: torch.Tensor, before: torch.Tensor,
+                    ag_grads: Mapping[str, torch.Tensor]) -> list[Diagnostic]:
+    """Linearity, determinism and in-place checks of a user's backward; marks in `judge` the
+    inputs that carry a deliberate surrogate gradient."""
+    diagnostics = []
+    mutated = inplace(before, upstream, text)
+    if mutated:
+        diagnostics.append(mutated)
+    nondeterministic = determinism(judge.autograd, before, ag_grads, text)
+    if nondeterministic:
+        diagnostics.append(nondeterministic)
+    nonlinear, masks = linearity(judge.autograd, judge.tol, judge.seed, text)
+    if nonlinear:
+        diagnostics.append(nonlinear)
+    for name in judge.names:
+        est = judge.estimates[name]
+        if est is None or bool(masks[name].any()) or not bool((ag_grads[name] != 0).any()):
+            continue
+        if _piecewise_constant(judge, name, est):
+            judge.surrogates.add(name)
+    return diagnostics
+
+
+def _piecewise_constant(judge: Any, name: str, est: Any) -> bool:
+    """Whether finite differences show the forward flat in `name` at every point checked."""
+    if est.locally_constant(judge.tol.atol):
+        return True
+    # A two-point estimate across a jump looks like a steep slope; extrapolated, it shows
+    # that it never converges (a kink). When only a few columns move, look again with
+    # those refined (a smooth function moves in most of them: nothing to look for).
+    moving = est.nonconstant(judge.tol.atol)
+    return (judge.fd is not None and 0 < int(moving.sum()) <= max(1, moving.numel() // 10)
+            and bool(judge.fd.refine(name, moving)) and est.locally_constant(judge.tol.atol))

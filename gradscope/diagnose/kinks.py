@@ -4,7 +4,7 @@ gradient is not finite."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -58,3 +58,17 @@ def nan_diagnostic(target: str, undefined: dict[str, torch.Tensor]) -> Diagnosti
         hint=("keep inputs inside the domain of every op (log and sqrt need x > 0, "
               "asin/acos need |x| <= 1, no division by 0)"),
         indices={n: mask_indices(m) for n, m in bad.items()})
+
+
+def from_estimates(sites: Sequence[Any], estimates: Mapping[str, Any]) -> list[Diagnostic]:
+    """Kink diagnostics from the finite-difference estimates' masks: by op where a branch id
+    changed, and as unconverged where none explains the kink."""
+    found = {n: e for n, e in estimates.items() if e}
+    masks = {n: e.kink_by_branch for n, e in found.items()}
+    unexplained = {}
+    for n, e in found.items():
+        explained = torch.zeros_like(e.kink)
+        for m in e.kink_by_branch.values():
+            explained |= m
+        unexplained[n] = e.kink & ~explained
+    return kink_diagnostics(sites, masks, unexplained)

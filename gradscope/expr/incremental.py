@@ -60,7 +60,7 @@ class Batch:
 Carried = Const | Single | Batch
 
 
-class ColumnEvaluator:
+class IncrementalColumns:
     """Columns of `name`: f(base with element pos[b] moved by delta[b]) for b in a batch."""
 
     def __init__(self, expr: ir.Expression, name: str, values: Mapping[str, torch.Tensor],

@@ -1,112 +1,80 @@
-"""A command's request: its options, their validation, and the inputs it runs on.
-
-The CLI, the config runner and the Python API all build a `Request`; `prepare` turns it into the
-target and the tensors (every size bounded before anything is allocated), the first steps of
-every command.
+"""Options + a target → the tensors a run works on, bound once: inputs (given, module
+parameters or seeded random), the upstream vector and tangents, cast to the run's dtype and
+device. Every size is checked before anything is allocated, and every shape check that names an
+option lives here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.inputs.text import MAX_ELEMENTS, Value, parse_value, random_value
-from gradscope.targets.expression import SecondOrderTarget, resolve
+from gradscope.inputs.text import InputValue, parse_value, random_value
+from gradscope.option_text import MAX_ELEMENTS
+from gradscope.options import ANY_INPUT, Options
 from gradscope.tensors import all_finite
 
-COMMANDS = ("check", "jvp", "jacobian")
-FAIL_ON = ("mismatch", "warning", "never")
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
           "bfloat16": torch.bfloat16}
-MAX_DENSE_FD = 20_000  # default --max-fd: non-elementwise inputs past this are sampled
-DEFAULT_SAMPLE = 1_000  # default --sample: elements given their own column when sampled
 
 
 @dataclass
-class Request:
-    """Everything a command needs; the CLI and the Python API both build one."""
+class Bound:
+    """The tensors of one run: how each input was made, the inputs in the run's dtype and
+    device, the --grad value (None: ones), and the named tangents (None: none given)."""
 
-    command: str
-    target: Any
-    at: Mapping[str, Any] = field(default_factory=dict)
-    positional: tuple[Any, ...] = ()  # API: a callable's arguments in order
-    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    default_shape: tuple[int, ...] | None = None
-    grad: Any = None
-    tangent: Mapping[str, Any] | None = None
-    dtype: str = "float64"
-    eps: float | None = None
-    atol: float | None = None
-    rtol: float | None = None
-    seed: int = 0
-    device: str = "cpu"
-    fail_on: str = "mismatch"
-    max_elements: int = 10_000
-    full: bool = False
-    args: Mapping[str, Any] = field(default_factory=dict)  # non-tensor arguments (Python)
-    init: Mapping[str, Any] = field(default_factory=dict)  # nn.Module constructor arguments
-    base: Path | None = None  # folder that relative file targets are resolved against
-    repeat: int = 1  # jvp: backward calls whose .grad accumulates (seeds/003)
-    order: int = 1  # 2: check double backward (the derivative of the VJP)
-    intermediates: bool = False  # report the gradient of every intermediate tensor
-    max_elements_total: int = MAX_ELEMENTS  # inputs, upstream and tangents, checked up front
-    max_fd: int = MAX_DENSE_FD  # a non-elementwise input larger than this is sampled
-    sample: int = DEFAULT_SAMPLE  # how many of its elements get their own column
-    progress: Callable[[str, int], Callable[[int], None]] | None = None
+    values: dict[str, InputValue]
+    cast: dict[str, torch.Tensor]
+    grad: InputValue | None
+    tangent: dict[str, Any] | None
+    dtype: torch.dtype
+    device: torch.device
+
+    @property
+    def exact(self) -> dict[str, torch.Tensor]:
+        """The inputs in float64: what the symbolic and finite-difference engines see."""
+        return {n: t.to(torch.float64) for n, t in self.cast.items()}
 
 
-def prepare(request: Request) -> tuple[Any, Value | None, dict[str, Value],
-                                       dict[str, torch.Tensor]]:
-    """The target, the --grad value, the inputs (how they were made) and the inputs cast to
-    the run's dtype and device: the first steps of every command (run, graph, sweep).
-    Fills in `request` (at from API positionals, a named tangent)."""
-    target = resolve(request.target, args=request.args, init=request.init, base=request.base,
-                     positional=request.positional)
-    if getattr(target, "given", None):
-        request.at = {**target.given, **request.at}
-    if request.order == 2:
-        inner = value_of(request.grad, "--grad", request.seed, ":grad").tensor \
-            if request.grad is not None else None
-        target = SecondOrderTarget(target, inner)
-        request.grad = None  # --grad is the inner upstream; the outer one is ones
-    check_names(request, target.names)
-    dtype, device = DTYPES[request.dtype], device_of(request.device)
-    grad_value = value_of(request.grad, "--grad", request.seed, ":grad",
-                        request.max_elements_total) if request.grad is not None else None
-    values = inputs_of(request, target, grad_value)
+def bind(options: Options, target: Any) -> Bound:
+    """The inputs of `target` from `options` (names checked against the target's first)."""
+    names = target.names
+    at = {**getattr(target, "given", {}), **options.at}
+    tangent = _named_tangents(options.tangent, names)
+    for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {})):
+        for name in given:
+            if name != ANY_INPUT and name not in names:
+                raise UsageError(f"{option} names `{name}`, which is not an input of the "
+                                 f"target; inputs are: {', '.join(names)}")
+    dtype, device = DTYPES[options.dtype], device_of(options.device)
+    grad = grad_value(options)
+    values = _inputs(options, target, at, grad)
     cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
-    return target, grad_value, values, cast
+    return Bound(values, cast, grad, tangent, dtype, device)
 
 
-def validate(request: Request) -> None:
-    if request.command not in COMMANDS:
-        raise UsageError(f"unknown command {request.command!r}; commands: {', '.join(COMMANDS)}")
-    if request.dtype not in DTYPES:
-        raise UsageError(f"unknown dtype {request.dtype!r}; allowed: {', '.join(DTYPES)}")
-    if request.fail_on not in FAIL_ON:
-        raise UsageError(f"unknown --fail-on {request.fail_on!r}; allowed: "
-                         + ", ".join(FAIL_ON))
-    for option, value in (("--eps", request.eps), ("--atol", request.atol),
-                          ("--rtol", request.rtol)):
-        if value is not None and not (value == value and 0 <= value < float("inf")):
-            raise UsageError(f"{option} must be a finite number >= 0, got {value}")
-    if request.eps is not None and not 0 < request.eps <= 0.1:
-        raise UsageError(f"--eps must be in (0, 0.1] (a relative step), got {request.eps}")
-    if request.max_elements < 1:
-        raise UsageError("--max-elements must be at least 1")
-    if request.max_fd < 1 or request.sample < 1:
-        raise UsageError("--max-fd and --sample must be at least 1")
-    if request.max_elements_total < 1:
-        raise UsageError("--max-elements-total must be at least 1")
-    if request.order not in (1, 2):
-        raise UsageError(f"--order must be 1 or 2, got {request.order}")
-    if request.repeat < 1:
-        raise UsageError("--repeat must be at least 1")
+def grad_value(options: Options) -> InputValue | None:
+    """--grad as given (None: the default, ones)."""
+    if options.grad is None:
+        return None
+    return value_of(options.grad, "--grad", options.seed, ":grad", options.max_elements_total)
+
+
+def _named_tangents(tangent: Mapping[str, Any] | None, names: tuple[str, ...]
+                    ) -> dict[str, Any] | None:
+    if tangent is None:
+        return None
+    tangent = dict(tangent)
+    if ANY_INPUT in tangent:  # `--tangent VALUE` without a name: only for a single input
+        if len(names) != 1:
+            raise UsageError(f"the target has {len(names)} inputs ({', '.join(names)}); name "
+                             "the tangent's input: --tangent NAME=VALUE")
+        tangent = {names[0]: tangent.pop(ANY_INPUT)}
+    return tangent
 
 
 def device_of(name: str) -> torch.device:
@@ -125,23 +93,9 @@ def device_of(name: str) -> torch.device:
     return device
 
 
-def check_names(request: Request, names: tuple[str, ...]) -> None:
-    allowed = ", ".join(names)
-    tangent = dict(request.tangent or {})
-    if "*" in tangent:  # `--tangent VALUE` without a name: only for a single input
-        if len(names) != 1:
-            raise UsageError(f"the target has {len(names)} inputs ({allowed}); name the "
-                             "tangent's input: --tangent NAME=VALUE")
-        request.tangent = {names[0]: tangent.pop("*")}
-    for option, given in (("--at", request.at), ("--shape", request.shapes),
-                          ("--tangent", request.tangent or {})):
-        for name in given:
-            if name not in names:
-                raise UsageError(f"{option} names `{name}`, which is not an input of the "
-                                 f"target; inputs are: {allowed}")
-
-
-def value_of(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENTS) -> Value:
+def value_of(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENTS
+             ) -> InputValue:
+    """A tensor, number, list or VALUE text → an InputValue (float64, on the CPU)."""
     if isinstance(raw, torch.Tensor):
         if raw.is_complex() or raw.dtype == torch.bool:
             raise UsageError(f"{what}: {raw.dtype} tensors are not supported; use float")
@@ -153,7 +107,7 @@ def value_of(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENT
         t = raw.detach().to("cpu", torch.float64)
         if not all_finite(t):
             raise UsageError(f"{what}: NaN and infinity are not allowed in input values")
-        return Value(t, "given")
+        return InputValue(t, "given")
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         raw = repr(float(raw))
     elif isinstance(raw, list | tuple):
@@ -164,25 +118,27 @@ def value_of(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENT
     return parse_value(raw, what, seed=seed, name=name, limit=limit)
 
 
-def inputs_of(request: Request, target: Any, grad: Value | None) -> dict[str, Value]:
-    values: dict[str, Value] = {}
+def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputValue | None
+            ) -> dict[str, InputValue]:
+    values: dict[str, InputValue] = {}
     total = 0
+    limit = options.max_elements_total
     parameters = getattr(target, "parameters", {})
     for name in target.names:
-        limit = request.max_elements_total
-        if name in request.at:
-            value = value_of(request.at[name], f"--at {name}", request.seed, name, limit)
+        if name in at:
+            value = value_of(at[name], f"--at {name}", options.seed, name, limit)
             if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
                 raise UsageError(f"--at {name} has shape {shape_text(value.tensor.shape)} but the "
                                  f"parameter has shape {shape_text(parameters[name].shape)}")
         elif name in parameters:
-            value = Value(parameters[name].detach().to("cpu", torch.float64), "module parameter")
+            value = InputValue(parameters[name].detach().to("cpu", torch.float64),
+                               "module parameter")
         else:
-            shape = request.shapes.get(name, request.default_shape)
+            shape = options.shape.get(name, options.shape.get(ANY_INPUT))
             if shape is None:
                 shape = tuple(grad.tensor.shape) if grad is not None and target.is_elementwise \
                     else (3,)
-            value = random_value(tuple(shape), request.seed, name, target.domain(name), limit)
+            value = random_value(tuple(shape), options.seed, name, target.domain(name), limit)
         total += value.tensor.numel()
         if total > limit:
             raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
@@ -191,14 +147,37 @@ def inputs_of(request: Request, target: Any, grad: Value | None) -> dict[str, Va
     return values
 
 
-def upstream_for(grad: Value | None, output: torch.Tensor) -> torch.Tensor:
+def upstream_for(grad: torch.Tensor | InputValue | None, output: torch.Tensor) -> torch.Tensor:
+    """The upstream vector for y.backward(v): ones, or --grad, which must be shaped like y."""
     if grad is None:
         return torch.ones_like(output.detach())
-    if tuple(grad.tensor.shape) != tuple(output.shape):
-        raise UsageError(f"--grad has shape {shape_text(grad.tensor.shape)} but the output has "
+    tensor = grad.tensor if isinstance(grad, InputValue) else grad
+    if tuple(tensor.shape) != tuple(output.shape):
+        raise UsageError(f"--grad has shape {shape_text(tensor.shape)} but the output has "
                          f"shape {shape_text(output.shape)}; they must be equal "
                          "(y.backward(v) needs v shaped like y)")
-    return grad.tensor.to(device=output.device, dtype=output.dtype)
+    return tensor.to(device=output.device, dtype=output.dtype)
+
+
+def tangents_for(tangent: Mapping[str, Any] | None, leaves: Mapping[str, torch.Tensor],
+                 seed: int) -> dict[str, torch.Tensor]:
+    """Forward-mode directions in float64, one per input (zeros where none was named);
+    a tangent that broadcasts to its input is expanded."""
+    given = dict(tangent or {})
+    out: dict[str, torch.Tensor] = {}
+    for name, leaf in leaves.items():
+        if name not in given:
+            out[name] = torch.zeros(leaf.shape, dtype=torch.float64, device=leaf.device)
+            continue
+        t = value_of(given[name], f"--tangent {name}", seed, f":tangent:{name}").tensor
+        if tuple(t.shape) != tuple(leaf.shape):
+            try:
+                t = t.expand(leaf.shape).clone()
+            except RuntimeError:
+                raise UsageError(f"--tangent {name} has shape {shape_text(t.shape)} but input "
+                                 f"{name} has shape {shape_text(leaf.shape)}") from None
+        out[name] = t.to(device=leaf.device)
+    return out
 
 
 def shape_text(shape: Any) -> str:

@@ -12,24 +12,18 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
-import re
 from dataclasses import dataclass
 
 import torch
 
 from gradscope.errors import UsageError
+from gradscope.option_text import FORMS, GENERATORS, MAX_DIMS, MAX_ELEMENTS, check_shape
 
 MAX_VALUE_TEXT = 2_000_000
-MAX_ELEMENTS = 20_000_000  # default --max-elements-total: per tensor and over a run's inputs
-MAX_DIMS = 8
-GENERATORS = ("randn", "rand", "uniform", "ones", "zeros", "linspace", "arange")
-FORMS = ("a number (1.5), a comma list (1,2,3), a nested list ([[1,2],[3,4]]) or a generator: "
-         + ", ".join(f"{g}(...)" for g in GENERATORS))
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")  # dotted: module parameters
 
 
 @dataclass(frozen=True)
-class Value:
+class InputValue:
     """A tensor and how it came to be (shown to the user next to the numbers)."""
 
     tensor: torch.Tensor
@@ -42,47 +36,8 @@ def seed_for(seed: int, name: str) -> int:
     return int(digest[:12], 16)
 
 
-def parse_assignment(text: str, option: str) -> tuple[str, str]:
-    """`NAME=VALUE` → (NAME, VALUE)."""
-    name, sep, value = text.partition("=")
-    name = name.strip()
-    if not sep or not _NAME.match(name):
-        raise UsageError(f"{option} {text!r}: expected NAME=VALUE, e.g. {option} x=1,2,3")
-    if not value.strip():
-        raise UsageError(f"{option} {text!r}: the value after '=' is empty; it can be {FORMS}")
-    return name, value.strip()
-
-
-def parse_shape(text: str, option: str = "--shape") -> tuple[int, ...]:
-    """`2,3` → (2, 3); `()` or `scalar` → ()."""
-    t = text.strip()
-    if t in ("()", "scalar", "[]"):
-        return ()
-    parts = [p.strip() for p in t.strip("()[]").split(",")]
-    if parts and parts[-1] == "":
-        parts.pop()
-    if not parts or not all(re.fullmatch(r"\d+", p) for p in parts):
-        raise UsageError(f"{option} {text!r}: a shape is whole numbers separated by commas, "
-                         "e.g. 2,3 (or () for a scalar)")
-    shape = tuple(int(p) for p in parts)
-    _check_shape(shape, f"{option} {text}")
-    return shape
-
-
-def _check_shape(shape: tuple[int, ...], what: str, limit: int = MAX_ELEMENTS) -> None:
-    if len(shape) > MAX_DIMS:
-        raise UsageError(f"{what}: at most {MAX_DIMS} dimensions are supported")
-    if any(n == 0 for n in shape):
-        raise UsageError(f"{what}: a dimension of size 0 makes an empty tensor, which has no "
-                         "gradient to check")
-    total = math.prod(shape)
-    if total > limit:
-        raise UsageError(f"{what}: {total:,} elements is more than the limit of {limit:,} "
-                         "(--max-elements-total)")
-
-
 def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
-                limit: int = MAX_ELEMENTS) -> Value:
+                limit: int = MAX_ELEMENTS) -> InputValue:
     """Parse a VALUE. `what` names the option in messages (e.g. `--at x`)."""
     if not isinstance(text, str):
         raise UsageError(f"{what}: expected text, got {type(text).__name__}")
@@ -103,8 +58,8 @@ def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
     if tensor.numel() == 0:
         raise UsageError(f"{what}: {_short(src)!r} is empty; an empty tensor has no gradient "
                          "to check")
-    _check_shape(tuple(tensor.shape), what, limit)
-    return Value(tensor, "given")
+    check_shape(tuple(tensor.shape), what, limit)
+    return InputValue(tensor, "given")
 
 
 def _short(text: str) -> str:
@@ -155,7 +110,7 @@ def _shape_of(item) -> tuple[int, ...]:
 
 
 def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
-               limit: int) -> Value:
+               limit: int) -> InputValue:
     fname = call.func.id if isinstance(call.func, ast.Name) else None
     if fname not in GENERATORS or call.keywords:
         raise UsageError(f"{what}: unknown generator {_short(src)!r}; generators are "
@@ -171,7 +126,7 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
             raise UsageError(f"{what}: {fname}() needs a shape of whole numbers, e.g. "
                              f"{fname}({'0,1,' if fname == 'uniform' else ''}2,3)")
         shape = tuple(int(v) for v in values)
-        _check_shape(shape, what, limit)
+        check_shape(shape, what, limit)
         return shape
 
     gen = torch.Generator().manual_seed(seed_for(seed, name))
@@ -200,13 +155,13 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
             raise UsageError(f"{what}: arange(n) takes one whole number")
         (n,) = shape_from(nums)
         tensor = torch.arange(n, dtype=torch.float64)
-    return Value(tensor, origin)
+    return InputValue(tensor, origin)
 
 
 def random_value(shape: tuple[int, ...], seed: int, name: str,
-                 domain: tuple[float, float] | None, limit: int = MAX_ELEMENTS) -> Value:
+                 domain: tuple[float, float] | None, limit: int = MAX_ELEMENTS) -> InputValue:
     """A seeded default input: randn, or uniform over `domain` when an op needs one."""
-    _check_shape(shape, f"input {name}", limit)
+    check_shape(shape, f"input {name}", limit)
     dims = ",".join(str(s) for s in shape)
     if domain is None:
         return parse_value(f"randn({dims})", f"input {name}", seed=seed, name=name,
@@ -215,11 +170,11 @@ def random_value(shape: tuple[int, ...], seed: int, name: str,
     if not shape:
         gen = torch.Generator().manual_seed(seed_for(seed, name))
         t = lo + (hi - lo) * torch.rand((), generator=gen, dtype=torch.float64)
-        return Value(t, f"uniform({lo:g},{hi:g}) seed={seed}")
+        return InputValue(t, f"uniform({lo:g},{hi:g}) seed={seed}")
     return parse_value(f"uniform({lo:g},{hi:g},{dims})", f"input {name}", seed=seed, name=name,
                        limit=limit)
 
 
-def _scalar_randn(seed: int, name: str) -> Value:
+def _scalar_randn(seed: int, name: str) -> InputValue:
     gen = torch.Generator().manual_seed(seed_for(seed, name))
-    return Value(torch.randn((), generator=gen, dtype=torch.float64), f"randn() seed={seed}")
+    return InputValue(torch.randn((), generator=gen, dtype=torch.float64), f"randn() seed={seed}")

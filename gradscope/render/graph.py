@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.text import Text
 from rich.tree import Tree
 
-from gradscope.render.table import fmt
+from gradscope.render.cells import fmt
 
 MARK = {"vanishing": ("VANISHING", "bold red"), "saturating": ("SATURATING", "bold yellow"),
         "nan": ("NaN/inf", "bold magenta")}

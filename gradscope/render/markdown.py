@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradscope.render.table import TABLE_ROWS, WORST_ROWS, _index_of, _index_text, flat, fmt
+from gradscope.render.cells import TABLE_ROWS, WORST_ROWS, flat, fmt, index_of, index_text
 from gradscope.report.model import InputReport, Report
 
 
@@ -30,8 +30,8 @@ def _input(item: InputReport) -> list[str]:
     lines += ["| index | autograd | symbolic | finite diff | abs error | status |",
               "|---|---:|---:|---:|---:|---|"]
     for p in positions:
-        index = item.indices[p] if item.indices is not None else _index_of(p, shape)
-        row = [_index_text(index)] + [fmt(cols[k][p]) if p < len(cols[k]) else "—"
+        index = item.indices[p] if item.indices is not None else index_of(p, shape)
+        row = [index_text(index)] + [fmt(cols[k][p]) if p < len(cols[k]) else "—"
                                       for k in ("autograd", "symbolic", "finite_difference",
                                                 "error")]
         status = statuses[p]

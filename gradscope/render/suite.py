@@ -8,7 +8,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.render.table import STYLE, fmt
+from gradscope.render.cells import STYLE, fmt
+from gradscope.render.console import record
+from gradscope.render.markdown import render as report_markdown
+from gradscope.render.table import render
 
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red",
                  "raised": "bold magenta"}
@@ -62,7 +65,7 @@ def markdown(suite: Any) -> str:
             continue
         lines += [f"## {_cell(r.name)}: {r.outcome}", ""]
         if r.report is not None:
-            body = r.report.to_markdown().splitlines()
+            body = report_markdown(r.report).splitlines()
             lines += ["#" + line if line.startswith("##") else line for line in body[1:]]
         elif r.error:
             lines += ["```", r.error, "```", ""]
@@ -82,7 +85,8 @@ def junit_xml(suite: Any) -> str:
             counts["failures"] += 1
             failure = ET.SubElement(case, "failure", message=_failure_message(r),
                                     type="GradientMismatch")
-            failure.text = r.report.to_text(width=120) if r.report else ""
+            failure.text = record(lambda console, rep=r.report: render(rep, console), 120) \
+                if r.report else ""
         elif r.outcome in ("error", "raised"):
             counts["errors"] += 1
             error = ET.SubElement(case, "error", type="UsageError" if r.outcome == "error"
@@ -106,3 +110,16 @@ def _failure_message(result: Any) -> str:
     mismatches = sum(i.status_counts.get("mismatch", 0) for i in report.inputs)
     kinds = _diagnostics(result)
     return f"{mismatches} mismatching element(s)" + (f"; {kinds}" if kinds else "")
+
+
+def show(suite: Any, console: Any) -> None:
+    """The checks that did not pass, in full, then the summary table."""
+    for result in suite.results:
+        if result.outcome == "passed":
+            continue
+        console.rule(f"{result.name}: {result.outcome}")
+        if result.report is not None:
+            render(result.report, console)
+        elif result.error:
+            console.print(result.error, markup=False, highlight=False)
+    console.print(summary_table(suite))

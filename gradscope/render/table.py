@@ -6,10 +6,7 @@ Status is always spelled out in words; colour only repeats it.
 
 from __future__ import annotations
 
-import io
-import math
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -17,55 +14,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gradscope.render.cells import (
+    STYLE,
+    TABLE_ROWS,
+    WORST_ROWS,
+    flat,
+    fmt,
+    index_of,
+    index_text,
+    shape_text,
+)
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.status import RANK
-
-TABLE_ROWS = 24  # a tensor with more elements shows its worst rows only
-WORST_ROWS = 12
-STYLE = {"ok": "green", "mismatch": "bold red", "nondifferentiable": "yellow",
-         "undefined": "magenta", "vanishing": "yellow", "surrogate": "cyan"}
-
-
-def fmt(x: Any, digits: int = 6) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return f"{x:.{digits}g}"
-
-
-def flat(values: Any) -> list:
-    if values is None:
-        return []
-    if not isinstance(values, list):
-        return [values]
-    out: list = []
-    stack = [values]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(reversed(item))
-        else:
-            out.append(item)
-    return out
-
-
-def _shape_text(shape: Sequence[int]) -> str:
-    return str(tuple(shape))
-
-
-def _index_of(flat_index: int, shape: Sequence[int]) -> list[int]:
-    out = []
-    for n in reversed(shape):
-        out.append(flat_index % n)
-        flat_index //= n
-    return list(reversed(out))
-
-
-def _index_text(index: Sequence[int]) -> str:
-    return "()" if not index else ",".join(str(i) for i in index)
 
 
 def _preview(summary: TensorSummary, limit: int = 6) -> str:
@@ -86,13 +46,13 @@ def header(report: Report) -> Panel:
     grid.add_row("dtype", f"{report.dtype} on {report.device} · seed {report.seed} · "
                  f"rtol {tol.get('rtol', 0):g} · atol {tol.get('atol', 0):g} · "
                  f"eps {tol.get('eps', 0):g}")
-    grid.add_row("output", f"shape {_shape_text(report.output.shape)}  {_preview(report.output)}")
+    grid.add_row("output", f"shape {shape_text(report.output.shape)}  {_preview(report.output)}")
     if report.command != "jacobian":
-        grid.add_row("upstream", f"shape {_shape_text(report.upstream.shape)}  "
+        grid.add_row("upstream", f"shape {shape_text(report.upstream.shape)}  "
                      f"{_preview(report.upstream)}")
     for item in report.inputs:
         grid.add_row(f"input {item.name}",
-                     f"shape {_shape_text(item.shape)} · {item.origin}")
+                     f"shape {shape_text(item.shape)} · {item.origin}")
     title = {"check": "gradscope check", "jvp": "gradscope jvp (vector-Jacobian product)",
              "jacobian": "gradscope jacobian"}.get(report.command, report.command)
     return Panel(grid, title=title, title_align="left", expand=False)
@@ -134,9 +94,9 @@ def input_table(item: InputReport) -> Table:
     values = flat(item.values) if isinstance(item.values, list) else [item.values]
     jac_out = len(shape) - len(item.shape) if item.jacobian_shape else 0
 
-    title = Text.assemble((item.name, "bold"), f" · {item.role} · shape {_shape_text(item.shape)}")
+    title = Text.assemble((item.name, "bold"), f" · {item.role} · shape {shape_text(item.shape)}")
     if item.jacobian_shape:
-        title.append(f" · Jacobian {_shape_text(item.jacobian_shape)}")
+        title.append(f" · Jacobian {shape_text(item.jacobian_shape)}")
     if item.formula:
         title.append(" · VJP = ")
         title.append(item.formula, style="cyan")
@@ -151,16 +111,16 @@ def input_table(item: InputReport) -> Table:
     table.add_column("|error|", justify="right")
     table.add_column("status", no_wrap=True)
     for p in positions:
-        index = item.indices[p] if item.indices is not None else _index_of(p, shape)
+        index = item.indices[p] if item.indices is not None else index_of(p, shape)
         if jac_out or item.jacobian_shape:
             out_idx, in_idx = index[:jac_out], index[jac_out:]
-            label = f"{_index_text(out_idx)} ← {_index_text(in_idx)}"
+            label = f"{index_text(out_idx)} ← {index_text(in_idx)}"
             flat_in = 0
             for i, n in zip(in_idx, item.shape, strict=True):
                 flat_in = flat_in * n + i
             value = values[flat_in] if values and flat_in < len(values) else None
         else:
-            label = _index_text(index)
+            label = index_text(index)
             value = values[p] if p < len(values) else None
         status = statuses[p] if p < len(statuses) else ""
         cells = [fmt(columns[k][p]) if p < len(columns[k]) else "—"
@@ -194,8 +154,8 @@ def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
     statuses = flat(fwd.element_status) if isinstance(fwd.element_status, list) \
         else [fwd.element_status]
     for p in range(min(len(ag), TABLE_ROWS)):
-        index = fwd.indices[p] if fwd.indices is not None else _index_of(p, out_shape)
-        table.add_row(_index_text(index), fmt(ag[p]), fmt(sym[p]) if sym else "—",
+        index = fwd.indices[p] if fwd.indices is not None else index_of(p, out_shape)
+        table.add_row(index_text(index), fmt(ag[p]), fmt(sym[p]) if sym else "—",
                       fmt(fd[p]) if fd else "—",
                       Text(statuses[p], style=STYLE.get(statuses[p], "")))
     tangents = "; ".join(f"{n} = {_preview(TensorSummary([], v))}" for n, v in fwd.tangent.items())
@@ -247,7 +207,7 @@ def diagnostics_panel(report: Report) -> Panel | None:
         parts.append(line)
         parts.append(Text(f"  {d.message}"))
         if d.indices:
-            shown = "; ".join(f"{n}: " + " ".join(f"[{_index_text(i)}]" for i in idx)
+            shown = "; ".join(f"{n}: " + " ".join(f"[{index_text(i)}]" for i in idx)
                               for n, idx in d.indices.items())
             parts.append(Text(f"  at {shown}", style="dim"))
         parts.append(Text(f"  hint: {d.hint}", style="italic"))
@@ -286,29 +246,6 @@ def renderables(report: Report) -> Iterable[RenderableType]:
     yield verdict(report)
 
 
-class _StdoutConsole(Console):
-    def on_broken_pipe(self) -> None:
-        # rich's default exits with 1, which gradscope's exit codes reserve for a failed check;
-        # the caller decides (see cli._reader_may_leave)
-        self.quiet = True
-        raise BrokenPipeError
-
-
-def terminal_console() -> Console:
-    """stdout; a pipe or log file gets 120 columns rather than rich's 80 (no wrapping there)."""
-    console = _StdoutConsole(highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 120)
-    return console
-
-
 def render(report: Report, console: Console) -> None:
     for item in renderables(report):
         console.print(item)
-
-
-def render_text(report: Report, width: int = 120) -> str:
-    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False,
-                      record=True)
-    render(report, console)
-    return console.export_text()

@@ -1,1 +1,48 @@
-"""TARGET → Target."""
+"""TARGET → Target: what the engines need to know about the thing being checked.
+
+`resolve` turns expression text, `file.py:NAME`, `package.module:NAME` or a Python object into a
+Target (`base.Target`): an `ExpressionTarget` (expression.py), a `PythonTarget` (python.py), or,
+for `--order 2`, a `SecondOrderTarget` (second_order.py) around either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gradscope.errors import UsageError
+from gradscope.expr.parse import parse
+from gradscope.targets import python as usercode
+from gradscope.targets.expression import ExpressionTarget
+from gradscope.targets.second_order import SecondOrderTarget
+
+
+def resolve(target: object, *, args: Mapping[str, Any] | None = None,
+            init: Mapping[str, Any] | None = None, base: Path | None = None,
+            positional: tuple[Any, ...] = ()):
+    """Turn a TARGET into a Target: expression text, `file.py:NAME`, `package.module:NAME`,
+    or (from the API) a Function subclass, nn.Module, or function."""
+    if isinstance(target, str):
+        text = target.strip()
+        if usercode.is_python_target(text):
+            obj, _ = usercode.load(text, base)
+            return usercode.build(obj, text, args or {}, init or {}, positional)
+        if positional:
+            raise UsageError("expression inputs are passed by name, e.g. check(\"x**2\", x=t)")
+        if args:
+            raise UsageError("--arg gives non-tensor arguments to Python targets; an "
+                             "expression takes tensors only (use --at)")
+        if init:
+            raise UsageError("--init gives constructor arguments to an nn.Module class only")
+        return ExpressionTarget(text, parse(text))
+    if callable(target) or isinstance(target, torch.nn.Module):
+        name = getattr(target, "__qualname__", None) or type(target).__name__
+        return usercode.build(target, name, args or {}, init or {}, positional)
+    raise UsageError(f"a target is an expression string, a torch.autograd.Function, an "
+                     f"nn.Module or a function; got {type(target).__name__}")
+
+
+__all__ = ["ExpressionTarget", "SecondOrderTarget", "resolve"]

@@ -1,9 +1,6 @@
-"""TARGET → Target: what the engines need to know about the thing being checked.
-
-An expression target evaluates its IR in torch (for autograd), exposes the IR (for the symbolic
-engine), and reports branch ids of its kinky ops plus which inputs enter elementwise (for the
-finite-difference engine). Python targets (`file.py:NAME`, `package.module:NAME`, or objects)
-are built by `usercode`.
+"""An expression as a Target: it evaluates its IR in torch (for autograd), exposes the IR (for
+the symbolic engine), and reports branch ids of its kinky ops plus which inputs enter
+elementwise (for the finite-difference engine), all read from the op table.
 """
 
 from __future__ import annotations
@@ -11,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
-from typing import Any
 
 import torch
 
-from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.incremental import ColumnEvaluator
+from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
-from gradscope.expr.parse import constant_value, parse
+from gradscope.expr.parse import constant_value
 from gradscope.expr.to_torch import evaluate
 from gradscope.tensors import all_finite
 
@@ -151,11 +145,11 @@ class ExpressionTarget:
                 return self.traced
             return lambda values: self.traced(values, reuse=reuse, base_branches=branches)
 
-        def columns(name: str) -> ColumnEvaluator | None:
+        def columns(name: str) -> IncrementalColumns | None:
             if every is None or name in self.elementwise_inputs:
                 return None
             path = {i for i, names in deps.items() if name in names}
-            return ColumnEvaluator(self.expression, name, base, every, sites, branches, path)
+            return IncrementalColumns(self.expression, name, base, every, sites, branches, path)
 
         return out, branches, moving, columns
 
@@ -240,98 +234,3 @@ def _elementwise_in(node: ir.Node, name: str) -> bool:
     if not OPS[node.op].elementwise:
         return False
     return all(_elementwise_in(a, name) for a in node.args)
-
-
-def resolve(target: object, *, args: Mapping[str, Any] | None = None,
-            init: Mapping[str, Any] | None = None, base: Path | None = None,
-            positional: tuple[Any, ...] = ()):
-    """Turn a TARGET into a Target: expression text, `file.py:NAME`, `package.module:NAME`,
-    or (from the API) a Function subclass, nn.Module, or function."""
-    from gradscope.targets import python as usercode
-
-    if isinstance(target, str):
-        text = target.strip()
-        if usercode.is_python_target(text):
-            obj, _ = usercode.load(text, base)
-            return usercode.build(obj, text, args or {}, init or {}, positional)
-        if positional:
-            raise UsageError("expression inputs are passed by name, e.g. check(\"x**2\", x=t)")
-        if args:
-            raise UsageError("--arg gives non-tensor arguments to Python targets; an "
-                             "expression takes tensors only (use --at)")
-        if init:
-            raise UsageError("--init gives constructor arguments to an nn.Module class only")
-        return ExpressionTarget(text, parse(text))
-    if callable(target) or isinstance(target, torch.nn.Module):
-        name = getattr(target, "__qualname__", None) or type(target).__name__
-        return usercode.build(target, name, args or {}, init or {}, positional)
-    raise UsageError(f"a target is an expression string, a torch.autograd.Function, an "
-                     f"nn.Module or a function; got {type(target).__name__}")
-
-
-@dataclass
-class SecondOrderTarget:
-    """`--order 2`: the target whose output is the first-order VJP (with `create_graph=True`),
-    so the engines check double backward the way gradgradcheck does."""
-
-    base: Any
-    upstream: Any = None  # the inner upstream value (None: ones)
-    branch_sites: list = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        return f"∂/∂inputs of VJP[{self.base.text}]"
-
-    @property
-    def kind(self) -> str:
-        return self.base.kind
-
-    @property
-    def target_kind(self) -> str:
-        return f"{self.base.target_kind} (order 2)"
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self.base.names
-
-    @property
-    def notes(self) -> list[str]:
-        return [*self.base.notes, "order 2: the output is the first-order VJP, concatenated over "
-                "the inputs; its backward is double backward"]
-
-    def roles(self) -> dict[str, str]:
-        return self.base.roles()
-
-    @property
-    def elementwise_inputs(self) -> set[str]:
-        return set()
-
-    @property
-    def is_elementwise(self) -> bool:
-        return False
-
-    def domain(self, name: str) -> tuple[float, float] | None:
-        return self.base.domain(name)
-
-    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        leaves = {k: v if v.requires_grad else v.detach().requires_grad_() for k, v in
-                  values.items()}
-        with torch.enable_grad():
-            out = self.base.forward(leaves)
-            v = torch.ones_like(out) if self.upstream is None else self.upstream.to(
-                device=out.device, dtype=out.dtype)
-            if v.shape != out.shape:
-                raise UsageError(f"--grad has shape {tuple(v.shape)} but the output has shape "
-                                 f"{tuple(out.shape)}")
-            grads = torch.autograd.grad(out, list(leaves.values()), v, create_graph=True,
-                                        allow_unused=True)
-        flat = torch.cat([g.reshape(-1) if g is not None else torch.zeros_like(x).reshape(-1)
-                          for g, x in zip(grads, leaves.values(), strict=True)])
-        if not flat.requires_grad and any(x.requires_grad for x in values.values()):
-            # The first-order gradient does not depend on the inputs at all (x -> 3x, or a
-            # straight-through backward): its derivative is zero, and autograd should say so.
-            flat = flat + sum((x * 0).sum() for x in leaves.values())
-        return flat
-
-    def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-        return self.forward(values).detach(), []

@@ -12,7 +12,6 @@ only, with a hint where the mistake is a known one.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import inspect
@@ -38,15 +37,6 @@ def is_python_target(text: str) -> bool:
     head, sep, tail = text.strip().rpartition(":")
     return bool(sep) and bool(head) and tail.isidentifier() and (
         head.endswith(".py") or all(part.isidentifier() for part in head.split(".")))
-
-
-def parse_literal(text: str, what: str) -> Any:
-    """A Python literal for --arg / --init (numbers, strings, tuples, lists, dicts, None)."""
-    try:
-        return ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, RecursionError, MemoryError):
-        raise UsageError(f"{what}: {text!r} is not a Python literal (numbers, strings, "
-                         "lists, tuples, dicts, True/False/None)") from None
 
 
 # ---------------------------------------------------------------- errors of the user's code

@@ -8,6 +8,6 @@ import pytest
 @pytest.fixture
 def assert_gradients():
     """`assert_gradients(fn, *inputs, grad=None, atol=None, rtol=None, **options)`."""
-    from gradscope.testing import assert_gradients as helper
+    from gradscope.testing.assertions import assert_gradients as helper
 
     return helper

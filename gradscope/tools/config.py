@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import UsageError
-from gradscope.inputs.bind import FAIL_ON, Request
+from gradscope.options import COMMANDS, SPECS, Request, from_values
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,35 +21,15 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MAX_CHECKS = 1000
-COMMANDS = ("check", "jvp", "jacobian")
-# key → (accepted Python types, description); shared by the top level (defaults) and checks.
+# key → (accepted TOML types, description): every option of `Options` (a top-level key is a
+# default for all checks), and per check also its name, target and command.
 FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "dtype": ((str,), "float64, float32, float16 or bfloat16"),
-    "fail_on": ((str,), "mismatch, warning or never"),
-    "eps": ((int, float), "a number"),
-    "atol": ((int, float), "a number"),
-    "rtol": ((int, float), "a number"),
-    "seed": ((int,), "a whole number"),
-    "device": ((str,), "cpu, cuda or cuda:N"),
-    "shape": ((str, list, dict), "\"2,3\", [2, 3] or a table NAME = \"2,3\""),
-    "max_elements": ((int,), "a whole number"),
-    "full": ((bool,), "true or false"),
-    "order": ((int,), "1 or 2"),
-    "max_elements_total": ((int,), "a whole number"),
-    "max_fd": ((int,), "a whole number"),
-    "sample": ((int,), "a whole number"),
-}
+    name: (spec.toml, spec.expects) for name, spec in SPECS.items()}
 CHECK_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     **FIELDS,
     "name": ((str,), "text"),
     "target": ((str,), "an expression or file.py:NAME / package.module:NAME"),
-    "command": ((str,), "check, jvp or jacobian"),
-    "at": ((dict,), "a table NAME = VALUE"),
-    "grad": ((str, int, float, list), "a VALUE string, number or array"),
-    "tangent": ((dict, str, int, float, list), "a table NAME = VALUE (or one VALUE)"),
-    "arg": ((dict,), "a table NAME = literal"),
-    "init": ((dict,), "a table NAME = literal"),
-    "repeat": ((int,), "a whole number"),
+    "command": ((str,), ", ".join(COMMANDS)),
 }
 
 
@@ -112,72 +92,33 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
     if "target" not in entry:
         raise UsageError(f"{label}: missing `target` (an expression or file.py:NAME)")
     merged = {**defaults, **entry}
-    command = merged.get("command", "check")
+    command = merged.pop("command", "check")
     if command not in COMMANDS:
         raise UsageError(f"{label}: `command` must be one of {', '.join(COMMANDS)}, got "
                          f"{command!r}")
-    if merged.get("fail_on", "mismatch") not in FAIL_ON:
-        raise UsageError(f"{label}: `fail_on` must be one of {', '.join(FAIL_ON)}")
     try:
-        request = _request(command, merged, base)
+        options = from_values({k: v for k, v in merged.items() if k in SPECS},
+                              where=lambda key: key)
+        request = Request(command, merged["target"], options, base=base)
         _precheck(request, base)
     except UsageError as exc:
         raise UsageError(f"{label}: {exc}") from None
     return CheckSpec(entry.get("name") or entry["target"], request)
 
 
-def _request(command: str, c: dict[str, Any], base: Path) -> Request:
-    from gradscope.inputs.text import parse_shape
-    from gradscope.targets.python import parse_literal
-
-    shapes: dict[str, tuple[int, ...]] = {}
-    default_shape = None
-    shape = c.get("shape")
-    if isinstance(shape, dict):
-        shapes = {k: _shape(v, f"shape.{k}", parse_shape) for k, v in shape.items()}
-    elif shape is not None:
-        default_shape = _shape(shape, "shape", parse_shape)
-    tangent = c.get("tangent")
-    if tangent is not None and not isinstance(tangent, dict):
-        tangent = {"*": tangent}
-    for key in ("arg", "init"):
-        for name, value in (c.get(key) or {}).items():
-            if isinstance(value, str) and key == "arg":
-                continue  # a string argument is passed as the string itself
-            parse_literal(repr(value), f"{key}.{name}")
-    return Request(command=command, target=c["target"], at=dict(c.get("at") or {}),
-                   shapes=shapes, default_shape=default_shape, grad=c.get("grad"),
-                   tangent=tangent, dtype=c.get("dtype", "float64"), eps=c.get("eps"),
-                   atol=c.get("atol"), rtol=c.get("rtol"), seed=c.get("seed", 0),
-                   device=c.get("device", "cpu"), fail_on=c.get("fail_on", "mismatch"),
-                   max_elements=c.get("max_elements", 10_000), full=c.get("full", False),
-                   args=dict(c.get("arg") or {}), init=dict(c.get("init") or {}), base=base,
-                   repeat=c.get("repeat", 1), order=c.get("order", 1),
-                   max_elements_total=c.get("max_elements_total", 20_000_000),
-                   max_fd=c.get("max_fd", 20_000), sample=c.get("sample", 1_000))
-
-
-def _shape(value: Any, what: str, parse_shape) -> tuple[int, ...]:
-    if isinstance(value, list):
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise UsageError(f"`{what}` must be whole numbers")
-        value = ",".join(str(v) for v in value) or "()"
-    if not isinstance(value, str):
-        raise UsageError(f"`{what}` must be \"2,3\" or [2, 3]")
-    return parse_shape(value, what)
-
-
 def _precheck(request: Request, base: Path) -> None:
     """Cheap validation that needs no torch work: the target parses or its file exists, the
     options are in range, the VALUE strings read."""
     from gradscope.expr.parse import parse
-    from gradscope.inputs.bind import DTYPES, validate
     from gradscope.inputs.text import parse_value
+    from gradscope.option_text import parse_literal
     from gradscope.targets.python import is_python_target
 
-    validate(request)
-    if request.dtype not in DTYPES:
-        raise UsageError(f"`dtype` must be one of {', '.join(DTYPES)}")
+    options = request.options
+    for key in ("arg", "init"):
+        for name, value in getattr(options, key).items():
+            if not isinstance(value, str):  # a string argument is passed as the string itself
+                parse_literal(repr(value), f"{key}.{name}")
     target = request.target.strip()
     if is_python_target(target):
         head = target.rpartition(":")[0]
@@ -185,8 +126,8 @@ def _precheck(request: Request, base: Path) -> None:
             raise UsageError(f"`target`: no such file {head} (relative to {base})")
     else:
         parse(target)
-    for name, value in request.at.items():
+    for name, value in options.at.items():
         if isinstance(value, str):
             parse_value(value, f"at.{name}")
-    if isinstance(request.grad, str):
-        parse_value(request.grad, "grad")
+    if isinstance(options.grad, str):
+        parse_value(options.grad, "grad")

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli.app import main, write_atomic
+from gradscope.cli import main
+from gradscope.cli.output import write_atomic
+from tests.paths import ROOT
 
 SEED_ARGS = ["jvp", "3*a + 2*b*b + log(c)", "--at", "a=1,2,3", "--at", "b=3,4,5",
              "--at", "c=6,7,8", "--grad", "0.1,1,1e-4"]
@@ -38,7 +40,7 @@ def test_seed_example_json_has_contract_keys(capsys):
     for key in ("schema", "version", "command", "target", "target_kind", "dtype", "passed",
                 "output", "upstream", "inputs", "diagnostics"):
         assert key in report
-    assert report["schema"] == "gradscope.report.model/1" and report["version"] == "0.1.0"
+    assert report["schema"] == "gradscope.report/1" and report["version"] == "0.1.0"
     assert report["command"] == "jvp" and report["target_kind"] == "expression"
     assert report["upstream"] == {"shape": [3], "values": [0.1, 1.0, 0.0001],
                                   "elements_reported": "all"}
@@ -168,8 +170,8 @@ def test_tangent_forward_block(capsys):
 
 
 def test_python_dash_m_and_help_does_not_import_torch(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    probe = ("import sys; from gradscope.cli.app import main\n"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    probe = ("import sys; from gradscope.cli import main\n"
              "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
              "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH',"
              " 'SYMPY' if 'sympy' in sys.modules else 'NO-SYMPY')")
@@ -182,7 +184,7 @@ def test_python_dash_m_and_help_does_not_import_torch(tmp_path):
 
 
 def _cli(*args: str, **kw):
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, "-m", "gradscope", *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 

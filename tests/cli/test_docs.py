@@ -1,21 +1,47 @@
-"""Every command has help text and a README section; help lists exactly the op table."""
+"""Every command has help text and a README section; `gradscope ops` lists exactly the op
+table; help texts quote the constants the code uses."""
 
 from __future__ import annotations
 
+import json
 import re
-from pathlib import Path
 
 import pytest
 
-from gradscope.cli.app import FUNCTION_NAMES, app
+from gradscope.cli import app, main
 from gradscope.expr.ops import FUNCTIONS
+from gradscope.options import DEFAULTS, SPECS
+from gradscope.verdict.tolerance import DEFAULT_EPS, DEFAULT_TOLERANCES
+from tests.paths import ROOT
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (ROOT / "README.md").read_text()
 COMMANDS = [c.name or c.callback.__name__ for c in app.registered_commands]
 
 
-def test_help_lists_exactly_the_op_table():
-    assert sorted(FUNCTION_NAMES.split()) == sorted(FUNCTIONS)
+def test_ops_lists_exactly_the_op_table(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["ops", "--json"])
+    assert done.value.code == 0
+    rows = json.loads(capsys.readouterr().out)["ops"]
+    callable_names = {r["name"] for r in rows if r["spelling"].startswith(f"{r['name']}(")}
+    assert callable_names == set(FUNCTIONS)
+    assert {r["name"]: r["kinks"] for r in rows}["round"] == "jump"
+
+
+def test_root_help_points_at_the_op_table(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "gradscope ops" in out and "4 an internal error" in out
+
+
+def test_help_quotes_the_defaults_the_code_uses(capsys):
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"[default: {DEFAULT_EPS:g}]" in out
+    assert f"bfloat16 {DEFAULT_TOLERANCES['bfloat16'][0]:g}" in out
+    assert f"{DEFAULTS.max_fd}" in out and SPECS["max_fd"].flag in out
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -30,7 +56,7 @@ def test_every_command_is_in_the_readme(command):
 
 
 def test_readme_test_command_is_what_ci_runs():
-    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
     match = re.search(r"```(?:bash|sh)?\n# test\n(.+?)\n```", README, re.S)
     assert match, "README needs a fenced block starting with '# test'"
     for line in match.group(1).strip().splitlines():

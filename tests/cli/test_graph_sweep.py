@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gradscope.cli.app import main
+from gradscope.cli import main
 
 
 def run(capsys, *args):
@@ -30,7 +30,7 @@ def test_graph_json(capsys):
     code, out, _ = run(capsys, "graph", "relu(x)", "--at", "x=-1,2", "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["schema"] == "gradscope.tools.graph/1"
+    assert data["schema"] == "gradscope.graph/1"
     assert {n["name"] for n in data["nodes"]} == {"ReluBackward0", "AccumulateGrad"}
 
 

@@ -1,0 +1,139 @@
+"""What each command does with its values: options → one library call → output → exit code.
+The library is imported inside each command, so `--help` never pays for torch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gradscope.cli.output import Progress, check_output, emit, write_file
+from gradscope.errors import GradscopeError, UsageError
+from gradscope.options import SPECS, Options, Request, from_values
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"gradscope: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Errors of gradscope (bad input: 2, the user's code: 3) as one line and an exit code."""
+    try:
+        yield
+    except GradscopeError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+
+
+def options_from(values: dict[str, Any]) -> Options:
+    """The command's option values (those SPECS names; not given: the default)."""
+    given = {k: v.value if isinstance(v, Enum) else v for k, v in values.items()
+             if k in SPECS and v is not None}
+    return from_values(given)
+
+
+def _format(values: dict[str, Any]) -> str:
+    return "json" if values.get("json_flag") else values["fmt"].value
+
+
+def checker(command: str) -> Callable[..., None]:
+    """check / jvp / jacobian: the runner, then the report, then exit 1 if it failed."""
+
+    def action(**values: Any) -> None:
+        from gradscope.verdict import outcome
+
+        output: Path | None = values["output"]
+        progress = None
+        with reported():
+            check_output(output)
+            options = options_from(values)
+            from gradscope.runner import run
+
+            progress = Progress(f"gradscope {command} {values['target'][:60]}")
+            try:
+                report = run(Request(command, values["target"], options,
+                                     progress=progress.bars()))
+            finally:
+                progress.stop()
+            verdict = "passed" if report.passed else "FAILED"
+            emit(report, _format(values), output,
+                 f"gradscope {report.command}: {verdict}; report written to {output}")
+        if outcome.fails(report):
+            raise typer.Exit(1)
+
+    return action
+
+
+def graph(**values: Any) -> None:
+    with reported():
+        check_output(values["output"])
+        check_output(values["dot"], "--dot")
+        from gradscope.render.graph import dot
+        from gradscope.tools.graph import graph as build
+
+        report = build(Request("check", values["target"], options_from(values)))
+        if values["dot"] is not None:
+            write_file(values["dot"], dot(report), "--dot")
+        emit(report, _format(values), values["output"], f"report written to {values['output']}",
+             to_stderr=True)
+
+
+def sweep(**values: Any) -> None:
+    with reported():
+        check_output(values["output"])
+        check_output(values["plot"], "--plot")
+        try:
+            lo, hi = (float(p.strip()) for p in values["range_"].split(","))
+        except ValueError:
+            raise UsageError(f"--range {values['range_']!r}: expected LO,HI such as -2,2") \
+                from None
+        from gradscope.render.graph import save_plot
+        from gradscope.tools.sweep import sweep as run_sweep
+
+        request = Request("check", values["target"], options_from(values))
+        report = run_sweep(request, values["var"], lo, hi, values["points"])
+        if values["plot"] is not None:
+            save_plot(report, values["plot"])
+        emit(report, _format(values), values["output"], f"report written to {values['output']}",
+             to_stderr=True)
+
+
+def run_config(**values: Any) -> None:
+    output, junit = values["output"], values["junit_xml"]
+    with reported():
+        check_output(output)
+        check_output(junit, "--junit-xml")
+        from gradscope.tools.config import load
+        from gradscope.tools.suite import run_checks
+
+        specs, where = load(values["config"])
+        progress = Progress("gradscope run", total=len(specs))
+        try:
+            suite = run_checks(specs, str(where), on_result=progress.advance)
+        finally:
+            progress.stop()
+        if junit is not None:
+            from gradscope.render.suite import junit_xml
+
+            write_file(junit, junit_xml(suite), "--junit-xml")
+        emit(suite, _format(values), output, f"gradscope run: "
+             f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
+    raise typer.Exit(suite.exit_code)
+
+
+def ops(**values: Any) -> None:
+    from gradscope.render.ops import show, to_json
+    from gradscope.tools.ops import table
+
+    rows = table()
+    if values["json_flag"]:
+        typer.echo(to_json(rows))
+    else:
+        from gradscope.render.console import terminal_console
+
+        show(rows, terminal_console())

@@ -1,0 +1,80 @@
+"""The process around the CLI: run the typer app, turn every usage error into one line on
+stderr and an exit code, and leave quickly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+import typer
+
+from gradscope.cli.app import app
+
+
+def _click_modules() -> list[Any]:
+    """The click exception modules in use: typer >= 0.16 vendors click as typer._click."""
+    modules = []
+    try:
+        from typer._click import exceptions as vendored
+
+        modules.append(vendored)
+    except ImportError:
+        pass
+    try:
+        from click import exceptions as upstream
+
+        modules.append(upstream)
+    except ImportError:
+        pass
+    return modules
+
+
+def entry() -> None:
+    """The `gradscope` command: main(), then leave without the interpreter's teardown, which
+    with torch and sympy loaded takes about half a second (measured: `check "x**2"` 1.9 s
+    with it, 1.4 s without). Everything is written and flushed before."""
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is not None and not isinstance(code, int):  # sys.exit("message")
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
+            stream.flush()
+    os._exit(code or 0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: one line on stderr for every usage error, never a traceback."""
+    mods = _click_modules()
+
+    def kinds(name: str) -> tuple[type, ...]:
+        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+    try:
+        code = app(args=argv, standalone_mode=False, prog_name="gradscope")
+    except kinds("NoArgsIsHelpError") as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "")
+        code = 0
+    except kinds("UsageError") as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
+        typer.echo(f"gradscope: error: {exc.format_message()}{hint}", err=True)
+        code = 2
+    except kinds("Exit") as exc:
+        code = exc.exit_code
+    except kinds("Abort"):
+        typer.echo("gradscope: aborted", err=True)
+        code = 130
+    except Exception as exc:  # a bug of ours: one line, the traceback only on request
+        if os.environ.get("GRADSCOPE_DEBUG"):
+            raise
+        typer.echo(f"gradscope: internal error: {type(exc).__name__}: {exc} "
+                   "(set GRADSCOPE_DEBUG=1 for the traceback; please report it)", err=True)
+        code = 4
+    sys.exit(code if isinstance(code, int) else 0)

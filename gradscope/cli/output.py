@@ -1,0 +1,129 @@
+"""Where a command's report goes: stdout (rich on a terminal, or one document) or a file written
+atomically; progress bars on stderr. One path for every command's report."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gradscope.errors import UsageError
+
+
+def check_output(path: Path | None, option: str = "--output") -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {path}: folder {folder} is not writable")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename, so readers never see half."""
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_file(path: Path, text: str, option: str) -> None:
+    """write_atomic, with an OS error as a usage error naming the option."""
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
+
+
+def emit(obj: Any, fmt: str, output: Path | None, written: str, to_stderr: bool = False
+         ) -> None:
+    """Show `obj` on stdout in `fmt`, or write it to `output` and say so (`written`) on
+    stdout, or on stderr (`to_stderr`, or where stdout must stay JSON)."""
+    from gradscope import render
+
+    if output is not None:
+        write_file(output, render.text(obj, fmt), "--output")
+        typer.echo(written, err=to_stderr or fmt == "json")
+        return
+    with reader_may_leave():
+        if render.is_rich(obj, fmt):
+            from gradscope.render.console import terminal_console
+
+            render.show(obj, terminal_console())
+        else:
+            sys.stdout.write(render.text(obj, fmt))
+            sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def reader_may_leave() -> Iterator[None]:
+    """Output to a reader that may close the pipe early (`| head`): the exit code still gives
+    the verdict (rich and click would turn the broken pipe into exit 1, "check failed")."""
+    try:
+        yield
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until the process ends)
+
+
+class Progress:
+    """Progress on stderr while work runs (terminals only), transient: it disappears when the
+    report is printed. `bars` returns the factory the runner calls for each long pass; `advance`
+    counts suite checks."""
+
+    def __init__(self, title: str, total: int | None = None) -> None:
+        self.progress: Any = None
+        if not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as Bars
+
+        self.progress = Bars(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeElapsedColumn(),
+                             console=Console(stderr=True), transient=True)
+        self.main = self.progress.add_task(title, total=total)
+        self.progress.start()
+
+    def bars(self) -> Any:
+        """start(description, total) → advance(n), or None where no bar is worth showing."""
+        if self.progress is None:
+            return None
+
+        def start(description: str, total: int) -> Any:
+            if total < 2000:
+                return None
+            task = self.progress.add_task(description, total=total)
+            return lambda n: self.progress.advance(task, n)
+
+        return start
+
+    def advance(self, result: Any) -> None:
+        if self.progress is not None:
+            self.progress.update(self.main, advance=1,
+                                 description=f"gradscope run: {result.name}: {result.outcome}")
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None

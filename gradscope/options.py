@@ -1,0 +1,284 @@
+"""Every option of a check: its default, how it is read, how it is validated, and its help.
+
+`Options` is the one place that says so. The CLI builds its typer options from `SPECS`, the
+Python API takes the same names as keyword arguments, and the run config takes them as keys;
+none of them repeats a default. Imports nothing heavy (no torch): `gradscope --help` reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from gradscope.errors import UsageError
+from gradscope.option_text import parse_assignment, parse_literal, parse_shape
+from gradscope.verdict.tolerance import DEFAULT_EPS, tolerance_help
+
+COMMANDS = ("check", "jvp", "jacobian")
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+FAIL_ON = ("mismatch", "warning", "never")
+ANY_INPUT = "*"  # key of a shape or tangent given without a NAME
+VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
+              "zeros(3), linspace(lo,hi,n), arange(n)")
+RUNS = ("check", "jvp", "jacobian")  # commands that run all three engines
+TRACES = ("graph", "sweep")  # commands that build a target without checking it
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one option is spelled and read: on the command line (`flag`, `cli` type, `commands`
+    that offer it) and in a run config (`toml` types, described as `expects`)."""
+
+    flag: str
+    help: str
+    cli: type  # str, int, float, bool or list (repeatable NAME=VALUE text)
+    toml: tuple[type, ...]
+    expects: str
+    commands: tuple[str, ...] = RUNS + TRACES
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+def _about(*args: Any, **kw: Any) -> dict[str, Spec]:
+    """A field's metadata: its Spec."""
+    return {"spec": Spec(*args, **kw)}
+
+
+_NUMBER = ((int, float), "a number")
+_WHOLE = ((int,), "a whole number")
+
+
+@dataclass
+class Options:
+    """The options of one check, with their defaults. Inputs come already read: NAME → VALUE
+    (text, number, list or tensor), shapes as tuples, non-tensor arguments as Python values."""
+
+    at: dict[str, Any] = field(default_factory=dict, metadata=_about(
+        "--at", f"Value of an input (repeatable). VALUE: {VALUE_HELP}.", list, (dict,),
+        "a table NAME = VALUE", metavar="NAME=VALUE"))
+    shape: dict[str, tuple[int, ...]] = field(default_factory=dict, metadata=_about(
+        "--shape", "Shape of a random input (NAME=2,3), or the default for all (2,3).", list,
+        (str, list, dict), "\"2,3\", [2, 3] or a table NAME = \"2,3\"",
+        commands=(*RUNS, "graph"), metavar="[NAME=]2,3"))
+    grad: Any = field(default=None, metadata=_about(
+        "--grad", "Upstream vector v for y.backward(v); must be shaped like the output. "
+        "Default: ones.", str, (str, int, float, list), "a VALUE string, number or array",
+        commands=("check", "jvp", *TRACES), metavar="VALUE"))
+    tangent: dict[str, Any] | None = field(default=None, metadata=_about(
+        "--tangent", "Forward-mode direction for an input (repeatable; others get zeros). With "
+        "one input, VALUE alone is enough. Adds J·t from torch forward AD, sympy and finite "
+        "differences.", list, (dict, str, int, float, list),
+        "a table NAME = VALUE (or one VALUE)", commands=("jvp",), metavar="[NAME=]VALUE"))
+    arg: dict[str, Any] = field(default_factory=dict, metadata=_about(
+        "--arg", "Non-tensor argument of a Python target (repeatable), e.g. --arg n=4.", list,
+        (dict,), "a table NAME = literal", metavar="NAME=LITERAL"))
+    init: dict[str, Any] = field(default_factory=dict, metadata=_about(
+        "--init", "Constructor argument of an nn.Module class target (repeatable).", list,
+        (dict,), "a table NAME = literal", metavar="NAME=LITERAL"))
+    order: int = field(default=1, metadata=_about(
+        "--order", "2: also differentiate the VJP and check double backward (like "
+        "gradgradcheck).", int, *_WHOLE, commands=("check", "jvp"), minimum=1, maximum=2))
+    intermediates: bool = field(default=False, metadata=_about(
+        "--intermediates", "Also report the gradient of every intermediate (non-leaf) tensor.",
+        bool, (bool,), "true or false", commands=("check", "jvp")))
+    repeat: int = field(default=1, metadata=_about(
+        "--repeat", "Call backward N times without zeroing .grad and show that gradients "
+        "accumulate to N × the VJP.", int, *_WHOLE, commands=("jvp",), minimum=1))
+    dtype: str = field(default="float64", metadata=_about(
+        "--dtype", "Dtype of the autograd computation; tolerances follow it.", str, (str,),
+        ", ".join(DTYPES), choices=DTYPES))
+    eps: float | None = field(default=None, metadata=_about(
+        "--eps", f"Relative finite-difference step: h = eps*max(1,|x|). [default: "
+        f"{DEFAULT_EPS:g}]", float, *_NUMBER, commands=(*RUNS, "sweep")))
+    atol: float | None = field(default=None, metadata=_about(
+        "--atol", f"Absolute tolerance. [default: {tolerance_help(1)}]", float, *_NUMBER,
+        commands=RUNS))
+    rtol: float | None = field(default=None, metadata=_about(
+        "--rtol", f"Relative tolerance. [default: {tolerance_help(0)}]", float, *_NUMBER,
+        commands=RUNS))
+    seed: int = field(default=0, metadata=_about(
+        "--seed", "Seed of random inputs and upstreams.", int, *_WHOLE))
+    device: str = field(default="cpu", metadata=_about(
+        "--device", "cpu, cuda or cuda:N.", str, (str,), "cpu, cuda or cuda:N"))
+    fail_on: str = field(default="mismatch", metadata=_about(
+        "--fail-on", "mismatch: exit 1 on a mismatch; warning: also on any diagnostic; never: "
+        "always exit 0.", str, (str,), ", ".join(FAIL_ON), commands=RUNS, choices=FAIL_ON))
+    max_elements: int = field(default=10_000, metadata=_about(
+        "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
+        *_WHOLE, commands=RUNS, minimum=1))
+    full: bool = field(default=False, metadata=_about(
+        "--full", "Report every element of every tensor.", bool, (bool,), "true or false",
+        commands=RUNS))
+    max_elements_total: int = field(default=20_000_000, metadata=_about(
+        "--max-elements-total", "Refuse inputs holding more elements than this, before "
+        "allocating them.", int, *_WHOLE, commands=RUNS, minimum=1))
+    max_fd: int = field(default=20_000, metadata=_about(
+        "--max-fd", "A non-elementwise input with more elements than this gets finite "
+        "differences for a seeded sample of --sample elements plus random projections over all "
+        "of them. Raising it is cheap for losses like mean((x - y)**2), whose columns are "
+        "evaluated incrementally.", int, *_WHOLE, commands=RUNS, minimum=1))
+    sample: int = field(default=1_000, metadata=_about(
+        "--sample", "How many elements of a sampled input get their own finite difference.",
+        int, *_WHOLE, commands=RUNS, minimum=1))
+
+    def validate(self, name_of: Callable[[str], str] | None = None) -> Options:
+        """Range checks that need no torch; raises UsageError naming the option (its flag, or
+        `name_of(field)`: a config names its keys)."""
+        def called(name: str) -> str:
+            return name_of(name) if name_of else SPECS[name].flag
+
+        _choice(called("dtype"), self.dtype, DTYPES)
+        _choice(called("fail_on"), self.fail_on, FAIL_ON)
+        for name in ("eps", "atol", "rtol"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and value == value
+                                          and 0 <= value < float("inf")):
+                raise UsageError(f"{called(name)} must be a finite number >= 0, got {value}")
+        if self.eps is not None and not 0 < self.eps <= 0.1:
+            raise UsageError(f"{called('eps')} must be in (0, 0.1] (a relative step), got "
+                             f"{self.eps}")
+        for name, spec in SPECS.items():
+            value = getattr(self, name)
+            if spec.minimum is not None and value < spec.minimum:
+                raise UsageError(f"{called(name)} must be at least {spec.minimum}")
+            if spec.maximum is not None and value > spec.maximum:
+                raise UsageError(f"{called(name)} must be {spec.minimum} to {spec.maximum}, "
+                                 f"got {value}")
+        return self
+
+    def updated(self, **changes: Any) -> Options:
+        return replace(self, **changes)
+
+
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Options)}
+DEFAULTS = Options()
+
+
+def _choice(flag: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise UsageError(f"unknown {flag} {value!r}; allowed: {', '.join(allowed)}")
+
+
+@dataclass
+class Request:
+    """One run of a command: what to check and how. The CLI, the API and the run config each
+    build one from `Options`; `runner.run` and the tools take it."""
+
+    command: str
+    target: Any
+    options: Options = field(default_factory=Options)
+    positional: tuple[Any, ...] = ()  # API: a callable's arguments in order
+    base: Path | None = None  # folder that relative file targets are resolved against
+    progress: Callable[[str, int], Callable[[int], None] | None] | None = None
+
+    def __post_init__(self) -> None:
+        _choice("command", self.command, COMMANDS)
+
+
+# ------------------------------------------------------------------ reading raw values
+def read(name: str, raw: Any, where: str | None = None) -> Any:
+    """An option's value from the CLI (text, repeatable text), a config (TOML value) or the API
+    (Python value), in the form `Options` holds. `where` names it in errors."""
+    where = where or SPECS[name].flag
+    reader = _READERS.get(name)
+    return reader(raw, where) if reader is not None else raw
+
+
+def assignments(raw: Any, where: str) -> dict[str, Any]:
+    """NAME=VALUE items (a list of text) or a mapping → {NAME: VALUE}."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    out: dict[str, Any] = {}
+    for item in raw or []:
+        name, value = parse_assignment(item, where)
+        if name in out:
+            raise UsageError(f"{where} gives `{name}` twice")
+        out[name] = value
+    return out
+
+
+def _literals(raw: Any, where: str) -> dict[str, Any]:
+    """NAME=LITERAL text (read with ast.literal_eval) or a mapping of Python values (the API
+    passes any object; a run config's values are checked as literals when it is loaded)."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    return {name: parse_literal(text, _sub(where, name))
+            for name, text in assignments(raw, where).items()}
+
+
+def _shapes(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
+    """--shape items (`x=2,3` or `2,3`), a mapping NAME → shape, or one shape for all."""
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):
+        return {k: _one_shape(v, _sub(where, k)) for k, v in raw.items()}
+    if isinstance(raw, int | tuple) or (isinstance(raw, list) and all(
+            isinstance(v, int) for v in raw)):
+        return {ANY_INPUT: _one_shape(raw, where)}
+    if isinstance(raw, str):
+        raw = [raw]
+    named: dict[str, tuple[int, ...]] = {}
+    for item in raw:
+        if "=" in item:
+            name, _, text = item.partition("=")
+            if name.strip() in named:
+                raise UsageError(f"{where} gives `{name.strip()}` twice")
+            named[name.strip()] = _one_shape(text, _sub(where, name.strip()))
+        else:
+            if ANY_INPUT in named:
+                raise UsageError(f"{where} without a NAME (the default shape) is given twice")
+            named[ANY_INPUT] = _one_shape(item, where)
+    return named
+
+
+def _sub(where: str, name: str) -> str:
+    """`--arg n` on the command line, `arg.n` in a config."""
+    return f"{where} {name}" if where.startswith("-") else f"{where}.{name}"
+
+
+def _one_shape(value: Any, what: str) -> tuple[int, ...]:
+    if isinstance(value, bool):
+        raise UsageError(f"`{what}` must be \"2,3\" or [2, 3]")
+    if isinstance(value, int):
+        value = [value]
+    if isinstance(value, list | tuple):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise UsageError(f"`{what}` must be whole numbers")
+        value = ",".join(str(v) for v in value) or "()"
+    if not isinstance(value, str):
+        raise UsageError(f"`{what}` must be \"2,3\" or [2, 3]")
+    return parse_shape(value, what)
+
+
+def _tangents(raw: Any, where: str) -> dict[str, Any] | None:
+    """--tangent items, a mapping, or one VALUE (for a target with one input)."""
+    if raw is None or (isinstance(raw, list) and not raw):
+        return None
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, list) and all(isinstance(r, str) for r in raw):
+        if len(raw) == 1 and not re.match(r"\s*[A-Za-z][A-Za-z0-9_]*\s*=", raw[0]):
+            return {ANY_INPUT: raw[0]}
+        return assignments(raw, where)
+    return {ANY_INPUT: raw}
+
+
+_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "at": assignments, "shape": _shapes, "tangent": _tangents, "arg": _literals,
+    "init": _literals,
+}
+
+
+def from_values(values: Mapping[str, Any], where: Callable[[str], str] | None = None
+                ) -> Options:
+    """Options from raw values by option name (missing ones keep their defaults), validated."""
+    unknown = sorted(set(values) - set(SPECS))
+    if unknown:
+        raise UsageError(f"unknown option {unknown[0]!r}; options are: {', '.join(SPECS)}")
+    read_values = {k: read(k, v, where(k) if where else None) for k, v in values.items()}
+    return Options(**read_values).validate((lambda n: f"`{where(n)}`") if where else None)

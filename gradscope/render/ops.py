@@ -1,0 +1,27 @@
+"""The op table (`gradscope ops`) as a rich table or JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from rich.table import Table
+
+SCHEMA = "gradscope.ops/1"
+
+
+def show(rows: list[Any], console: Any) -> None:
+    table = Table(title="gradscope expression functions and operators", title_justify="left")
+    for column in ("name", "spelling", "kind", "arity", "symbolic", "kinks", "domain",
+                   "gradient", "summary"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        domain = f"[{r.domain[0]:g}, {r.domain[1]:g}]" if r.domain else "—"
+        table.add_row(r.name, r.spelling, r.kind, r.arity, r.symbolic, r.kinks or "—", domain,
+                      r.gradient or "—", r.summary)
+    console.print(table)
+
+
+def to_json(rows: list[Any]) -> str:
+    return json.dumps({"schema": SCHEMA, "ops": [asdict(r) for r in rows]}, indent=2)

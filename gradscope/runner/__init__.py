@@ -1,0 +1,94 @@
+"""One run of check/jvp/jacobian: bind → engines → judge → diagnose → report, in that order.
+
+Each step is a function elsewhere that returns a typed result (runner/engines.py,
+runner/tables.py, runner/diagnoses.py, verdict/, diagnose/); this module only wires them.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any
+
+from gradscope._version import __version__
+from gradscope.inputs.bind import Bound, bind, grad_value
+from gradscope.options import Request
+from gradscope.report import build
+from gradscope.report.model import Report
+from gradscope.runner import diagnoses, engines, tables
+from gradscope.targets import SecondOrderTarget, resolve
+from gradscope.verdict import outcome
+from gradscope.verdict.judge import Judge
+from gradscope.verdict.tolerance import Tolerance
+
+
+def prepare(request: Request) -> tuple[Any, Bound]:
+    """The target (wrapped for --order 2) and its bound inputs: the first steps of every
+    command (run, graph, sweep)."""
+    options = request.options.validate()
+    target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
+                     positional=request.positional)
+    if options.order == 2:
+        # --grad is the inner upstream; the outer one, whose VJP is checked, is ones
+        inner = grad_value(options)
+        target = SecondOrderTarget(target, inner.tensor if inner is not None else None)
+        options = options.updated(grad=None)
+    return target, bind(options, target)
+
+
+def run(request: Request) -> Report:
+    started = time.perf_counter()
+    options = request.options.validate()
+    target, bound = prepare(request)
+    timings: dict[str, float] = {}
+    with _timed(timings, "autograd"):
+        backward = engines.autograd(target, bound, options.intermediates)
+    with _timed(timings, "symbolic"):
+        symbolic = engines.symbolic(target, bound.exact, backward.upstream)
+    with _timed(timings, "finite_difference"):
+        differences = engines.finite_differences(target, bound, options, request.progress)
+    tol = Tolerance.for_dtype(options.dtype, options.rtol, options.atol)
+    judge = Judge(target.names, backward.engine, symbolic.engine, differences.fd,
+                  differences.estimates, tol, options.seed)
+    refs = tables.References(symbolic.grads, symbolic.skipped, differences.skipped,
+                             tables.formulas(symbolic.engine, target.names))
+    report = _header(request, target, bound, backward, differences, tol)
+    if backward.grads is None:
+        diagnoses.failed_backward(report, judge, bound, refs, backward)
+    else:
+        diagnoses.judged(report, request.command, target, judge, bound, options, refs, backward)
+    if symbolic.engine is None and symbolic.skipped:
+        report.notes.append(f"symbolic engine skipped: {symbolic.skipped}")
+    for name, reason in differences.skipped.items():
+        report.notes.append(f"finite differences skipped for {name}: {reason}")
+    roles = target.roles()
+    for item in report.inputs:
+        item.role = roles.get(item.name, "input")
+    report.passed = outcome.passed(report)
+    timings["total"] = time.perf_counter() - started
+    report.timings = {k: round(v, 6) for k, v in timings.items()}
+    return report
+
+
+def _header(request: Request, target: Any, bound: Bound, backward: engines.Backward,
+            differences: engines.Differences, tol: Tolerance) -> Report:
+    options = request.options
+    limit = options.max_elements, options.full
+    return Report(
+        command=request.command, target=target.text, target_kind=target.target_kind,
+        dtype=options.dtype, passed=True, version=__version__,
+        output=build.summary(backward.engine.output, *limit),
+        upstream=build.summary(backward.upstream, *limit), inputs=[], diagnostics=[],
+        device=str(bound.device), seed=options.seed, fail_on=options.fail_on,
+        notes=[*target.notes, *differences.notes],
+        tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps})
+
+
+@contextmanager
+def _timed(timings: dict[str, float], name: str):
+    tic = time.perf_counter()
+    yield
+    timings[name] = time.perf_counter() - tic
+
+
+__all__ = ["prepare", "run"]

@@ -1,0 +1,177 @@
+"""The three engines run on one target: autograd's backward (with its gradient-flow trace for
+expressions), the symbolic engine (or why it was skipped), and finite differences for every
+input (per element, or sampled past the budget), each step returning a typed result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.diagnose import custom_backward, flow
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.fd import Estimate, FiniteDifferences
+from gradscope.engines.fd.budget import sample_size, sampled_note
+from gradscope.engines.symbolic import SymbolicEngine
+from gradscope.errors import TargetError, UsageError
+from gradscope.inputs.bind import Bound, upstream_for
+from gradscope.inputs.text import seed_for
+from gradscope.options import Options
+from gradscope.report.model import Diagnostic
+from gradscope.targets import ExpressionTarget, SecondOrderTarget
+from gradscope.targets.python import user_error
+from gradscope.verdict.checks import PROJECTIONS
+from gradscope.verdict.tolerance import DEFAULT_EPS
+
+
+@dataclass
+class Backward:
+    """autograd's side: the engine, the upstream, the gradients (None when backward failed,
+    with `failure` saying how), and the flow trace recorded on the way (expressions)."""
+
+    engine: AutogradEngine
+    upstream: torch.Tensor
+    before: torch.Tensor  # a copy of the upstream, to see whether backward wrote into it
+    grads: dict[str, torch.Tensor] | None
+    failure: Diagnostic | None
+    flow: Any
+
+
+@dataclass
+class Symbolic:
+    engine: SymbolicEngine | None
+    skipped: str | None  # why there is no symbolic column
+    grads: dict[str, torch.Tensor] | None  # its VJP for the upstream
+
+
+@dataclass
+class Differences:
+    fd: FiniteDifferences
+    estimates: dict[str, Estimate | None]
+    skipped: dict[str, str] = field(default_factory=dict)  # input → why none
+    notes: list[str] = field(default_factory=list)
+
+
+def autograd(target: Any, bound: Bound, keep_grads: bool) -> Backward:
+    """Exactly y.backward(v); a custom backward that torch refuses becomes a diagnostic."""
+    engine, tracer = _engine(target, bound.cast, keep_grads)
+    upstream = upstream_for(bound.grad, engine.output)
+    python = target.kind != "expression" and not isinstance(target, SecondOrderTarget)
+    before = upstream.clone() if python else upstream
+    failure = grads = None
+    try:
+        grads = engine.backward(upstream)
+    except (UsageError, TargetError):
+        raise
+    except Exception as exc:  # torch's complaint about a custom backward, or the user's raise
+        failure = custom_backward.classify_failure(exc, target.text)
+        if failure is None:
+            raise user_error(exc, "backward") from None
+    finally:
+        traced = tracer.finish() if tracer is not None else None
+    return Backward(engine, upstream, before, grads, failure, traced)
+
+
+def _engine(target: Any, cast: Mapping[str, torch.Tensor], keep_grads: bool
+            ) -> tuple[AutogradEngine, flow.Tracer | None]:
+    """The autograd engine, and for an expression the gradient-flow hooks on its graph: the
+    user's `y.backward(v)` itself records the flow (the hooks only look), so no second
+    forward and backward is needed."""
+    if not isinstance(target, ExpressionTarget):
+        return AutogradEngine(target.forward, cast), None
+    seen: dict[str, Any] = {}
+
+    def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        out, seen["where"], seen["nan"] = target.sourced(values)
+        return out
+
+    engine = AutogradEngine(forward, cast, copy=False)  # torch ops never write into inputs
+    engine.forward = target.forward  # later forward-mode calls need no source map
+    return engine, flow.Tracer(engine.output, engine.leaves, seen["where"], seen["nan"],
+                               keep_grads=keep_grads)
+
+
+def symbolic(target: Any, exact: Mapping[str, torch.Tensor], upstream: torch.Tensor
+             ) -> Symbolic:
+    """The symbolic engine, the reason it was skipped, and its VJP for the upstream."""
+    if isinstance(target, SecondOrderTarget):
+        return Symbolic(None, "--order 2 differentiates torch's own first-order VJP, which has "
+                        "no symbolic form (autograd is compared with finite differences)", None)
+    if not isinstance(target, ExpressionTarget):
+        return Symbolic(None, "Python code has no symbolic form (autograd is compared with "
+                        "finite differences)", None)
+    out_shape = tuple(upstream.shape)
+    try:
+        engine = SymbolicEngine(target.expression, exact)
+        if tuple(engine.output.shape) != out_shape:
+            return Symbolic(None, f"the symbolic output has shape {tuple(engine.output.shape)}, "
+                            f"torch's {out_shape}", None)
+        # the VJP now, so that a failure shows here as a skip, not later as a crash
+        return Symbolic(engine, None, engine.vjp(upstream.to(torch.float64)))
+    except UsageError:
+        raise
+    except Exception as exc:  # the other two engines still give a verdict
+        first = str(exc).splitlines()[0][:120] if str(exc) else ""
+        return Symbolic(None, f"sympy could not handle this expression ({type(exc).__name__}: "
+                        f"{first})", None)
+
+
+def finite_differences(target: Any, bound: Bound, options: Options,
+                       progress: Callable[[str, int], Any] | None) -> Differences:
+    """Estimates for every input: each element, or a seeded sample past the budget."""
+    result = _engine_fd(target, bound, options)
+    fd = result.fd
+    sampled: list[str] = []  # notes on sampled inputs come after the others
+    for name in target.names:
+        try:
+            count = sample_size(fd, name, options.max_fd, options.sample)
+            todo = fd.values[name].numel() if count is None else count
+            fd.progress = progress(f"finite differences for {name}", todo) \
+                if progress and not fd.is_elementwise(name) else None
+            if count is None:
+                result.estimates[name] = fd.estimate(name)
+                if name in fd.probed and fd.is_elementwise(name):
+                    result.notes.append(
+                        f"finite differences: the target is elementwise in {name} (each output "
+                        f"element moves with its own element of {name} only: {fd.probed[name]} "
+                        "probing calls showed it), so all its elements were perturbed at once")
+                continue
+            result.estimates[name] = fd.sampled(name, count,
+                                                seed_for(options.seed, f":sample:{name}"))
+        except (TargetError, UsageError, RuntimeError) as exc:
+            # e.g. the user's forward fails at a perturbed point: the other engines still judge
+            result.estimates[name] = None
+            result.skipped[name] = ("the target failed at a perturbed point: "
+                                    f"{str(exc).strip().splitlines()[-1][:160]}")
+            continue
+        others = "the symbolic engine covers every element, " \
+            if isinstance(target, ExpressionTarget) else "the others are `unchecked`, "
+        sampled.append(sampled_note(name, count, fd.values[name].numel(), options.sample,
+                                    options.max_fd, fd.eval_seconds, others, PROJECTIONS))
+    result.notes += sampled
+    return result
+
+
+def _engine_fd(target: Any, bound: Bound, options: Options) -> Differences:
+    """Finite differences in float64; in the run's dtype when the target cannot take float64."""
+    eps = options.eps or DEFAULT_EPS
+    exact = bound.exact
+    probe = not isinstance(target, ExpressionTarget)  # an expression declares its structure
+    around = getattr(target, "traced_around", None)
+    try:
+        return Differences(FiniteDifferences(target.traced, exact, eps=eps, around=around,
+                                             elementwise=target.elementwise_inputs,
+                                             probe=probe), {})
+    except (UsageError, TargetError) as exc:
+        if bound.dtype == torch.float64:
+            raise
+        first = str(exc).splitlines()[-1]
+        low_eps = options.eps or float(torch.finfo(bound.dtype).eps) ** (1 / 3)
+        fd = FiniteDifferences(target.traced, {n: t.to(bound.dtype) for n, t in exact.items()},
+                               elementwise=target.elementwise_inputs, eps=low_eps,
+                               dtype=bound.dtype, around=around, probe=probe)
+        return Differences(fd, {}, notes=[
+            f"finite differences ran in {options.dtype} (eps {low_eps:.3g}): the target failed "
+            f"in float64 ({first})"])

@@ -1,0 +1,46 @@
+"""The Target protocol: what the runner and the engines may ask of the thing being checked.
+
+Every target (an expression, Python code, a second-order wrapper, and later a model) offers the
+same members; engines receive only the callables they need (`forward`, `traced`), never the
+target itself, so they stay independent of how it was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+import torch
+
+# forward(values) -> output, with every input a tensor by name
+# traced(values) -> (output, branch ids of the kinky ops in a fixed order)
+Traced = tuple[torch.Tensor, list[torch.Tensor]]
+
+
+@runtime_checkable
+class Target(Protocol):
+    text: str  # how the user named it, for headers and diagnostics
+    kind: str  # "expression", "function", "module", ...
+
+    @property
+    def target_kind(self) -> str: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...  # the inputs, in order
+
+    @property
+    def notes(self) -> list[str]: ...
+
+    @property
+    def elementwise_inputs(self) -> set[str]: ...  # inputs the output depends on elementwise
+
+    @property
+    def is_elementwise(self) -> bool: ...
+
+    def roles(self) -> dict[str, str]: ...  # name → "input" or "parameter"
+
+    def domain(self, name: str) -> tuple[float, float] | None: ...  # where random values lie
+
+    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def traced(self, values: Mapping[str, torch.Tensor]) -> Traced: ...

@@ -1,0 +1,118 @@
+"""`gradscope sweep`: one scalar input moved over a range, with f, the autograd derivative and
+the finite-difference derivative (the engine's central difference) at every point; jumps and
+vanishing stretches are picked out for the plot (render/graph.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import torch
+
+from gradscope._version import __version__
+from gradscope.engines.fd.stencil import central
+from gradscope.errors import UsageError
+from gradscope.inputs.bind import upstream_for
+from gradscope.options import Request
+from gradscope.report import build
+from gradscope.runner import prepare
+from gradscope.targets import resolve
+
+MAX_POINTS = 5000
+
+
+@dataclass
+class SweepReport:
+    target: str
+    var: str
+    x: list[float]
+    f: list[float]
+    autograd: list[float]
+    finite_difference: list[float]
+    fixed: dict[str, Any]
+    eps: float  # the finite-difference step used (absolute, or relative when --eps was given)
+    jumps: list[float] = field(default_factory=list)  # x where the FD derivative spikes
+    vanishing: int = 0  # points where autograd is 0 but f is not locally constant at scale
+    schema: str = "gradscope.sweep/1"
+    version: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {"schema": data.pop("schema"), "version": data.pop("version"), **data}
+
+
+def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> SweepReport:
+    """Move `var` (a scalar input) over [lo, hi]; everything else stays fixed. The function
+    plotted is vᵀf with v the upstream (ones by default), so any output shape works."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise UsageError(f"--range {lo},{hi}: needs two finite numbers LO < HI")
+    if not 2 <= points <= MAX_POINTS:
+        raise UsageError(f"--points must be between 2 and {MAX_POINTS}, got {points}")
+    options = request.options
+    if var in options.at:
+        raise UsageError(f"--var {var} is swept over --range; do not also give it with --at")
+    target = resolve(request.target, args=options.arg, init=options.init, base=request.base)
+    if var not in target.names:
+        raise UsageError(f"--var {var} is not an input of the target; inputs are: "
+                         f"{', '.join(target.names)}")
+    # every input a scalar unless shaped; the swept one a scalar starting at 0
+    shapes = {**{n: () for n in target.names}, **options.shape, var: ()}
+    swept = replace(request, options=options.updated(shape=shapes,
+                                                     at={**options.at, var: "0"}))
+    _, bound = prepare(swept)
+    cast = bound.cast
+    dtype, device = cast[var].dtype, cast[var].device
+    xs = torch.linspace(lo, hi, points, dtype=torch.float64)
+    # Half the grid spacing by default: every jump inside the range falls into exactly one
+    # stencil and shows as a spike of height jump/spacing; --eps asks for a relative step.
+    spacing = (hi - lo) / (points - 1)
+
+    def phi(x: torch.Tensor) -> torch.Tensor:
+        out = target.forward({**cast, var: x.to(dtype)})
+        return (upstream_for(bound.grad, out) * out).sum()
+
+    def at(x: float) -> torch.Tensor:
+        with torch.no_grad():
+            return phi(torch.tensor(x, dtype=torch.float64, device=device))
+
+    f_vals, ag_vals, fd_vals = [], [], []
+    for x in xs.tolist():
+        point = torch.tensor(x, dtype=torch.float64, device=device, requires_grad=True)
+        with torch.enable_grad():
+            value = phi(point)
+            (g,) = torch.autograd.grad(value, point, allow_unused=True) if value.requires_grad \
+                else (None,)
+        h = options.eps * max(1.0, abs(x)) if options.eps else spacing / 2
+        f_vals.append(float(value.detach()))
+        ag_vals.append(float(g) if g is not None else 0.0)
+        fd_vals.append(central(at, x, h))
+    report = SweepReport(target.text, var, xs.tolist(), f_vals, ag_vals, fd_vals,
+                         {n: build.plain(t) for n, t in cast.items() if n != var},
+                         options.eps or spacing / 2)
+    report.jumps, report.vanishing = _features(report)
+    return report
+
+
+def _features(r: SweepReport) -> tuple[list[float], int]:
+    fd = torch.tensor(r.finite_difference, dtype=torch.float64)
+    ag = torch.tensor(r.autograd, dtype=torch.float64)
+    finite = torch.isfinite(fd)
+    typical = float(fd[finite].abs().median()) if bool(finite.any()) else 0.0
+    scale = max(typical, 1.0)
+    # A jump inside one stencil makes the difference quotient jump/step: far from autograd's
+    # value and from the typical slope. A kink only averages two slopes and is not a spike.
+    spike = (~finite) | ((fd - ag).abs() > 10 * scale)
+    jumps = [x for x, s in zip(r.x, spike.tolist(), strict=True) if s]
+    # Autograd "misses" f when integrating its derivative recovers little of how much f moves
+    # (round: f climbs 4 steps, the derivative integrates to 0). A flat stretch that f really
+    # has (abs(x) + clamp(x, -1, 1) on [-1, 0]) is not vanishing.
+    f = torch.tensor(r.f, dtype=torch.float64)
+    x = torch.tensor(r.x, dtype=torch.float64)
+    usable = torch.isfinite(f) & torch.isfinite(ag)
+    variation = float(f[usable].diff().abs().sum()) if int(usable.sum()) > 1 else 0.0
+    covered = float((ag[usable].abs()[1:] * x[usable].diff()).sum()) if int(usable.sum()) > 1 \
+        else 0.0
+    misses = variation > 0 and covered < 0.5 * variation
+    vanishing = int(((ag == 0) & ~spike).sum()) if misses else 0
+    return jumps, vanishing

@@ -1,0 +1,29 @@
+"""The verdict of a report and what it means for the exit code, `--fail-on` included: the one
+place that decides pass or fail."""
+
+from __future__ import annotations
+
+from gradscope.report.model import Report
+
+# diagnostics that are failures whatever --fail-on says (a custom backward that is wrong)
+FAILING_KINDS = {"backward_arity", "backward_shape", "nonlinear_backward",
+                 "nondeterministic_backward", "inplace_backward"}
+
+
+def passed(report: Report) -> bool:
+    """Whether every check passed, per the report's `fail_on` (mismatch or warning)."""
+    failed = any(i.status == "mismatch" for i in report.inputs)
+    failed |= any(d.kind in FAILING_KINDS for d in report.diagnostics)
+    failed |= any(not c.passed for c in report.upstream_checks)
+    failed |= report.forward is not None and report.forward.status == "mismatch"
+    if report.fail_on == "warning":
+        failed |= bool(report.diagnostics)
+        failed |= any(i.status != "ok" for i in report.inputs)
+        failed |= report.forward is not None and report.forward.status != "ok"
+    return not failed
+
+
+def fails(report: Report) -> bool:
+    """Whether the report fails its run (exit 1): it did not pass and `--fail-on` is not
+    `never`."""
+    return not report.passed and report.fail_on != "never"

@@ -1,0 +1,146 @@
+"""The checks of hand-written backward passes, on the seeds' Functions (correct and buggy)."""
+
+from __future__ import annotations
+
+import gradscope
+from tests.paths import EXAMPLES
+
+SEEDS = f"{EXAMPLES}/seed_functions.py"
+BUGGY = f"{EXAMPLES}/buggy_functions.py"
+
+
+def _kinds(report):
+    return {d.kind for d in report.diagnostics}
+
+
+def test_straight_through_round_is_a_surrogate_not_a_failure():
+    report = gradscope.check(f"{SEEDS}:RoundSTE", x="randn(2,6)")
+    (x,) = report.inputs
+    assert report.passed and x.status == "surrogate"
+    assert "surrogate_gradient" in _kinds(report)
+    diag = next(d for d in report.diagnostics if d.kind == "surrogate_gradient")
+    assert diag.inputs == ["x"] and diag.count == x.status_counts["surrogate"]
+    assert not gradscope.check(f"{SEEDS}:RoundSTE", x="randn(2,6)", fail_on="warning").passed
+
+
+def test_straight_through_round_near_a_jump_is_still_a_surrogate():
+    # 0.50003 lies within the first step (1e-4) of round's jump at 0.5: the two-point estimate
+    # there is a steep slope until refinement shows it does not converge at that step
+    report = gradscope.check(f"{SEEDS}:RoundSTE", x="0.3,0.50003,1.2,-0.7")
+    assert report.passed, report.to_text()
+    assert report.inputs[0].element_status == ["surrogate"] * 4
+
+
+def test_seed_clamp_backward_fails_at_the_elements_above_one():
+    report = gradscope.check(f"{BUGGY}:ClampSeeds", x="-0.5,0.3,0.7,1.5")
+    (x,) = report.inputs
+    assert not report.passed
+    assert x.element_status == ["ok", "ok", "ok", "mismatch"]
+    nonlinear = next(d for d in report.diagnostics if d.kind == "nonlinear_backward")
+    assert nonlinear.indices == {"x": [[3]]}
+
+
+def test_correct_clamp_backward_passes():
+    assert gradscope.check(f"{SEEDS}:Clamp01", x="-0.5,0.3,0.7,1.5").passed
+
+
+def test_killhead_passes_and_forgetful_one_fails_exactly_on_the_head():
+    good = gradscope.check(f"{SEEDS}:KillHead", input="randn(3,8)", arg={"n": 2})
+    assert good.passed and good.inputs[0].status == "ok"
+    bad = gradscope.check(f"{BUGGY}:KillHeadForgetful", input="randn(3,8)", arg={"n": 2})
+    assert not bad.passed
+    statuses = bad.inputs[0].element_status
+    wrong = {(r, c) for r, row in enumerate(statuses) for c, s in enumerate(row)
+             if s == "mismatch"}
+    assert wrong == {(r, c) for r in range(3) for c in range(2)}
+
+
+def test_absprod_correct_and_one_gradient_arity():
+    assert gradscope.check(f"{SEEDS}:AbsProd").passed
+    report = gradscope.check(f"{BUGGY}:AbsProdOneGradient")
+    assert not report.passed
+    diag = next(d for d in report.diagnostics if d.kind == "backward_arity")
+    assert "returned 1 value(s) but forward took 2" in diag.message
+    assert report.inputs[0].autograd is None and report.inputs[0].finite_difference is not None
+
+
+def test_constant_backward_hidden_by_ones_is_nonlinear(tmp_path):
+    path = tmp_path / "const.py"
+    path.write_text(
+        "import torch\n"
+        "class Double(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return 2 * x\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return torch.full_like(g, 2.0)\n")
+    # With the default ones upstream the VJP is right (2 everywhere) ...
+    report = gradscope.vjp(f"{path}:Double", x="1,2,3")
+    assert report.inputs[0].status == "ok"
+    # ... but backward ignores grad_output, which the linearity check catches.
+    assert "nonlinear_backward" in _kinds(report) and not report.passed
+
+
+def test_inplace_and_nondeterministic_backward(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "import torch\n"
+        "class InPlace(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g.mul_(3)\n"
+        "class Noisy(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n"
+        "    @staticmethod\n    def backward(ctx, g):\n"
+        "        return g * 3 + 1e-3 * torch.rand_like(g)\n")
+    assert "inplace_backward" in _kinds(gradscope.vjp(f"{path}:InPlace", x="1,2"))
+    noisy = gradscope.check(f"{path}:Noisy", x="1,2")
+    assert "nondeterministic_backward" in _kinds(noisy) and not noisy.passed
+
+
+def test_backward_shape_error(tmp_path):
+    path = tmp_path / "shape.py"
+    path.write_text(
+        "import torch\n"
+        "class Wrong(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g.sum()\n")
+    report = gradscope.check(f"{path}:Wrong", x="randn(2,3)")
+    assert "backward_shape" in _kinds(report) and not report.passed
+
+
+def test_repeat_shows_accumulation():
+    report = gradscope.vjp(f"{SEEDS}:MyLayer", input="1,2,3", repeat=3)
+    acc = report.accumulation
+    assert acc["repeat"] == 3 and acc["equals_repeat_times_vjp"]
+    assert "zero_grad" in acc["note"]
+
+
+def test_order_two_checks_double_backward(tmp_path):
+    assert gradscope.check(f"{SEEDS}:AbsProd", order=2).passed
+    second = gradscope.check("sin(x) * y", order=2)
+    assert second.passed
+    assert second.inputs[0].symbolic_skipped.startswith("--order 2 differentiates torch's")
+    assert gradscope.check("3 * x", order=2).passed  # constant gradient: zero second derivative
+    path = tmp_path / "dd.py"
+    path.write_text(
+        "import torch\n"
+        "class Cube(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
+        "        return x ** 3\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+        "        return g * 3 * x * x.detach()\n")  # detach breaks the second derivative
+    first = gradscope.check(f"{path}:Cube", x="1,2")
+    assert first.passed
+    second = gradscope.check(f"{path}:Cube", x="1,2", order=2)
+    assert not second.passed
+    assert second.target_kind == "autograd_function (order 2)"
+
+
+def test_tensor_returned_for_a_non_tensor_argument_is_arity(tmp_path):
+    path = tmp_path / "kh.py"
+    path.write_text(
+        "import torch\n"
+        "class KH(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, input, n):\n        ctx.n = n\n"
+        "        return input * 1\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g, g\n")
+    report = gradscope.check(f"{path}:KH", input="randn(2,3)", arg={"n": 1})
+    diag = next(d for d in report.diagnostics if d.kind == "backward_arity")
+    assert "not a tensor" in diag.message and not report.passed

@@ -1,0 +1,33 @@
+"""The benchmark script keeps working (its timings are not asserted: machines are noisy)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.paths import ROOT
+
+
+def _case(*args: str) -> dict:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), *args],
+                         capture_output=True, text=True, check=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", ["elementwise-3k", "dense-1k", "dense-vmap-10k", "function-10k"])
+def test_a_check_case_times_both_sides(case):
+    row = _case("--case", case, "--size", "20")
+    assert row["case"] == case and row["size"] == 20
+    for key in ("plain_fwd_bwd_s", "gradscope_s", "gradcheck_slow_s", "gradcheck_fast_s"):
+        assert row[key] > 0
+    assert row["peak_rss_mb"] > 0
+
+
+def test_the_symbolic_case_builds_a_43_node_expression():
+    row = _case("--case", "symbolic", "--size", "100")
+    assert row["nodes"] == 43 and row["cold_s"] > 0 and row["vjp_s"] > 0

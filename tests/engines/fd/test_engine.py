@@ -1,0 +1,209 @@
+"""The finite-difference engine: accuracy, batching, kink detection, error estimates."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.engines.fd.engine import FiniteDifferences
+from gradscope.engines.fd.stencil import TWO_POINT_FROM
+from gradscope.targets import resolve
+from gradscope.verdict.tolerance import DEFAULT_EPS
+
+
+def _fd(expr, two_point_from=TWO_POINT_FROM, **values):
+    target = resolve(expr)
+    vals = {k: torch.tensor(v, dtype=torch.float64) for k, v in values.items()}
+    return FiniteDifferences(target.traced, vals, eps=DEFAULT_EPS,
+                             elementwise=target.elementwise_inputs,
+                             two_point_from=two_point_from), target
+
+
+def test_small_elementwise_input_costs_four_calls_and_is_extrapolated():
+    x = torch.linspace(-1, 1, 1000, dtype=torch.float64)
+    fd, _ = _fd("exp(x) * y", x=x.tolist(), y=[2.0] * 1000)
+    col = fd.estimate("x")
+    assert col.mode == "elementwise" and col.forward_calls == 4
+    assert col.points.unique().tolist() == [4]
+    grad, err = col.vjp(torch.ones(1000, dtype=torch.float64))
+    assert torch.allclose(grad, 2 * torch.exp(x), rtol=1e-11)
+    assert bool((err < 1e-8).all()) and bool((err > 0).all())
+
+
+def test_large_elementwise_input_costs_two_calls_whatever_its_size():
+    x = torch.linspace(-1, 1, 10000, dtype=torch.float64)
+    fd, _ = _fd("exp(x) * y", x=x.tolist(), y=[2.0] * 10000, two_point_from=10000)
+    col = fd.estimate("x")
+    assert col.mode == "elementwise" and col.forward_calls == 2
+    assert col.points.unique().tolist() == [2]
+    grad, err = col.vjp(torch.ones(10000, dtype=torch.float64))
+    want = 2 * torch.exp(x)
+    assert torch.allclose(grad, want, rtol=1e-8)  # h²/6 truncation, h = 1e-4
+    assert bool((err < 1e-10).all()) and bool((err > 0).all())  # round-off only
+
+
+def test_elementwise_refinement_extrapolates_only_the_doubted_elements():
+    x = torch.linspace(-1, 1, 1000, dtype=torch.float64)
+    fd, _ = _fd("exp(3*x)", x=x.tolist(), two_point_from=1)
+    col = fd.estimate("x")
+    before = col.partial.clone()
+    doubted = torch.zeros(1000, dtype=torch.bool)
+    doubted[[3, 500, 999]] = True
+    assert fd.refine("x", doubted) == 3
+    assert col.forward_calls == 2 + 4
+    assert col.points[doubted].tolist() == [4, 4, 4] and int((col.points == 2).sum()) == 997
+    want = 3 * torch.exp(3 * x)
+    assert torch.equal(col.partial[~doubted], before[~doubted])
+    refined = (col.partial[doubted] - want[doubted]).abs() / want[doubted]
+    two_point = (before[doubted] - want[doubted]).abs() / want[doubted]
+    assert bool((refined < 1e-11).all()) and bool((two_point > 1e-9).all())
+    assert bool((col.error[doubted] < 1e-7 * want[doubted]).all())
+    assert fd.refine("x", doubted) == 0  # already refined
+
+
+def test_dense_input_uses_vmap_batches():
+    fd, _ = _fd("sum(sin(x)**2) * mean(cos(x))", x=[0.1, 0.2, 0.3])
+    col = fd.estimate("x")
+    assert col.mode == "dense" and col.note == "vmap batches"
+    x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64, requires_grad=True)
+    ((torch.sin(x) ** 2).sum() * torch.cos(x).mean()).backward()
+    grad, _ = col.vjp(torch.tensor(1.0, dtype=torch.float64))
+    assert torch.allclose(grad, x.grad, rtol=1e-9)
+
+
+def test_dense_jacobian_columns():
+    fd, _ = _fd("softmax(x)", x=[1.0, 2.0, 3.0])
+    jac, _ = fd.estimate("x").jacobian()
+    want = torch.autograd.functional.jacobian(lambda z: torch.softmax(z, 0),
+                                              torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+    assert torch.allclose(jac, want, atol=1e-10)
+
+
+def test_elementwise_jacobian_is_diagonal_with_broadcast():
+    fd, _ = _fd("x * y", x=[[1.0], [2.0]], y=[3.0, 4.0, 5.0])
+    jac, _ = fd.estimate("y").jacobian()
+    assert jac.shape == (6, 3)
+    want = torch.tensor([[1, 0, 0], [0, 1, 0], [0, 0, 1], [2, 0, 0], [0, 2, 0], [0, 0, 2]],
+                        dtype=torch.float64)
+    assert torch.allclose(jac, want, atol=1e-10)
+
+
+def test_kinks_are_flagged_per_op_and_refined():
+    fd, target = _fd("abs(x) + clamp(x, 0, 1)", x=[0.0, 1e-6, 0.5, 1.0, 2.0])
+    col = fd.estimate("x")
+    assert col.kink.tolist() == [True, False, False, True, False]
+    sites = [s.where for s in target.branch_sites]
+    assert sites == ["abs(x)", "clamp(x, 0, 1)"]
+    assert col.kink_by_branch[0].tolist() == [True, False, False, False, False]
+    assert col.kink_by_branch[1].tolist() == [True, False, False, True, False]
+    assert col.forward_calls > 4  # the element at 1e-6 needed smaller steps
+
+
+def test_jump_without_branch_info_is_caught_by_convergence():
+    # A traced function that reports no branches: the error estimate must expose the jump.
+    def traced(values):
+        return torch.floor(values["x"]), []
+
+    fd = FiniteDifferences(traced, {"x": torch.tensor([1.0, 0.3], dtype=torch.float64)},
+                           eps=DEFAULT_EPS, elementwise={"x"}, two_point_from=1)
+    col = fd.estimate("x")
+    # the two-point estimate at the jump is huge (1/2h) and not yet known to be wrong; a
+    # comparison doubts it, and the extrapolated estimate then shows it never converges
+    assert float(col.partial[0]) > 1e3 and col.kink.tolist() == [False, False]
+    fd.refine("x", torch.tensor([True, True]))
+    assert col.kink.tolist() == [True, False]
+
+
+def test_directional_derivative():
+    fd, _ = _fd("x * y", x=[1.0, 2.0], y=[3.0, 4.0])
+    d = fd.directional({"x": torch.tensor([1.0, 1.0]), "y": torch.tensor([0.0, 1.0])})
+    assert torch.allclose(d.value, torch.tensor([3.0, 6.0], dtype=torch.float64))
+    assert not bool(d.kink.any())
+
+
+def test_loop_fallback_when_vmap_fails():
+    def traced(values):
+        x = values["x"]
+        # .item() has no batching rule: vmap fails, the loop must take over
+        return torch.stack([x.sum() * float(x.sum().item() != 12345)]), []
+
+    fd = FiniteDifferences(traced, {"x": torch.tensor([1.0, 2.0], dtype=torch.float64)},
+                           eps=DEFAULT_EPS, elementwise=set())
+    col = fd.estimate("x")
+    assert col.note.startswith("per-element loop")
+    assert torch.allclose(col.partial, torch.ones(1, 2, dtype=torch.float64))
+
+
+def test_dense_columns_start_with_two_points_and_refine_on_demand():
+    fd, _ = _fd("sum(exp(x))", x=[0.1, 0.2, 0.3])
+    col = fd.estimate("x")
+    assert col.points.tolist() == [2, 2, 2] and col.forward_calls == 6
+    assert fd.refine("x", torch.tensor([False, True, False])) == 1
+    assert col.points.tolist() == [2, 4, 2] and col.forward_calls == 10
+    x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    assert torch.allclose(col.partial[0], torch.exp(x), rtol=1e-7)
+    assert float(col.error[0, 1]) > float(col.error[0, 0])  # now with a truncation bound
+    assert fd.refine("x", torch.tensor([False, True, False])) == 0  # already refined
+
+
+def test_python_jump_is_found_after_refinement(tmp_path):
+    import gradscope
+
+    path = tmp_path / "fl.py"
+    path.write_text("import torch\ndef f(x):\n    return torch.floor(x) * 2 + x\n")
+    report = gradscope.check(f"{path}:f", x="1.0,0.3,2.5")
+    assert report.inputs[0].element_status == ["nondifferentiable", "ok", "ok"]
+    assert report.passed
+
+
+def _python_fd(fn, x, **kw):
+    def traced(values):
+        return fn(values["x"]), []
+
+    return FiniteDifferences(traced, {"x": x}, eps=DEFAULT_EPS, elementwise=set(), probe=True,
+                             **kw)
+
+
+def test_probe_finds_elementwise_python_code_in_two_log_n_calls():
+    x = torch.linspace(-2, 2, 5000, dtype=torch.float64)
+    fd = _python_fd(lambda t: t * torch.sigmoid(t), x)
+    assert fd.is_elementwise("x") and fd.probed["x"] == 2 * 13  # 5000 < 2**13
+    col = fd.estimate("x")
+    assert col.mode == "elementwise" and col.forward_calls == 4
+    s = torch.sigmoid(x)
+    assert torch.allclose(col.partial, s + x * s * (1 - s), rtol=1e-9)
+
+
+def test_probe_sees_a_single_cross_dependence_anywhere():
+    x = torch.linspace(-2, 2, 5000, dtype=torch.float64)
+
+    def one_pair(t):  # elementwise except that output 4321 also reads element 17
+        out = t * t
+        return out + torch.nn.functional.one_hot(torch.tensor(4321), 5000) * t[17]
+
+    for fn in (one_pair, lambda t: torch.roll(t, 1), lambda t: torch.cumsum(t, 0)):
+        fd = _python_fd(fn, x)
+        assert not fd.is_elementwise("x") and "x" in fd.probed
+
+
+def test_probe_follows_broadcasting_and_skips_small_inputs():
+    x = torch.linspace(-1, 1, 2000, dtype=torch.float64).reshape(2000, 1)
+    fd = _python_fd(lambda t: torch.sin(t) * torch.ones(2000, 3, dtype=torch.float64), x)
+    assert fd.is_elementwise("x")
+    small = _python_fd(torch.sin, torch.linspace(-1, 1, 100, dtype=torch.float64))
+    assert not small.is_elementwise("x") and "x" not in small.probed  # dense is cheap there
+
+
+def test_a_slow_first_evaluation_is_timed_again():
+    import time
+
+    calls = []
+
+    def traced(values):
+        if not calls:
+            time.sleep(0.05)  # one-off warm-up
+        calls.append(1)
+        return values["x"].sin(), []
+
+    fd = FiniteDifferences(traced, {"x": torch.ones(3, dtype=torch.float64)}, eps=DEFAULT_EPS,
+                           elementwise=set())
+    assert len(calls) == 2 and fd.eval_seconds < 0.04

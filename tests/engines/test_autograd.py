@@ -1,0 +1,41 @@
+"""The autograd engine does what a user would: y.backward(v), then .grad."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.errors import UsageError
+from gradscope.targets import resolve
+
+
+def _engine(expr, **values):
+    t = resolve(expr)
+    return AutogradEngine(t.forward, {k: torch.tensor(v, dtype=torch.float64)
+                                      for k, v in values.items()})
+
+
+def test_backward_is_y_backward_v_and_does_not_accumulate():
+    e = _engine("3*a + 2*b*b", a=[1.0, 2.0], b=[3.0, 4.0])
+    v = torch.tensor([0.1, 1.0], dtype=torch.float64)
+    first = e.backward(v)
+    second = e.backward(v)  # .grad is cleared between calls
+    assert first["b"].tolist() == second["b"].tolist() == pytest.approx([1.2, 16.0])
+
+
+def test_unused_input_gets_zeros():
+    e = _engine("a + 0*b", a=[1.0], b=[2.0])
+    assert e.vjp(torch.ones(1, dtype=torch.float64))["b"].tolist() == [0.0]
+
+
+def test_jacobian_rows_and_jvp():
+    e = _engine("x * y", x=[1.0, 2.0], y=[3.0, 4.0])
+    jac = e.jacobian()
+    assert jac["x"].tolist() == [[3.0, 0.0], [0.0, 4.0]]
+    assert e.jvp({"x": torch.ones(2, dtype=torch.float64)}).tolist() == [3.0, 4.0]
+
+
+def test_non_differentiable_output_is_refused():
+    with pytest.raises(UsageError, match="does not depend differentiably"):
+        _engine("where(x > 0, 1, 2)", x=[1.0])

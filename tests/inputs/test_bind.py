@@ -1,0 +1,77 @@
+"""Binding: the inputs of a target from options (sizes bounded up front), --grad, tangents."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradscope.errors import UsageError
+from gradscope.inputs.bind import bind, tangents_for, upstream_for, value_of
+from gradscope.options import Options, Request, from_values
+from gradscope.runner import prepare
+from gradscope.targets import resolve
+
+
+def test_bind_builds_seeded_inputs_in_the_domain_and_casts_them():
+    options = from_values({"shape": {"c": (4,)}, "dtype": "float32", "seed": 3})
+    bound = bind(options, resolve("log(c) * x"))
+    assert bound.grad is None and tuple(bound.cast) == ("c", "x")
+    assert bound.values["c"].tensor.shape == (4,) and bool((bound.values["c"].tensor > 0).all())
+    assert bound.values["x"].tensor.shape == (3,)  # the default shape
+    assert all(t.dtype == torch.float32 for t in bound.cast.values())
+    assert all(t.dtype == torch.float64 for t in bound.exact.values())
+    again = bind(options, resolve("log(c) * x"))
+    assert torch.equal(again.cast["c"], bound.cast["c"])
+
+
+def test_a_default_shape_applies_to_every_unnamed_input():
+    bound = bind(from_values({"shape": "2,5"}), resolve("x * y"))
+    assert bound.cast["x"].shape == (2, 5) and bound.cast["y"].shape == (2, 5)
+
+
+def test_names_are_checked_against_the_target():
+    with pytest.raises(UsageError, match="--at names `z`, which is not an input"):
+        bind(from_values({"at": {"z": "1"}}), resolve("x * 2"))
+    with pytest.raises(UsageError, match="name the tangent's input"):
+        bind(from_values({"tangent": "1"}), resolve("a * b"))
+
+
+def test_sizes_are_bounded_before_anything_is_allocated():
+    options = from_values({"shape": {"x": (6,), "y": (6,)}, "max_elements_total": 10})
+    with pytest.raises(UsageError, match="the limit is 10"):
+        bind(options, resolve("x * y"))
+    with pytest.raises(UsageError, match="more than the limit"):
+        value_of(torch.zeros(11), "--at x", 0, "x", limit=10)
+
+
+def test_given_tensors_must_be_finite_and_real():
+    with pytest.raises(UsageError, match="NaN and infinity are not allowed"):
+        value_of(torch.tensor([1.0, float("inf")]), "--at x", 0, "x")
+    with pytest.raises(UsageError, match="not supported"):
+        value_of(torch.tensor([True]), "--at x", 0, "x")
+
+
+def test_upstream_must_match_the_output_shape():
+    out = torch.zeros(2, 3)
+    assert torch.equal(upstream_for(None, out), torch.ones(2, 3))
+    grad = value_of("1,2,3", "--grad", 0, ":grad")
+    with pytest.raises(UsageError, match=r"--grad has shape \(3,\) but the output has shape "
+                                         r"\(2, 3\)"):
+        upstream_for(grad, out)
+
+
+def test_tangents_broadcast_to_their_input_and_default_to_zeros():
+    leaves = {"x": torch.zeros(2, 3), "y": torch.zeros(3)}
+    t = tangents_for({"x": "1,2,3"}, leaves, seed=0)
+    assert torch.equal(t["x"], torch.tensor([[1.0, 2, 3], [1, 2, 3]], dtype=torch.float64))
+    assert torch.equal(t["y"], torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(UsageError, match=r"--tangent y has shape \(2,\)"):
+        tangents_for({"y": "1,2"}, leaves, seed=0)
+
+
+def test_order_two_moves_grad_inside_and_checks_with_ones():
+    target, bound = prepare(Request("check", "x**3", Options(at={"x": "1,2"}, grad="1,3",
+                                                             order=2)))
+    assert bound.grad is None  # the outer upstream is ones
+    out = target.forward(bound.cast)
+    assert torch.allclose(out, torch.tensor([3.0, 36.0], dtype=torch.float64))  # 3·x²·v

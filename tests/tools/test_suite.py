@@ -1,0 +1,114 @@
+"""`gradscope run` as a library call and on the command line: outcomes, exit codes, reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gradscope.cli import main
+from gradscope.tools.suite import run_config
+from tests.paths import EXAMPLES
+
+PROJECT = """
+[tool.gradscope]
+seed = 0
+
+[[tool.gradscope.checks]]
+name = "expression"
+target = "3*a + 2*b*b + log(c)"
+command = "jvp"
+at = {a = "1,2,3", b = "3,4,5", c = "6,7,8"}
+grad = "0.1,1,1e-4"
+
+[[tool.gradscope.checks]]
+name = "function"
+target = "seed_functions.py:KillHead"
+at = {input = "randn(3,8)"}
+arg = {n = 2}
+
+[[tool.gradscope.checks]]
+name = "broken-module"
+target = "buggy_functions.py:KillHeadForgetful"
+at = {input = "randn(3,8)"}
+arg = {n = 2}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for name in ("seed_functions.py", "buggy_functions.py"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    (tmp_path / "pyproject.toml").write_text(PROJECT)
+    return tmp_path
+
+
+def _cli(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_library_call(project):
+    suite = run_config(project / "pyproject.toml")
+    assert [r.outcome for r in suite.results] == ["passed", "passed", "failed"]
+    assert suite.exit_code == 1 and not suite.passed
+    seed = suite.results[0].report.inputs
+    assert seed[1].autograd == pytest.approx([1.2, 16.0, 2e-3])
+
+
+def test_three_checks_one_failing(project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    code, _, _ = _cli(capsys, "run", "--junit-xml", "junit.xml", "--output", "summary.md",
+                        "--format", "markdown")
+    assert code == 1
+    root = ET.parse(project / "junit.xml").getroot()
+    cases = root.findall(".//testcase")
+    assert len(cases) == 3
+    failures = [c for c in cases if c.find("failure") is not None]
+    assert [c.get("name") for c in failures] == ["broken-module"]
+    assert "mismatch" in failures[0].find("failure").text
+    md = (project / "summary.md").read_text()
+    assert "broken-module" in md and "**failed**" in md
+
+
+def test_table_output_and_json(project, capsys):
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"))
+    assert code == 1 and "broken-module" in out and "FAILED: 2 passed, 1 failed" in out
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--json")
+    data = json.loads(out)
+    assert data["schema"] == "gradscope.run/1" and data["exit_code"] == 1
+    assert [c["outcome"] for c in data["checks"]] == ["passed", "passed", "failed"]
+    assert data["checks"][0]["report"]["schema"] == "gradscope.report/1"
+
+
+def test_raising_check_does_not_stop_the_others(project, capsys):
+    (project / "pyproject.toml").write_text(PROJECT + """
+[[tool.gradscope.checks]]
+name = "raises"
+target = "buggy_functions.py:MyLayer"
+""")
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"))
+    assert code == 3
+    assert "raises" in out and "super().__init__()" in out
+
+
+def test_config_error_runs_nothing(project, capsys):
+    (project / "pyproject.toml").write_text(PROJECT + """
+[[tool.gradscope.checks]]
+name = "typo"
+target = "x"
+atol_typo = 1
+""")
+    code, out, err = _cli(capsys, "run", str(project / "pyproject.toml"))
+    assert code == 2 and out == ""
+    assert "check #4 (typo)" in err and "atol_typo" in err
+
+
+def test_example_ci_config_passes(capsys):
+    code, out, _ = _cli(capsys, "run", str(EXAMPLES / "ci" / "pyproject.toml"))
+    assert code == 0 and "PASSED: 3 passed" in out
