@@ -14,7 +14,8 @@ from typing import Any
 import sympy as sp
 import torch
 
-from gradscope.expr.sympy_functions import STANDARD, TorchFunction
+from gradscope.expr.ops import SYMPY_TORCH
+from gradscope.expr.sympy_functions import TorchFunction
 
 _RELATIONS: dict[type, Callable[[Any, Any], Any]] = {
     sp.StrictLessThan: torch.lt, sp.LessThan: torch.le,
@@ -81,7 +82,7 @@ class SympyEvaluator:
         if isinstance(e, TorchFunction):
             args = [self.as_tensor(self.node(a)) for a in e.args]
             return type(e).torch_impl(*args)
-        fn = STANDARD.get(type(e))
+        fn = SYMPY_TORCH.get(type(e))
         if fn is not None:
             args = [self.as_tensor(self.node(a)) for a in e.args]
             return fn(*args)

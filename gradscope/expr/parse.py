@@ -16,6 +16,7 @@ from gradscope.errors import UsageError
 from gradscope.expr import ir
 from gradscope.expr.ops import (
     BINARY,
+    COMPARE,
     COMPARISONS,
     CONSTANTS,
     FUNCTIONS,
@@ -193,10 +194,11 @@ class _Builder:
             if op.takes_dim and i == 1:
                 args.append(self.dim(node, arg))
             else:
-                args.append(self.node(arg, allow_compare=(name == "where" and i == 0)))
-        if name == "where" and not (isinstance(args[0], ir.Call) and OPS[args[0].op].kind
-                                    == "compare"):
-            raise self.refuse(node, "the first argument of where() must be a comparison, "
+                args.append(self.node(arg, allow_compare=(i == op.condition_arg)))
+        k = op.condition_arg
+        if k is not None and not (isinstance(args[k], ir.Call) and OPS[args[k].op].kind
+                                  == COMPARE):
+            raise self.refuse(node, f"argument {k + 1} of {name}() must be a comparison, "
                                     "e.g. where(x > 0, x, 0)")
         call = ir.Call(self.span(node), name, tuple(args))
         _check_exponent(self.snippet(node), call)

@@ -128,12 +128,3 @@ def _pow_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
 # x**y with a non-constant exponent (a constant exponent stays a plain sympy Pow).
 power = _make("pow", 2, torch.pow, _pow_fdiff)
 
-
-# Standard sympy functions and their torch counterparts, for the evaluator.
-STANDARD: dict[type, Callable[..., Any]] = {
-    sp.sin: torch.sin, sp.cos: torch.cos, sp.tan: torch.tan,
-    sp.asin: torch.asin, sp.acos: torch.acos, sp.atan: torch.atan,
-    sp.sinh: torch.sinh, sp.cosh: torch.cosh, sp.tanh: torch.tanh,
-    sp.exp: torch.exp, sp.log: torch.log, sp.erf: torch.erf,
-    sp.atan2: torch.atan2,
-}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import sympy as sp
+
 from gradscope.expr.ops import elementwise, flow_only, reductions, structural
 from gradscope.expr.ops.base import (
     COMPARE,
@@ -46,6 +48,12 @@ BINARY = {_AST_BINARY[op.symbol]: op.name for op in _ROWS
 UNARY = {_AST_UNARY[op.symbol]: op.name for op in _ROWS if op.symbol and op.arity == (1, 1)}
 COMPARISONS = {_AST_COMPARE[op.symbol]: op.name for op in _ROWS if op.kind == COMPARE}
 CONSTANTS = {"pi": math.pi, "e": math.e}
+
+# sympy's own functions the rows use → the torch function that evaluates them (the symbolic
+# engine's evaluator reads this; gradscope's own sympy functions carry their torch form).
+SYMPY_TORCH = {op.sympy: op.torch for op in _ROWS
+               if isinstance(op.sympy, type) and issubclass(op.sympy, sp.Function)
+               and not hasattr(op.sympy, "torch_impl")}
 
 # Every row, flow-only ones included, by name; and by torch grad_fn name (without trailing
 # digits): the row gradient-flow analysis knows a backward node by.

@@ -46,6 +46,7 @@ class Op:
     # generic pow, twenty times slower).
     scalar_args: tuple[int, ...] = ()
     exponent_arg: int | None = None  # a constant here is bounded by MAX_EXPONENT
+    condition_arg: int | None = None  # this argument is a comparison (where's condition)
     fold: Callable[..., float] | None = None  # the op on Python numbers (constant folding)
     # Reductions: the reduced value r with one element changed from old to new (n reduced
     # over), without recomputing; `extreme` +1/-1 for max/min (best and second best).

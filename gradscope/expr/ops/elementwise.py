@@ -162,7 +162,7 @@ PIECEWISE_CONSTANT = [
 
 CONDITIONS = [
     Op("where", ELEMENTWISE, (3, 3), _where, "where(cond, a, b), cond a comparison",
-       sympy=lambda c, a, b: sp.Piecewise((a, c), (b, True))),
+       sympy=lambda c, a, b: sp.Piecewise((a, c), (b, True)), condition_arg=0),
     _compare(torch.lt, sp.StrictLessThan, "lt", "<"),
     _compare(torch.le, sp.LessThan, "le", "<="),
     _compare(torch.gt, sp.StrictGreaterThan, "gt", ">"),

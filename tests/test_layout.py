@@ -1,0 +1,184 @@
+"""The layout rules of docs/architecture.md, enforced: imports go one way and never in a cycle,
+engines stay independent, renderers read reports only, only the op table names an op, and no
+file or function grows past what a newcomer can read in one go."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from gradscope.expr.ops import KNOWN
+from tests.paths import ROOT
+
+PACKAGE = ROOT / "gradscope"
+
+# Lower layers never import higher ones; within a layer, a package imports only itself.
+LAYERS = [
+    ("gradscope._version", "gradscope.errors"),
+    ("gradscope.tensors", "gradscope.option_text", "gradscope.report.model",
+     "gradscope.report.status", "gradscope.verdict.tolerance"),
+    ("gradscope.options", "gradscope.report.build", "gradscope.render", "gradscope.expr"),
+    ("gradscope.inputs", "gradscope.engines"),
+    ("gradscope.targets", "gradscope.verdict"),
+    ("gradscope.diagnose",),
+    ("gradscope.runner",),
+    ("gradscope.tools",),
+    ("gradscope.api",),
+    ("gradscope.testing",),
+    ("gradscope.cli",),
+    ("gradscope.__main__", "gradscope"),
+]
+# The one deliberate exception: the contract's `report.to_json()/to_markdown()/to_text()`
+# reach the renderers lazily (inside the methods), never at import time.
+ALLOWED = {("gradscope.report.model", "gradscope.render"),
+           ("gradscope.report.model", "gradscope.render.json"),
+           ("gradscope.report.model", "gradscope.render.markdown")}
+# Each engine is its own world: these groups never import one another.
+ENGINES = {"gradscope.engines.autograd": "autograd", "gradscope.engines.symbolic": "symbolic",
+           "gradscope.engines.sympy_eval": "symbolic", "gradscope.engines.fd": "fd"}
+RENDER_MAY_IMPORT = ("gradscope.render", "gradscope.report", "gradscope.errors",
+                     "gradscope._version")
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path, top_level_only: bool = False) -> set[str]:
+    """The gradscope modules `name` imports (all of them, or only at import time)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in MODULES else base)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m == "gradscope" or m.startswith("gradscope.")} - {name}
+
+
+def _rank(module: str) -> tuple[int, str]:
+    best = None
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                    best is None or len(prefix) > len(best[1])):
+                best = (rank, prefix)
+    assert best is not None, f"{module} has no layer in LAYERS"
+    return best
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        _rank(name)
+
+
+def test_imports_go_one_way():
+    wrong = []
+    for name, path in MODULES.items():
+        rank, home = _rank(name)
+        for target in _imports(name, path):
+            if (name, target) in ALLOWED:
+                continue
+            their_rank, their_home = _rank(target)
+            if their_rank > rank or (their_rank == rank and their_home != home):
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, "imports against the layering:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_cycle():
+    graph = {n: _imports(n, p, top_level_only=True) & set(MODULES) for n, p in MODULES.items()}
+    state: dict[str, int] = defaultdict(int)  # 0 new, 1 on the stack, 2 done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in graph[node]:
+            if state[nxt] == 1:
+                pytest.fail("import cycle: " + " -> ".join([*stack, node, nxt]))
+            if state[nxt] == 0:
+                visit(nxt, [*stack, node])
+        state[node] = 2
+
+    for node in graph:
+        if state[node] == 0:
+            visit(node, [])
+
+
+def _engine(module: str) -> str | None:
+    return next((e for prefix, e in ENGINES.items()
+                 if module == prefix or module.startswith(prefix + ".")), None)
+
+
+def test_engines_never_import_each_other_or_the_verdict():
+    for name, path in MODULES.items():
+        mine = _engine(name)
+        if mine is None:
+            continue
+        for target in _imports(name, path):
+            theirs = _engine(target)
+            assert theirs in (None, mine), f"{name} imports another engine: {target}"
+            assert not target.startswith("gradscope.verdict"), f"{name} imports {target}"
+
+
+def test_renderers_read_reports_only():
+    for name, path in MODULES.items():
+        if name.startswith("gradscope.render"):
+            for target in _imports(name, path):
+                assert target.startswith(RENDER_MAY_IMPORT), f"{name} imports {target}"
+
+
+def _named_ops(path: Path) -> list[str]:
+    """Comparisons of an op's name with a literal op name (`op == "round"`, `op in (...)`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        literals = set()
+        for side in sides:
+            if isinstance(side, ast.Constant) and isinstance(side.value, str):
+                literals.add(side.value)
+            elif isinstance(side, ast.Tuple | ast.List | ast.Set):
+                literals.update(e.value for e in side.elts if isinstance(e, ast.Constant))
+        about_ops = any(isinstance(s, ast.Attribute) and s.attr in ("op", "name")
+                        or isinstance(s, ast.Name) and s.id in ("op", "name") for s in sides)
+        named = literals & set(KNOWN)
+        if about_ops and named:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} names {sorted(named)}")
+    return found
+
+
+def test_only_the_op_table_names_an_op():
+    found = [hit for name, path in MODULES.items() if not name.startswith("gradscope.expr.ops")
+             for hit in _named_ops(path)]
+    assert not found, "\n".join(found)
+
+
+def test_files_and_functions_stay_readable():
+    long = []
+    for path in MODULES.values():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {size}")
+    assert not long, "\n".join(long)
