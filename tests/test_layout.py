@@ -156,8 +156,8 @@ def _named_ops(path: Path) -> list[str]:
                 literals.add(side.value)
             elif isinstance(side, ast.Tuple | ast.List | ast.Set):
                 literals.update(e.value for e in side.elts if isinstance(e, ast.Constant))
-        about_ops = any(isinstance(s, ast.Attribute) and s.attr in ("op", "name")
-                        or isinstance(s, ast.Name) and s.id in ("op", "name") for s in sides)
+        about_ops = any((isinstance(s, ast.Attribute) and s.attr in ("op", "name"))
+                        or (isinstance(s, ast.Name) and s.id in ("op", "name")) for s in sides)
         named = literals & set(KNOWN)
         if about_ops and named:
             found.append(f"{path.relative_to(ROOT)}:{node.lineno} names {sorted(named)}")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gradscope
-from tests.paths import EXAMPLES
+from tests.paths import DATA, EXAMPLES
 
+BACKWARDS = DATA / "backwards.py"
 SEEDS = f"{EXAMPLES}/seed_functions.py"
 BUGGY = f"{EXAMPLES}/buggy_functions.py"
 
@@ -64,44 +65,22 @@ def test_absprod_correct_and_one_gradient_arity():
     assert report.inputs[0].autograd is None and report.inputs[0].finite_difference is not None
 
 
-def test_constant_backward_hidden_by_ones_is_nonlinear(tmp_path):
-    path = tmp_path / "const.py"
-    path.write_text(
-        "import torch\n"
-        "class Double(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, x):\n        return 2 * x\n"
-        "    @staticmethod\n    def backward(ctx, g):\n        return torch.full_like(g, 2.0)\n")
+def test_constant_backward_hidden_by_ones_is_nonlinear():
     # With the default ones upstream the VJP is right (2 everywhere) ...
-    report = gradscope.vjp(f"{path}:Double", x="1,2,3")
+    report = gradscope.vjp(f"{BACKWARDS}:Double", x="1,2,3")
     assert report.inputs[0].status == "ok"
     # ... but backward ignores grad_output, which the linearity check catches.
     assert "nonlinear_backward" in _kinds(report) and not report.passed
 
 
-def test_inplace_and_nondeterministic_backward(tmp_path):
-    path = tmp_path / "bad.py"
-    path.write_text(
-        "import torch\n"
-        "class InPlace(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n"
-        "    @staticmethod\n    def backward(ctx, g):\n        return g.mul_(3)\n"
-        "class Noisy(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n"
-        "    @staticmethod\n    def backward(ctx, g):\n"
-        "        return g * 3 + 1e-3 * torch.rand_like(g)\n")
-    assert "inplace_backward" in _kinds(gradscope.vjp(f"{path}:InPlace", x="1,2"))
-    noisy = gradscope.check(f"{path}:Noisy", x="1,2")
+def test_inplace_and_nondeterministic_backward():
+    assert "inplace_backward" in _kinds(gradscope.vjp(f"{BACKWARDS}:InPlace", x="1,2"))
+    noisy = gradscope.check(f"{BACKWARDS}:Noisy", x="1,2")
     assert "nondeterministic_backward" in _kinds(noisy) and not noisy.passed
 
 
-def test_backward_shape_error(tmp_path):
-    path = tmp_path / "shape.py"
-    path.write_text(
-        "import torch\n"
-        "class Wrong(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, x):\n        return x * 3\n"
-        "    @staticmethod\n    def backward(ctx, g):\n        return g.sum()\n")
-    report = gradscope.check(f"{path}:Wrong", x="randn(2,3)")
+def test_backward_shape_error():
+    report = gradscope.check(f"{BACKWARDS}:WrongShape", x="randn(2,3)")
     assert "backward_shape" in _kinds(report) and not report.passed
 
 
@@ -112,35 +91,20 @@ def test_repeat_shows_accumulation():
     assert "zero_grad" in acc["note"]
 
 
-def test_order_two_checks_double_backward(tmp_path):
+def test_order_two_checks_double_backward():
     assert gradscope.check(f"{SEEDS}:AbsProd", order=2).passed
     second = gradscope.check("sin(x) * y", order=2)
     assert second.passed
     assert second.inputs[0].symbolic_skipped.startswith("--order 2 differentiates torch's")
     assert gradscope.check("3 * x", order=2).passed  # constant gradient: zero second derivative
-    path = tmp_path / "dd.py"
-    path.write_text(
-        "import torch\n"
-        "class Cube(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, x):\n        ctx.save_for_backward(x)\n"
-        "        return x ** 3\n"
-        "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
-        "        return g * 3 * x * x.detach()\n")  # detach breaks the second derivative
-    first = gradscope.check(f"{path}:Cube", x="1,2")
+    first = gradscope.check(f"{BACKWARDS}:Cube", x="1,2")
     assert first.passed
-    second = gradscope.check(f"{path}:Cube", x="1,2", order=2)
+    second = gradscope.check(f"{BACKWARDS}:Cube", x="1,2", order=2)
     assert not second.passed
     assert second.target_kind == "autograd_function (order 2)"
 
 
-def test_tensor_returned_for_a_non_tensor_argument_is_arity(tmp_path):
-    path = tmp_path / "kh.py"
-    path.write_text(
-        "import torch\n"
-        "class KH(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, input, n):\n        ctx.n = n\n"
-        "        return input * 1\n"
-        "    @staticmethod\n    def backward(ctx, g):\n        return g, g\n")
-    report = gradscope.check(f"{path}:KH", input="randn(2,3)", arg={"n": 1})
+def test_tensor_returned_for_a_non_tensor_argument_is_arity():
+    report = gradscope.check(f"{BACKWARDS}:GradientForN", input="randn(2,3)", arg={"n": 1})
     diag = next(d for d in report.diagnostics if d.kind == "backward_arity")
     assert "not a tensor" in diag.message and not report.passed

@@ -9,6 +9,7 @@ import gradscope
 from gradscope.engines.fd.engine import TWO_POINT_FROM, FiniteDifferences
 from gradscope.errors import UsageError
 from tests.conftest import assert_close
+from tests.paths import DATA
 
 ENGINES = ("autograd", "symbolic", "finite_difference")
 
@@ -276,18 +277,11 @@ def test_large_dense_input_is_sampled_with_projections():
     assert any("20 of 300 elements of x" in n for n in report.notes)
 
 
-def test_sampled_python_target_marks_the_rest_unchecked_and_projections_catch_bugs(tmp_path):
-    path = tmp_path / "wrong.py"
-    path.write_text(
-        "import torch\n"
-        "class Wrong(torch.autograd.Function):\n"
-        "    @staticmethod\n    def forward(ctx, x):\n        return (x * x).sum()\n"
-        "    @staticmethod\n    def backward(ctx, g):\n"
-        "        # wrong at the last element only, which a small sample is unlikely to hit\n"
-        "        return g * 2 * torch.ones(200, dtype=torch.float64)\n")
+def test_sampled_python_target_marks_the_rest_unchecked_and_projections_catch_bugs():
     good = gradscope.check("sum(x * x)", x="randn(200)", max_fd=50, sample=5)
     assert good.passed
-    report = gradscope.check(f"{path}:Wrong", x="randn(200)", max_fd=50, sample=5)
+    report = gradscope.check(f"{DATA}/backwards.py:WrongAtLast", x="randn(200)", max_fd=50,
+                             sample=5)
     (x,) = report.inputs
     assert x.status_counts.get("unchecked", 0) >= 190
     projections = [c for c in report.upstream_checks if c.label.startswith("random projection")]
@@ -308,25 +302,13 @@ def test_large_elementwise_input_refines_doubted_two_point_estimates(monkeypatch
     assert not doubted.passed and doubted.inputs[0].status_counts["mismatch"] > 1000
 
 
-def test_large_outputs_get_one_random_upstream_and_it_still_catches_a_backward(tmp_path):
+def test_large_outputs_get_one_random_upstream_and_it_still_catches_a_backward():
     n = 70_000
     report = gradscope.check("x * y", x=f"linspace(1,2,{n})", y=f"linspace(2,3,{n})")
     assert [c.label for c in report.upstream_checks] == [
         "random upstream #1 (uniform(-1,1), seed 0)"]
     # a backward that ignores grad_output's values is right for the ones upstream only
-    path = tmp_path / "blind.py"
-    path.write_text(
-        "import torch\n"
-        "class Square(torch.autograd.Function):\n"
-        "    @staticmethod\n"
-        "    def forward(ctx, x):\n"
-        "        ctx.save_for_backward(x)\n"
-        "        return x * x\n"
-        "    @staticmethod\n"
-        "    def backward(ctx, g):\n"
-        "        (x,) = ctx.saved_tensors\n"
-        "        return 2 * x * g.abs()\n")
-    blind = gradscope.check(f"{path}:Square", x=f"linspace(1,2,{n})", sample=50)
+    blind = gradscope.check(f"{DATA}/backwards.py:BlindSquare", x=f"linspace(1,2,{n})", sample=50)
     assert blind.inputs[0].status_counts.get("mismatch", 0) == 0  # ones upstream: |1| = 1
     (random,) = [c for c in blind.upstream_checks if c.label.startswith("random upstream")]
     assert not random.passed and random.mismatches > 10  # about half of the 50 sampled
@@ -343,21 +325,18 @@ def test_large_elementwise_python_code_is_checked_at_every_element():
     assert any("elementwise in x" in n for n in report.notes)
 
 
-def test_dense_python_code_with_a_large_jacobian_is_sampled_within_memory(tmp_path,
-                                                                          monkeypatch):
+def test_dense_python_code_with_a_large_jacobian_is_sampled_within_memory(monkeypatch):
     from gradscope.engines.fd import budget
 
     monkeypatch.setattr(budget, "MAX_STORED_ENTRIES", 1 << 20)  # 2^27 in use; smaller here
-    path = tmp_path / "scan.py"
-    path.write_text("import torch\ndef f(x):\n    return torch.cumsum(x, 0)\n")
     # 5,000 × 5,000 Jacobian entries is more than finite differences keep: sampled, though
     # the input is below --max-fd
-    report = gradscope.check(f"{path}:f", x="randn(5000)", sample=200)
+    report = gradscope.check(f"{DATA}/functions.py:cumulative", x="randn(5000)", sample=200)
     (x,) = report.inputs
     assert x.finite_difference_mode == "sampled" and x.status_counts == {
         "ok": 200, "unchecked": 4800}
     assert report.passed and any("1,048,576 entries" in n for n in report.notes)
-    big = gradscope.check(f"{path}:f", x="randn(20000)", sample=1000)
+    big = gradscope.check(f"{DATA}/functions.py:cumulative", x="randn(20000)", sample=1000)
     assert big.inputs[0].status_counts["ok"] == (1 << 20) // 20_000  # capped by memory
     assert any("capped at 52 columns" in n for n in big.notes)
 

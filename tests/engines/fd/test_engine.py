@@ -8,6 +8,7 @@ from gradscope.engines.fd.engine import FiniteDifferences
 from gradscope.engines.fd.stencil import TWO_POINT_FROM
 from gradscope.targets import resolve
 from gradscope.verdict.tolerance import DEFAULT_EPS
+from tests.paths import DATA
 
 
 def _fd(expr, two_point_from=TWO_POINT_FROM, **values):
@@ -145,12 +146,10 @@ def test_dense_columns_start_with_two_points_and_refine_on_demand():
     assert fd.refine("x", torch.tensor([False, True, False])) == 0  # already refined
 
 
-def test_python_jump_is_found_after_refinement(tmp_path):
+def test_python_jump_is_found_after_refinement():
     import gradscope
 
-    path = tmp_path / "fl.py"
-    path.write_text("import torch\ndef f(x):\n    return torch.floor(x) * 2 + x\n")
-    report = gradscope.check(f"{path}:f", x="1.0,0.3,2.5")
+    report = gradscope.check(f"{DATA}/functions.py:floor_plus", x="1.0,0.3,2.5")
     assert report.inputs[0].element_status == ["nondifferentiable", "ok", "ok"]
     assert report.passed
 

@@ -1,0 +1,105 @@
+"""Custom autograd.Functions whose backward is wrong in one specific way each (and one that
+is right), for the custom-backward checks."""
+
+import torch
+
+
+class Double(torch.autograd.Function):
+    """backward ignores grad_output: right for a ones upstream only."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.full_like(g, 2.0)
+
+
+class InPlace(torch.autograd.Function):
+    """backward writes into grad_output."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.mul_(3)
+
+
+class Noisy(torch.autograd.Function):
+    """backward is not deterministic."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3 + 1e-3 * torch.rand_like(g)
+
+
+class WrongShape(torch.autograd.Function):
+    """backward returns a scalar for a (2, 3) input."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.sum()
+
+
+class Cube(torch.autograd.Function):
+    """x³, right to first order; the detach breaks the second derivative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x.detach()
+
+
+class GradientForN(torch.autograd.Function):
+    """backward returns a tensor for the non-tensor argument n."""
+
+    @staticmethod
+    def forward(ctx, input, n):
+        ctx.n = n
+        return input * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+
+
+class WrongAtLast(torch.autograd.Function):
+    """sum(x²) whose gradient ignores x: wrong everywhere but where 2·x happens to be 2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return (x * x).sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 * torch.ones(200, dtype=torch.float64)
+
+
+class BlindSquare(torch.autograd.Function):
+    """x² whose backward uses |grad_output|: right for the ones upstream only."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g.abs()
