@@ -43,7 +43,7 @@ class Bound:
 def bind(options: Options, target: Any) -> Bound:
     """The inputs of `target` from `options` (names checked against the target's first)."""
     names = target.names
-    at = {**getattr(target, "given", {}), **options.at}
+    at = {**target.given, **options.at}
     tangent = _named_tangents(options.tangent, names)
     for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {})):
         for name in given:
@@ -123,7 +123,7 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
     values: dict[str, InputValue] = {}
     total = 0
     limit = options.max_elements_total
-    parameters = getattr(target, "parameters", {})
+    parameters = target.parameters
     for name in target.names:
         if name in at:
             value = value_of(at[name], f"--at {name}", options.seed, name, limit)

@@ -159,7 +159,7 @@ def _engine_fd(target: Any, bound: Bound, options: Options) -> Differences:
     eps = options.eps or DEFAULT_EPS
     exact = bound.exact
     probe = not isinstance(target, ExpressionTarget)  # an expression declares its structure
-    around = getattr(target, "traced_around", None)
+    around = target.traced_around
     try:
         return Differences(FiniteDifferences(target.traced, exact, eps=eps, around=around,
                                              elementwise=target.elementwise_inputs,

@@ -7,8 +7,8 @@ target itself, so they stay independent of how it was written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -36,6 +36,14 @@ class Target(Protocol):
 
     @property
     def is_elementwise(self) -> bool: ...
+
+    # tensors the target brings (API positionals; a Module's parameters) and its kinky ops
+    given: dict[str, torch.Tensor]
+    parameters: dict[str, torch.Tensor]
+    branch_sites: list
+    # traced_around(base) for targets that reuse work between nearby points (expressions),
+    # else None: see engines.fd.engine.Around
+    traced_around: Callable[..., Any] | None
 
     def roles(self) -> dict[str, str]: ...  # name → "input" or "parameter"
 

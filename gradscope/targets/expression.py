@@ -38,6 +38,8 @@ class ExpressionTarget:
     expression: ir.Expression
     kind: str = "expression"
     branch_sites: list[Branch] = field(default_factory=list, init=False)
+    given: dict[str, torch.Tensor] = field(default_factory=dict, init=False)  # none: by name
+    parameters: dict[str, torch.Tensor] = field(default_factory=dict, init=False)
     _kinky: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)
     _sites: dict[int, int] = field(default_factory=dict, repr=False, init=False)
 

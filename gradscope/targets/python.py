@@ -180,6 +180,7 @@ class PythonTarget:
     notes: list[str] = field(default_factory=list)
     branch_sites: list = field(default_factory=list)
     given: dict[str, torch.Tensor] = field(default_factory=dict)  # API positional tensors
+    traced_around: None = None  # user code: every point is evaluated in full
 
     @property
     def target_kind(self) -> str:

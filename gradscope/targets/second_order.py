@@ -20,6 +20,15 @@ class SecondOrderTarget:
     base: Any
     upstream: Any = None  # the inner upstream value (None: ones)
     branch_sites: list = field(default_factory=list)
+    traced_around: None = None  # every point is evaluated in full
+
+    @property
+    def given(self) -> dict[str, torch.Tensor]:
+        return self.base.given
+
+    @property
+    def parameters(self) -> dict[str, torch.Tensor]:
+        return self.base.parameters
 
     @property
     def text(self) -> str:

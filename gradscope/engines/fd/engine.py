@@ -167,7 +167,21 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
             self._rounds(col, x, todo, self.step(name).reshape(-1)[todo].clone(), points=4)
         return int(todo.numel())
 
-    # ------------------------------------------------------------ forward mode: J·t
+    # ------------------------------------------------------------ the Engine protocol, J·t
+    @property
+    def output(self) -> torch.Tensor:
+        return self.out
+
+    def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+        """vᵀJ for every input from its estimate (the Engine protocol; the error bounds and
+        kink masks stay in `estimate(name)`)."""
+        return {name: self.estimate(name).vjp(upstream.to(self.dtype))[0]
+                for name in self.values}
+
+    def jvp(self, tangents: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """J·t along the tangents (the Engine protocol; see `directional`)."""
+        return self.directional(tangents).value
+
     def directional(self, tangents: Mapping[str, torch.Tensor]) -> Directional:
         """J·t by perturbing every input along its tangent at once (four forward calls)."""
         t = {k: v.to(self.dtype) for k, v in tangents.items()}
