@@ -5,3 +5,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DATA = ROOT / "tests" / "data"
+
+
+def load(path: Path, name: str):
+    """An object from a Python file (a target module of the tests or examples)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_test_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)

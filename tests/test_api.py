@@ -1,0 +1,44 @@
+"""The Python API: keywords that name an option are options, the rest are inputs; the calls
+return the same Report the CLI prints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.api import request
+from gradscope.errors import UsageError
+from tests.paths import DATA, EXAMPLES, load
+
+
+def test_keywords_split_into_options_and_inputs():
+    req = request("check", "x * y", (), {"x": "1,2", "y": torch.ones(2), "seed": 3, "grad": None})
+    assert req.options.seed == 3 and req.options.grad is None
+    assert set(req.options.at) == {"x", "y"}
+
+
+def test_vjp_is_jvp_and_takes_a_tangent():
+    assert gradscope.vjp is gradscope.jvp
+    report = gradscope.jvp("x * 3", x="1,2", tangent="1,1")
+    assert report.forward is not None and report.forward.autograd == [3.0, 3.0]
+
+
+def test_a_callable_takes_positional_arguments():
+    kill_head = load(EXAMPLES / "seed_functions.py", "KillHead")
+    report = gradscope.check(kill_head, torch.randn(3, 8, dtype=torch.float64), 2)
+    assert report.passed and [i.name for i in report.inputs] == ["input"]
+    buggy = load(DATA / "backwards.py", "Double")
+    assert not gradscope.check(buggy, torch.tensor([1.0, 2.0])).passed
+
+
+def test_bad_input_raises_usage_error_not_exit():
+    with pytest.raises(UsageError):
+        gradscope.check("x *", x="1")
+    with pytest.raises(UsageError, match="unknown `dtype` 'float8'"):  # in Python words
+        gradscope.check("x * 2", x="1", dtype="float8")
+
+
+def test_jacobian_has_no_grad():
+    report = gradscope.jacobian("x * y", x="1,2", y="3,4")
+    assert report.command == "jacobian" and report.inputs[0].jacobian_shape == [2, 2]

@@ -1,0 +1,88 @@
+"""Options: one default per option, read the same from the CLI, a config and the API, and
+validated with the name the user typed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gradscope.errors import UsageError
+from gradscope.options import (
+    ANY_INPUT,
+    DEFAULTS,
+    SPECS,
+    Options,
+    Request,
+    from_values,
+    read,
+)
+
+
+def test_every_option_has_a_spec_with_help_and_a_flag():
+    assert set(SPECS) == {f.name for f in dataclasses.fields(Options)}
+    for name, spec in SPECS.items():
+        assert spec.flag == "--" + name.replace("_", "-"), name
+        assert len(spec.help) > 15 and spec.expects
+
+
+def test_defaults_are_the_documented_ones():
+    assert (DEFAULTS.dtype, DEFAULTS.seed, DEFAULTS.fail_on) == ("float64", 0, "mismatch")
+    assert (DEFAULTS.max_elements, DEFAULTS.max_elements_total) == (10_000, 20_000_000)
+    assert (DEFAULTS.max_fd, DEFAULTS.sample, DEFAULTS.eps) == (20_000, 1_000, None)
+
+
+@pytest.mark.parametrize("raw", [["x=1,2", "y=3"], {"x": "1,2", "y": "3"}])
+def test_assignments_read_the_same_from_cli_and_config(raw):
+    assert read("at", raw) == {"x": "1,2", "y": "3"}
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (["x=2,3", "4"], {"x": (2, 3), ANY_INPUT: (4,)}),  # CLI
+    ("2,3", {ANY_INPUT: (2, 3)}),  # config text
+    ([2, 3], {ANY_INPUT: (2, 3)}),  # config array
+    ({"x": [2], "y": "3,1"}, {"x": (2,), "y": (3, 1)}),  # config table / API dict
+    (5, {ANY_INPUT: (5,)}),  # API int
+    ((), {ANY_INPUT: ()}),  # API scalar
+])
+def test_shapes_in_every_form(raw, expected):
+    assert read("shape", raw) == expected
+
+
+def test_tangent_without_a_name_is_for_the_only_input():
+    assert read("tangent", ["1,2"]) == {ANY_INPUT: "1,2"}
+    assert read("tangent", ["x=1,2", "y=3"]) == {"x": "1,2", "y": "3"}
+    assert read("tangent", [1.0, 2.0]) == {ANY_INPUT: [1.0, 2.0]}
+
+
+def test_literals_are_read_not_evaluated():
+    assert read("arg", ["n=2", "name='a'"]) == {"n": 2, "name": "a"}
+    with pytest.raises(UsageError, match="is not a Python literal"):
+        read("arg", ["n=os.system"])
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"dtype": "float8"}, "unknown --dtype 'float8'"),
+    ({"fail_on": "sometimes"}, "unknown --fail-on"),
+    ({"eps": 0.5}, r"--eps must be in \(0, 0.1\]"),
+    ({"atol": -1.0}, "--atol must be a finite number >= 0"),
+    ({"sample": 0}, "--sample must be at least 1"),
+    ({"order": 3}, "--order must be 1 to 2"),
+    ({"rtoll": 1e-3}, "unknown option 'rtoll'"),
+])
+def test_validation_names_the_flag(values, message):
+    with pytest.raises(UsageError, match=message):
+        from_values(values)
+
+
+def test_a_config_is_told_in_its_own_keys():
+    with pytest.raises(UsageError, match="unknown `fail_on` 'always'"):
+        from_values({"fail_on": "always"}, where=lambda key: key)
+
+
+def test_request_refuses_unknown_commands_and_options_stay_with_it():
+    with pytest.raises(UsageError, match="unknown command 'hessian'"):
+        Request("hessian", "x")
+    request = Request("jvp", "x*2", Options(seed=4))
+    assert request.options.seed == 4 and request.options.updated(seed=5).seed == 5
+    assert request.options.seed == 4

@@ -1,0 +1,16 @@
+"""Tolerances follow the dtype; explicit ones win; help texts quote the same numbers."""
+
+from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance, tolerance_help
+
+
+def test_tolerances_follow_the_dtype_and_explicit_values_win():
+    assert Tolerance.for_dtype("float64") == Tolerance(1e-6, 1e-9)
+    assert Tolerance.for_dtype("bfloat16").rtol == 0.1
+    assert Tolerance.for_dtype("float32", atol=0.5) == Tolerance(5e-4, 0.5)
+    loose = [DEFAULT_TOLERANCES[d][0] for d in ("float64", "float32", "float16", "bfloat16")]
+    assert loose == sorted(loose)  # fewer bits, looser
+
+
+def test_help_quotes_the_numbers_in_use():
+    assert tolerance_help(0) == "float64 1e-06, float32 0.0005, float16 0.02, bfloat16 0.1"
+    assert tolerance_help(1).startswith("float64 1e-09")
