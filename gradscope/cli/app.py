@@ -66,7 +66,7 @@ def _spec_param(name: str, spec: Spec) -> inspect.Parameter:
     else:
         kind = spec.cli if default is not None else spec.cli | None
     info = typer.Option(spec.flag, help=spec.help, metavar=spec.metavar, min=spec.minimum,
-                        max=spec.maximum, show_default=default not in (None, False))
+                        max=spec.maximum, show_default=default is not None and default is not False)
     return _param(name, Annotated[kind, info], default)
 
 
