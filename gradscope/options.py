@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import UsageError
-from gradscope.option_text import parse_assignment, parse_literal, parse_shape
+from gradscope.option_text import MAX_ELEMENTS, parse_assignment, parse_literal, parse_shape
 from gradscope.verdict.tolerance import DEFAULT_EPS, tolerance_help
 
 COMMANDS = ("check", "jvp", "jacobian")
@@ -114,7 +114,7 @@ class Options:
     full: bool = field(default=False, metadata=_about(
         "--full", "Report every element of every tensor.", bool, (bool,), "true or false",
         commands=RUNS))
-    max_elements_total: int = field(default=20_000_000, metadata=_about(
+    max_elements_total: int = field(default=MAX_ELEMENTS, metadata=_about(
         "--max-elements-total", "Refuse inputs holding more elements than this, before "
         "allocating them.", int, *_WHOLE, commands=RUNS, minimum=1))
     max_fd: int = field(default=20_000, metadata=_about(

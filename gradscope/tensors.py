@@ -1,4 +1,6 @@
-"""Small shape helpers shared by the engines (broadcast reductions, element indexing)."""
+"""Tensor helpers every layer shares: broadcast reductions back to an input's shape (sum, any),
+expanding a reduced result, NaN-aware comparison of branch ids, a fast finiteness test, and
+flat → multi-dimensional indices. Pure torch, no gradscope imports."""
 
 from __future__ import annotations
 

@@ -4,13 +4,23 @@ elements: the only place that turns tensors into the report's plain values."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from gradscope.report.model import TensorSummary
 from gradscope.report.status import RANK_OF_CODE, STATUS_NAMES
 from gradscope.tensors import multi_index
+
+
+class Judged(Protocol):
+    """A per-element verdict (verdict.compare.Comparison): status codes and errors."""
+
+    status: torch.Tensor
+    error: torch.Tensor
+
+    def counts(self) -> dict[str, int]: ...
+
 
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
 HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows
@@ -30,7 +40,7 @@ def summary(t: torch.Tensor, max_elements: int, full: bool) -> TensorSummary:
     return TensorSummary(list(t.shape), plain(t.reshape(-1)[:HEAD_ELEMENTS]), "head")
 
 
-def worst_indices(cmp: Any, max_elements: int, full: bool) -> torch.Tensor | None:
+def worst_indices(cmp: Judged, max_elements: int, full: bool) -> torch.Tensor | None:
     """Flat indices of the worst elements (most severe status, then largest error), or None
     when every element is to be reported."""
     n = cmp.status.numel()
@@ -91,7 +101,7 @@ def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:
     return plain(t.reshape(-1)[idx.to(t.device)])
 
 
-def statuses(cmp: Any, idx: torch.Tensor | None) -> Any:
+def statuses(cmp: Judged, idx: torch.Tensor | None) -> Any:
     codes = cmp.status if idx is None else cmp.status.reshape(-1)[idx]
     names = [STATUS_NAMES[int(c)] for c in codes.reshape(-1).tolist()]
     if idx is not None or codes.ndim == 1:

@@ -38,8 +38,8 @@ def prepare(request: Request) -> tuple[Any, Bound]:
 
 def run(request: Request) -> Report:
     started = time.perf_counter()
-    options = request.options.validate()
-    target, bound = prepare(request)
+    target, bound = prepare(request)  # validates the options first
+    options = request.options
     timings: dict[str, float] = {}
     with _timed(timings, "autograd"):
         backward = engines.autograd(target, bound, options.intermediates)
