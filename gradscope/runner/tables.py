@@ -55,11 +55,14 @@ def vjp_inputs(judge: Judge, bound: Bound, options: Options, refs: References,
 
 def input_report(name: str, bound: Bound, cmp: Comparison, idx: torch.Tensor | None,
                  ag: torch.Tensor, sym: torch.Tensor | None, fd: torch.Tensor | None,
-                 formula: str | None, refs: References, est: Estimate | None) -> InputReport:
+                 formula: str | None, refs: References, est: Estimate | None,
+                 values: bool = True) -> InputReport:
+    """`idx` picks the worst elements of the compared arrays; `values`: they are the input's
+    own elements (a Jacobian's are not: its values are shown whole or not at all)."""
     cast = bound.cast[name]
     return InputReport(
         name=name, role="input", shape=list(cast.shape),
-        values=build.pick(cast, idx), autograd=build.pick(ag, idx),
+        values=build.pick(cast, idx) if values else None, autograd=build.pick(ag, idx),
         symbolic=build.pick(sym, idx), finite_difference=build.pick(fd, idx),
         formula=formula, max_abs_error=cmp.max_abs_error(), status=cmp.worst(),
         elements_reported="all" if idx is None else "worst",
@@ -94,8 +97,7 @@ def jacobian_inputs(judge: Judge, bound: Bound, options: Options, refs: Referenc
         fd_jac = fd[n][0] if fd[n] else None
         report = input_report(n, bound, shaped, idx, as_jac(ag[n]),
                               as_jac(sym[n]) if sym else None, as_jac(fd_jac), None, refs,
-                              judge.estimates[n])
-        report.values = build.plain(bound.cast[n]) if idx is None else None
+                              judge.estimates[n], values=idx is None)
         report.indices = build.indices_of(idx, tuple(jac_shape))
         report.jacobian_shape = jac_shape
         reports.append(report)

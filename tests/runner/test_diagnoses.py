@@ -1,0 +1,24 @@
+"""What is judged after the engines ran: the verdict's parts come from one set of estimates,
+diagnoses decide re-marking, and a failed backward still shows finite differences."""
+
+from __future__ import annotations
+
+import gradscope
+from tests.paths import DATA, EXAMPLES
+
+
+def test_a_failed_backward_shows_finite_differences_and_the_cause():
+    report = gradscope.check(f"{DATA}/backwards.py:WrongShape", x="randn(2,3)")
+    (x,) = report.inputs
+    assert x.autograd is None and x.finite_difference is not None
+    assert x.autograd_skipped.startswith("backward failed")
+    (diag,) = [d for d in report.diagnostics if d.kind == "backward_shape"]
+    assert diag.inputs == ["x"] and diag.count == 6 and not report.passed
+
+
+def test_surrogate_and_vanishing_inputs_are_re_marked():
+    ste = gradscope.check(f"{EXAMPLES}/seed_functions.py:RoundSTE")
+    assert ste.passed and ste.inputs[0].status == "surrogate"
+    assert any(d.kind == "surrogate_gradient" for d in ste.diagnostics)
+    rounded = gradscope.check("sum(round(x) * w)")
+    assert {i.name: i.status for i in rounded.inputs} == {"x": "vanishing", "w": "ok"}
