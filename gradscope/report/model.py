@@ -109,6 +109,7 @@ class Report:
     intermediates: list[dict[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    user_output: str | None = None  # what the target printed to stdout (captured)
 
     @property
     def mismatches(self) -> int:
@@ -116,7 +117,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        for optional in ("forward", "accumulation", "intermediates"):
+        for optional in ("forward", "accumulation", "intermediates", "user_output"):
             if data[optional] is None:
                 del data[optional]
         # schema and version first, so a reader sees what it is reading before anything else

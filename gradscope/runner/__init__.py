@@ -6,8 +6,9 @@ runner/tables.py, runner/diagnoses.py, verdict/, diagnose/); this module only wi
 
 from __future__ import annotations
 
+import io
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
 from gradscope._version import __version__
@@ -17,9 +18,12 @@ from gradscope.report import build
 from gradscope.report.model import Report
 from gradscope.runner import diagnoses, engines, tables
 from gradscope.targets import SecondOrderTarget, resolve
+from gradscope.targets.python import contained
 from gradscope.verdict import outcome
 from gradscope.verdict.judge import Judge
 from gradscope.verdict.tolerance import Tolerance
+
+MAX_USER_OUTPUT = 20_000  # characters of the target's own prints kept in a report
 
 
 def prepare(request: Request) -> tuple[Any, Bound]:
@@ -37,6 +41,20 @@ def prepare(request: Request) -> tuple[Any, Bound]:
 
 
 def run(request: Request) -> Report:
+    """One check. The target's own prints are captured into the report (stdout may be the
+    JSON document), and its leaving through sys.exit is a TargetError, never an exit."""
+    printed = io.StringIO()
+    with contained(), redirect_stdout(printed):
+        report = _run(request)
+    if printed.getvalue():
+        report.user_output = printed.getvalue()[:MAX_USER_OUTPUT]
+        lines = printed.getvalue().splitlines()
+        report.notes.append(f"the target printed {len(lines)} line(s) to stdout (kept out of "
+                            f"the report, in `user_output`): {' | '.join(lines[:3])[:200]}")
+    return report
+
+
+def _run(request: Request) -> Report:
     started = time.perf_counter()
     target, bound = prepare(request)  # validates the options first
     options = request.options

@@ -21,7 +21,7 @@ from gradscope.inputs.text import seed_for
 from gradscope.options import Options
 from gradscope.report.model import Diagnostic
 from gradscope.targets import ExpressionTarget, SecondOrderTarget
-from gradscope.targets.python import user_error
+from gradscope.targets.python import LEFT_HINT, user_error
 from gradscope.verdict.checks import PROJECTIONS
 from gradscope.verdict.tolerance import DEFAULT_EPS
 
@@ -65,6 +65,8 @@ def autograd(target: Any, bound: Bound, keep_grads: bool) -> Backward:
         grads = engine.backward(upstream)
     except (UsageError, TargetError):
         raise
+    except SystemExit as exc:  # sys.exit in a custom backward: a failure, never an exit
+        raise user_error(exc, "backward", LEFT_HINT) from exc
     except Exception as exc:  # torch's complaint about a custom backward, or the user's raise
         failure = custom_backward.classify_failure(exc, target.text)
         if failure is None:

@@ -28,7 +28,8 @@ import torch
 
 from gradscope.errors import TargetError, UsageError
 
-OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve().parent),
+# frames that are not the user's: gradscope itself, torch, the import machinery
+OURS = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent),
          "<frozen importlib", str(Path(inspect.__file__).resolve().parent))
 
 
@@ -75,15 +76,33 @@ def _known_hint(exc: BaseException) -> str | None:
     return None
 
 
+LEFT_HINT = ("the target called sys.exit() or raised SystemExit; gradscope counts a target "
+             "that leaves as one that failed (a check must never pass because the code exited)")
+
+
 @contextmanager
 def user_code(during: str, hint: Callable[[BaseException], str | None] | None = None):
-    """Run the user's code; anything it raises becomes a TargetError (exit 3)."""
+    """Run the user's code; anything it raises becomes a TargetError (exit 3), and so does
+    leaving through sys.exit (SystemExit is no Exception, and would end gradscope with the
+    user's exit code: 0 on a failing check)."""
     try:
         yield
     except (UsageError, TargetError):
         raise
+    except SystemExit as exc:
+        raise user_error(exc, during, LEFT_HINT) from exc
     except Exception as exc:
         raise user_error(exc, during, hint(exc) if hint else None) from None
+
+
+@contextmanager
+def contained(during: str = "the check"):
+    """Around a whole run: a SystemExit from user code that escaped the narrower `user_code`
+    (raised in a custom backward, inside torch's autograd engine) is a TargetError too."""
+    try:
+        yield
+    except SystemExit as exc:
+        raise user_error(exc, during, LEFT_HINT) from exc
 
 
 # ---------------------------------------------------------------- loading

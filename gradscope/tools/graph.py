@@ -16,6 +16,7 @@ from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare
 from gradscope.targets import ExpressionTarget
 from gradscope.targets import python as usercode
+from gradscope.targets.python import contained
 
 
 @dataclass
@@ -58,6 +59,7 @@ def _sourced(target: Any):
     return usercode.sourced(target), True
 
 
+@contained("graph")
 def graph(request: Request) -> GraphReport:
     """The backward graph of the target at the request's inputs, with gradient flow."""
     target, bound = prepare(request)

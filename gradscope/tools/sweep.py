@@ -18,6 +18,7 @@ from gradscope.options import Request
 from gradscope.report import build
 from gradscope.runner import prepare
 from gradscope.targets import resolve
+from gradscope.targets.python import contained
 
 MAX_POINTS = 5000
 
@@ -42,6 +43,7 @@ class SweepReport:
         return {"schema": data.pop("schema"), "version": data.pop("version"), **data}
 
 
+@contained("sweep")
 def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> SweepReport:
     """Move `var` (a scalar input) over [lo, hi]; everything else stays fixed. The function
     plotted is vᵀf with v the upstream (ones by default), so any output shape works."""

@@ -1,5 +1,6 @@
 """Targets that go wrong in the ways the bad-input catalogue (README "Errors") lists."""
 
+import torch
 
 
 def returns_tuple(x):
@@ -16,3 +17,24 @@ def forward_raises(x):
 
 def detached(x):
     return x.detach() * 2
+
+
+def exits(x):
+    import sys
+
+    sys.exit(0)
+
+
+class ExitsInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        raise SystemExit(0)
+
+
+def prints(x):
+    print("hello from the target")
+    return x * 2

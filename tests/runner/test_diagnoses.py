@@ -22,3 +22,22 @@ def test_surrogate_and_vanishing_inputs_are_re_marked():
     assert any(d.kind == "surrogate_gradient" for d in ste.diagnostics)
     rounded = gradscope.check("sum(round(x) * w)")
     assert {i.name: i.status for i in rounded.inputs} == {"x": "vanishing", "w": "ok"}
+
+
+def test_a_target_that_exits_is_a_target_error_never_an_exit():
+    import pytest
+
+    from gradscope.errors import TargetError
+
+    for name in ("exits", "ExitsInBackward"):
+        with pytest.raises(TargetError) as info:
+            gradscope.check(f"{DATA}/targets.py:{name}")
+        assert "SystemExit: 0" in str(info.value) and "sys.exit" in str(info.value)
+        assert "gradscope/" not in str(info.value)  # the user's frames only
+
+
+def test_what_the_target_prints_is_captured_into_the_report(capsys):
+    report = gradscope.check(f"{DATA}/targets.py:prints", x="1,2")
+    assert capsys.readouterr().out == ""
+    assert report.user_output.startswith("hello from the target\n")
+    assert any("the target printed" in n for n in report.notes)
