@@ -153,7 +153,26 @@ file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad c
             metavar="CONFIG", help="TOML file with [tool.gradscope]; default ./pyproject.toml.",
             show_default=False, dir_okay=False)], None)],
         [*OUTPUT, _param("junit_xml", _path("--junit-xml", "Also write a JUnit XML report (one "
-                                                           "testcase per check)."), None)])
+                                                           "testcase per check)."), None),
+         _param("jobs", Annotated[int | None, typer.Option(
+             "--jobs", "-j", min=1, help="Worker processes running checks side by side "
+                                         "[default: one per CPU].", show_default=False)], None),
+         _param("pattern", Annotated[str | None, typer.Option(
+             "-k", metavar="PATTERN", help="Run only the checks whose name matches (a glob such "
+                                           "as 'seed-*', or a part of the name).",
+             show_default=False)], None),
+         _param("shard", Annotated[str | None, typer.Option(
+             "--shard", metavar="I/N", help="Run the I-th of N shares of the checks (for a CI "
+                                            "matrix of N machines).", show_default=False)],
+                None),
+         _param("timeout", Annotated[float | None, typer.Option(
+             "--timeout", min=0.001, help="Seconds a check may take before it is stopped and "
+                                          "fails (`timeout` in the config wins) [default: "
+                                          "900].", show_default=False)], None),
+         _param("memory_limit", Annotated[int | None, typer.Option(
+             "--memory-limit", metavar="MB", min=64, help="Address-space limit per worker "
+                                                          "process, in megabytes.",
+             show_default=False)], None)])
 
 declare("ops", "The expression language's op table: every function and operator with its "
         "arity, kinks or jumps, default input domain and what its gradient does.",

@@ -109,12 +109,16 @@ def run_config(**values: Any) -> None:
         check_output(output)
         check_output(junit, "--junit-xml")
         from gradscope.tools.config import load
-        from gradscope.tools.suite import run_checks
+        from gradscope.tools.suite import run_checks, select, shard
 
         specs, where = load(values["config"])
+        specs = shard(select(specs, values["pattern"]), values["shard"])
+        memory = values["memory_limit"] or next((s.memory_mb for s in specs if s.memory_mb),
+                                                None)
         progress = Progress("gradscope run", total=len(specs))
         try:
-            suite = run_checks(specs, str(where), on_result=progress.advance)
+            suite = run_checks(specs, str(where), on_result=progress.advance,
+                               jobs=values["jobs"], timeout=values["timeout"], memory_mb=memory)
         finally:
             progress.stop()
         if junit is not None:

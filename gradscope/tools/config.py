@@ -14,6 +14,7 @@ from typing import Any
 
 from gradscope.errors import UsageError
 from gradscope.options import COMMANDS, SPECS, Request, from_values
+from gradscope.tools.precheck import precheck
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,18 +26,26 @@ MAX_CHECKS = 1000
 # default for all checks), and per check also its name, target and command.
 FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     name: (spec.toml, spec.expects) for name, spec in SPECS.items()}
+RUN_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "timeout": ((int, float), "seconds (a number > 0)"),
+    "memory_limit": ((int,), "megabytes per worker process (a whole number)"),
+}
+FIELDS.update(RUN_FIELDS)
 CHECK_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     **FIELDS,
     "name": ((str,), "text"),
     "target": ((str,), "an expression or file.py:NAME / package.module:NAME"),
     "command": ((str,), ", ".join(COMMANDS)),
 }
+del CHECK_FIELDS["memory_limit"]  # one limit for all workers: a top-level key only
 
 
 @dataclass
 class CheckSpec:
     name: str
     request: Request
+    timeout: float | None = None  # seconds in a worker (None: the run's default)
+    memory_mb: int | None = None  # the run's memory limit per worker (top-level key)
 
 
 def load(path: Path | None) -> tuple[list[CheckSpec], Path]:
@@ -64,7 +73,16 @@ def load(path: Path | None) -> tuple[list[CheckSpec], Path]:
                          "least a `target`")
     if len(checks) > MAX_CHECKS:
         raise UsageError(f"{path}: {len(checks)} checks; the limit is {MAX_CHECKS}")
-    specs = [_spec(i, entry, defaults, base) for i, entry in enumerate(checks, 1)]
+    specs, errors = [], []
+    for i, entry in enumerate(checks, 1):  # every check is validated before any runs...
+        try:
+            specs.append(_spec(i, entry, defaults, base))
+        except UsageError as exc:
+            errors.append(str(exc))
+    if len(errors) == 1:
+        raise UsageError(errors[0])
+    if errors:  # ...and every error is listed at once
+        raise UsageError(f"{path}: {len(errors)} checks have errors:\n  " + "\n  ".join(errors))
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -100,34 +118,12 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
         options = from_values({k: v for k, v in merged.items() if k in SPECS},
                               where=lambda key: key)
         request = Request(command, merged["target"], options, base=base)
-        _precheck(request, base)
+        precheck(request, base)
+        timeout, memory = merged.get("timeout"), merged.get("memory_limit")
+        if timeout is not None and not 0 < timeout < float("inf"):
+            raise UsageError(f"`timeout` must be a number of seconds > 0, got {timeout}")
+        if memory is not None and memory < 64:
+            raise UsageError(f"`memory_limit` is in megabytes (at least 64), got {memory}")
     except UsageError as exc:
         raise UsageError(f"{label}: {exc}") from None
-    return CheckSpec(entry.get("name") or entry["target"], request)
-
-
-def _precheck(request: Request, base: Path) -> None:
-    """Cheap validation that needs no torch work: the target parses or its file exists, the
-    options are in range, the VALUE strings read."""
-    from gradscope.expr.parse import parse
-    from gradscope.inputs.text import parse_value
-    from gradscope.option_text import parse_literal
-    from gradscope.targets.python import is_python_target
-
-    options = request.options
-    for key in ("arg", "init"):
-        for name, value in getattr(options, key).items():
-            if not isinstance(value, str):  # a string argument is passed as the string itself
-                parse_literal(repr(value), f"{key}.{name}")
-    target = request.target.strip()
-    if is_python_target(target):
-        head = target.rpartition(":")[0]
-        if head.endswith(".py") and not (base / head).is_file() and not Path(head).is_file():
-            raise UsageError(f"`target`: no such file {head} (relative to {base})")
-    else:
-        parse(target)
-    for name, value in options.at.items():
-        if isinstance(value, str):
-            parse_value(value, f"at.{name}")
-    if isinstance(options.grad, str):
-        parse_value(options.grad, "grad")
+    return CheckSpec(entry.get("name") or entry["target"], request, timeout, memory)

@@ -1,0 +1,31 @@
+"""Targets that attack the process running them: exit, crash, hang, print, allocate."""
+
+import ctypes
+import os
+import sys
+import time
+
+
+def exits(x):
+    sys.exit(0)
+
+
+def hard_exit(x):
+    os._exit(0)
+
+
+def segfault(x):
+    ctypes.string_at(0)
+
+
+def hangs(x):
+    time.sleep(3600)
+
+
+def prints(x):
+    print("noise on stdout")
+    return x * 2
+
+
+def square(x):
+    return x * x

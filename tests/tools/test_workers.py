@@ -1,0 +1,74 @@
+"""Checks run in worker processes: a target that exits, crashes or hangs fails its own check
+and the others still run, in config order; a failing check keeps the suite red."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gradscope.cli import main
+from gradscope.tools.suite import run_config
+from tests.paths import DATA
+
+HOSTILE = f"{DATA}/hostile.py"
+
+
+def _config(tmp_path, *checks: str, top: str = "") -> str:
+    body = "[tool.gradscope]\n" + top + "".join(
+        f'[[tool.gradscope.checks]]\n{c}\n' for c in checks)
+    path = tmp_path / "gradscope.toml"
+    path.write_text(body)
+    return str(path)
+
+
+def test_exit_crash_and_hang_fail_their_own_check_and_the_rest_run(tmp_path):
+    config = _config(
+        tmp_path,
+        f'name = "exit"\ntarget = "{HOSTILE}:exits"',
+        f'name = "hard-exit"\ntarget = "{HOSTILE}:hard_exit"',
+        f'name = "segfault"\ntarget = "{HOSTILE}:segfault"',
+        f'name = "hang"\ntarget = "{HOSTILE}:hangs"\ntimeout = 4',
+        f'name = "fine"\ntarget = "{HOSTILE}:square"',
+    )
+    suite = run_config(config, jobs=2)
+    outcomes = {r.name: (r.outcome, r.crashed) for r in suite.results}
+    assert [r.name for r in suite.results] == ["exit", "hard-exit", "segfault", "hang", "fine"]
+    assert outcomes == {"exit": ("raised", False), "hard-exit": ("error", True),
+                        "segfault": ("error", True), "hang": ("error", True),
+                        "fine": ("passed", False)}
+    errors = {r.name: r.error for r in suite.results}
+    assert "SystemExit: 0" in errors["exit"] and "SIGSEGV" in errors["segfault"]
+    assert "exit code 0" in errors["hard-exit"] and "timeout of 4 s" in errors["hang"]
+    assert suite.exit_code == 3
+
+
+def test_an_exiting_target_never_turns_a_failing_suite_green(tmp_path, capsys):
+    config = _config(
+        tmp_path,
+        'name = "wrong"\ntarget = "round(x) * x"\nat = {x = "0.3"}\nfail_on = "warning"',
+        f'name = "exit"\ntarget = "{HOSTILE}:exits"')
+    with pytest.raises(SystemExit) as done:
+        main(["run", config, "--json"])
+    assert done.value.code == 3
+    data = json.loads(capsys.readouterr().out)
+    assert [c["outcome"] for c in data["checks"]] == ["failed", "raised"]
+
+
+def test_prints_stay_out_of_the_json_and_in_the_report(tmp_path, capsys):
+    config = _config(tmp_path, f'name = "noisy"\ntarget = "{HOSTILE}:prints"\nat = {{x = "1,2"}}')
+    with pytest.raises(SystemExit) as done:
+        main(["run", config, "--json", "--jobs", "1"])
+    assert done.value.code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["checks"][0]["report"]["user_output"].startswith("noise on stdout")
+
+
+def test_select_and_shard(tmp_path):
+    checks = [f'name = "c{k}"\ntarget = "x * {k}"' for k in range(1, 6)]
+    config = _config(tmp_path, *checks)
+    names = [r.name for r in run_config(config, pattern="c[24]", isolate=False).results]
+    assert names == ["c2", "c4"]
+    first = [r.name for r in run_config(config, shard_of="1/2", isolate=False).results]
+    second = [r.name for r in run_config(config, shard_of="2/2", isolate=False).results]
+    assert first == ["c1", "c3", "c5"] and second == ["c2", "c4"]
