@@ -1,5 +1,5 @@
 """`python -m gradscope` runs the CLI."""
 
-from gradscope.cli import entry
+from gradscope._launch import entry
 
 entry()

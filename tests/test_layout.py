@@ -29,7 +29,7 @@ LAYERS = [
     ("gradscope.api",),
     ("gradscope.testing",),
     ("gradscope.cli",),
-    ("gradscope.__main__", "gradscope"),
+    ("gradscope.__main__", "gradscope._launch", "gradscope"),
 ]
 # The one deliberate exception: the contract's `report.to_json()/to_markdown()/to_text()`
 # reach the renderers lazily (inside the methods), never at import time.

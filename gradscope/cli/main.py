@@ -40,6 +40,9 @@ def entry() -> None:
         code: Any = 0
     except SystemExit as exc:
         code = exc.code
+    except KeyboardInterrupt:  # a real Ctrl-C, wherever it struck
+        sys.stderr.write("gradscope: aborted\n")
+        code = 130
     if code is not None and not isinstance(code, int):  # sys.exit("message")
         print(code, file=sys.stderr)
         code = 1

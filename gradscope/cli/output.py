@@ -20,26 +20,64 @@ def check_output(path: Path | None, option: str = "--output") -> None:
     """Refuse an output path that cannot be written, before any work is done."""
     if path is None:
         return
+    try:
+        _check_output(path, option)
+    except OSError as exc:  # a name too long for the file system, a loop of links, ...
+        raise UsageError(f"{option} {_shown(path)}: {exc.strerror or exc}") from None
+
+
+def _check_output(path: Path, option: str) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise UsageError(f"{option} {path} is a folder; give a file name")
+        raise UsageError(f"{option} {_shown(path)} is a folder; give a file name")
+    if _through(path):
+        real = path.resolve()  # a symlink's target (which may not exist yet)
+        if real.exists() and not os.access(real, os.W_OK):
+            raise UsageError(f"{option} {_shown(path)} is not writable")
+        if real.exists() or os.access(real.parent, os.W_OK):
+            return
+        folder = real.parent
     if not folder.is_dir():
-        raise UsageError(f"{option} {path}: folder {folder} does not exist")
+        raise UsageError(f"{option} {_shown(path)}: folder {_shown(folder)} does not exist")
     if not os.access(folder, os.W_OK):
-        raise UsageError(f"{option} {path}: folder {folder} is not writable")
+        raise UsageError(f"{option} {_shown(path)}: folder {_shown(folder)} is not writable")
+
+
+def _shown(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
+
+
+def _through(path: Path) -> bool:
+    """An existing path that is not a plain file of its own (a FIFO, a device such as
+    /dev/stdout or /dev/null, a symlink): written through, never replaced by a rename."""
+    return path.is_symlink() or (path.exists() and not path.is_file())
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so readers never see half."""
+    """Write via a temporary file in the same folder and rename, so readers never see half;
+    the file gets the permissions a new file would (the umask's), not mkstemp's 0600. A FIFO,
+    device or symlink is opened and written instead: it is never replaced."""
+    if _through(path):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
     folder = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException:  # SIGTERM included (cli.main turns it into SystemExit)
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_file(path: Path, text: str, option: str) -> None:

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.text import Text
 from rich.tree import Tree
 
-from gradscope.render.cells import fmt
+from gradscope.render.cells import fmt, printable
 
 MARK = {"vanishing": ("VANISHING", "bold red"), "saturating": ("SATURATING", "bold yellow"),
         "nan": ("NaN/inf", "bold magenta")}
@@ -25,7 +25,7 @@ def _flow_text(stats: dict[str, Any] | None) -> str:
 def _label(node: Any) -> Text:
     if node.leaf:
         return Text.assemble((node.leaf, "bold cyan"), ("  input (AccumulateGrad)", "dim"))
-    text = Text.assemble((node.name, "bold"), f"  {node.where}" if node.where else "")
+    text = Text.assemble((node.name, "bold"), f"  {printable(node.where)}" if node.where else "")
     if node.shape is not None:
         text.append(f"  shape {tuple(node.shape)}", style="dim")
     passed = [p for p in node.passed if p]
@@ -42,7 +42,7 @@ def _label(node: Any) -> Text:
 
 def tree(report: Any) -> Group:
     by_id = {n.id: n for n in report.nodes}
-    title = Text.assemble(("backward graph of ", "bold"), report.target,
+    title = Text.assemble(("backward graph of ", "bold"), printable(report.target),
                           (f"  ({report.target_kind})", "dim"))
     if report.root is None:
         return Group(title, Text("the output has no grad_fn: nothing flows back"))
@@ -66,7 +66,7 @@ def tree(report: Any) -> Group:
 
 
 def _dot_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    return printable(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def dot(report: Any) -> str:
@@ -76,8 +76,8 @@ def dot(report: Any) -> str:
              f'  label="{_dot_escape("backward graph of " + report.target)}";']
     for n in report.nodes:
         if n.leaf:
-            label = f"{n.leaf}\\n(input)"
-            lines.append(f'  n{n.id} [label="{_dot_escape(label)}", shape=ellipse];')
+            label = f"{_dot_escape(n.leaf)}\\n(input)"  # escaped once: \\n is DOT's newline
+            lines.append(f'  n{n.id} [label="{label}", shape=ellipse];')
             continue
         parts = [n.name] + ([n.where] if n.where else [])
         if n.status:

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from gradscope.render.cells import TABLE_ROWS, WORST_ROWS, flat, fmt, index_of, index_text
+from gradscope.render.cells import (
+    TABLE_ROWS,
+    WORST_ROWS,
+    flat,
+    fmt,
+    index_of,
+    index_text,
+    md,
+    md_code,
+)
 from gradscope.report.model import InputReport, Report
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _input(item: InputReport) -> list[str]:
-    lines = [f"### `{_cell(item.name)}` — {item.role}, shape {tuple(item.shape)}: "
+    lines = [f"### `{md_code(item.name)}` — {item.role}, shape {tuple(item.shape)}: "
              f"**{item.status}**", ""]
     if item.formula:
-        lines += [f"VJP formula: `{_cell(item.formula)}`", ""]
+        lines += [f"VJP formula: `{md_code(item.formula)}`", ""]
     shape = item.jacobian_shape or item.shape
     statuses = flat(item.element_status) if isinstance(item.element_status, list) \
         else [item.element_status]
@@ -36,19 +41,19 @@ def _input(item: InputReport) -> list[str]:
                                                 "error")]
         status = statuses[p]
         row.append(f"**{status}**" if status != "ok" else status)
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        lines.append("| " + " | ".join(md(c) for c in row) + " |")
     counts = ", ".join(f"{n} {s}" for s, n in item.status_counts.items())
     lines += ["", f"{counts}; max abs error {fmt(item.max_abs_error)}"]
     if item.symbolic_skipped:
-        lines.append(f"symbolic skipped: {_cell(item.symbolic_skipped)}")
+        lines.append(f"symbolic skipped: {md(item.symbolic_skipped)}")
     if item.finite_difference_skipped:
-        lines.append(f"finite differences skipped: {_cell(item.finite_difference_skipped)}")
+        lines.append(f"finite differences skipped: {md(item.finite_difference_skipped)}")
     return [*lines, ""]
 
 
 def render(report: Report) -> str:
     verdict = "✅ passed" if report.passed else "❌ failed"
-    lines = [f"## gradscope {report.command}: `{_cell(report.target)}` — {verdict}", "",
+    lines = [f"## gradscope {report.command}: `{md_code(report.target)}` — {verdict}", "",
              f"dtype {report.dtype} on {report.device}, seed {report.seed}, "
              f"rtol {report.tolerances.get('rtol', 0):g}, atol "
              f"{report.tolerances.get('atol', 0):g}; output shape {tuple(report.output.shape)}",
@@ -64,22 +69,22 @@ def render(report: Report) -> str:
         for item in report.intermediates:
             grad = flat(item["grad"]) if isinstance(item["grad"], list) else [item["grad"]]
             shown = ", ".join(fmt(g) for g in grad[:6]) + (", …" if len(grad) > 6 else "")
-            lines.append(f"| `{_cell(item['where'])}` | {item['op']} | {tuple(item['shape'])} "
-                         f"| {_cell(shown)} |")
+            lines.append(f"| `{md_code(item['where'])}` | {item['op']} | {tuple(item['shape'])} "
+                         f"| {md(shown)} |")
         lines.append("")
     if report.upstream_checks:
         lines += ["| also checked | result | max abs error |", "|---|---|---:|"]
-        lines += [f"| {_cell(c.label)} | {'ok' if c.passed else '**mismatch**'} | "
+        lines += [f"| {md(c.label)} | {'ok' if c.passed else '**mismatch**'} | "
                   f"{fmt(c.max_abs_error)} |" for c in report.upstream_checks]
         lines.append("")
     if report.diagnostics:
         lines += ["### Diagnostics", ""]
-        lines += [f"- **{d.kind}** `{_cell(d.where)}` ({d.count} element(s), inputs "
-                  f"{', '.join(d.inputs)}): {_cell(d.message)} *Hint:* {_cell(d.hint)}"
+        lines += [f"- **{d.kind}** `{md_code(d.where)}` ({d.count} element(s), inputs "
+                  f"{', '.join(d.inputs)}): {md(d.message)} *Hint:* {md(d.hint)}"
                   for d in report.diagnostics]
         lines.append("")
     if report.accumulation:
         lines += [f"- --repeat {report.accumulation['repeat']}: "
-                  f"{_cell(report.accumulation['note'])}"]
-    lines += [f"- note: {_cell(n)}" for n in report.notes]
+                  f"{md(report.accumulation['note'])}"]
+    lines += [f"- note: {md(n)}" for n in report.notes]
     return "\n".join(lines).rstrip() + "\n"

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.render.cells import STYLE, fmt
+from gradscope.render.cells import STYLE, fence, fmt, md, md_code, printable, xml_safe
 from gradscope.render.console import record
 from gradscope.render.markdown import render as report_markdown
 from gradscope.render.table import render
@@ -27,16 +27,16 @@ def _diagnostics(result: Any) -> str:
 
 
 def summary_table(suite: Any) -> Table:
-    table = Table(title=Text(f"gradscope run · {suite.config}", style="bold"),
+    table = Table(title=Text(f"gradscope run · {printable(suite.config)}", style="bold"),
                   title_justify="left")
     for col in ("check", "target", "command", "verdict", "worst |error|", "diagnostics",
                 "time"):
         table.add_column(col, justify="right" if col in ("worst |error|", "time") else "left")
     for r in suite.results:
         verdict = Text(r.outcome, style=OUTCOME_STYLE.get(r.outcome, ""))
-        table.add_row(r.name, r.target, r.command, verdict, fmt(r.worst_error, 3),
-                      _diagnostics(r) or (r.error.splitlines()[0][:60] if r.error else ""),
-                      f"{r.seconds:.2f} s")
+        detail = _diagnostics(r) or (r.error.splitlines()[0][:60] if r.error else "")
+        table.add_row(Text(printable(r.name)), Text(printable(r.target)), r.command, verdict,
+                      fmt(r.worst_error, 3), Text(printable(detail)), f"{r.seconds:.2f} s")
     counts = suite.to_dict()["counts"]
     word = "PASSED" if suite.passed else "FAILED"
     table.caption = f"{word}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -45,30 +45,26 @@ def summary_table(suite: Any) -> Table:
     return table
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def markdown(suite: Any) -> str:
     icon = "✅" if suite.passed else "❌"
     lines = [f"# gradscope run {icon} {'passed' if suite.passed else 'failed'}", "",
-             f"config `{_cell(suite.config)}`", "",
+             f"config `{md_code(suite.config)}`", "",
              "| check | target | verdict | worst abs error | diagnostics |",
              "|---|---|---|---:|---|"]
     for r in suite.results:
         verdict = r.outcome if r.outcome == "passed" else f"**{r.outcome}**"
-        lines.append(f"| {_cell(r.name)} | `{_cell(r.target)}` | {verdict} | "
-                     f"{fmt(r.worst_error, 3)} | {_cell(_diagnostics(r))} |")
+        lines.append(f"| {md(r.name)} | `{md_code(r.target)}` | {verdict} | "
+                     f"{fmt(r.worst_error, 3)} | {md(_diagnostics(r))} |")
     lines.append("")
     for r in suite.results:
         if r.outcome == "passed":
             continue
-        lines += [f"## {_cell(r.name)}: {r.outcome}", ""]
+        lines += [f"## {md(r.name)}: {r.outcome}", ""]
         if r.report is not None:
             body = report_markdown(r.report).splitlines()
             lines += ["#" + line if line.startswith("##") else line for line in body[1:]]
         elif r.error:
-            lines += ["```", r.error, "```", ""]
+            lines += [fence(r.error), printable(r.error), fence(r.error), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -79,20 +75,21 @@ def junit_xml(suite: Any) -> str:
     total = 0.0
     for r in suite.results:
         total += r.seconds
-        case = ET.SubElement(node, "testcase", classname="gradscope", name=r.name,
+        case = ET.SubElement(node, "testcase", classname="gradscope", name=xml_safe(r.name),
                              time=f"{r.seconds:.6f}")
         if r.outcome == "failed":
             counts["failures"] += 1
-            failure = ET.SubElement(case, "failure", message=_failure_message(r),
+            failure = ET.SubElement(case, "failure", message=xml_safe(_failure_message(r)),
                                     type="GradientMismatch")
-            failure.text = record(lambda console, rep=r.report: render(rep, console), 120) \
-                if r.report else ""
+            failure.text = xml_safe(record(lambda console, rep=r.report: render(rep, console),
+                                           120) if r.report else "")
         elif r.outcome in ("error", "raised"):
             counts["errors"] += 1
             error = ET.SubElement(case, "error", type="UsageError" if r.outcome == "error"
                                   else "TargetError",
-                                  message=(r.error or "").splitlines()[0] if r.error else "")
-            error.text = r.error or ""
+                                  message=xml_safe((r.error or "").splitlines()[0]) if r.error
+                                  else "")
+            error.text = xml_safe(r.error or "")
     for key, value in counts.items():
         node.set(key, str(value))
     node.set("time", f"{total:.6f}")
@@ -117,9 +114,9 @@ def show(suite: Any, console: Any) -> None:
     for result in suite.results:
         if result.outcome == "passed":
             continue
-        console.rule(f"{result.name}: {result.outcome}")
+        console.rule(Text(f"{printable(result.name)}: {result.outcome}"))
         if result.report is not None:
             render(result.report, console)
         elif result.error:
-            console.print(result.error, markup=False, highlight=False)
+            console.print(Text(printable(result.error)), highlight=False)
     console.print(summary_table(suite))

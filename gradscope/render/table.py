@@ -22,6 +22,7 @@ from gradscope.render.cells import (
     fmt,
     index_of,
     index_text,
+    printable,
     shape_text,
 )
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
@@ -41,7 +42,8 @@ def header(report: Report) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("target", f"{report.target}  [dim]({report.target_kind})[/dim]")
+    grid.add_row("target", Text.assemble(printable(report.target), "  ",
+                                         (f"({report.target_kind})", "dim")))
     tol = report.tolerances
     grid.add_row("dtype", f"{report.dtype} on {report.device} · seed {report.seed} · "
                  f"rtol {tol.get('rtol', 0):g} · atol {tol.get('atol', 0):g} · "
@@ -51,8 +53,8 @@ def header(report: Report) -> Panel:
         grid.add_row("upstream", f"shape {shape_text(report.upstream.shape)}  "
                      f"{_preview(report.upstream)}")
     for item in report.inputs:
-        grid.add_row(f"input {item.name}",
-                     f"shape {shape_text(item.shape)} · {item.origin}")
+        grid.add_row(Text(f"input {printable(item.name)}"),
+                     Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
     title = {"check": "gradscope check", "jvp": "gradscope jvp (vector-Jacobian product)",
              "jacobian": "gradscope jacobian"}.get(report.command, report.command)
     return Panel(grid, title=title, title_align="left", expand=False)
@@ -176,7 +178,8 @@ def intermediates_table(report: Report) -> Table | None:
         preview = _preview(TensorSummary(item["shape"], item["grad"],
                                          item.get("elements_reported", "all")))
         status = item.get("status", "ok")
-        table.add_row(item["where"], item["op"], str(tuple(item["shape"])), preview,
+        table.add_row(Text(printable(item["where"])), item["op"], str(tuple(item["shape"])),
+                      preview,
                       Text(status, style={"vanishing": "bold red", "saturating": "yellow",
                                           "nan": "magenta"}.get(status, "green")))
     return table
@@ -201,16 +204,16 @@ def diagnostics_panel(report: Report) -> Panel | None:
         return None
     parts: list[RenderableType] = []
     for d in report.diagnostics:
-        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {d.where}  ")
+        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {printable(d.where)}  ")
         if d.inputs:
             line.append(f"({d.count} element(s); inputs {', '.join(d.inputs)})", style="dim")
         parts.append(line)
-        parts.append(Text(f"  {d.message}"))
+        parts.append(Text(f"  {printable(d.message)}"))
         if d.indices:
             shown = "; ".join(f"{n}: " + " ".join(f"[{index_text(i)}]" for i in idx)
                               for n, idx in d.indices.items())
             parts.append(Text(f"  at {shown}", style="dim"))
-        parts.append(Text(f"  hint: {d.hint}", style="italic"))
+        parts.append(Text(f"  hint: {printable(d.hint)}", style="italic"))
     return Panel(Group(*parts), title="diagnostics", title_align="left", expand=False)
 
 
@@ -242,7 +245,7 @@ def renderables(report: Report) -> Iterable[RenderableType]:
         verdict_word = "confirmed" if acc["equals_repeat_times_vjp"] else "NOT equal"
         yield Text(f"--repeat {acc['repeat']}: {acc['note']} ({verdict_word})", style="cyan")
     for note in report.notes:
-        yield Text(f"note: {note}", style="dim")
+        yield Text(f"note: {printable(note)}", style="dim")
     yield verdict(report)
 
 

@@ -213,3 +213,20 @@ def test_console_entry_exits_with_main_codes_and_flushes_everything():
     proc = _cli("jvp", "x*x", "--at", "x=3", "--json")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0 and json.loads(out)["inputs"][0]["autograd"] == 6.0
+
+
+def test_ctrl_c_early_or_late_ends_quietly_with_130(tmp_path):
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for delay in (0.05, 1.0):
+        proc = subprocess.Popen([sys.executable, "-m", "gradscope", "check", "x*2",
+                                 "--shape", "1000"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if proc.returncode == 0:  # it finished before the signal: nothing to see
+            continue
+        assert proc.returncode == 130 and "Traceback" not in err, err
