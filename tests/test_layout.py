@@ -29,7 +29,8 @@ LAYERS = [
     ("gradscope.api",),
     ("gradscope.testing",),
     ("gradscope.cli",),
-    ("gradscope.__main__", "gradscope._launch", "gradscope"),
+    ("gradscope._launch",),
+    ("gradscope.__main__", "gradscope"),
 ]
 # The one deliberate exception: the contract's `report.to_json()/to_markdown()/to_text()`
 # reach the renderers lazily (inside the methods), never at import time.
