@@ -21,6 +21,7 @@ COMMANDS = ("check", "jvp", "jacobian")
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 FAIL_ON = ("mismatch", "warning", "never")
 ANY_INPUT = "*"  # key of a shape or tangent given without a NAME
+MIN_EPS = 1e-12  # a relative step below this measures round-off, not the derivative
 VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
               "zeros(3), linspace(lo,hi,n), arange(n)")
 RUNS = ("check", "jvp", "jacobian")  # commands that run all three engines
@@ -88,7 +89,8 @@ class Options:
         bool, (bool,), "true or false", commands=("check", "jvp")))
     repeat: int = field(default=1, metadata=_about(
         "--repeat", "Call backward N times without zeroing .grad and show that gradients "
-        "accumulate to N × the VJP.", int, *_WHOLE, commands=("jvp",), minimum=1))
+        "accumulate to N × the VJP.", int, *_WHOLE, commands=("jvp",), minimum=1,
+        maximum=1000))
     dtype: str = field(default="float64", metadata=_about(
         "--dtype", "Dtype of the autograd computation; tolerances follow it.", str, (str,),
         ", ".join(DTYPES), choices=DTYPES))
@@ -132,6 +134,7 @@ class Options:
         def called(name: str) -> str:
             return name_of(name) if name_of else SPECS[name].flag
 
+        self._types(called)
         _choice(called("dtype"), self.dtype, DTYPES)
         _choice(called("fail_on"), self.fail_on, FAIL_ON)
         for name in ("eps", "atol", "rtol"):
@@ -139,9 +142,9 @@ class Options:
             if value is not None and not (isinstance(value, int | float) and value == value
                                           and 0 <= value < float("inf")):
                 raise UsageError(f"{called(name)} must be a finite number >= 0, got {value}")
-        if self.eps is not None and not 0 < self.eps <= 0.1:
-            raise UsageError(f"{called('eps')} must be in (0, 0.1] (a relative step), got "
-                             f"{self.eps}")
+        if self.eps is not None and not MIN_EPS <= self.eps <= 0.1:
+            raise UsageError(f"{called('eps')} must be in [{MIN_EPS:g}, 0.1] (a relative step; "
+                             f"smaller ones drown in round-off), got {self.eps}")
         for name, spec in SPECS.items():
             value = getattr(self, name)
             if spec.minimum is not None and value < spec.minimum:
@@ -150,6 +153,16 @@ class Options:
                 raise UsageError(f"{called(name)} must be {spec.minimum} to {spec.maximum}, "
                                  f"got {value}")
         return self
+
+    def _types(self, called: Callable[[str], str]) -> None:
+        """Each scalar option has its type (a string atol is refused here, not by torch)."""
+        for name, spec in SPECS.items():
+            value = getattr(self, name)
+            if spec.cli is list or value is None:
+                continue
+            kinds = (int, float) if spec.cli is float else (spec.cli,)
+            if isinstance(value, bool) != (spec.cli is bool) or not isinstance(value, kinds):
+                raise UsageError(f"{called(name)} must be {spec.expects}, got {value!r}")
 
     def updated(self, **changes: Any) -> Options:
         return replace(self, **changes)

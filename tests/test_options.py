@@ -64,7 +64,12 @@ def test_literals_are_read_not_evaluated():
 @pytest.mark.parametrize("values, message", [
     ({"dtype": "float8"}, "unknown --dtype 'float8'"),
     ({"fail_on": "sometimes"}, "unknown --fail-on"),
-    ({"eps": 0.5}, r"--eps must be in \(0, 0.1\]"),
+    ({"eps": 0.5}, r"--eps must be in \[1e-12, 0.1\]"),
+    ({"eps": 1e-300}, "drown in round-off"),
+    ({"atol": "0.1"}, "--atol must be a number, got '0.1'"),
+    ({"seed": 1.5}, "--seed must be a whole number"),
+    ({"full": 1}, "--full must be true or false"),
+    ({"repeat": 10_000}, "--repeat must be 1 to 1000"),
     ({"atol": -1.0}, "--atol must be a finite number >= 0"),
     ({"sample": 0}, "--sample must be at least 1"),
     ({"order": 3}, "--order must be 1 to 2"),

@@ -81,12 +81,14 @@ log10 = _make("log10", 1, torch.log10, lambda self, argindex=1: 1 / (self.args[0
 
 def _clamp_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
     x, lo, hi = self.args
-    # torch: d/dx is 1 on the closed interval; d/dlo where x < lo; d/dhi where x > hi.
+    # torch (clamp_backward_min_max): d/dx is 1 on the closed interval; d/dlo where x < lo
+    # and lo < hi; d/dhi where x > hi or hi < lo (then the result is hi whatever x is).
     if argindex == 1:
         return in_range(x, lo, hi)
     if argindex == 2:
-        return step(lo - x)
-    return step(x - hi)
+        return step(lo - x) * step(hi - lo)
+    above, crossed = step(x - hi), step(lo - hi)
+    return above + crossed - above * crossed
 
 
 def _clamp_torch(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:

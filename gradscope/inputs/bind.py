@@ -45,6 +45,10 @@ def bind(options: Options, target: Any) -> Bound:
     names = target.names
     at = {**target.given, **options.at}
     tangent = _named_tangents(options.tangent, names)
+    both = sorted(set(options.at) & set(options.shape))
+    if both:
+        raise UsageError(f"--at {both[0]} gives the value (and so the shape) of {both[0]}; "
+                         f"--shape {both[0]} is for inputs drawn at random: give one of them")
     for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {})):
         for name in given:
             if name != ANY_INPUT and name not in names:
@@ -54,6 +58,11 @@ def bind(options: Options, target: Any) -> Bound:
     grad = grad_value(options)
     values = _inputs(options, target, at, grad)
     cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
+    for name, tensor in cast.items():
+        if not all_finite(tensor):  # finite in float64 (checked when read), not in `dtype`
+            raise UsageError(f"--at {name}: its values overflow {options.dtype} (largest "
+                             f"finite {torch.finfo(dtype).max:g}); scale them or use a wider "
+                             "--dtype")
     return Bound(values, cast, grad, tangent, dtype, device)
 
 
@@ -97,6 +106,11 @@ def value_of(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENT
              ) -> InputValue:
     """A tensor, number, list or VALUE text → an InputValue (float64, on the CPU)."""
     if isinstance(raw, torch.Tensor):
+        kind = _unsupported_kind(raw)
+        if kind:
+            raise UsageError(f"{what}: {kind} tensors are not supported; give a dense, "
+                             "strided float tensor with values (e.g. .to_dense(), "
+                             ".dequantize())")
         if raw.is_complex() or raw.dtype == torch.bool:
             raise UsageError(f"{what}: {raw.dtype} tensors are not supported; use float")
         if raw.numel() == 0:
@@ -118,6 +132,18 @@ def value_of(raw: Any, what: str, seed: int, name: str, limit: int = MAX_ELEMENT
     return parse_value(raw, what, seed=seed, name=name, limit=limit)
 
 
+def _unsupported_kind(t: torch.Tensor) -> str | None:
+    if t.is_meta:
+        return "meta (values-less)"
+    if getattr(t, "is_nested", False):
+        return "nested"
+    if t.is_quantized:
+        return "quantized"
+    if t.layout != torch.strided:
+        return f"{str(t.layout).removeprefix('torch.')} (sparse)"
+    return None
+
+
 def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputValue | None
             ) -> dict[str, InputValue]:
     values: dict[str, InputValue] = {}
@@ -130,9 +156,10 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
             if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
                 raise UsageError(f"--at {name} has shape {shape_text(value.tensor.shape)} but the "
                                  f"parameter has shape {shape_text(parameters[name].shape)}")
-        elif name in parameters:
-            value = InputValue(parameters[name].detach().to("cpu", torch.float64),
-                               "module parameter")
+        elif name in parameters:  # checked like a given tensor (complex ones are refused)
+            tensor = value_of(parameters[name], f"module parameter {name}", options.seed, name,
+                              limit).tensor
+            value = InputValue(tensor, "module parameter")
         else:
             shape = options.shape.get(name, options.shape.get(ANY_INPUT))
             if shape is None:

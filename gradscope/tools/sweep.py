@@ -59,7 +59,8 @@ def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swee
         raise UsageError(f"--var {var} is not an input of the target; inputs are: "
                          f"{', '.join(target.names)}")
     # every input a scalar unless shaped; the swept one a scalar starting at 0
-    shapes = {**{n: () for n in target.names}, **options.shape, var: ()}
+    given = {*options.at, var}
+    shapes = {**{n: () for n in target.names if n not in given}, **options.shape}
     swept = replace(request, options=options.updated(shape=shapes,
                                                      at={**options.at, var: "0"}))
     _, bound = prepare(swept)

@@ -29,3 +29,21 @@ def test_kinks_follow_torch_conventions():
 def test_each_function_carries_its_torch_form():
     assert torch.equal(sf.relu.torch_impl(AT), torch.relu(AT))
     assert torch.equal(sf.round_.torch_impl(AT + 0.4), torch.round(AT + 0.4))
+
+
+def test_clamp_with_crossed_bounds_follows_torch():
+    # lo > hi: torch's result is hi whatever x is, and the whole gradient goes to hi
+    x_, lo, hi = (torch.tensor(v, dtype=torch.float64, requires_grad=True)
+                  for v in ([0.5, 2.0, -1.0], [1.0] * 3, [0.0] * 3))
+    torch.clamp(x_, lo, hi).sum().backward()
+    sym = sf.clamp(x, sp.Symbol("lo", real=True), sp.Symbol("hi", real=True))
+    for arg, want in ((x, x_.grad), (sp.Symbol("lo", real=True), lo.grad),
+                      (sp.Symbol("hi", real=True), hi.grad)):
+        got = sp.diff(sym, arg)
+        values = [float(got.subs({x: a, sp.Symbol("lo", real=True): 1.0,
+                                  sp.Symbol("hi", real=True): 0.0}).replace(
+            lambda e: isinstance(e, sf.TorchFunction),
+            lambda e: sp.Float(float(type(e).torch_impl(
+                *[torch.tensor(float(v), dtype=torch.float64) for v in e.args])))))
+            for a in (0.5, 2.0, -1.0)]
+        assert values == want.tolist(), arg

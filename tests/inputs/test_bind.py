@@ -75,3 +75,23 @@ def test_order_two_moves_grad_inside_and_checks_with_ones():
     assert bound.grad is None  # the outer upstream is ones
     out = target.forward(bound.cast)
     assert torch.allclose(out, torch.tensor([3.0, 36.0], dtype=torch.float64))  # 3·x²·v
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+def test_tensors_without_plain_values_are_usage_errors():
+    for tensor, kind in ((torch.empty(3, device="meta"), "meta"),
+                         (torch.eye(3).to_sparse(), "sparse"),
+                         (torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8),
+                          "quantized")):
+        with pytest.raises(UsageError, match=kind):
+            value_of(tensor, "--at x", 0, "x")
+
+
+def test_given_value_and_shape_for_one_input_is_refused():
+    with pytest.raises(UsageError, match="give one of them"):
+        bind(from_values({"at": {"x": "1,2"}, "shape": {"x": (3,)}}), resolve("x * 2"))
+
+
+def test_values_that_overflow_the_dtype_are_refused():
+    with pytest.raises(UsageError, match="overflow float16"):
+        bind(from_values({"at": {"x": "1e6"}, "dtype": "float16"}), resolve("x * 2"))

@@ -58,7 +58,9 @@ def _sign_diff(x: Tensor, y: Tensor) -> Tensor:
 
 
 def _clamp_branch(x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
-    return torch.sign(x - lo) + torch.sign(x - hi)
+    # one id per piece: x against lo, x against hi, and whether the bounds crossed (lo > hi:
+    # the result is hi whatever x is)
+    return torch.sign(x - lo) + 3 * torch.sign(x - hi) + 9 * torch.sign(hi - lo)
 
 
 def _atan2_branch(y: Tensor, x: Tensor) -> Tensor:
