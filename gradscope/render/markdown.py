@@ -53,6 +53,8 @@ def _input(item: InputReport) -> list[str]:
 
 def render(report: Report) -> str:
     verdict = "✅ passed" if report.passed else "❌ failed"
+    if report.skipped:
+        verdict += f" (finite differences skipped for {md(', '.join(report.skipped))})"
     lines = [f"## gradscope {report.command}: `{md_code(report.target)}` — {verdict}", "",
              f"dtype {report.dtype} on {report.device}, seed {report.seed}, "
              f"rtol {report.tolerances.get('rtol', 0):g}, atol "

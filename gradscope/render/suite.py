@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from textwrap import shorten
 from typing import Any
 
 from rich.table import Table
@@ -34,7 +35,8 @@ def summary_table(suite: Any) -> Table:
         table.add_column(col, justify="right" if col in ("worst |error|", "time") else "left")
     for r in suite.results:
         verdict = Text(r.outcome, style=OUTCOME_STYLE.get(r.outcome, ""))
-        detail = _diagnostics(r) or (r.error.splitlines()[0][:60] if r.error else "")
+        detail = _diagnostics(r) or (shorten(r.error.splitlines()[0], 60, placeholder=" …")
+                                      if r.error else "")
         table.add_row(Text(printable(r.name)), Text(printable(r.target)), r.command, verdict,
                       fmt(r.worst_error, 3), Text(printable(detail)), f"{r.seconds:.2f} s")
     counts = suite.to_dict()["counts"]

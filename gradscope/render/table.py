@@ -226,6 +226,9 @@ def verdict(report: Report) -> Text:
     text = Text.assemble((word, "bold green" if report.passed else "bold red"),
                          f"  {len(report.inputs)} input(s): ")
     text.append(", ".join(f"{n:,} {s}" for s, n in counts.items()) or "nothing compared")
+    if report.skipped:
+        text.append(f"  (finite differences skipped for {', '.join(report.skipped)}: see the "
+                    "notes)", style="bold yellow")
     if report.fail_on != "mismatch":
         text.append(f"  (--fail-on {report.fail_on})", style="dim")
     return text

@@ -112,6 +112,12 @@ class Report:
     user_output: str | None = None  # what the target printed to stdout (captured)
 
     @property
+    def skipped(self) -> list[str]:
+        """The inputs a reference engine that should have judged them did not (finite
+        differences failed or were refused): their verdict rests on less than it says."""
+        return [i.name for i in self.inputs if i.finite_difference_skipped]
+
+    @property
     def mismatches(self) -> int:
         return sum(i.status_counts.get("mismatch", 0) for i in self.inputs)
 

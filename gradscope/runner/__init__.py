@@ -17,7 +17,8 @@ from gradscope.options import Request
 from gradscope.report import build
 from gradscope.report.model import Report
 from gradscope.runner import diagnoses, engines, tables
-from gradscope.targets import SecondOrderTarget, resolve
+from gradscope.errors import UsageError
+from gradscope.targets import ExpressionTarget, SecondOrderTarget, resolve
 from gradscope.targets.python import contained
 from gradscope.verdict import outcome
 from gradscope.verdict.judge import Judge
@@ -37,7 +38,21 @@ def prepare(request: Request) -> tuple[Any, Bound]:
         inner = grad_value(options)
         target = SecondOrderTarget(target, inner.tensor if inner is not None else None)
         options = options.updated(grad=None)
-    return target, bind(options, target)
+    bound = bind(options, target)
+    _bound_intermediates(target, bound, options.max_elements_total)
+    return target, bound
+
+
+def _bound_intermediates(target: Any, bound: Bound, limit: int) -> None:
+    """Outputs and intermediates are bounded like inputs, before anything is computed: a
+    broadcast (8000×1 + 1×8000) or an outer product can make far more than it is given."""
+    if not isinstance(target, ExpressionTarget):
+        return
+    count, where, shape = target.largest({n: tuple(t.shape) for n, t in bound.cast.items()})
+    if count > limit:
+        raise UsageError(f"`{where}` would make {count:,} elements (shape {shape}) from these "
+                         f"inputs; outputs and intermediates are limited like inputs to "
+                         f"{limit:,} (--max-elements-total)")
 
 
 def run(request: Request) -> Report:

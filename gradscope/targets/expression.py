@@ -15,6 +15,7 @@ from gradscope.expr import ir
 from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value
+from gradscope.errors import UsageError
 from gradscope.expr.to_torch import evaluate
 from gradscope.tensors import all_finite
 
@@ -172,6 +173,25 @@ class ExpressionTarget:
 
         visit(self.expression.root)
         return deps
+
+    def largest(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, str, tuple]:
+        """The largest value the expression makes from inputs of these shapes (output and
+        intermediates): its element count, source text and shape, found on meta tensors
+        (shapes only, nothing allocated). (0, "", ()) where meta evaluation is not possible."""
+        found = [0, "", ()]
+
+        def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
+            if isinstance(out, torch.Tensor) and out.numel() > found[0]:
+                found[:] = [out.numel(), self.expression.text(node), tuple(out.shape)]
+
+        meta = {n: torch.empty(s, dtype=torch.float64, device="meta") for n, s in shapes.items()}
+        try:
+            evaluate(self.expression, meta, visit=visit)
+        except UsageError:
+            raise
+        except Exception:  # an op without a meta kernel: the real evaluation will tell
+            return 0, "", ()
+        return found[0], found[1], found[2]
 
     def sourced(self, values: Mapping[str, torch.Tensor]):
         """Forward that also maps each grad_fn to its op and source span, and notes the first

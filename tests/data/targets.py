@@ -38,3 +38,17 @@ class ExitsInBackward(torch.autograd.Function):
 def prints(x):
     print("hello from the target")
     return x * 2
+
+
+
+_first: dict[str, list[float]] = {}
+
+
+def forward_raises_when_perturbed(x):
+    """Evaluates at the point it was first called at, and refuses any other point (so
+    finite differences, which move x, cannot run)."""
+    point = x.detach().tolist()
+    _first.setdefault("x", point)
+    if point != _first["x"]:
+        raise ValueError("refused: a point other than the first")
+    return x * 3

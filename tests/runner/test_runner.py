@@ -364,3 +364,20 @@ def test_expensive_targets_sample_their_columns_by_time(monkeypatch):
     assert {i.finite_difference_mode for i in report.inputs} == {"sampled"}
     assert report.passed and any("capped at 1 columns" in n for n in report.notes)
     assert any("one evaluation took" in n for n in report.notes)
+
+
+def test_outputs_and_intermediates_are_bounded_before_anything_is_computed():
+    from gradscope.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"`a \+ b` would make 64,000,000 elements"):
+        gradscope.check("a + b", shape={"a": (8000, 1), "b": (1, 8000)})
+    with pytest.raises(UsageError, match="limited like inputs to 1,000"):
+        gradscope.check("sum(x * y)", shape={"x": (40, 1), "y": (1, 40)},
+                        max_elements_total=1000)
+    assert gradscope.check("sum(x * y)", shape={"x": (20, 1), "y": (1, 20)},
+                           max_elements_total=1000).passed
+
+
+def test_a_verdict_that_skipped_finite_differences_says_so():
+    report = gradscope.check(f"{DATA}/targets.py:forward_raises_when_perturbed", x="1,2")
+    assert report.skipped == ["x"] and "finite differences skipped for x" in report.to_text()
