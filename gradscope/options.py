@@ -43,6 +43,7 @@ class Spec:
     choices: tuple[str, ...] | None = None
     minimum: int | None = None
     maximum: int | None = None
+    value: bool = False  # a VALUE: text, number, list or tensor (read when inputs are bound)
 
 
 def _about(*args: Any, **kw: Any) -> dict[str, Spec]:
@@ -69,7 +70,7 @@ class Options:
     grad: Any = field(default=None, metadata=_about(
         "--grad", "Upstream vector v for y.backward(v); must be shaped like the output. "
         "Default: ones.", str, (str, int, float, list), "a VALUE string, number or array",
-        commands=("check", "jvp", *TRACES), metavar="VALUE"))
+        commands=("check", "jvp", *TRACES), metavar="VALUE", value=True))
     tangent: dict[str, Any] | None = field(default=None, metadata=_about(
         "--tangent", "Forward-mode direction for an input (repeatable; others get zeros). With "
         "one input, VALUE alone is enough. Adds J·t from torch forward AD, sympy and finite "
@@ -158,7 +159,7 @@ class Options:
         """Each scalar option has its type (a string atol is refused here, not by torch)."""
         for name, spec in SPECS.items():
             value = getattr(self, name)
-            if spec.cli is list or value is None:
+            if spec.cli is list or spec.value or value is None:
                 continue
             kinds = (int, float) if spec.cli is float else (spec.cli,)
             if isinstance(value, bool) != (spec.cli is bool) or not isinstance(value, kinds):

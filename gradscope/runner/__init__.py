@@ -12,12 +12,12 @@ from contextlib import contextmanager, redirect_stdout
 from typing import Any
 
 from gradscope._version import __version__
+from gradscope.errors import UsageError
 from gradscope.inputs.bind import Bound, bind, grad_value
 from gradscope.options import Request
 from gradscope.report import build
 from gradscope.report.model import Report
 from gradscope.runner import diagnoses, engines, tables
-from gradscope.errors import UsageError
 from gradscope.targets import ExpressionTarget, SecondOrderTarget, resolve
 from gradscope.targets.python import contained
 from gradscope.verdict import outcome

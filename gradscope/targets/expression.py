@@ -11,11 +11,11 @@ from functools import cached_property
 
 import torch
 
+from gradscope.errors import UsageError
 from gradscope.expr import ir
 from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value
-from gradscope.errors import UsageError
 from gradscope.expr.to_torch import evaluate
 from gradscope.tensors import all_finite
 
