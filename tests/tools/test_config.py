@@ -63,6 +63,16 @@ def test_defaults_and_per_check_fields(tmp_path):
     ('[[tool.gradscope.checks]]\ntarget = "x"\nat = {x = "nan"}\n', ["at.x", "NaN"]),
     ('[[tool.gradscope.checks]]\nname = "a"\ntarget = "x"\n[[tool.gradscope.checks]]\n'
      'name = "a"\ntarget = "y"\n', ["unique", "a"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\ndevice = "tpu"\n', ["`device` 'tpu'"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\nat = true\n', ["`at` must be a table"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\ngrad = 2020-01-01\n', ["`grad` must be"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\nat = {x = {y = 1}}\n', ["`at.x` must be VALUE"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\nat = {x = [1, nan]}\n', ["at.x", "NaN"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x * y"\nshape = {z = [2]}\n',
+     ["`shape` names `z`", "inputs are: x, y"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\ntimeout = 0\n', ["`timeout` must be"]),
+    ('[[tool.gradscope.checks]]\ntarget = "x"\nmemory_limit = 100\n',
+     ["unknown key `memory_limit`"]),
     ('[tool.gradscope]\n', ["no checks"]),
     ('[tool.other]\nx = 1\n', ["no [tool.gradscope] table"]),
     ('not toml [', ["not valid TOML"]),
@@ -78,3 +88,29 @@ def test_missing_config_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match="no config file"):
         load(None)
+
+
+def test_every_error_is_listed_before_anything_runs(tmp_path):
+    body = ('[[tool.gradscope.checks]]\nname = "one"\ntarget = "x +"\n'
+            '[[tool.gradscope.checks]]\nname = "fine"\ntarget = "x"\n'
+            '[[tool.gradscope.checks]]\nname = "two"\ntarget = "x"\nrtoll = 1\n')
+    with pytest.raises(UsageError) as info:
+        load(_write(tmp_path, body))
+    text = str(info.value)
+    assert "2 checks have errors" in text and "check #1 (one)" in text and "check #3 (two)" in text
+
+
+def test_file_targets_resolve_against_the_config_folder_and_are_read_without_running(tmp_path,
+                                                                                    monkeypatch):
+    folder = tmp_path / "ci"
+    folder.mkdir()
+    (tmp_path / "ops.py").write_text("raise SystemExit('imported!')\ndef f(x, n):\n    return x\n")
+    monkeypatch.chdir(tmp_path)  # ops.py is in the working directory, not beside the config
+    with pytest.raises(UsageError, match="no such file ops.py"):
+        load(_write(folder, '[[tool.gradscope.checks]]\ntarget = "ops.py:f"\n'))
+    good = '[[tool.gradscope.checks]]\ntarget = "../ops.py:f"\narg = {n = 2}\nat = {x = "1"}\n'
+    (spec,), _ = load(_write(folder, good))  # parsed with ast: the SystemExit never ran
+    assert spec.request.options.arg == {"n": 2}
+    bad = '[[tool.gradscope.checks]]\ntarget = "../ops.py:f"\nat = {y = "1"}\n'
+    with pytest.raises(UsageError, match="`at` names `y`.*inputs are: x, n"):
+        load(_write(folder, bad))
