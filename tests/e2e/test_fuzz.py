@@ -38,3 +38,30 @@ def test_harness_inputs(text):
 @given(st.binary(max_size=120))
 def test_random_bytes(data):
     fuzz.one_input(data)
+
+
+CONFIG_SPEC = importlib.util.spec_from_file_location(
+    "fuzz_config", ROOT / "fuzz" / "fuzz_config.py")
+fuzz_config = importlib.util.module_from_spec(CONFIG_SPEC)
+CONFIG_SPEC.loader.exec_module(fuzz_config)
+
+_CANARY_TARGET = f"__import__('builtins').open({fuzz_config.CANARY!r}, 'w')"
+
+
+@pytest.mark.parametrize("text", [
+    f'[[tool.gradscope.checks]]\ntarget = "{_CANARY_TARGET}"\n',
+    '[[tool.gradscope.checks]]\ntarget = "x"\nat = {x = [1, nan]}\n',
+    '[[tool.gradscope.checks]]\ntarget = "x"\ngrad = 1979-05-27T07:32:00Z\n',
+    '[[tool.gradscope.checks]]\nname = "\\u001b[2J<b>]]>&"\ntarget = "x"\n',
+    "[tool.gradscope]\ncheck = [[[]]]\n", "\x00\x1b[31m<script>", "]]>&lt;",
+])
+def test_config_harness_inputs(text):
+    fuzz_config.one_input(text.encode("utf-8", "surrogateescape"))
+    assert not os.path.exists(fuzz_config.CANARY)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=80))
+def test_random_configs_and_names(text):
+    fuzz_config.one_input(("[[tool.gradscope.checks]]\n" + text).encode("utf-8",
+                                                                         "surrogatepass"))

@@ -106,11 +106,11 @@ def test_file_targets_resolve_against_the_config_folder_and_are_read_without_run
     folder.mkdir()
     (tmp_path / "ops.py").write_text("raise SystemExit('imported!')\ndef f(x, n):\n    return x\n")
     monkeypatch.chdir(tmp_path)  # ops.py is in the working directory, not beside the config
-    with pytest.raises(UsageError, match="no such file ops.py"):
+    with pytest.raises(UsageError, match=r"no such file ops\.py"):
         load(_write(folder, '[[tool.gradscope.checks]]\ntarget = "ops.py:f"\n'))
     good = '[[tool.gradscope.checks]]\ntarget = "../ops.py:f"\narg = {n = 2}\nat = {x = "1"}\n'
     (spec,), _ = load(_write(folder, good))  # parsed with ast: the SystemExit never ran
     assert spec.request.options.arg == {"n": 2}
     bad = '[[tool.gradscope.checks]]\ntarget = "../ops.py:f"\nat = {y = "1"}\n'
-    with pytest.raises(UsageError, match="`at` names `y`.*inputs are: x, n"):
+    with pytest.raises(UsageError, match=r"`at` names `y`.*inputs are: x, n"):
         load(_write(folder, bad))
