@@ -108,19 +108,7 @@ def run_config(**values: Any) -> None:
     with reported():
         check_output(output)
         check_output(junit, "--junit-xml")
-        from gradscope.tools.config import load
-        from gradscope.tools.suite import run_checks, select, shard
-
-        specs, where = load(values["config"])
-        specs = shard(select(specs, values["pattern"]), values["shard"])
-        memory = values["memory_limit"] or next((s.memory_mb for s in specs if s.memory_mb),
-                                                None)
-        progress = Progress("gradscope run", total=len(specs))
-        try:
-            suite = run_checks(specs, str(where), on_result=progress.advance,
-                               jobs=values["jobs"], timeout=values["timeout"], memory_mb=memory)
-        finally:
-            progress.stop()
+        suite = _run_suite(values)
         if junit is not None:
             from gradscope.render.suite import junit_xml
 
@@ -128,6 +116,33 @@ def run_config(**values: Any) -> None:
         emit(suite, _format(values), output, f"gradscope run: "
              f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
     raise typer.Exit(suite.exit_code)
+
+
+def _run_suite(values: dict[str, Any]) -> Any:
+    """The workers start importing torch first; the config is read and validated meanwhile
+    (a memory limit set only in the config needs workers started with it: fresh ones)."""
+    import os
+
+    from gradscope.tools.config import load
+    from gradscope.tools.suite import run_checks, select, shard
+    from gradscope.tools.workers import Pool
+
+    jobs = values["jobs"] or os.cpu_count() or 1
+    early = Pool(jobs, values["memory_limit"]).warm()
+    try:
+        specs, where = load(values["config"])
+        specs = shard(select(specs, values["pattern"]), values["shard"])
+        memory = values["memory_limit"] or next((s.memory_mb for s in specs if s.memory_mb),
+                                                None)
+        pool = early if memory == values["memory_limit"] else None
+        progress = Progress("gradscope run", total=len(specs))
+        try:
+            return run_checks(specs, str(where), on_result=progress.advance, jobs=jobs,
+                              timeout=values["timeout"], memory_mb=memory, pool=pool)
+        finally:
+            progress.stop()
+    finally:
+        early.close()
 
 
 def ops(**values: Any) -> None:

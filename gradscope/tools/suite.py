@@ -45,9 +45,11 @@ def shard(specs: list[CheckSpec], text: str | None) -> list[CheckSpec]:
 def run_checks(specs: list[CheckSpec], config: str,
                on_result: Callable[[CheckResult], None] | None = None, *,
                jobs: int | None = None, isolate: bool = True,
-               timeout: float | None = None, memory_mb: int | None = None) -> SuiteReport:
-    """Run `specs`: in `jobs` worker processes (default: one per CPU), or in this process
-    with `isolate=False` (no protection from code that exits, crashes or hangs)."""
+               timeout: float | None = None, memory_mb: int | None = None,
+               pool: Pool | None = None) -> SuiteReport:
+    """Run `specs`: in `jobs` worker processes (default: one per CPU; or in `pool`, started
+    early), or in this process with `isolate=False` (no protection from code that exits,
+    crashes or hangs)."""
     suite = SuiteReport(config)
     if not isolate:
         for spec in specs:
@@ -57,7 +59,7 @@ def run_checks(specs: list[CheckSpec], config: str,
         return suite
     work = [Job(k, spec, spec.timeout or timeout or DEFAULT_TIMEOUT)
             for k, spec in enumerate(specs)]
-    pool = Pool(jobs or os.cpu_count() or 1, memory_mb)
+    pool = pool or Pool(jobs or os.cpu_count() or 1, memory_mb)
     suite.results = in_order(pool.run(work), len(work), on_result)
     return suite
 

@@ -1,28 +1,52 @@
 """Checks of `gradscope run` in worker processes: user code that exits, crashes, hangs or eats
 memory fails its own check (outcome `error`, exit 3) and the others still run.
 
-Each worker is a spawned Python process that imports torch once and runs checks one after
-another, answering over a pipe; a worker that dies or passes a check's timeout is killed and
-replaced. Its stdout goes nowhere (the parent's stdout may be a JSON document); what the user's
-code prints is captured per check into the report.
+Each worker is a fresh `python -m gradscope.tools.workers` process (never a re-run of the
+caller's `__main__`, as multiprocessing's spawn would do) that imports torch once and runs
+checks one after another, answering over its stdin/stdout with pickled messages; a worker that
+dies or passes a check's timeout is killed and replaced. The user's own writes to fd 1 go
+nowhere (the parent's stdout may be a JSON document): the runner captures their prints per
+check into the report.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
+import pickle
 import signal
+import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from typing import Any
+from multiprocessing.connection import wait
+from typing import IO, Any
 
 from gradscope.tools.results import CheckResult, run_one
 
 DEFAULT_TIMEOUT = 900.0  # seconds a check may take in a worker (a generous CI default)
 POLL = 0.2  # seconds between looks at the clock while waiting
+_HEADER = struct.Struct("!Q")
+
+
+def send(stream: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def receive(stream: IO[bytes]) -> Any:
+    """The next message; EOFError when the other side is gone."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    size = _HEADER.unpack(header)[0]
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)
 
 
 @dataclass
@@ -32,10 +56,12 @@ class Job:
     timeout: float
 
 
-def _serve(conn: Connection, threads: int, memory_mb: int | None) -> None:
+def serve(threads: int, memory_mb: int | None) -> None:
     """A worker's life: set its limits once, then run each check it is sent."""
+    results = os.fdopen(os.dup(1), "wb")  # the channel back to the parent...
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # nothing the user's code writes reaches the parent's stdout
+    os.dup2(devnull, 1)  # ...and nothing the user's code writes to fd 1 reaches it
+    jobs = sys.stdin.buffer
     if memory_mb:
         import resource
 
@@ -44,54 +70,73 @@ def _serve(conn: Connection, threads: int, memory_mb: int | None) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    import gradscope.runner  # noqa: F401  (warm: the first check pays no import)
-
+    _warm_up()
     while True:
         try:
-            job = conn.recv()
+            job = receive(jobs)
         except EOFError:
-            return
+            job = None
         if job is None:
-            return
-        conn.send((job.index, run_one(job.spec)))
+            results.flush()
+            os._exit(0)  # nothing left to flush: skip the interpreter's teardown (~0.5 s)
+        send(results, (job.index, run_one(job.spec)))
+
+
+def _warm_up() -> None:
+    """Imports, sympy's first derivative and torch's first kernels (~1 s), paid while the
+    parent reads the config rather than by a worker's first check."""
+    from gradscope.options import Options, Request
+    from gradscope.runner import run
+
+    with contextlib.suppress(Exception):  # a warm-up only: the checks report real problems
+        run(Request("check", "sum(sin(x) * y) + softmax(x)", Options(shape={"*": (3,)})))
 
 
 @dataclass
 class _Worker:
-    process: Any
-    conn: Connection
+    process: subprocess.Popen
     job: Job | None = None
     started: float = 0.0
+
+    @property
+    def conn(self) -> IO[bytes]:
+        return self.process.stdout  # type: ignore[return-value]
 
 
 class Pool:
     """`jobs` workers, each with `threads` torch threads (and an optional memory limit)."""
 
     def __init__(self, jobs: int, memory_mb: int | None = None) -> None:
-        self.context = multiprocessing.get_context("spawn")
         self.jobs = max(1, jobs)
         self.threads = max(1, (os.cpu_count() or 1) // self.jobs)
         self.memory_mb = memory_mb
         self.workers: list[_Worker] = []
 
     def _start(self) -> _Worker:
-        parent, child = self.context.Pipe()
-        process = self.context.Process(target=_serve, args=(child, self.threads, self.memory_mb),
-                                       daemon=True)
-        process.start()
-        child.close()
-        return _Worker(process, parent)
+        command = [sys.executable, "-m", "gradscope.tools.workers", str(self.threads),
+                   str(self.memory_mb or 0)]
+        return _Worker(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL))
+
+    def warm(self) -> Pool:
+        """Start the workers now: they import torch while the caller reads the config."""
+        while len(self.workers) < self.jobs:
+            self.workers.append(self._start())
+        return self
 
     def run(self, jobs: list[Job]) -> Iterator[tuple[int, CheckResult]]:
         """Results as they finish (any order)."""
         todo = list(jobs)
-        self.workers = [self._start() for _ in range(min(self.jobs, len(todo)))]
+        while len(self.workers) < min(self.jobs, len(todo)):
+            self.workers.append(self._start())
         try:
             while todo or any(w.job for w in self.workers):
                 for worker in self.workers:
                     if worker.job is None and todo:
                         worker.job, worker.started = todo.pop(0), time.monotonic()
-                        worker.conn.send(worker.job)
+                        # a worker that died while idle: the next look reports it
+                        with contextlib.suppress(OSError):
+                            send(worker.process.stdin, worker.job)
                 yield from self._collect()
         finally:
             self.close()
@@ -101,7 +146,7 @@ class Pool:
         for conn in wait(list(busy), timeout=POLL):
             worker = busy[conn]
             try:
-                index, result = conn.recv()
+                index, result = receive(conn)
             except (EOFError, OSError):  # the process died mid-check
                 yield worker.job.index, self._failed(worker, _death(worker.process))
                 continue
@@ -120,31 +165,38 @@ class Pool:
         job = worker.job
         assert job is not None
         _stop(worker.process)
-        fresh = self._start()
-        worker.process, worker.conn, worker.job = fresh.process, fresh.conn, None
+        worker.process, worker.job = self._start().process, None
         spec = job.spec
         return CheckResult(spec.name, str(spec.request.target), spec.request.command, "error",
                            time.monotonic() - worker.started, error=reason, crashed=True)
 
     def close(self) -> None:
+        """Tell every worker to leave, then wait for all of them together (a second at most)."""
         for worker in self.workers:
-            if worker.process.is_alive():
+            if worker.process.poll() is None:
                 with contextlib.suppress(OSError):  # a worker that just died
-                    worker.conn.send(None)
-            _stop(worker.process, grace=1.0)
+                    send(worker.process.stdin, None)
+        deadline = time.monotonic() + 1.0
+        for worker in self.workers:
+            _stop(worker.process, grace=max(0.0, deadline - time.monotonic()))
         self.workers = []
 
 
-def _stop(process: Any, grace: float = 0.0) -> None:
-    process.join(grace)
-    if process.is_alive():
+def _stop(process: subprocess.Popen, grace: float = 0.0) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(grace)
+    if process.poll() is None:
         process.kill()
-        process.join(5)
+        process.wait(5)
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            stream.close()
 
 
-def _death(process: Any) -> str:
-    process.join(5)
-    code = process.exitcode
+def _death(process: subprocess.Popen) -> str:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+    code = process.returncode
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ \
             else str(-code)
@@ -167,3 +219,7 @@ def in_order(results: Iterator[tuple[int, CheckResult]], count: int,
                 on_result(out[-1])
     assert len(out) == count
     return out
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]) or None)
