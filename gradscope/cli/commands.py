@@ -124,7 +124,7 @@ def _run_suite(values: dict[str, Any]) -> Any:
     import os
 
     from gradscope.tools.config import load
-    from gradscope.tools.suite import run_checks, select, shard
+    from gradscope.tools.suite import memory_limit, run_checks, select, shard
     from gradscope.tools.workers import Pool
 
     jobs = values["jobs"] or os.cpu_count() or 1
@@ -132,8 +132,7 @@ def _run_suite(values: dict[str, Any]) -> Any:
     try:
         specs, where = load(values["config"])
         specs = shard(select(specs, values["pattern"]), values["shard"])
-        memory = values["memory_limit"] or next((s.memory_mb for s in specs if s.memory_mb),
-                                                None)
+        memory = memory_limit(specs, values["memory_limit"])
         pool = early if memory == values["memory_limit"] else None
         progress = Progress("gradscope run", total=len(specs))
         try:

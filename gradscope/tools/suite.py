@@ -42,6 +42,11 @@ def shard(specs: list[CheckSpec], text: str | None) -> list[CheckSpec]:
     return specs[i - 1::n]
 
 
+def memory_limit(specs: list[CheckSpec], given: int | None) -> int | None:
+    """The worker memory limit: the one given (--memory-limit), else the config's."""
+    return given or next((s.memory_mb for s in specs if s.memory_mb), None)
+
+
 def run_checks(specs: list[CheckSpec], config: str,
                on_result: Callable[[CheckResult], None] | None = None, *,
                jobs: int | None = None, isolate: bool = True,
@@ -74,4 +79,4 @@ def run_config(path: str | Path | None = None,
     specs, where = load(Path(path) if path is not None else None)
     specs = shard(select(specs, pattern), shard_of)
     return run_checks(specs, str(where), on_result, jobs=jobs, isolate=isolate,
-                      timeout=timeout, memory_mb=memory_mb)
+                      timeout=timeout, memory_mb=memory_limit(specs, memory_mb))

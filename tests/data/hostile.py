@@ -29,3 +29,21 @@ def prints(x):
 
 def square(x):
     return x * x
+
+
+def recurses(x):
+    return recurses(x)
+
+
+def allocates(x):
+    import torch
+
+    torch.empty(1 << 31, dtype=torch.float64)  # 16 GB of address space (never touched)
+    return x * 2
+
+
+def leaves_a_thread(x):
+    import threading
+
+    threading.Thread(target=time.sleep, args=(3600,)).start()  # not a daemon: never ends
+    return x * 2

@@ -72,3 +72,18 @@ def test_select_and_shard(tmp_path):
     first = [r.name for r in run_config(config, shard_of="1/2", isolate=False).results]
     second = [r.name for r in run_config(config, shard_of="2/2", isolate=False).results]
     assert first == ["c1", "c3", "c5"] and second == ["c2", "c4"]
+
+
+def test_recursion_allocation_and_stray_threads_stay_in_their_checks(tmp_path):
+    config = _config(
+        tmp_path,
+        f'name = "recursion"\ntarget = "{HOSTILE}:recurses"',
+        f'name = "allocation"\ntarget = "{HOSTILE}:allocates"',
+        f'name = "thread"\ntarget = "{HOSTILE}:leaves_a_thread"\ntimeout = 60',
+        f'name = "fine"\ntarget = "{HOSTILE}:square"',
+        top="memory_limit = 4096\n")
+    suite = run_config(config, jobs=1)
+    outcomes = {r.name: r.outcome for r in suite.results}
+    assert outcomes["recursion"] == "raised" and "RecursionError" in suite.results[0].error
+    assert outcomes["allocation"] in ("raised", "error")  # refused by the 4 GB limit
+    assert outcomes["thread"] == "passed" and outcomes["fine"] == "passed"
