@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import IO, Any
 
 from gradscope.tools.results import CheckResult, run_one
@@ -115,8 +116,12 @@ class Pool:
     def _start(self) -> _Worker:
         command = [sys.executable, "-m", "gradscope.tools.workers", str(self.threads),
                    str(self.memory_mb or 0)]
+        # the worker imports this very gradscope, whatever the caller did to sys.path
+        home = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (home, os.environ.get("PYTHONPATH", "")) if p)}
         return _Worker(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL))
+                                        stderr=subprocess.DEVNULL, env=env))
 
     def warm(self) -> Pool:
         """Start the workers now: they import torch while the caller reads the config."""
