@@ -119,29 +119,34 @@ def run_config(**values: Any) -> None:
 
 
 def _run_suite(values: dict[str, Any]) -> Any:
-    """The workers start importing torch first; the config is read and validated meanwhile
-    (a memory limit set only in the config needs workers started with it: fresh ones)."""
+    """Workers start importing torch first; meanwhile this process reads the config's keys
+    and types (it never imports torch), then a worker validates the rest (VALUEs,
+    expressions, input names) before any check runs. A memory limit set only in the config
+    needs workers started with it: fresh ones."""
     import os
 
-    from gradscope.tools.config import load
+    from gradscope.tools.config import check_number, read, refuse
     from gradscope.tools.suite import memory_limit, run_checks, select, shard
     from gradscope.tools.workers import Pool
 
     jobs = values["jobs"] or os.cpu_count() or 1
-    early = Pool(jobs, values["memory_limit"]).warm()
+    pools = [Pool(jobs, values["memory_limit"]).warm()]
     try:
-        specs, where = load(values["config"])
+        specs, where, errors = read(values["config"])
         specs = shard(select(specs, values["pattern"]), values["shard"])
         memory = memory_limit(specs, values["memory_limit"])
-        pool = early if memory == values["memory_limit"] else None
+        if memory != values["memory_limit"]:
+            pools.append(Pool(jobs, memory))
+        refuse(where, sorted(errors + pools[-1].validate(specs), key=check_number))
         progress = Progress("gradscope run", total=len(specs))
         try:
             return run_checks(specs, str(where), on_result=progress.advance, jobs=jobs,
-                              timeout=values["timeout"], memory_mb=memory, pool=pool)
+                              timeout=values["timeout"], memory_mb=memory, pool=pools[-1])
         finally:
             progress.stop()
     finally:
-        early.close()
+        for pool in pools:
+            pool.close()
 
 
 def ops(**values: Any) -> None:

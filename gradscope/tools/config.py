@@ -46,11 +46,47 @@ class CheckSpec:
     request: Request
     timeout: float | None = None  # seconds in a worker (None: the run's default)
     memory_mb: int | None = None  # the run's memory limit per worker (top-level key)
+    label: str = ""  # how errors name it: check #N (name)
 
 
 def load(path: Path | None) -> tuple[list[CheckSpec], Path]:
-    """Read and validate a config: the given TOML file, else ./pyproject.toml."""
+    """Read and validate a whole config (the given TOML file, else ./pyproject.toml): every
+    error of every check at once, as one UsageError."""
+    specs, path, errors = read(path)
+    refuse(path, sorted(errors + deep_errors(specs), key=check_number))
+    return specs, path
+
+
+def read(path: Path | None) -> tuple[list[CheckSpec], Path, list[str]]:
+    """The checks whose keys and types are right, and the errors of the others. Needs no
+    torch: what does (VALUEs, expressions, input names) is `deep_errors`, which `gradscope
+    run` has a worker do while this process stays light."""
     path = path or Path("pyproject.toml")
+    table = _table(path)
+    base = path.resolve().parent
+    defaults = {k: v for k, v in table.items() if k != "checks"}
+    for key, value in defaults.items():
+        _check_field("[tool.gradscope]", key, value, FIELDS)
+    checks = table.get("checks")
+    if not isinstance(checks, list) or not checks:
+        raise UsageError(f"{path}: no checks; add [[tool.gradscope.checks]] tables with at "
+                         "least a `target`")
+    if len(checks) > MAX_CHECKS:
+        raise UsageError(f"{path}: {len(checks)} checks; the limit is {MAX_CHECKS}")
+    specs, errors = [], []
+    for i, entry in enumerate(checks, 1):  # every check is validated before any runs
+        try:
+            specs.append(_spec(i, entry, defaults, base))
+        except UsageError as exc:
+            errors.append(str(exc))
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UsageError(f"{path}: check names must be unique; repeated: {', '.join(dupes)}")
+    return specs, path, errors
+
+
+def _table(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(f"no config file {path}: put [tool.gradscope] checks in pyproject.toml "
                          "or give a TOML file to `gradscope run`")
@@ -63,31 +99,33 @@ def load(path: Path | None) -> tuple[list[CheckSpec], Path]:
         raise UsageError(f"{path} has no [tool.gradscope] table")
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.gradscope] must be a table")
-    base = path.resolve().parent
-    defaults = {k: v for k, v in table.items() if k != "checks"}
-    for key, value in defaults.items():
-        _check_field("[tool.gradscope]", key, value, FIELDS)
-    checks = table.get("checks")
-    if not isinstance(checks, list) or not checks:
-        raise UsageError(f"{path}: no checks; add [[tool.gradscope.checks]] tables with at "
-                         "least a `target`")
-    if len(checks) > MAX_CHECKS:
-        raise UsageError(f"{path}: {len(checks)} checks; the limit is {MAX_CHECKS}")
-    specs, errors = [], []
-    for i, entry in enumerate(checks, 1):  # every check is validated before any runs...
+    return table
+
+
+def check_number(error: str) -> int:
+    """check #N's errors first by N (a config-wide error first of all)."""
+    head = error.split(" ", 2)
+    return int(head[1].strip("#:")) if head[0] == "check" and head[1][1:].strip(":").isdigit() \
+        else 0
+
+
+def deep_errors(specs: list[CheckSpec]) -> list[str]:
+    """What `precheck` finds in each check (it reads VALUEs and expressions: torch)."""
+    errors = []
+    for spec in specs:
         try:
-            specs.append(_spec(i, entry, defaults, base))
+            precheck(spec.request, spec.request.base or Path.cwd())
         except UsageError as exc:
-            errors.append(str(exc))
+            errors.append(f"{spec.label}: {exc}")
+    return errors
+
+
+def refuse(path: Path, errors: list[str]) -> None:
+    """Every error at once (one as itself), or nothing."""
     if len(errors) == 1:
         raise UsageError(errors[0])
-    if errors:  # ...and every error is listed at once
+    if errors:
         raise UsageError(f"{path}: {len(errors)} checks have errors:\n  " + "\n  ".join(errors))
-    names = [s.name for s in specs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise UsageError(f"{path}: check names must be unique; repeated: {', '.join(dupes)}")
-    return specs, path
 
 
 def _check_field(where: str, key: str, value: Any, fields: dict) -> None:
@@ -118,7 +156,6 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
         options = from_values({k: v for k, v in merged.items() if k in SPECS},
                               where=lambda key: key)
         request = Request(command, merged["target"], options, base=base)
-        precheck(request, base)
         timeout, memory = merged.get("timeout"), merged.get("memory_limit")
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UsageError(f"`timeout` must be a number of seconds > 0, got {timeout}")
@@ -126,4 +163,4 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
             raise UsageError(f"`memory_limit` is in megabytes (at least 64), got {memory}")
     except UsageError as exc:
         raise UsageError(f"{label}: {exc}") from None
-    return CheckSpec(entry.get("name") or entry["target"], request, timeout, memory)
+    return CheckSpec(entry.get("name") or entry["target"], request, timeout, memory, label)

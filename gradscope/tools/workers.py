@@ -51,6 +51,13 @@ def receive(stream: IO[bytes]) -> Any:
 
 
 @dataclass
+class Validate:
+    """Ask a worker for `config.deep_errors` of these checks (the parent imports no torch)."""
+
+    specs: list[Any]
+
+
+@dataclass
 class Job:
     index: int
     spec: Any  # tools.config.CheckSpec
@@ -80,6 +87,11 @@ def serve(threads: int, memory_mb: int | None) -> None:
         if job is None:
             results.flush()
             os._exit(0)  # nothing left to flush: skip the interpreter's teardown (~0.5 s)
+        if isinstance(job, Validate):
+            from gradscope.tools.config import deep_errors
+
+            send(results, deep_errors(job.specs))
+            continue
         send(results, (job.index, run_one(job.spec)))
 
 
@@ -128,6 +140,20 @@ class Pool:
         while len(self.workers) < self.jobs:
             self.workers.append(self._start())
         return self
+
+    def validate(self, specs: list[Any]) -> list[str]:
+        """The deep validation of `specs`, done by a worker (which has torch loaded anyway)."""
+        if not self.workers:
+            self.workers.append(self._start())
+        worker = self.workers[0]
+        try:
+            send(worker.process.stdin, Validate(specs))
+            return receive(worker.conn)
+        except (EOFError, OSError):
+            self.close()
+            self.workers = []
+            raise RuntimeError(f"a worker process could not start ({_death(worker.process)})"
+                               ) from None
 
     def run(self, jobs: list[Job]) -> Iterator[tuple[int, CheckResult]]:
         """Results as they finish (any order)."""
@@ -227,4 +253,7 @@ def in_order(results: Iterator[tuple[int, CheckResult]], count: int,
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]) or None)
+    # run as `python -m`: use the module's own classes, the ones the parent's pickles name
+    from gradscope.tools import workers
+
+    workers.serve(int(sys.argv[1]), int(sys.argv[2]) or None)

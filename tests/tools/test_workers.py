@@ -87,3 +87,14 @@ def test_recursion_allocation_and_stray_threads_stay_in_their_checks(tmp_path):
     assert outcomes["recursion"] == "raised" and "RecursionError" in suite.results[0].error
     assert outcomes["allocation"] in ("raised", "error")  # refused by the 4 GB limit
     assert outcomes["thread"] == "passed" and outcomes["fine"] == "passed"
+
+
+def test_the_cli_lists_every_error_before_any_check_runs(tmp_path, capsys):
+    config = _config(tmp_path, 'name = "one"\ntarget = "x +"',
+                     f'name = "would-run"\ntarget = "{HOSTILE}:exits"',
+                     'name = "two"\ntarget = "x"\nrtoll = 1')
+    with pytest.raises(SystemExit) as done:
+        main(["run", config, "--jobs", "1"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "2 checks have errors" in err
+    assert err.index("check #1 (one)") < err.index("check #3 (two)")
