@@ -31,7 +31,10 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             consts[value] = torch.tensor(value, dtype=first.dtype, device=first.device)
         return consts[value]
 
-    def run(node: ir.Node) -> torch.Tensor:
+    # `run` gets itself as an argument instead of calling itself through its closure: a
+    # self-referencing closure is a reference cycle, which kept `values` (perturbed copies of
+    # whole inputs, 160 MB each at 20M elements) alive until Python's collector ran.
+    def run(node: ir.Node, again: Callable[..., torch.Tensor]) -> torch.Tensor:
         if reuse is not None and id(node) in reuse:
             return reuse[id(node)]
         if isinstance(node, ir.Var):
@@ -41,12 +44,12 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
         assert isinstance(node, ir.Call)
         op = OPS[node.op]
         if op.takes_dim:
-            args: list = [run(node.args[0])]
+            args: list = [again(node.args[0], again)]
             dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
             kwargs = {"dim": dim}
         else:
             args = [float(a.value) if i in op.scalar_args and isinstance(a, ir.Num | ir.Const)
-                    else run(a) for i, a in enumerate(node.args)]
+                    else again(a, again) for i, a in enumerate(node.args)]
             kwargs = {}
         try:
             out = op.torch(*args, **kwargs)
@@ -61,4 +64,4 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             visit(node, [*args, *kwargs.values()], out)
         return out
 
-    return run(expr.root)
+    return run(expr.root, run)

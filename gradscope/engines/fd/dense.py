@@ -52,7 +52,7 @@ class DenseDifferences:
         n_in, n_out = x.numel(), numel(self.out_shape)
         gen = torch.Generator().manual_seed(seed)
         idx = torch.randperm(n_in, generator=gen)[:count].sort().values.to(x.device)
-        h = self.step(name).reshape(-1)
+        h = self.step_at(name, idx)  # the sampled elements' steps only (not n_in of them)
         jac = torch.zeros(n_out, len(idx), dtype=self.dtype, device=x.device)
         err = torch.zeros_like(jac)
         kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
@@ -60,7 +60,8 @@ class DenseDifferences:
                       kink.reshape(x.shape), sampled=idx)
         start = 0
         for chunk in self._chunks(idx, n_in, n_out, name):
-            est, e, kinks = self._perturb_columns(name, x, chunk, h[chunk], 4)
+            est, e, kinks = self._perturb_columns(name, x, chunk,
+                                                  h[start:start + len(chunk)], 4)
             col.forward_calls += 4 * len(chunk)
             if self.progress is not None:
                 self.progress(len(chunk))
@@ -152,10 +153,14 @@ class DenseDifferences:
             if fn is not None:
                 try:
                     one = torch.zeros(1, dtype=torch.long, device=self.out.device)
-                    fn(one, self.step(name).reshape(-1)[:1])
+                    fn(one, self.step_at(name, one))
                 except Exception:  # the evaluator cannot take this expression (or a case it
                     fn = None  # does not foresee): the general batches instead
             self.column_fn[name] = fn
+            dense = [n for n in self.values if n not in self.elementwise]
+            if all(self.column_fn.get(n, 0) is None for n in dense):
+                # no input can use it: drop the factory and the base node values it keeps
+                self._column_fns = None
         return self.column_fn[name]
 
     def _perturb_columns(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,

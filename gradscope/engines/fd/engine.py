@@ -91,7 +91,12 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         return self._moving(name) if self._moving is not None else self.fn
 
     def step(self, name: str) -> torch.Tensor:
-        return self.eps * self.values[name].abs().clamp(min=1.0)
+        """h = eps·max(1, |x|) for every element of `name`."""
+        return self.values[name].abs().clamp_(min=1.0).mul_(self.eps)
+
+    def step_at(self, name: str, flat: torch.Tensor) -> torch.Tensor:
+        """The steps of the elements at these flat positions only."""
+        return self.values[name].reshape(-1)[flat].abs().clamp_(min=1.0).mul_(self.eps)
 
     def is_elementwise(self, name: str) -> bool:
         """Whether every element of `name` can be perturbed at once: declared by the target,
@@ -194,7 +199,8 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         outs, changed = [], torch.zeros(self.out_shape, dtype=torch.bool,
                                         device=self.out.device)
         for scale in (1.0, -1.0, 0.5, -0.5):
-            vals = {k: v + scale * h * t[k] if k in t else v for k, v in self.values.items()}
+            vals = {k: torch.add(v, t[k], alpha=scale * h) if k in t else v
+                    for k, v in self.values.items()}
             out, branches = self.fn(vals)
             outs.append(out.expand(self.out_shape))
             for b, b0 in zip(branches, self.branches, strict=True):
