@@ -230,3 +230,18 @@ def test_ctrl_c_early_or_late_ends_quietly_with_130(tmp_path):
         if proc.returncode == 0:  # it finished before the signal: nothing to see
             continue
         assert proc.returncode == 130 and "Traceback" not in err, err
+
+
+def test_complex_parameters_and_unwritable_graph_outputs_are_usage_errors(capsys, tmp_path):
+    for args, fragment in (
+            (["check", f"{ROOT}/tests/data/targets.py:ComplexLayer", "--init", "x=1"],
+             "TypeError"),
+            (["check", f"{ROOT}/tests/data/targets.py:ComplexLayer"],
+             "torch.complex64 tensors are not supported"),
+            (["graph", "x*2", "--dot", str(tmp_path / "no" / "g.dot")], "does not exist"),
+            (["sweep", "x*x", "--var", "x", "--range", "0,1", "-o", str(tmp_path)],
+             "is a directory")):
+        with pytest.raises(SystemExit) as done:
+            main(args)
+        err = capsys.readouterr().err
+        assert done.value.code in (2, 3) and fragment in err, (args, err)

@@ -52,3 +52,12 @@ def forward_raises_when_perturbed(x):
     if point != _first["x"]:
         raise ValueError("refused: a point other than the first")
     return x * 3
+
+
+class ComplexLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(3, dtype=torch.complex64))
+
+    def forward(self, x):
+        return (x * self.weight).real

@@ -46,3 +46,15 @@ def test_terminal_output_shows_escapes_and_markup_as_text():
     show(_suite(), console)
     out = console.export_text()
     assert "\x1b" not in out and "\\x1b[2J[bold]" in out
+
+
+def test_the_run_summary_shortens_messages_at_a_word_boundary():
+    long = "the target failed because " + " ".join(f"word{k}" for k in range(30))
+    suite = SuiteReport("c.toml", [CheckResult("c", "t", "check", "raised", 0.1, error=long)])
+    console = Console(width=250, record=True, color_system=None)
+    show(suite, console)
+    row = next(line for line in console.export_text().splitlines()
+               if "the target failed" in line and "│" in line)  # the summary's row
+    shown = row.split("the target failed", 1)[1].split("│")[0].strip()
+    assert shown.endswith("…") and all(w.startswith("word") or w in ("because", "…")
+                                        for w in shown.split())
