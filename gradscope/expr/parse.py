@@ -34,7 +34,7 @@ NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 ALLOWED = ("allowed: numbers, input names, + - * / ** @, unary - and +, parentheses, "
            "comparisons inside where(), constants pi and e, and the functions listed by "
-           "`gradscope --help`")
+           "`gradscope ops`")
 
 
 def function_list() -> str:
