@@ -107,7 +107,7 @@ def _warm_up() -> None:
 
 @dataclass
 class _Worker:
-    process: subprocess.Popen
+    process: subprocess.Popen | None  # None: it died, and is started again when needed
     job: Job | None = None
     started: float = 0.0
 
@@ -164,6 +164,8 @@ class Pool:
             while todo or any(w.job for w in self.workers):
                 for worker in self.workers:
                     if worker.job is None and todo:
+                        if worker.process is None:
+                            worker.process = self._start().process
                         worker.job, worker.started = todo.pop(0), time.monotonic()
                         # a worker that died while idle: the next look reports it
                         with contextlib.suppress(OSError):
@@ -192,24 +194,26 @@ class Pool:
                             "--timeout); its worker process was stopped")
 
     def _failed(self, worker: _Worker, reason: str) -> CheckResult:
-        """The check that killed or hung `worker` fails; a fresh worker takes its place."""
+        """The check that killed or hung `worker` fails; a fresh worker takes its place when
+        there is a next check for it."""
         job = worker.job
-        assert job is not None
+        assert job is not None and worker.process is not None
         _stop(worker.process)
-        worker.process, worker.job = self._start().process, None
+        worker.process, worker.job = None, None
         spec = job.spec
         return CheckResult(spec.name, str(spec.request.target), spec.request.command, "error",
                            time.monotonic() - worker.started, error=reason, crashed=True)
 
     def close(self) -> None:
         """Tell every worker to leave, then wait for all of them together (a second at most)."""
-        for worker in self.workers:
-            if worker.process.poll() is None:
+        alive = [w.process for w in self.workers if w.process is not None]
+        for process in alive:
+            if process.poll() is None:
                 with contextlib.suppress(OSError):  # a worker that just died
-                    send(worker.process.stdin, None)
+                    send(process.stdin, None)
         deadline = time.monotonic() + 1.0
-        for worker in self.workers:
-            _stop(worker.process, grace=max(0.0, deadline - time.monotonic()))
+        for process in alive:
+            _stop(process, grace=max(0.0, deadline - time.monotonic()))
         self.workers = []
 
 
