@@ -24,7 +24,7 @@ ANY_INPUT = "*"  # key of a shape or tangent given without a NAME
 MIN_EPS = 1e-12  # a relative step below this measures round-off, not the derivative
 VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
               "zeros(3), linspace(lo,hi,n), arange(n)")
-RUNS = ("check", "jvp", "jacobian")  # commands that run all three engines
+RUNS = COMMANDS  # the commands that run all three engines
 TRACES = ("graph", "sweep")  # commands that build a target without checking it
 
 
@@ -140,8 +140,7 @@ class Options:
         _choice(called("fail_on"), self.fail_on, FAIL_ON)
         for name in ("eps", "atol", "rtol"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, int | float) and value == value
-                                          and 0 <= value < float("inf")):
+            if value is not None and not 0 <= value < float("inf"):  # NaN fails both
                 raise UsageError(f"{called(name)} must be a finite number >= 0, got {value}")
         if self.eps is not None and not MIN_EPS <= self.eps <= 0.1:
             raise UsageError(f"{called('eps')} must be in [{MIN_EPS:g}, 0.1] (a relative step; "

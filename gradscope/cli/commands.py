@@ -108,7 +108,16 @@ def run_config(**values: Any) -> None:
     with reported():
         check_output(output)
         check_output(junit, "--junit-xml")
-        suite = _run_suite(values)
+        from gradscope.tools.suite import run_config as run
+
+        progress = Progress("gradscope run")
+        try:
+            suite = run(values["config"], progress.advance, pattern=values["pattern"],
+                        shard_of=values["shard"], jobs=values["jobs"],
+                        timeout=values["timeout"], memory_mb=values["memory_limit"],
+                        on_count=progress.expect)
+        finally:
+            progress.stop()
         if junit is not None:
             from gradscope.render.suite import junit_xml
 
@@ -116,37 +125,6 @@ def run_config(**values: Any) -> None:
         emit(suite, _format(values), output, f"gradscope run: "
              f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
     raise typer.Exit(suite.exit_code)
-
-
-def _run_suite(values: dict[str, Any]) -> Any:
-    """Workers start importing torch first; meanwhile this process reads the config's keys
-    and types (it never imports torch), then a worker validates the rest (VALUEs,
-    expressions, input names) before any check runs. A memory limit set only in the config
-    needs workers started with it: fresh ones."""
-    import os
-
-    from gradscope.tools.config import check_number, read, refuse
-    from gradscope.tools.suite import memory_limit, run_checks, select, shard
-    from gradscope.tools.workers import Pool
-
-    jobs = values["jobs"] or os.cpu_count() or 1
-    pools = [Pool(jobs, values["memory_limit"]).warm()]
-    try:
-        specs, where, errors = read(values["config"])
-        specs = shard(select(specs, values["pattern"]), values["shard"])
-        memory = memory_limit(specs, values["memory_limit"])
-        if memory != values["memory_limit"]:
-            pools.append(Pool(jobs, memory))
-        refuse(where, sorted(errors + pools[-1].validate(specs), key=check_number))
-        progress = Progress("gradscope run", total=len(specs))
-        try:
-            return run_checks(specs, str(where), on_result=progress.advance, jobs=jobs,
-                              timeout=values["timeout"], memory_mb=memory, pool=pools[-1])
-        finally:
-            progress.stop()
-    finally:
-        for pool in pools:
-            pool.close()
 
 
 def ops(**values: Any) -> None:

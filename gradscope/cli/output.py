@@ -156,6 +156,11 @@ class Progress:
 
         return start
 
+    def expect(self, total: int) -> None:
+        """The count the main bar runs to, once it is known."""
+        if self.progress is not None:
+            self.progress.update(self.main, total=total)
+
     def advance(self, result: Any) -> None:
         if self.progress is not None:
             self.progress.update(self.main, advance=1,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gradscope.errors import UsageError
-from gradscope.tools.config import CheckSpec, load
+from gradscope.tools.config import CheckSpec, check_number, load, read, refuse
 from gradscope.tools.results import CheckResult, SuiteReport, run_one
 from gradscope.tools.workers import DEFAULT_TIMEOUT, Job, Pool, in_order
 
@@ -73,10 +73,33 @@ def run_config(path: str | Path | None = None,
                on_result: Callable[[CheckResult], None] | None = None, *,
                pattern: str | None = None, shard_of: str | None = None,
                jobs: int | None = None, isolate: bool = True, timeout: float | None = None,
-               memory_mb: int | None = None) -> SuiteReport:
+               memory_mb: int | None = None,
+               on_count: Callable[[int], None] | None = None) -> SuiteReport:
     """Load and run a config (pyproject.toml by default); returns the SuiteReport. Config errors
-    raise UsageError before any check runs."""
-    specs, where = load(Path(path) if path is not None else None)
-    specs = shard(select(specs, pattern), shard_of)
-    return run_checks(specs, str(where), on_result, jobs=jobs, isolate=isolate,
-                      timeout=timeout, memory_mb=memory_limit(specs, memory_mb))
+    raise UsageError before any check runs. `on_count` hears how many checks will run.
+
+    Isolated, the workers start first and import torch while this process reads the config's
+    keys and types (without torch); a worker then validates the rest (VALUEs, expressions,
+    input names). A memory limit set only in the config needs workers started with it."""
+    where = Path(path) if path is not None else None
+    if not isolate:
+        specs, where = load(where)
+        specs = shard(select(specs, pattern), shard_of)
+        if on_count is not None:
+            on_count(len(specs))
+        return run_checks(specs, str(where), on_result, isolate=False)
+    jobs = jobs or os.cpu_count() or 1
+    pools = [Pool(jobs, memory_mb).warm()]
+    try:
+        specs, where, errors = read(where)
+        specs = shard(select(specs, pattern), shard_of)
+        memory = memory_limit(specs, memory_mb)
+        if memory != memory_mb:
+            pools.append(Pool(jobs, memory))
+        refuse(where, sorted(errors + pools[-1].validate(specs), key=check_number))
+        if on_count is not None:
+            on_count(len(specs))
+        return run_checks(specs, str(where), on_result, timeout=timeout, pool=pools[-1])
+    finally:
+        for pool in pools:
+            pool.close()
