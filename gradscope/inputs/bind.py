@@ -16,10 +16,10 @@ from gradscope.errors import UsageError
 from gradscope.inputs.text import InputValue, parse_value, random_value
 from gradscope.option_text import MAX_ELEMENTS
 from gradscope.options import ANY_INPUT, Options
+from gradscope.options import DTYPES as DTYPE_NAMES
 from gradscope.tensors import all_finite
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
-          "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name → torch dtype
 
 
 @dataclass
