@@ -44,6 +44,7 @@ class Spec:
     minimum: int | None = None
     maximum: int | None = None
     value: bool = False  # a VALUE: text, number, list or tensor (read when inputs are bound)
+    bare: str | None = None  # what the flag means given without a value (`--surrogate`)
 
 
 def _about(*args: Any, **kw: Any) -> dict[str, Spec]:
@@ -111,6 +112,12 @@ class Options:
     fail_on: str = field(default="mismatch", metadata=_about(
         "--fail-on", "mismatch: exit 1 on a mismatch; warning: also on any diagnostic; never: "
         "always exit 0.", str, (str,), ", ".join(FAIL_ON), commands=RUNS, choices=FAIL_ON))
+    surrogate: tuple[str, ...] = field(default=(), metadata=_about(
+        "--surrogate", "Declare that backward departs from the derivative on purpose: alone "
+        "for every input, or --surrogate NAME[,NAME] (repeatable). Mismatches of those inputs "
+        "become `surrogate`, with how they relate to the derivative; everything else is still "
+        "checked.", list, (bool, str, list), "true, an input name or a list of names",
+        commands=RUNS, metavar="[NAME]", bare=ANY_INPUT))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))
@@ -281,9 +288,29 @@ def _tangents(raw: Any, where: str) -> dict[str, Any] | None:
     return {ANY_INPUT: raw}
 
 
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    """--surrogate: true/false, a name, comma-separated names, or a list of them; ANY_INPUT
+    stands for every input."""
+    if raw is None or raw is False:
+        return ()
+    if raw is True:
+        return (ANY_INPUT,)
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise UsageError(f"{where} takes true, an input name or a list of names, got {raw!r}")
+    out: list[str] = []
+    for item in items:
+        for name in (n.strip() for n in item.split(",")):
+            if name != ANY_INPUT and not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+                raise UsageError(f"{where}: {name!r} is not an input name")
+            if name not in out:
+                out.append(name)
+    return tuple(out)
+
+
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "at": assignments, "shape": _shapes, "tangent": _tangents, "arg": _literals,
-    "init": _literals,
+    "init": _literals, "surrogate": _names,
 }
 
 

@@ -5,12 +5,34 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from typing import Any
 
 import typer
 
 from gradscope.cli.app import app
+from gradscope.options import SPECS
+
+# flags that may stand alone (`--surrogate`) → the value they mean then
+BARE = {spec.flag: spec.bare for spec in SPECS.values() if spec.bare is not None}
+NAMES = re.compile(r"[A-Za-z_][\w.]*(,[A-Za-z_][\w.]*)*")
+
+
+def with_bare_values(argv: list[str]) -> list[str]:
+    """Gives a flag that may stand alone its bare value when no name follows it (click
+    cannot make a repeatable option's value optional): `--surrogate --seed 1` reads as
+    `--surrogate=* --seed 1`, `--surrogate x` keeps x."""
+    out: list[str] = []
+    for k, token in enumerate(argv):
+        out.append(token)
+        if token == "--":
+            return out + argv[k + 1:]
+        if token in BARE:
+            following = argv[k + 1] if k + 1 < len(argv) else None
+            if following is None or not NAMES.fullmatch(following):
+                out[-1] = f"{token}={BARE[token]}"
+    return out
 
 
 def _click_modules() -> list[Any]:
@@ -59,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     def kinds(name: str) -> tuple[type, ...]:
         return tuple(getattr(m, name) for m in mods if hasattr(m, name))
 
+    argv = with_bare_values(list(sys.argv[1:] if argv is None else argv))
     try:
         code = app(args=argv, standalone_mode=False, prog_name="gradscope")
     except kinds("NoArgsIsHelpError") as exc:

@@ -5,9 +5,9 @@ what to change (the way torch's gradcheck names its failures, but pointing at el
 * `nonlinear_backward`: backward(αv + βw) ≠ α·backward(v) + β·backward(w) — typically a constant
   written where `grad_output` belonged, which an all-ones upstream hides;
 * `nondeterministic_backward`: two backward calls on the same upstream differ;
-* `inplace_backward`: backward changed `grad_output` in place;
-* `surrogate_gradient`: the forward is piecewise constant yet the backward passes gradient on —
-  a straight-through estimator; a warning, not a failure.
+* `inplace_backward`: backward changed `grad_output` in place.
+
+(Surrogate gradients are found by behaviour, for any code: diagnose/surrogates.py.)
 """
 
 from __future__ import annotations
@@ -116,23 +116,10 @@ def inplace(before: torch.Tensor, after: torch.Tensor, target: str) -> Diagnosti
         indices={"upstream": mask_indices(changed)})
 
 
-def surrogate(target: str, counts: Mapping[str, int]) -> Diagnostic:
-    names = sorted(n for n, c in counts.items() if c)
-    return Diagnostic(
-        kind="surrogate_gradient", op="backward", where=target, inputs=names,
-        count=sum(counts.values()),
-        message=("the forward is piecewise constant in " + ", ".join(names) + " (finite "
-                 "differences are zero at every point checked) while the custom backward passes "
-                 "gradient on: a surrogate gradient such as a straight-through estimator. This "
-                 "is deliberate in quantisation-aware training and is not counted as a mismatch"),
-        hint=("if no surrogate was intended, backward should return zeros here (as torch.round "
-              "does); --fail-on warning turns this into a failure"))
-
-
 def backward_checks(text: str, judge: Any, upstream: torch.Tensor, before: torch.Tensor,
                     ag_grads: Mapping[str, torch.Tensor]) -> list[Diagnostic]:
-    """Linearity, determinism and in-place checks of a user's backward; marks in `judge` the
-    inputs that carry a deliberate surrogate gradient."""
+    """Linearity, determinism and in-place checks of a user's backward; tells `judge` where
+    backward is not linear (such elements are never excused as surrogates)."""
     diagnostics = []
     mutated = inplace(before, upstream, text)
     if mutated:
@@ -143,22 +130,5 @@ def backward_checks(text: str, judge: Any, upstream: torch.Tensor, before: torch
     nonlinear, masks = linearity(judge.autograd, judge.tol, judge.seed, text)
     if nonlinear:
         diagnostics.append(nonlinear)
-    for name in judge.names:
-        est = judge.estimates[name]
-        if est is None or bool(masks[name].any()) or not bool((ag_grads[name] != 0).any()):
-            continue
-        if _piecewise_constant(judge, name, est):
-            judge.surrogates.add(name)
+    judge.nonlinear = masks  # such elements are failures, never surrogates
     return diagnostics
-
-
-def _piecewise_constant(judge: Any, name: str, est: Any) -> bool:
-    """Whether finite differences show the forward flat in `name` at every point checked."""
-    if est.locally_constant(judge.tol.atol):
-        return True
-    # A two-point estimate across a jump looks like a steep slope; extrapolated, it shows
-    # that it never converges (a kink). When only a few columns move, look again with
-    # those refined (a smooth function moves in most of them: nothing to look for).
-    moving = est.nonconstant(judge.tol.atol)
-    return (judge.fd is not None and 0 < int(moving.sum()) <= max(1, moving.numel() // 10)
-            and bool(judge.fd.refine(name, moving)) and est.locally_constant(judge.tol.atol))

@@ -12,7 +12,8 @@ from typing import Any
 TABLE_ROWS = 24  # a tensor with more elements shows its worst rows only
 WORST_ROWS = 12
 STYLE = {"ok": "green", "mismatch": "bold red", "nondifferentiable": "yellow",
-         "undefined": "magenta", "vanishing": "yellow", "surrogate": "cyan"}  # colour repeats
+         "undefined": "magenta", "vanishing": "yellow", "surrogate": "cyan",
+         "inconclusive": "bold red", "not run": "dim", "unchecked": "dim"}  # colour repeats
 # the word, never replaces it
 
 

@@ -57,6 +57,11 @@ class Diagnostic:
     message: str
     hint: str
     indices: dict[str, list[list[int]]] | None = None
+    # mismatch_pattern: the relation autograd follows (factor, zero, transposed, permuted,
+    # swapped, additive, subset), its factor where it has one, and a one-line summary
+    relation: str | None = None
+    factor: float | None = None
+    summary: str | None = None
 
 
 @dataclass

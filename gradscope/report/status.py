@@ -19,6 +19,11 @@ SEVERITY = (MISMATCH, UNDEFINED, NONDIFFERENTIABLE, VANISHING, SURROGATE, OK, UN
 # rank by code and by name: higher is worse
 RANK_OF_CODE = {code: len(SEVERITY) - 1 - k for k, code in enumerate(SEVERITY)}
 RANK = {STATUS_NAMES[code]: rank for code, rank in RANK_OF_CODE.items()}
+# An input none of whose elements any engine compared is `inconclusive` (an input-level status,
+# never an element's): it fails, ranking just below a mismatch.
+INCONCLUSIVE = "inconclusive"
+RANK[INCONCLUSIVE] = RANK["mismatch"] - 0.5
+COMPARED = ("ok", "mismatch", "surrogate", "vanishing")  # element statuses that were judged
 
 
 def worst(names: Iterable[str]) -> str:

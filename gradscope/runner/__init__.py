@@ -78,9 +78,11 @@ def _run(request: Request) -> Report:
         backward = engines.autograd(target, bound, options.intermediates)
     with _timed(timings, "symbolic"):
         symbolic = engines.symbolic(target, bound.exact, backward.upstream)
+    computed = engines.computed_in(bound, backward)
     with _timed(timings, "finite_difference"):
-        differences = engines.finite_differences(target, bound, options, request.progress)
-    tol = Tolerance.for_dtype(options.dtype, options.rtol, options.atol)
+        differences = engines.finite_differences(target, bound, options, request.progress,
+                                                 computed)
+    tol = Tolerance.for_dtype(str(computed).removeprefix("torch."), options.rtol, options.atol)
     judge = Judge(target.names, backward.engine, symbolic.engine, differences.fd,
                   differences.estimates, tol, options.seed)
     refs = tables.References(symbolic.grads, symbolic.skipped, differences.skipped,
@@ -113,7 +115,8 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
         output=build.summary(backward.engine.output, *limit),
         upstream=build.summary(backward.upstream, *limit), inputs=[], diagnostics=[],
         device=str(bound.device), seed=options.seed, fail_on=options.fail_on,
-        notes=[*target.notes, *differences.notes],
+        notes=[*target.notes, *engines.precision_note(bound, engines.computed_in(bound, backward)),
+               *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps})
 
 

@@ -5,14 +5,17 @@ mode, accumulation and the diagnostics that explain what is not `ok`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from gradscope.diagnose import custom_backward, flow, kinks, vanishing
+from gradscope.diagnose import custom_backward, flow, kinks, relations, surrogates, vanishing
+from gradscope.errors import UsageError
 from gradscope.inputs.bind import Bound
 from gradscope.options import Options
 from gradscope.report.model import Diagnostic, Report
+from gradscope.report.status import SURROGATE, UNDEFINED
 from gradscope.runner import tables
 from gradscope.runner.engines import Backward
 from gradscope.targets import python as usercode
@@ -36,11 +39,12 @@ def judged(report: Report, command: str, target: Any, judge: Judge, bound: Bound
            options: Options, refs: tables.References, backward: Backward) -> None:
     upstream, grads = backward.upstream, backward.grads
     assert grads is not None
+    judge.declared = declared(target, judge, options)
     if isinstance(target, usercode.PythonTarget):
         report.diagnostics += custom_backward.backward_checks(target.text, judge, upstream,
                                                               backward.before, grads)
     flow_diagnostics = _flow(report, target, judge, bound, options, backward)
-    undefined: dict[str, torch.Tensor] = {}
+    cmps: dict[str, Any] = {}
     # Judge with the two-point finite differences; when a comparison doubted any, refine
     # those to four points (with an error bound) and judge everything again, so that all
     # parts of the report rest on the same estimates.
@@ -48,8 +52,8 @@ def judged(report: Report, command: str, target: Any, judge: Judge, bound: Bound
         if command == "jacobian":
             report.inputs = tables.jacobian_inputs(judge, bound, options, refs)
         else:
-            report.inputs, undefined = tables.vjp_inputs(judge, bound, options, refs,
-                                                         upstream, grads)
+            report.inputs, cmps = tables.vjp_inputs(judge, bound, options, refs, upstream,
+                                                    grads)
         report.upstream_checks = checks.upstream_checks(judge) if command == "check" else []
         if attempt or not judge.refine_suspects():
             break
@@ -60,12 +64,92 @@ def judged(report: Report, command: str, target: Any, judge: Judge, bound: Bound
         report.accumulation = tables.accumulation(judge, options, upstream, grads)
     report.diagnostics += kinks.from_estimates(target.branch_sites, judge.estimates)
     report.diagnostics += flow_diagnostics
+    undefined = {n: c.status == UNDEFINED for n, c in cmps.items()}
     nan = kinks.nan_diagnostic(target.text, undefined)
     if nan and not any(d.kind == "nan" for d in flow_diagnostics):
         report.diagnostics.append(nan)
-    if judge.surrogates:
-        counts = {i.name: i.status_counts.get("surrogate", 0) for i in report.inputs}
-        report.diagnostics.append(custom_backward.surrogate(target.text, counts))
+    explained = explain(report, target, judge, bound, grads)
+    surrogate_diagnostic(report, target, judge, bound, grads, cmps, explained)
+
+
+def declared(target: Any, judge: Judge, options: Options) -> dict[str, str]:
+    """The inputs whose gradient the user declared a surrogate, and why: --surrogate, a
+    marker on the target itself, or a marked Function in the graph."""
+    names = judge.names
+    for name in options.surrogate:
+        if name != surrogates.ALL and name not in names:
+            raise UsageError(f"--surrogate names `{name}`, which is not an input of the target; "
+                             f"inputs: {', '.join(names)}")
+    autograd = judge.autograd
+    marks = surrogates.marked_inputs(autograd.output, autograd.leaves)
+    return surrogates.declared(options.surrogate, names,
+                               surrogates.marker_of(getattr(target, "obj", None)), marks)
+
+
+def explain(report: Report, target: Any, judge: Judge, bound: Bound,
+            grads: Mapping[str, torch.Tensor]) -> dict[str, relations.Relation]:
+    """A `mismatch_pattern` diagnostic for each mismatched input whose disagreement follows
+    a simple relation (and the relation of each declared surrogate, for its diagnostic)."""
+    first: dict[str, relations.Arrays] = {}
+    for seen in judge.seen:
+        if seen.name not in first and seen.reference is not None:
+            first[seen.name] = relations.Arrays(seen.autograd, seen.reference, seen.error,
+                                                seen.comparison.status)
+    sizes = relations.sizes_of(tuple(judge.autograd.output.shape),
+                               {n: tuple(bound.cast[n].shape) for n in judge.names})
+    found: dict[str, relations.Relation] = {}
+    for name, arrays in first.items():
+        rel = relations.find(name, arrays, judge.tol, sizes, first, judge.ignored(name))
+        if rel is None:
+            continue
+        found[name] = rel
+        if name in judge.declared:
+            continue
+        report.diagnostics.append(Diagnostic(
+            kind="mismatch_pattern", op=rel.kind, where=target.text, inputs=[name],
+            count=rel.covers, message=f"{name}: {rel.message}", hint=_HINTS[rel.kind],
+            relation=rel.kind, factor=rel.factor, summary=rel.text))
+    return found
+
+
+_HINTS = {
+    "factor": "look for a constant in backward: a division by a size, a minus sign, a 2 of a "
+              "square; if the scaling is deliberate, declare it with --surrogate NAME",
+    "zero": "a path to this input is cut: a .detach(), torch.no_grad(), an in-place write or "
+            "a zero returned by backward",
+    "transposed": "check the .t()/.transpose in backward against the forward's layout",
+    "permuted": "check the permute/transpose calls in backward against the forward's",
+    "swapped": "return one gradient per forward input, in the forward's order",
+    "additive": "backward adds a term the forward does not have",
+    "ignored": "backward should give zero where the forward discards the input (as autograd "
+               "of `result[:, :n] = 0` does)",
+    "subset": "compare the branch of backward these elements take with the others'",
+}
+
+
+def surrogate_diagnostic(report: Report, target: Any, judge: Judge, bound: Bound,
+                         grads: Mapping[str, torch.Tensor], cmps: Mapping[str, Any],
+                         explained: Mapping[str, relations.Relation]) -> None:
+    """The `surrogate_gradient` diagnostic (what each surrogate looks like, or the relation a
+    declared one follows), and a note for a declaration that was not needed."""
+    counts = {i.name: sum(c for s, c in i.status_counts.items() if s == "surrogate")
+              for i in report.inputs}
+    for name in judge.surrogates:  # found under a random upstream or in the Jacobian only
+        counts[name] = counts.get(name) or 1
+    shapes = {}
+    for name in counts:
+        if counts[name] and name not in judge.declared and name in cmps:
+            mask = cmps[name].status == SURROGATE
+            shapes[name] = surrogates.shape_of(grads[name], bound.cast[name], mask,
+                                               judge.flat(name))
+    reasons = {n: r.message for n, r in explained.items()}
+    if any(counts.values()):
+        report.diagnostics.append(surrogates.diagnostic(target.text, counts, shapes,
+                                                        judge.declared, reasons))
+    for name, why in judge.declared.items():
+        if not counts.get(name):
+            report.notes.append(f"{name} was declared a surrogate ({why}), but its gradient "
+                                "agrees with the derivative: the declaration is not needed")
 
 
 def _flow(report: Report, target: Any, judge: Judge, bound: Bound, options: Options,

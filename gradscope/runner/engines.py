@@ -120,10 +120,29 @@ def symbolic(target: Any, exact: Mapping[str, torch.Tensor], upstream: torch.Ten
                         f"{first})", None)
 
 
+def computed_in(bound: Bound, backward: Backward) -> torch.dtype:
+    """The lowest floating precision the target computes in: the check's dtype, or its
+    output's when that is lower (a forward ending in `.float()` for float64 inputs)."""
+    out = backward.engine.output.dtype
+    if out.is_floating_point and torch.finfo(out).eps > torch.finfo(bound.dtype).eps:
+        return out
+    return bound.dtype
+
+
+def precision_note(bound: Bound, computed: torch.dtype) -> list[str]:
+    if computed == bound.dtype:
+        return []
+    name = str(computed).removeprefix("torch.")
+    return [f"the target computes in {name} (its output is {name} for {str(bound.dtype)[6:]} "
+            f"inputs): tolerances and the finite-difference step and round-off follow {name}"]
+
+
 def finite_differences(target: Any, bound: Bound, options: Options,
-                       progress: Callable[[str, int], Any] | None) -> Differences:
-    """Estimates for every input: each element, or a seeded sample past the budget."""
-    result = _engine_fd(target, bound, options)
+                       progress: Callable[[str, int], Any] | None,
+                       computed: torch.dtype | None = None) -> Differences:
+    """Estimates for every input: each element, or a seeded sample past the budget.
+    `computed`: the lowest precision the target computes in (None: the check's dtype)."""
+    result = _engine_fd(target, bound, options, computed or bound.dtype)
     fd = result.fd
     sampled: list[str] = []  # notes on sampled inputs come after the others
     for name in target.names:
@@ -156,16 +175,20 @@ def finite_differences(target: Any, bound: Bound, options: Options,
     return result
 
 
-def _engine_fd(target: Any, bound: Bound, options: Options) -> Differences:
-    """Finite differences in float64; in the run's dtype when the target cannot take float64."""
-    eps = options.eps or DEFAULT_EPS
+def _engine_fd(target: Any, bound: Bound, options: Options, computed: torch.dtype
+                ) -> Differences:
+    """Finite differences in float64; in the run's dtype when the target cannot take float64.
+    A target computing in a lower precision gets a step that suits it (eps^(1/3))."""
+    lower = computed != torch.float64 and computed != bound.dtype
+    eps = options.eps or (float(torch.finfo(computed).eps) ** (1 / 3) if lower else DEFAULT_EPS)
     exact = bound.exact
     probe = not isinstance(target, ExpressionTarget)  # an expression declares its structure
     around = target.traced_around
     try:
         return Differences(FiniteDifferences(target.traced, exact, eps=eps, around=around,
                                              elementwise=target.elementwise_inputs,
-                                             probe=probe), {})
+                                             probe=probe,
+                                             round_off=computed if lower else None), {})
     except (UsageError, TargetError) as exc:
         if bound.dtype == torch.float64:
             raise

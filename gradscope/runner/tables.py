@@ -16,7 +16,7 @@ from gradscope.inputs.bind import Bound, tangents_for
 from gradscope.options import Options
 from gradscope.report import build
 from gradscope.report.model import ForwardReport, InputReport
-from gradscope.report.status import UNDEFINED
+from gradscope.report.status import COMPARED, INCONCLUSIVE
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.judge import Judge
 
@@ -36,21 +36,20 @@ class References:
 
 def vjp_inputs(judge: Judge, bound: Bound, options: Options, refs: References,
                upstream: torch.Tensor, ag_grads: Mapping[str, torch.Tensor]
-               ) -> tuple[list[InputReport], dict[str, torch.Tensor]]:
-    """One report per input for the upstream, and where each input is undefined."""
+               ) -> tuple[list[InputReport], dict[str, Comparison]]:
+    """One report per input for the upstream, and each input's comparison."""
     upstream64 = upstream.to(torch.float64)
     ones = bound.grad is None  # the default upstream (of --order 2 too): all ones
-    inputs, undefined = [], {}
+    inputs, cmps = [], {}
     for name in judge.names:
         est = judge.estimates[name]
         fd_grad, fd_err = est.vjp(upstream64, ones=ones) if est else (None, None)
         sym = refs.symbolic[name] if refs.symbolic else None
-        cmp = judge.compare(name, ag_grads[name], sym, fd_grad, fd_err)
-        undefined[name] = cmp.status == UNDEFINED
+        cmp = cmps[name] = judge.compare(name, ag_grads[name], sym, fd_grad, fd_err)
         idx = build.worst_indices(cmp, options.max_elements, options.full)
         inputs.append(input_report(name, bound, cmp, idx, ag_grads[name], sym, fd_grad,
                                    refs.formulas.get(name), refs, est))
-    return inputs, undefined
+    return inputs, cmps
 
 
 def input_report(name: str, bound: Bound, cmp: Comparison, idx: torch.Tensor | None,
@@ -64,7 +63,7 @@ def input_report(name: str, bound: Bound, cmp: Comparison, idx: torch.Tensor | N
         name=name, role="input", shape=list(cast.shape),
         values=build.pick(cast, idx) if values else None, autograd=build.pick(ag, idx),
         symbolic=build.pick(sym, idx), finite_difference=build.pick(fd, idx),
-        formula=formula, max_abs_error=cmp.max_abs_error(), status=cmp.worst(),
+        formula=formula, max_abs_error=cmp.max_abs_error(), status=_status(cmp),
         elements_reported="all" if idx is None else "worst",
         indices=build.indices_of(idx, tuple(cast.shape)),
         element_status=build.statuses(cmp, idx), error=build.pick(cmp.error, idx),
@@ -72,6 +71,15 @@ def input_report(name: str, bound: Bound, cmp: Comparison, idx: torch.Tensor | N
         symbolic_skipped=refs.symbolic_skipped if sym is None else None,
         finite_difference_skipped=refs.fd_skipped.get(name) if fd is None else None,
         finite_difference_mode=est.mode if est else None)
+
+
+def _status(cmp: Comparison) -> str:
+    """The input's status: its worst element's, or `inconclusive` when no element was
+    compared at all (no engine covered any: a verdict that compared nothing never passes)."""
+    counts = cmp.counts()
+    if counts.get("unchecked") and not any(counts.get(s) for s in COMPARED):
+        return INCONCLUSIVE
+    return cmp.worst()
 
 
 def jacobian_inputs(judge: Judge, bound: Bound, options: Options, refs: References

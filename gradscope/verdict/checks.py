@@ -75,7 +75,7 @@ def _projection(judge: Judge, name: str, k: int, v: torch.Tensor, t: torch.Tenso
              + 3 * float(torch.mul(v, d.error).abs_().sum()))
     diff = abs(fd_val - ag_val)
     kinked = bool(d.kink.any())
-    surrogate = name in judge.surrogates
+    surrogate = name in judge.surrogates or name in judge.declared
     ok = kinked or surrogate or (diff <= slack and math.isfinite(diff))
     word = "nondifferentiable" if kinked else "surrogate" if surrogate else (
         "ok" if ok else "mismatch")

@@ -52,14 +52,12 @@ class Comparison:
                 return STATUS_NAMES[code]
         return "ok"
 
-    def surrogate(self, finite: torch.Tensor, finite_error: torch.Tensor,
-                  tol: Tolerance) -> Comparison:
-        """Re-mark as `surrogate` the mismatches where the true derivative is zero: the
-        caller has established that the forward is piecewise constant and the backward
-        linear, i.e. a deliberate surrogate gradient such as a straight-through estimator."""
-        flat = finite.to(torch.float64).abs() <= tol.atol + FD_ERROR_FACTOR * finite_error
+    def surrogate(self, where: torch.Tensor) -> Comparison:
+        """Re-mark as `surrogate` the mismatches under `where` (broadcast to the statuses):
+        the caller found the forward flat there (a straight-through estimator, a spiking
+        surrogate) or the user declared the gradient a surrogate."""
         status = self.status.clone()
-        status[(status == MISMATCH) & flat.to(status.device)] = SURROGATE
+        status[(status == MISMATCH) & where.to(status.device).expand(status.shape)] = SURROGATE
         return Comparison(status, self.error)
 
     def vanishing(self, autograd: torch.Tensor) -> Comparison:

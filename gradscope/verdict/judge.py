@@ -1,6 +1,8 @@
 """The judge of one run: compares autograd with the other engines for any upstream, with the
-masks finite differences carry (kinks, samples), the re-marking the diagnoses decided
-(surrogate inputs, vanishing inputs), and the two-point estimates a comparison doubted.
+masks finite differences carry (kinks, samples), the re-marking of surrogate elements (the
+forward is flat there and autograd is not: whatever code made that gradient, it is a surrogate;
+and every mismatch of an input the user declared a surrogate), the re-marking of vanishing
+inputs the diagnoses decided, and the two-point estimates a comparison doubted.
 
 It owns the work every named check shares and computes it once: the seeded random upstreams and
 autograd's VJP for each, and the Jacobians of autograd and of the symbolic engine.
@@ -26,6 +28,19 @@ ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single ve
 
 
 @dataclass
+class Seen:
+    """One comparison that found mismatches: autograd, its reference (symbolic, else finite
+    differences with their error bound) and the statuses, before a declaration excused them."""
+
+    name: str
+    autograd: torch.Tensor
+    reference: torch.Tensor | None
+    error: torch.Tensor | None
+    comparison: Comparison
+    jacobian: bool
+
+
+@dataclass
 class Judge:
     """Compares per input; `autograd` and `symbolic` are the engines (symbolic may be None),
     `estimates` the finite-difference result per input (None where it did not run)."""
@@ -37,12 +52,59 @@ class Judge:
     estimates: Mapping[str, Estimate | None]
     tol: Tolerance
     seed: int
-    surrogates: set[str] = field(default_factory=set)
+    # input → why the user declared its gradient a surrogate (--surrogate, or a marker in code)
+    declared: dict[str, str] = field(default_factory=dict)
+    # input → elements where backward is not linear in grad_output: never a surrogate
+    nonlinear: dict[str, torch.Tensor] = field(default_factory=dict)
+    surrogates: set[str] = field(default_factory=set)  # inputs with a surrogate element
     vanishing: set[str] = field(default_factory=set)
+    # every comparison that had a mismatch before a declaration excused it, in order: what
+    # the relations between autograd and its reference are read from
+    seen: list[Seen] = field(default_factory=list)
     # two-point finite-difference estimates a comparison doubted: refined, then judged again
     suspects: dict[str, torch.Tensor] = field(default_factory=dict)
     _random: list[tuple[torch.Tensor, dict[str, torch.Tensor]]] = field(default_factory=list)
     _jacobian: tuple[Any, Any] | None = None
+    _flat: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    # per input element: 0 not probed, 1 the output depends on it at other values (a step),
+    # 2 it does not at any value tried (the forward ignores it)
+    _depends: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def stepped(self, name: str, candidates: torch.Tensor) -> torch.Tensor:
+        """Of the flat `candidates` (input-shaped), those where the forward is piecewise
+        constant: it moves when the element takes other values. Only those are surrogates; a
+        forward that ignores an element at every value makes any gradient there a bug."""
+        est = self.estimates[name]
+        if self.fd is None or est is None:
+            return torch.zeros_like(candidates)
+        known = self._depends.setdefault(
+            name, torch.zeros(est.in_shape, dtype=torch.int8, device=candidates.device))
+        todo = torch.nonzero((candidates & (known == 0)).reshape(-1)).reshape(-1)
+        if todo.numel():
+            moves = self.fd.depends(name, todo)
+            known.view(-1)[todo] = torch.where(moves, 1, 2).to(torch.int8)
+        return candidates & (known == 1)
+
+    def ignored(self, name: str) -> torch.Tensor | None:
+        """Elements probed and found ignored by the forward (None: none probed)."""
+        known = self._depends.get(name)
+        return None if known is None else known == 2
+
+    def flat(self, name: str) -> torch.Tensor | None:
+        """Input-shaped mask of the elements where the forward does not move: finite
+        differences estimated their column, it is zero within its error, and its stencil
+        crossed no kink or jump (None: no estimate)."""
+        if name not in self._flat:
+            est = self.estimates[name]
+            mask = None
+            if est is not None:
+                mask = ~est.nonconstant(self.tol.atol) & ~est.kink
+                if est.checked is not None:
+                    mask &= est.checked
+                if name in self.nonlinear:
+                    mask &= ~self.nonlinear[name].to(mask.device)
+            self._flat[name] = mask
+        return self._flat[name]
 
     def compare(self, name: str, ag: torch.Tensor, sym: torch.Tensor | None,
                 fd: torch.Tensor | None, err: torch.Tensor | None,
@@ -58,8 +120,19 @@ class Judge:
         cmp = compare(ag, sym, fd, err, kink, self.tol, checked)
         if est is not None and est.points is not None and fd is not None:
             self._doubt(name, est, cmp, jacobian)
-        if name in self.surrogates and fd is not None and err is not None:
-            cmp = cmp.surrogate(fd, err, self.tol)
+        flat = self.flat(name)
+        if flat is not None and cmp.counts().get("mismatch") and bool(flat.any()):
+            wrong = cmp.status == MISMATCH
+            wrong = wrong.any(0).reshape(flat.shape) if jacobian else wrong.reshape(flat.shape)
+            stepped = self.stepped(name, flat & wrong)
+            cmp = cmp.surrogate(stepped.reshape(1, -1) if jacobian else stepped)
+        if cmp.counts().get("mismatch"):
+            self.seen.append(Seen(name, ag, sym if sym is not None else fd,
+                                  err if sym is None else None, cmp, jacobian))
+            if name in self.declared:
+                cmp = cmp.surrogate(torch.ones((), dtype=torch.bool))
+        if cmp.counts().get("surrogate"):
+            self.surrogates.add(name)
         if name in self.vanishing and not jacobian:  # zero Jacobian entries are ordinary
             cmp = cmp.vanishing(ag)
         return cmp
@@ -82,6 +155,8 @@ class Judge:
         for name, mask in self.suspects.items():
             refined += self.fd.refine(name, mask) if self.fd is not None else 0
         self.suspects = {}
+        if refined:  # everything is judged again with the refined estimates
+            self._flat, self.seen, self.surrogates = {}, [], set()
         return refined > 0
 
     def random_upstreams(self) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:

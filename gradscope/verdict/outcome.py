@@ -12,7 +12,8 @@ FAILING_KINDS = {"backward_arity", "backward_shape", "nonlinear_backward",
 
 def passed(report: Report) -> bool:
     """Whether every check passed, per the report's `fail_on` (mismatch or warning)."""
-    failed = any(i.status == "mismatch" for i in report.inputs)
+    # a mismatch, or an input that nothing was compared for (a hollow pass is a failure)
+    failed = any(i.status in ("mismatch", "inconclusive") for i in report.inputs)
     failed |= any(d.kind in FAILING_KINDS for d in report.diagnostics)
     failed |= any(not c.passed for c in report.upstream_checks)
     failed |= report.forward is not None and report.forward.status == "mismatch"

@@ -32,7 +32,7 @@ def test_a_kink_in_the_stencil_is_nondifferentiable_not_a_mismatch():
     assert cmp.counts() == {"ok": 1, "nondifferentiable": 1}
 
 
-def test_vanishing_inputs_are_re_marked_and_wrong_values_are_mismatches():
+def test_vanishing_inputs_are_re_marked_and_a_gradient_on_a_step_is_a_surrogate():
     judge = _judge("round(x) * 2", x=[0.2, 1.7])
     ones = torch.ones(2, dtype=torch.float64)
     ag = judge.autograd.vjp(ones)["x"]
@@ -40,8 +40,29 @@ def test_vanishing_inputs_are_re_marked_and_wrong_values_are_mismatches():
     judge.vanishing.add("x")
     assert judge.compare("x", ag, torch.zeros(2, dtype=torch.float64), None,
                          None).counts() == {"vanishing": 2}
-    wrong = judge.compare("x", ag + 1, torch.zeros(2, dtype=torch.float64), None, None)
-    assert wrong.worst() == "mismatch"
+    # a gradient where the forward is a flat step is a surrogate, whatever made it
+    fd, err = judge.estimates["x"].vjp(ones)
+    wrong = judge.compare("x", ag + 1, None, fd, err)
+    assert wrong.counts() == {"surrogate": 2} and judge.surrogates == {"x"}
+
+
+def test_a_wrong_gradient_where_the_forward_moves_is_a_mismatch():
+    judge = _judge("x * 2", x=[0.2, 1.7])
+    ones = torch.ones(2, dtype=torch.float64)
+    fd, err = judge.estimates["x"].vjp(ones)
+    wrong = judge.compare("x", judge.autograd.vjp(ones)["x"] + 1, None, fd, err)
+    assert wrong.counts() == {"mismatch": 2} and not judge.surrogates
+    assert [s.name for s in judge.seen] == ["x"]  # kept for the relations
+
+
+def test_declared_inputs_have_their_mismatches_excused_but_recorded():
+    judge = _judge("x * 2", x=[0.2, 1.7])
+    judge.declared = {"x": "declared with --surrogate"}
+    ones = torch.ones(2, dtype=torch.float64)
+    fd, err = judge.estimates["x"].vjp(ones)
+    wrong = judge.compare("x", judge.autograd.vjp(ones)["x"] * -0.5, None, fd, err)
+    assert wrong.counts() == {"surrogate": 2}
+    assert judge.seen[0].comparison.counts() == {"mismatch": 2}
 
 
 def test_random_upstreams_and_jacobians_are_computed_once():

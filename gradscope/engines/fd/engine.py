@@ -48,6 +48,25 @@ Around = Callable[[Mapping[str, torch.Tensor]],
                         Callable[[str], Any]]]
 
 
+def _read_as(fn: Traced, dtype: torch.dtype) -> Traced:
+    """`fn` with its floating output read in `dtype` (buffers are written in `dtype`)."""
+
+    def read(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        out, branches = fn(values)
+        if out.is_floating_point() and out.dtype != dtype:
+            out = out.to(dtype)
+        return out, branches
+
+    return read
+
+
+# Values an element is set to, to see whether the output depends on it at all (times the
+# input's scale max(1, |x|); None: the element's own value negated).
+PROBES = (None, 0.0, 0.5, -0.5, 2.0, -2.0, 10.0, -10.0, 100.0, -100.0)
+PROBED_ELEMENTS = 256  # elements probed one by one; the rest in groups of PROBE_GROUP
+PROBE_GROUP = 64
+
+
 class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
     """Finite differences of a traced target around fixed float64 values."""
 
@@ -56,10 +75,12 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
                  progress: Callable[[int], None] | None = None,
                  dtype: torch.dtype = torch.float64,
                  two_point_from: int = TWO_POINT_FROM, around: Around | None = None,
-                 probe: bool = False) -> None:
-        self.fn = fn
+                 probe: bool = False, round_off: torch.dtype | None = None) -> None:
+        # A target may compute in a lower precision than it is given (a forward ending in
+        # `.float()`): its outputs are read in `dtype`, and its round-off is that of the lowest
+        # precision it was seen to produce (`round_off`, or its first output's dtype).
+        self.fn = _read_as(fn, dtype)
         self.dtype = dtype
-        self.machine_eps = float(torch.finfo(dtype).eps)
         self.values = {k: v.detach().to(dtype) for k, v in values.items()}
         self.elementwise = set(elementwise)
         self.probe = probe  # look for elementwise structure the target cannot declare
@@ -72,15 +93,19 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
         tic = time.perf_counter()
         if around is not None:  # the target can reuse work for points that move one input
-            self.out, self.branches, self._moving, self._column_fns = around(self.values)
+            out, self.branches, moving, self._column_fns = around(self.values)
+            self._moving = lambda name: _read_as(moving(name), dtype)
         else:
-            self.out, self.branches = fn(self.values)
+            out, self.branches = fn(self.values)
+        self.out = out.to(dtype) if out.is_floating_point() and out.dtype != dtype else out
+        self.machine_eps = max(float(torch.finfo(d).eps) for d in (dtype, out.dtype, round_off)
+                               if d is not None and d.is_floating_point)
         # what one whole evaluation costs here; a slow first call is timed again, since it may
         # have paid one-off warm-up (lazy imports, allocator growth)
         self.eval_seconds = elapsed(tic, self.out)
         if self.eval_seconds > 0.01:
             tic = time.perf_counter()
-            out, _ = fn(self.values)
+            out, _ = self.fn(self.values)
             self.eval_seconds = min(self.eval_seconds, elapsed(tic, out))
         self.out_shape = tuple(self.out.shape)
         self.vmap_failed: str | None = None
@@ -214,3 +239,39 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         h_t = torch.tensor(h, dtype=self.dtype, device=self.out.device)
         est, err = richardson(*outs, h_t, self.machine_eps)
         return Directional(est, err, changed)
+
+    # ------------------------------------------------- does the output depend on an element?
+    def depends(self, name: str, flat: torch.Tensor, budget: int = PROBED_ELEMENTS
+                ) -> torch.Tensor:
+        """For the elements of `name` at flat positions `flat` (where the forward is flat):
+        whether the output changes when that element alone is set to other values (PROBES,
+        relative to the input's scale). True: the forward is piecewise constant there (a
+        step, a saturated clamp); False: it ignores the element at every value tried (a
+        zeroed column). Past `budget` elements the rest are probed in groups (a group that
+        moves the output counts for all its elements)."""
+        x = self.values[name]
+        scale = max(1.0, float(x.abs().max())) if x.numel() else 1.0
+        fn = self._fn(name)
+        out = torch.zeros(len(flat), dtype=torch.bool, device=x.device)
+        for k in range(min(budget, len(flat))):
+            out[k] = self._moves(fn, name, flat[k:k + 1], scale)
+        for start in range(budget, len(flat), PROBE_GROUP):
+            out[start:start + PROBE_GROUP] = self._moves(fn, name,
+                                                         flat[start:start + PROBE_GROUP], scale)
+        return out
+
+    def _moves(self, fn: Traced, name: str, where: torch.Tensor, scale: float) -> bool:
+        x = self.values[name].reshape(-1)
+        base = x[where]
+        for probe in PROBES:
+            moved = x.clone()
+            moved[where] = -base if probe is None else torch.full_like(base, probe * scale)
+            values = dict(self.values)
+            values[name] = moved.reshape(self.values[name].shape)
+            try:
+                out, _ = fn(values)
+            except Exception:  # the target refuses some values: it does look at this one
+                return True
+            if bool(branch_changed(out.expand(self.out_shape), self.out).any()):
+                return True
+        return False
