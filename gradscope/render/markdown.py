@@ -12,7 +12,8 @@ from gradscope.render.cells import (
     md,
     md_code,
 )
-from gradscope.report.model import InputReport, Report
+from gradscope.report.headline import headline
+from gradscope.report.model import InputReport, Report, UpstreamCheck
 
 
 def _input(item: InputReport) -> list[str]:
@@ -51,8 +52,15 @@ def _input(item: InputReport) -> list[str]:
     return [*lines, ""]
 
 
+def _result(check: UpstreamCheck) -> str:
+    word = check.result or ("ok" if check.passed else "mismatch")
+    return f"**{word}**" if word == "mismatch" else word
+
+
 def render(report: Report) -> str:
     verdict = "✅ passed" if report.passed else "❌ failed"
+    if headline(report):
+        verdict += f": {md(headline(report))}"
     if report.skipped:
         verdict += f" (finite differences skipped for {md(', '.join(report.skipped))})"
     lines = [f"## gradscope {report.command}: `{md_code(report.target)}` — {verdict}", "",
@@ -76,8 +84,9 @@ def render(report: Report) -> str:
         lines.append("")
     if report.upstream_checks:
         lines += ["| also checked | result | max abs error |", "|---|---|---:|"]
-        lines += [f"| {md(c.label)} | {'ok' if c.passed else '**mismatch**'} | "
-                  f"{fmt(c.max_abs_error)} |" for c in report.upstream_checks]
+        lines += [f"| {md(c.label)} | {_result(c)} | "
+                  f"{fmt(c.max_abs_error) if c.result != 'not run' else '—'} |"
+                  for c in report.upstream_checks]
         lines.append("")
     if report.diagnostics:
         lines += ["### Diagnostics", ""]

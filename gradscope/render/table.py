@@ -25,6 +25,7 @@ from gradscope.render.cells import (
     printable,
     shape_text,
 )
+from gradscope.report.headline import headline
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.status import RANK
 
@@ -193,9 +194,10 @@ def checks_table(report: Report) -> Table | None:
     for name in ("check", "result", "max |error|", "mismatches"):
         table.add_column(name)
     for c in report.upstream_checks:
-        word = "ok" if c.passed else "mismatch"
-        table.add_row(c.label, Text(word, style=STYLE[word]), fmt(c.max_abs_error),
-                      str(c.mismatches))
+        word = c.result or ("ok" if c.passed else "mismatch")
+        ran = word != "not run"
+        table.add_row(c.label, Text(word, style=STYLE.get(word, "")),
+                      fmt(c.max_abs_error) if ran else "—", str(c.mismatches) if ran else "—")
     return table
 
 
@@ -223,8 +225,11 @@ def verdict(report: Report) -> Text:
         for status, n in item.status_counts.items():
             counts[status] = counts.get(status, 0) + n
     word = "PASSED" if report.passed else "FAILED"
-    text = Text.assemble((word, "bold green" if report.passed else "bold red"),
-                         f"  {len(report.inputs)} input(s): ")
+    text = Text.assemble((word, "bold green" if report.passed else "bold red"))
+    cause = headline(report)
+    if cause:
+        text.append(f"  {printable(cause)}", style="bold")
+    text.append(f"{' ·' if cause else ''}  {len(report.inputs)} input(s): ")
     text.append(", ".join(f"{n:,} {s}" for s, n in counts.items()) or "nothing compared")
     if report.skipped:
         text.append(f"  (finite differences skipped for {', '.join(report.skipped)}: see the "

@@ -73,6 +73,9 @@ class UpstreamCheck:
     max_abs_error: float
     mismatches: int
     statuses: dict[str, str]
+    # ok, mismatch, surrogate, ... (the worst over its inputs), or "not run": no engine
+    # compared anything for it (its max_abs_error then means nothing)
+    result: str = ""
 
 
 @dataclass

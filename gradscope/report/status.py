@@ -29,3 +29,7 @@ COMPARED = ("ok", "mismatch", "surrogate", "vanishing")  # element statuses that
 def worst(names: Iterable[str]) -> str:
     """The most severe of some status names ("ok" for none)."""
     return max(names, key=lambda n: RANK.get(n, -1), default="ok")
+
+# diagnostics that are failures whatever --fail-on says (a custom backward that is wrong)
+FAILING_KINDS = ("backward_arity", "backward_shape", "nonlinear_backward",
+                 "nondeterministic_backward", "inplace_backward")

@@ -11,12 +11,14 @@ import torch
 
 from gradscope.inputs.text import seed_for
 from gradscope.report.model import UpstreamCheck
-from gradscope.report.status import MISMATCH
+from gradscope.report.status import COMPARED, MISMATCH
+from gradscope.report.status import worst as status_worst
 from gradscope.verdict.compare import Comparison
 from gradscope.verdict.judge import Judge
 
 JACOBIAN_CHECK_ENTRIES = 4096  # `check` also compares the full Jacobian up to this size
 PROJECTIONS = 3  # random projections over every element of a sampled input
+NOT_RUN = "not run"
 
 
 def upstream_checks(judge: Judge) -> list[UpstreamCheck]:
@@ -31,8 +33,8 @@ def upstream_checks(judge: Judge) -> list[UpstreamCheck]:
             # where it exists; finite differences (compared per element above) add only noise.
             fd, err = est.vjp(v) if est and sym is None else (None, None)
             cmps[name] = judge.compare(name, ag[name], sym[name] if sym else None, fd, err)
-        checks.append(named(f"random upstream #{k + 1} (uniform(-1,1), seed {judge.seed})",
-                            cmps))
+        seed = seed_for(judge.seed, f":upstream{k}")
+        checks.append(named(f"random upstream #{k + 1} (uniform(-1,1), seed {seed})", cmps))
     output = judge.autograd.output
     entries = output.numel() * sum(judge.autograd.leaves[n].numel() for n in judge.names)
     if entries <= JACOBIAN_CHECK_ENTRIES:
@@ -43,8 +45,16 @@ def upstream_checks(judge: Judge) -> list[UpstreamCheck]:
 def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
     mismatches = sum(int((c.status == MISMATCH).sum()) for c in cmps.values())
     worst = max((c.max_abs_error() for c in cmps.values()), default=0.0)
-    return UpstreamCheck(label, mismatches == 0, worst, mismatches,
-                         {n: c.worst() for n, c in cmps.items()})
+    statuses = {n: _word(c) for n, c in cmps.items()}
+    ran = [s for s in statuses.values() if s != NOT_RUN]
+    result = status_worst(ran) if ran else NOT_RUN
+    return UpstreamCheck(label, mismatches == 0, worst, mismatches, statuses, result)
+
+
+def _word(cmp: Comparison) -> str:
+    """An input's result in a check: its worst status, or `not run` when nothing compared."""
+    counts = cmp.counts()
+    return NOT_RUN if not any(counts.get(s) for s in COMPARED) else cmp.worst()
 
 
 def projections(judge: Judge, upstream: torch.Tensor,
@@ -81,4 +91,4 @@ def _projection(judge: Judge, name: str, k: int, v: torch.Tensor, t: torch.Tenso
         "ok" if ok else "mismatch")
     return UpstreamCheck(
         f"random projection #{k + 1} of {name} (all {t.numel():,} elements)", ok,
-        diff if math.isfinite(diff) else float("nan"), 0 if ok else 1, {name: word})
+        diff if math.isfinite(diff) else float("nan"), 0 if ok else 1, {name: word}, word)

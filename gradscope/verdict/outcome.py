@@ -4,10 +4,7 @@ place that decides pass or fail."""
 from __future__ import annotations
 
 from gradscope.report.model import Report
-
-# diagnostics that are failures whatever --fail-on says (a custom backward that is wrong)
-FAILING_KINDS = {"backward_arity", "backward_shape", "nonlinear_backward",
-                 "nondeterministic_backward", "inplace_backward"}
+from gradscope.report.status import FAILING_KINDS
 
 
 def passed(report: Report) -> bool:

@@ -326,7 +326,7 @@ class DetachedPath(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, y = ctx.saved_tensors
+        _, y = ctx.saved_tensors
         return g * y, torch.zeros_like(y)
 
 

@@ -8,6 +8,7 @@ import torch
 import gradscope
 from gradscope.engines.fd.engine import TWO_POINT_FROM, FiniteDifferences
 from gradscope.errors import UsageError
+from gradscope.inputs.text import seed_for
 from tests.conftest import assert_close
 from tests.paths import DATA
 
@@ -164,8 +165,8 @@ def test_maximum_tie_is_half_in_both_engines():
 def test_check_covers_random_upstreams_and_jacobian():
     report = gradscope.check("x * y", x="1,2", y="3,4")
     labels = [c.label for c in report.upstream_checks]
-    assert labels[:2] == ["random upstream #1 (uniform(-1,1), seed 0)",
-                          "random upstream #2 (uniform(-1,1), seed 0)"]
+    assert labels[:2] == [f"random upstream #1 (uniform(-1,1), seed {seed_for(0, ':upstream0')})",
+                          f"random upstream #2 (uniform(-1,1), seed {seed_for(0, ':upstream1')})"]
     assert labels[2] == "full Jacobian"
     assert all(c.passed for c in report.upstream_checks)
 
@@ -306,7 +307,7 @@ def test_large_outputs_get_one_random_upstream_and_it_still_catches_a_backward()
     n = 70_000
     report = gradscope.check("x * y", x=f"linspace(1,2,{n})", y=f"linspace(2,3,{n})")
     assert [c.label for c in report.upstream_checks] == [
-        "random upstream #1 (uniform(-1,1), seed 0)"]
+        f"random upstream #1 (uniform(-1,1), seed {seed_for(0, ':upstream0')})"]
     # a backward that ignores grad_output's values is right for the ones upstream only
     blind = gradscope.check(f"{DATA}/backwards.py:BlindSquare", x=f"linspace(1,2,{n})", sample=50)
     assert blind.inputs[0].status_counts.get("mismatch", 0) == 0  # ones upstream: |1| = 1

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import gradscope
+from gradscope.inputs.text import seed_for
 from tests.paths import DATA
 
 
 def test_check_names_its_extra_verdicts():
     report = gradscope.check("sin(x) * y", x="0.1,0.2", y="1,2")
     labels = [c.label for c in report.upstream_checks]
-    assert labels == ["random upstream #1 (uniform(-1,1), seed 0)",
-                      "random upstream #2 (uniform(-1,1), seed 0)", "full Jacobian"]
+    assert labels == [f"random upstream #1 (uniform(-1,1), seed {seed_for(0, ':upstream0')})",
+                      f"random upstream #2 (uniform(-1,1), seed {seed_for(0, ':upstream1')})",
+                      "full Jacobian"]
     assert all(c.passed for c in report.upstream_checks)
+    assert len(set(labels)) == len(labels)  # each names the upstream it used
 
 
 def test_a_random_upstream_catches_a_backward_a_ones_upstream_hides():
