@@ -10,6 +10,7 @@ from typing import Any
 
 from gradscope._version import __version__
 from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.markers import surrogate
 
 # torch warns on every start when NumPy is absent; gradscope never needs NumPy, so the warning
 # would only be noise on stderr in a fresh environment.
@@ -24,6 +25,7 @@ __all__ = [
     "jacobian",
     "jvp",
     "run_config",
+    "surrogate",
     "testing",
     "vjp",
 ]

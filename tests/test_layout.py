@@ -17,7 +17,7 @@ PACKAGE = ROOT / "gradscope"
 
 # Lower layers never import higher ones; within a layer, a package imports only itself.
 LAYERS = [
-    ("gradscope._version", "gradscope.errors"),
+    ("gradscope._version", "gradscope.errors", "gradscope.markers"),
     ("gradscope.tensors", "gradscope.option_text", "gradscope.report.model",
      "gradscope.report.status", "gradscope.verdict.tolerance"),
     ("gradscope.options", "gradscope.report.build", "gradscope.render", "gradscope.expr"),

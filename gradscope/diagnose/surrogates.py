@@ -12,22 +12,13 @@ autograd graph and writes the diagnostic.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 
+from gradscope.markers import marker_of
 from gradscope.report.model import Diagnostic
 
-MARKER = "__gradscope_surrogate__"
 ALL = "*"  # --surrogate without a name: every input
-
-
-def marker_of(obj: Any) -> str | None:
-    """The reason a user's object declares (the marker's value), None when it declares none."""
-    value = getattr(obj, MARKER, None) if obj is not None else None
-    if value is None or value is False:
-        return None
-    return value if isinstance(value, str) and value else "declared in code"
 
 
 def marked_inputs(output: torch.Tensor, leaves: Mapping[str, torch.Tensor]) -> dict[str, str]:

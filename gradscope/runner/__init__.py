@@ -115,9 +115,15 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
         output=build.summary(backward.engine.output, *limit),
         upstream=build.summary(backward.upstream, *limit), inputs=[], diagnostics=[],
         device=str(bound.device), seed=options.seed, fail_on=options.fail_on,
-        notes=[*target.notes, *engines.precision_note(bound, engines.computed_in(bound, backward)),
+        notes=[*target.notes, *_guessed(target, options),
+               *engines.precision_note(bound, engines.computed_in(bound, backward)),
                *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps})
+
+
+def _guessed(target: Any, options: Any) -> list[str]:
+    guessed = getattr(target, "guessed", None)
+    return guessed(set(options.at) | set(target.given)) if guessed else []
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import torch
 from gradscope.diagnose import custom_backward, flow, kinks, relations, surrogates, vanishing
 from gradscope.errors import UsageError
 from gradscope.inputs.bind import Bound
+from gradscope.markers import marker_of
 from gradscope.options import Options
 from gradscope.report.model import Diagnostic, Report
 from gradscope.report.status import SURROGATE, UNDEFINED
@@ -83,7 +84,7 @@ def declared(target: Any, judge: Judge, options: Options) -> dict[str, str]:
     autograd = judge.autograd
     marks = surrogates.marked_inputs(autograd.output, autograd.leaves)
     return surrogates.declared(options.surrogate, names,
-                               surrogates.marker_of(getattr(target, "obj", None)), marks)
+                               marker_of(getattr(target, "obj", None)), marks)
 
 
 def explain(report: Report, target: Any, judge: Judge, bound: Bound,

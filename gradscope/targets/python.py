@@ -179,10 +179,21 @@ def candidates_in(module: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------- the target
+SCALAR_ANNOTATIONS = ("float", "int", "bool", "str", "complex")
+
+
 @dataclass
 class Param:
     name: str
     default: Any = inspect.Parameter.empty
+    annotation: Any = inspect.Parameter.empty
+
+    @property
+    def scalar(self) -> str | None:
+        """The name of a non-tensor annotation (float, int, bool, str), else None."""
+        note = self.annotation
+        name = note if isinstance(note, str) else getattr(note, "__name__", None)
+        return name if name in SCALAR_ANNOTATIONS else None
 
 
 @dataclass
@@ -207,8 +218,18 @@ class PythonTarget:
 
     @property
     def input_names(self) -> tuple[str, ...]:
+        """Parameters without a default that are not --arg and not annotated as a number."""
         return tuple(p.name for p in self.params if p.name not in self.args
-                     and p.default is inspect.Parameter.empty)
+                     and p.default is inspect.Parameter.empty and p.scalar is None)
+
+    def guessed(self, given: set[str]) -> list[str]:
+        """Notes for inputs made random tensors by guess: not annotated, not the first, and
+        not given (`f(x, n)` with n forgotten in --arg still runs, on a tensor)."""
+        unannotated = [p.name for p in self.params if p.name in self.input_names
+                       and p.annotation is inspect.Parameter.empty]
+        return [f"`{n}` has no annotation and was not given, so it got a random tensor; if it "
+                f"is a number or a flag, pass --arg {n}=…" for n in unannotated[1:]
+                if n not in given]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -282,6 +303,11 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
             target.given[param.name] = value
         else:
             target.args[param.name] = value
+    for param in params:
+        if param.scalar and param.name not in target.args \
+                and param.default is inspect.Parameter.empty:
+            raise UsageError(f"{text}: `{param.name}` is annotated {param.scalar} and has no "
+                             f"default; give it with --arg {param.name}=…")
     return target
 
 
@@ -334,7 +360,7 @@ def _signature(fn: Callable[..., Any], skip: int, text: str) -> list[Param]:
             continue
         if p.kind is p.KEYWORD_ONLY:
             raise UsageError(f"{text}: keyword-only parameter `{p.name}` is not supported")
-        params.append(Param(p.name, p.default))
+        params.append(Param(p.name, p.default, p.annotation))
     return params
 
 

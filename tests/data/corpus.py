@@ -374,3 +374,20 @@ class GatedSTEWrongWindow(torch.autograd.Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * (x.abs() < 2).to(g.dtype) * 0.5
+
+
+# ------------------------------------------------- declared in code, without importing gradscope
+class MarkedGradientReversal(GradientReversal):
+    """Gradient reversal that says so: the marker gradscope reads (no import needed)."""
+
+    __gradscope_surrogate__ = "gradient reversal for domain-adversarial training"
+
+
+def marked_reverse(x):
+    """The marked Function called inside a function: only inputs behind it are declared."""
+    return MarkedGradientReversal.apply(x, 0.5)
+
+
+def marked_reverse_and_bug(x, y):
+    """x goes through the marked reversal; y through a sign-flip bug that stays a bug."""
+    return MarkedGradientReversal.apply(x, 0.5) + SignFlip.apply(y)
