@@ -91,3 +91,17 @@ def test_request_refuses_unknown_commands_and_options_stay_with_it():
     request = Request("jvp", "x*2", Options(seed=4))
     assert request.options.seed == 4 and request.options.updated(seed=5).seed == 5
     assert request.options.seed == 4
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (None, ()), (False, ()), (True, (ANY_INPUT,)), ("x", ("x",)), ("x,w", ("x", "w")),
+    (["x", "w,b", "x"], ("x", "w", "b")), ([ANY_INPUT], (ANY_INPUT,)),
+])
+def test_surrogate_reads_true_names_and_lists(raw, expected):
+    assert read("surrogate", raw) == expected
+
+
+@pytest.mark.parametrize("raw", [3, ["x", 2], "x-y", {"x": 1}])
+def test_surrogate_refuses_anything_else(raw):
+    with pytest.raises(UsageError, match="--surrogate"):
+        read("surrogate", raw)

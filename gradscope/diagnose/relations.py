@@ -110,22 +110,19 @@ def _factor(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
     # disagrees: a ratio to a reference that is round-off says nothing.
     if not bool(_significant(ref, err, tol)[wrong].all()):
         return None
-    for mask, everywhere in ((judged, True), (wrong, False)):
-        c = _fit(ag[mask], ref[mask])
-        if c is None or abs(c - 1.0) < 1e-3:
-            continue
-        c = _snap(c, sizes)
-        if not bool(_close(ag[mask], c * ref[mask], err[mask], tol, abs(c)).all()):
-            continue
-        n = int(mask.sum())
-        if n == 1:
-            return Relation("factor", f"autograd = {number(c)} × the derivative (one element: "
-                            "a ratio, not a pattern)", _reading(c, sizes), 1, c)
-        where = "at every element" if everywhere else \
-            f"at the {int(wrong.sum())} element(s) that disagree"
-        return Relation("factor", f"autograd = {number(c)} × the derivative {where}",
-                        _reading(c, sizes), n, c)
-    return None
+    # (a factor on the disagreeing part only is a `subset`, which says where)
+    c = _fit(ag[judged], ref[judged])
+    if c is None or abs(c - 1.0) < 1e-3:
+        return None
+    c = _snap(c, sizes)
+    if not bool(_close(ag[judged], c * ref[judged], err[judged], tol, abs(c)).all()):
+        return None
+    n = int(judged.sum())
+    if n == 1:
+        return Relation("factor", f"autograd = {number(c)} × the derivative (one element: a "
+                        "ratio, not a pattern)", _reading(c, sizes), 1, c)
+    return Relation("factor", f"autograd = {number(c)} × the derivative at every element",
+                    _reading(c, sizes), n, c)
 
 
 def _significant(ref: torch.Tensor, err: torch.Tensor, tol: Tolerance) -> torch.Tensor:

@@ -49,7 +49,8 @@ def bind(options: Options, target: Any) -> Bound:
     if both:
         raise UsageError(f"--at {both[0]} gives the value (and so the shape) of {both[0]}; "
                          f"--shape {both[0]} is for inputs drawn at random: give one of them")
-    for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {})):
+    for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {}),
+                          ("--surrogate", dict.fromkeys(options.surrogate))):
         for name in given:
             if name != ANY_INPUT and name not in names:
                 raise UsageError(f"{option} names `{name}`, which is not an input of the "

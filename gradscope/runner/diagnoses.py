@@ -11,7 +11,6 @@ from typing import Any
 import torch
 
 from gradscope.diagnose import custom_backward, flow, kinks, relations, surrogates, vanishing
-from gradscope.errors import UsageError
 from gradscope.inputs.bind import Bound
 from gradscope.markers import marker_of
 from gradscope.options import Options
@@ -76,11 +75,7 @@ def judged(report: Report, command: str, target: Any, judge: Judge, bound: Bound
 def declared(target: Any, judge: Judge, options: Options) -> dict[str, str]:
     """The inputs whose gradient the user declared a surrogate, and why: --surrogate, a
     marker on the target itself, or a marked Function in the graph."""
-    names = judge.names
-    for name in options.surrogate:
-        if name != surrogates.ALL and name not in names:
-            raise UsageError(f"--surrogate names `{name}`, which is not an input of the target; "
-                             f"inputs: {', '.join(names)}")
+    names = judge.names  # --surrogate's names were checked when the inputs were bound
     autograd = judge.autograd
     marks = surrogates.marked_inputs(autograd.output, autograd.leaves)
     return surrogates.declared(options.surrogate, names,

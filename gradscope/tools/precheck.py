@@ -28,7 +28,8 @@ def precheck(request: Request, base: Path) -> None:
         raise UsageError(f"`device` {options.device!r}: allowed are cpu, cuda, cuda:N")
     names = _input_names(request.target.strip(), base, set(options.arg))
     for key, given in (("at", options.at), ("shape", options.shape),
-                       ("tangent", options.tangent or {})):
+                       ("tangent", options.tangent or {}),
+                       ("surrogate", dict.fromkeys(options.surrogate))):
         unknown = sorted(set(given) - {ANY_INPUT} - set(names)) if names is not None else []
         if unknown:
             raise UsageError(f"`{key}` names `{unknown[0]}`, which is not an input of the "

@@ -245,3 +245,36 @@ def test_complex_parameters_and_unwritable_graph_outputs_are_usage_errors(capsys
             main(args)
         err = capsys.readouterr().err
         assert done.value.code in (2, 3) and fragment in err, (args, err)
+
+
+def test_surrogate_flag_alone_or_with_names(capsys):
+    from gradscope.cli.main import with_bare_values
+
+    assert with_bare_values(["check", "T", "--surrogate"]) == ["check", "T", "--surrogate=*"]
+    assert with_bare_values(["check", "T", "--surrogate", "--seed", "1"]) == [
+        "check", "T", "--surrogate=*", "--seed", "1"]
+    assert with_bare_values(["check", "T", "--surrogate", "x,w"]) == [
+        "check", "T", "--surrogate", "x,w"]
+    assert with_bare_values(["check", "--", "--surrogate"]) == ["check", "--", "--surrogate"]
+    target = f"{ROOT}/tests/data/corpus.py:grad_reverse"
+    code, out, _ = run(capsys, "check", target)
+    assert code == 1 and "−0.5 × the derivative" in out.replace("\n", " ")
+    code, out, _ = run(capsys, "check", target, "--surrogate")
+    assert code == 0 and "surrogate" in out
+    code, out, _ = run(capsys, "check", target, "--surrogate", "x", "--json")
+    assert code == 0 and json.loads(out)["inputs"][0]["status"] == "surrogate"
+    code, _, err = run(capsys, "check", target, "--surrogate", "y")
+    assert code == 2 and "--surrogate names `y`" in err and "inputs are: x" in err
+
+
+def test_nothing_compared_is_inconclusive_and_fails(capsys):
+    target = f"{ROOT}/tests/data/targets.py:forward_raises_when_perturbed"
+    code, out, _ = run(capsys, "check", target)
+    assert code == 1 and "FAILED" in out and "inconclusive" in out
+    assert "PASSED" not in out
+    code, out, _ = run(capsys, "check", target, "--json")
+    report = json.loads(out)
+    assert report["inputs"][0]["status"] == "inconclusive" and not report["passed"]
+    assert all(c["result"] == "not run" for c in report["upstream_checks"])
+    code, _, _ = run(capsys, "check", target, "--fail-on", "never")
+    assert code == 0

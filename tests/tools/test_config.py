@@ -114,3 +114,14 @@ def test_file_targets_resolve_against_the_config_folder_and_are_read_without_run
     bad = '[[tool.gradscope.checks]]\ntarget = "../ops.py:f"\nat = {y = "1"}\n'
     with pytest.raises(UsageError, match=r"`at` names `y`.*inputs are: x, n"):
         load(_write(folder, bad))
+
+
+def test_surrogate_key_takes_true_or_names(tmp_path):
+    body = ('[[tool.gradscope.checks]]\ntarget = "x * y"\nsurrogate = true\n'
+            '[[tool.gradscope.checks]]\nname = "y only"\ntarget = "x * y"\n'
+            'surrogate = ["y"]\n')
+    (first, second), _ = load(_write(tmp_path, body))
+    assert first.request.options.surrogate == ("*",)
+    assert second.request.options.surrogate == ("y",)
+    with pytest.raises(UsageError, match="`surrogate` names `z`"):
+        load(_write(tmp_path, '[[tool.gradscope.checks]]\ntarget = "x"\nsurrogate = "z"\n'))

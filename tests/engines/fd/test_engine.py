@@ -206,3 +206,30 @@ def test_a_slow_first_evaluation_is_timed_again():
     fd = FiniteDifferences(traced, {"x": torch.ones(3, dtype=torch.float64)}, eps=DEFAULT_EPS,
                            elementwise=set())
     assert len(calls) == 2 and fd.eval_seconds < 0.04
+
+
+def test_depends_tells_a_step_from_an_ignored_element():
+    # round(x)·[1, 1, 0]: flat everywhere; the third element is ignored at every value
+    def fn(values):
+        x = values["x"]
+        return torch.round(x) * torch.tensor([1.0, 1.0, 0.0], dtype=x.dtype), []
+
+    fd = FiniteDifferences(fn, {"x": torch.tensor([0.2, 2.3, 0.4], dtype=torch.float64)},
+                           eps=DEFAULT_EPS, elementwise=set())
+    assert fd.depends("x", torch.arange(3)).tolist() == [True, True, False]
+    # past the budget, elements are probed in groups: a group that moves counts for all
+    assert fd.depends("x", torch.arange(3), budget=0).tolist() == [True, True, True]
+
+
+def test_a_lower_precision_output_is_read_in_float64_with_its_round_off():
+    def fn(values):
+        return torch.tanh(values["x"]).float(), []
+
+    x = torch.linspace(-1, 1, 5, dtype=torch.float64)
+    fd = FiniteDifferences(fn, {"x": x}, eps=5e-3, elementwise=set(),
+                           round_off=torch.float32)
+    est = fd.estimate("x")
+    assert fd.out.dtype == torch.float64 and fd.machine_eps == torch.finfo(torch.float32).eps
+    grad, err = est.vjp(torch.ones(5, dtype=torch.float64))
+    exact = 1 - torch.tanh(x) ** 2
+    assert bool(((grad - exact).abs() <= 3 * err + 1e-5).all())

@@ -1,0 +1,107 @@
+"""Each relation between autograd and its reference, on arrays built to follow it (and ones
+that follow none), and the readings of factors."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradscope.diagnose import relations
+from gradscope.diagnose.relations import Arrays, find, number, sizes_of
+from gradscope.report.status import MISMATCH, OK
+from gradscope.verdict.tolerance import Tolerance
+
+TOL = Tolerance(1e-6, 1e-9)
+SIZES = sizes_of((4, 2), {"x": (4, 3), "w": (2, 3)})
+
+
+def arrays(ag: torch.Tensor, ref: torch.Tensor) -> Arrays:
+    diff = (ag - ref).abs() > TOL.atol + TOL.rtol * ref.abs()
+    status = torch.where(diff, MISMATCH, OK).to(torch.int8)
+    return Arrays(ag, ref, None, status)
+
+
+def ref(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+def test_factor_a_batch_size_is_read_as_a_mean():
+    r = ref(2, 3)
+    rel = find("w", arrays(0.25 * r, r), TOL, SIZES)
+    assert (rel.kind, rel.factor) == ("factor", 0.25)
+    assert "1/4" in rel.message and "dim 0 of the output" in rel.message
+
+
+def test_sign_flip_and_reversal():
+    r = ref(5)
+    assert "sign is flipped" in find("x", arrays(-r, r), TOL, SIZES).message
+    rel = find("x", arrays(-0.5 * r, r), TOL, SIZES)
+    assert rel.text.startswith("autograd = \u22120.5 ×") and "gradient-reversal" in rel.reading
+
+
+@given(st.floats(0.05, 20).filter(lambda c: abs(c - 1) > 0.01), st.booleans())
+def test_any_constant_factor_is_found(c, negative):
+    c = -c if negative else c
+    r = ref(3, 4) + 0.5 * torch.sign(ref(3, 4))  # clearly nonzero everywhere
+    rel = find("x", arrays(c * r, r), TOL, SIZES)
+    assert rel.kind == "factor" and abs(rel.factor - c) <= 1e-6 * abs(c)
+
+
+def test_zero_transposed_permuted_additive_swapped():
+    r = ref(3, 3)
+    assert find("x", arrays(torch.zeros(3, 3, dtype=torch.float64), r), TOL, SIZES).kind == \
+        "zero"
+    assert find("x", arrays(r.t().clone(), r), TOL, SIZES).kind == "transposed"
+    assert find("x", arrays(r + 2.0, r), TOL, SIZES).text.endswith("+ 2 at every element")
+    a, b = ref(4), 2 * ref(4) + 1
+    others = {"a": arrays(b, a), "b": arrays(a, b)}
+    rel = find("a", others["a"], TOL, SIZES, others)
+    assert rel.kind == "swapped" and "derivative for b" in rel.text
+
+
+def test_permuted_axes():
+    cube = ref(2, 2, 2)
+    rel = find("x", arrays(cube.permute(2, 0, 1).contiguous(), cube), TOL, SIZES)
+    assert rel.kind == "permuted" and "(2, 0, 1)" in rel.text
+
+
+def test_a_disagreement_in_one_row_is_located():
+    r = ref(3, 4)
+    ag = r.clone()
+    ag[2] = 3 * r[2]
+    rel = find("x", arrays(ag, r), TOL, SIZES)
+    assert rel.kind == "subset" and "index 2 of dim 0" in rel.text and "3 ×" in rel.text
+
+
+def test_no_relation_for_noise_and_no_factor_for_a_zero_reference():
+    r = ref(6)
+    noise = r + torch.randn(6, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    rel = find("x", arrays(noise, r), TOL, SIZES)
+    assert rel is None or rel.kind not in ("factor", "additive")
+    zero_ref = torch.zeros(4, dtype=torch.float64)
+    ag = torch.tensor([0.0, 0.0, 0.0, 0.7], dtype=torch.float64)
+    assert find("x", arrays(ag, zero_ref), TOL, SIZES).kind != "factor"
+
+
+def test_one_element_is_a_ratio_not_a_pattern():
+    rel = find("s", arrays(torch.tensor([0.3], dtype=torch.float64),
+                           torch.tensor([1.2], dtype=torch.float64)), TOL, SIZES)
+    assert rel.kind == "factor" and "one element" in rel.text
+
+
+def test_ignored_elements():
+    r = ref(4)
+    ag = r.clone()
+    ag[:2] = 1.0
+    zero_ref = r.clone()
+    zero_ref[:2] = 0.0
+    ignored = torch.tensor([True, True, False, False])
+    rel = find("x", arrays(ag, zero_ref), TOL, SIZES, ignored=ignored)
+    assert rel.kind == "ignored" and "ignores x at 2 element(s)" in rel.text
+
+
+def test_number_uses_a_true_minus_and_sizes_name_dims():
+    assert number(-0.5) == "\u22120.5" and number(3.0) == "3"
+    assert relations.sizes_of((8,), {"x": (8, 5)}) == {
+        "the size of dim 0 of the output": 8, "the size of dim 1 of x": 5}

@@ -1,0 +1,73 @@
+"""Surrogates: what they look like, where declarations come from (markers read from the
+autograd graph, --surrogate), and the marker decorator."""
+
+from __future__ import annotations
+
+import torch
+
+import gradscope
+from gradscope.diagnose.surrogates import ALL, declared, marked_inputs, shape_of
+from gradscope.markers import MARKER, marker_of
+
+X = torch.linspace(-3, 3, 13, dtype=torch.float64)
+
+
+def test_shapes_identity_scaled_gated_bump_and_varying():
+    everywhere = torch.ones(13, dtype=torch.bool)
+    assert shape_of(torch.ones(13), X, everywhere, None).startswith("identity")
+    assert shape_of(torch.full((13,), 0.5), X, everywhere, None).startswith(
+        "straight-through scaled by 0.5")
+    inside = X.abs() <= 1
+    gated = torch.where(inside, 1.0, 0.0)
+    text = shape_of(gated, X, inside, everywhere)
+    assert text.startswith("identity") and "0 outside [-1, 1]" in text
+    bump = 1 / (1 + 4 * X.abs()) ** 2
+    assert "smooth bump" in shape_of(bump, X, everywhere, None)
+    wiggle = torch.sin(5 * X)
+    assert shape_of(wiggle, X, everywhere, None).startswith("it varies")
+
+
+class _Marked(torch.autograd.Function):
+    __gradscope_surrogate__ = "straight-through"
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_marked_functions_declare_only_the_inputs_behind_them():
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    out = _Marked.apply(x) * 2 + y.exp()
+    assert marked_inputs(out, {"x": x, "y": y}) == {"x": "_Marked: straight-through"}
+    assert marked_inputs(y.exp(), {"x": x, "y": y}) == {}
+
+
+def test_declared_merges_option_target_marker_and_graph():
+    names = ("x", "y")
+    assert declared((), names, None, {"x": "F: why"}) == {"x": "F: why"}
+    assert set(declared((ALL,), names, None, {})) == {"x", "y"}
+    assert declared(("y",), names, None, {}) == {"y": "declared with --surrogate"}
+    assert set(declared((), names, "in code", {})) == {"x", "y"}
+
+
+def test_the_decorator_sets_the_marker_bare_or_with_a_reason():
+    @gradscope.surrogate
+    def f(x):
+        return x
+
+    @gradscope.surrogate("PACT")
+    class G:
+        pass
+
+    assert getattr(f, MARKER) == "declared in code" and marker_of(G) == "PACT"
+    assert marker_of(object()) is None
+
+    class Off:
+        __gradscope_surrogate__ = False
+
+    assert marker_of(Off) is None
