@@ -128,10 +128,9 @@ def surrogate_diagnostic(report: Report, target: Any, judge: Judge, bound: Bound
                          explained: Mapping[str, relations.Relation]) -> None:
     """The `surrogate_gradient` diagnostic (what each surrogate looks like, or the relation a
     declared one follows), and a note for a declaration that was not needed."""
-    counts = {i.name: sum(c for s, c in i.status_counts.items() if s == "surrogate")
-              for i in report.inputs}
-    for name in judge.surrogates:  # found under a random upstream or in the Jacobian only
-        counts[name] = counts.get(name) or 1
+    # every element judged surrogate in any comparison (the random upstreams and the Jacobian
+    # can show one the ones upstream hides, as a hard Gumbel-softmax's)
+    counts = {n: int(m.sum()) for n, m in judge.surrogate_elements.items()}
     shapes = {}
     for name in counts:
         if counts[name] and name not in judge.declared and name in cmps:

@@ -163,9 +163,9 @@ def finite_differences(target: Any, bound: Bound, options: Options,
                                                 seed_for(options.seed, f":sample:{name}"))
         except (TargetError, UsageError, RuntimeError) as exc:
             # e.g. the user's forward fails at a perturbed point: the other engines still judge
+            # (and an input left with nothing compared is `inconclusive`, never a pass)
             result.estimates[name] = None
-            result.skipped[name] = ("the target failed at a perturbed point: "
-                                    f"{str(exc).strip().splitlines()[-1][:160]}")
+            result.skipped[name] = _fd_failure(target, exc)
             continue
         others = "the symbolic engine covers every element, " \
             if isinstance(target, ExpressionTarget) else "the others are `unchecked`, "
@@ -173,6 +173,18 @@ def finite_differences(target: Any, bound: Bound, options: Options,
                                     options.max_fd, fd.eval_seconds, others, PROJECTIONS))
     result.notes += sampled
     return result
+
+
+def _fd_failure(target: Any, exc: BaseException) -> str:
+    """Why finite differences failed: the target at a perturbed point, or, for Python code
+    whose own errors arrive as TargetError, a failure of gradscope's that is not blamed on
+    the user's code."""
+    last = str(exc).strip().splitlines()[-1][:160] if str(exc).strip() else type(exc).__name__
+    inner = getattr(target, "base", target)  # --order 2 wraps the target
+    if isinstance(inner, ExpressionTarget) or isinstance(exc, TargetError | UsageError):
+        return f"the target failed at a perturbed point: {last}"
+    return (f"gradscope's finite differences failed (an internal error, not the target's: "
+            f"{type(exc).__name__}: {last}; please report it)")
 
 
 def _engine_fd(target: Any, bound: Bound, options: Options, computed: torch.dtype

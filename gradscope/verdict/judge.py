@@ -18,7 +18,7 @@ import torch
 
 from gradscope.engines.fd import Estimate, FiniteDifferences
 from gradscope.inputs.text import seed_for
-from gradscope.report.status import MISMATCH
+from gradscope.report.status import MISMATCH, SURROGATE
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
@@ -56,7 +56,8 @@ class Judge:
     declared: dict[str, str] = field(default_factory=dict)
     # input → elements where backward is not linear in grad_output: never a surrogate
     nonlinear: dict[str, torch.Tensor] = field(default_factory=dict)
-    surrogates: set[str] = field(default_factory=set)  # inputs with a surrogate element
+    # input → its elements judged `surrogate` in any comparison (a Jacobian's by column)
+    surrogate_elements: dict[str, torch.Tensor] = field(default_factory=dict)
     vanishing: set[str] = field(default_factory=set)
     # every comparison that had a mismatch before a declaration excused it, in order: what
     # the relations between autograd and its reference are read from
@@ -89,6 +90,11 @@ class Judge:
         """Elements probed and found ignored by the forward (None: none probed)."""
         known = self._depends.get(name)
         return None if known is None else known == 2
+
+    @property
+    def surrogates(self) -> set[str]:
+        """The inputs with a surrogate element."""
+        return set(self.surrogate_elements)
 
     def flat(self, name: str) -> torch.Tensor | None:
         """Input-shaped mask of the elements where the forward does not move: finite
@@ -132,7 +138,12 @@ class Judge:
             if name in self.declared:
                 cmp = cmp.surrogate(torch.ones((), dtype=torch.bool))
         if cmp.counts().get("surrogate"):
-            self.surrogates.add(name)
+            marked = cmp.status == SURROGATE
+            marked = marked.any(0) if jacobian else marked
+            shape = self.autograd.leaves[name].shape
+            before = self.surrogate_elements.get(name)
+            marked = marked.reshape(shape).to(torch.bool)
+            self.surrogate_elements[name] = marked if before is None else before | marked
         if name in self.vanishing and not jacobian:  # zero Jacobian entries are ordinary
             cmp = cmp.vanishing(ag)
         return cmp
@@ -156,7 +167,7 @@ class Judge:
             refined += self.fd.refine(name, mask) if self.fd is not None else 0
         self.suspects = {}
         if refined:  # everything is judged again with the refined estimates
-            self._flat, self.seen, self.surrogates = {}, [], set()
+            self._flat, self.seen, self.surrogate_elements = {}, [], {}
         return refined > 0
 
     def random_upstreams(self) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
