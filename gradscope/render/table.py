@@ -51,8 +51,10 @@ def header(report: Report) -> Panel:
                  f"eps {tol.get('eps', 0):g}")
     grid.add_row("output", f"shape {shape_text(report.output.shape)}  {_preview(report.output)}")
     if report.command != "jacobian":
+        source = "ones, the default" if report.upstream_source == "ones" else \
+            report.upstream_source
         grid.add_row("upstream", f"shape {shape_text(report.upstream.shape)}  "
-                     f"{_preview(report.upstream)}")
+                     f"{_preview(report.upstream)}  ({source})")
     for item in report.inputs:
         grid.add_row(Text(f"input {printable(item.name)}"),
                      Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
@@ -229,7 +231,7 @@ def verdict(report: Report) -> Text:
     cause = headline(report)
     if cause:
         text.append(f"  {printable(cause)}", style="bold")
-    text.append(f"{' ·' if cause else ''}  {len(report.inputs)} input(s): ")
+    text.append(f"{' · ' if cause else '  '}{len(report.inputs)} input(s): ")
     text.append(", ".join(f"{n:,} {s}" for s, n in counts.items()) or "nothing compared")
     if report.skipped:
         text.append(f"  (finite differences skipped for {', '.join(report.skipped)}: see the "

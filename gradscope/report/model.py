@@ -118,6 +118,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     user_output: str | None = None  # what the target printed to stdout (captured)
+    upstream_source: str = "ones"  # the table's upstream: "ones" (the default) or "--grad"
 
     @property
     def skipped(self) -> list[str]:

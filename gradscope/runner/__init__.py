@@ -118,7 +118,8 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
         notes=[*target.notes, *_guessed(target, options),
                *engines.precision_note(bound, engines.computed_in(bound, backward)),
                *differences.notes],
-        tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps})
+        tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps},
+        upstream_source="ones" if bound.grad is None else "--grad")
 
 
 def _guessed(target: Any, options: Any) -> list[str]:

@@ -14,8 +14,9 @@ from gradscope.diagnose import custom_backward, flow, kinks, relations, surrogat
 from gradscope.inputs.bind import Bound
 from gradscope.markers import marker_of
 from gradscope.options import Options
+from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic, Report
-from gradscope.report.status import SURROGATE, UNDEFINED
+from gradscope.report.status import MISMATCH, SURROGATE, UNDEFINED
 from gradscope.runner import tables
 from gradscope.runner.engines import Backward
 from gradscope.targets import python as usercode
@@ -87,10 +88,13 @@ def explain(report: Report, target: Any, judge: Judge, bound: Bound,
     """A `mismatch_pattern` diagnostic for each mismatched input whose disagreement follows
     a simple relation (and the relation of each declared surrogate, for its diagnostic)."""
     first: dict[str, relations.Arrays] = {}
-    for seen in judge.seen:
+    shaped: set[str] = set()  # inputs whose arrays are input-shaped (not a Jacobian)
+    for seen in judge.seen:  # the table's upstream first, then random ones, the Jacobian
         if seen.name not in first and seen.reference is not None:
             first[seen.name] = relations.Arrays(seen.autograd, seen.reference, seen.error,
                                                 seen.comparison.status)
+            if not seen.jacobian:
+                shaped.add(seen.name)
     sizes = relations.sizes_of(tuple(judge.autograd.output.shape),
                                {n: tuple(bound.cast[n].shape) for n in judge.names})
     found: dict[str, relations.Relation] = {}
@@ -104,7 +108,9 @@ def explain(report: Report, target: Any, judge: Judge, bound: Bound,
         report.diagnostics.append(Diagnostic(
             kind="mismatch_pattern", op=rel.kind, where=target.text, inputs=[name],
             count=rel.covers, message=f"{name}: {rel.message}", hint=_HINTS[rel.kind],
-            relation=rel.kind, factor=rel.factor, summary=rel.text))
+            relation=rel.kind, factor=rel.factor, summary=rel.text,
+            indices={name: mask_indices(arrays.status == MISMATCH)} if name in shaped
+            else None))
     return found
 
 
