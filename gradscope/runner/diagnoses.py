@@ -89,8 +89,8 @@ def explain(report: Report, target: Any, judge: Judge, bound: Bound,
     a simple relation (and the relation of each declared surrogate, for its diagnostic)."""
     first: dict[str, relations.Arrays] = {}
     shaped: set[str] = set()  # inputs whose arrays are input-shaped (not a Jacobian)
-    for seen in judge.seen:  # the table's upstream first, then random ones, the Jacobian
-        if seen.name not in first and seen.reference is not None:
+    for seen in judge.seen.values():
+        if seen.reference is not None:
             first[seen.name] = relations.Arrays(seen.autograd, seen.reference, seen.error,
                                                 seen.comparison.status)
             if not seen.jacobian:

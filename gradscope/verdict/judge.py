@@ -59,9 +59,10 @@ class Judge:
     # input → its elements judged `surrogate` in any comparison (a Jacobian's by column)
     surrogate_elements: dict[str, torch.Tensor] = field(default_factory=dict)
     vanishing: set[str] = field(default_factory=set)
-    # every comparison that had a mismatch before a declaration excused it, in order: what
-    # the relations between autograd and its reference are read from
-    seen: list[Seen] = field(default_factory=list)
+    # per input, the first comparison that had a mismatch before a declaration excused it
+    # (the table's upstream, else a random one, else the Jacobian): what the relations
+    # between autograd and its reference are read from
+    seen: dict[str, Seen] = field(default_factory=dict)
     # two-point finite-difference estimates a comparison doubted: refined, then judged again
     suspects: dict[str, torch.Tensor] = field(default_factory=dict)
     _random: list[tuple[torch.Tensor, dict[str, torch.Tensor]]] = field(default_factory=list)
@@ -133,8 +134,8 @@ class Judge:
             stepped = self.stepped(name, flat & wrong)
             cmp = cmp.surrogate(stepped.reshape(1, -1) if jacobian else stepped)
         if cmp.counts().get("mismatch"):
-            self.seen.append(Seen(name, ag, sym if sym is not None else fd,
-                                  err if sym is None else None, cmp, jacobian))
+            self.seen.setdefault(name, Seen(name, ag, sym if sym is not None else fd,
+                                            err if sym is None else None, cmp, jacobian))
             if name in self.declared:
                 cmp = cmp.surrogate(torch.ones((), dtype=torch.bool))
         if cmp.counts().get("surrogate"):
@@ -167,7 +168,7 @@ class Judge:
             refined += self.fd.refine(name, mask) if self.fd is not None else 0
         self.suspects = {}
         if refined:  # everything is judged again with the refined estimates
-            self._flat, self.seen, self.surrogate_elements = {}, [], {}
+            self._flat, self.seen, self.surrogate_elements = {}, {}, {}
         return refined > 0
 
     def random_upstreams(self) -> list[tuple[torch.Tensor, dict[str, torch.Tensor]]]:

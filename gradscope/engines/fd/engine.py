@@ -33,7 +33,7 @@ from gradscope.engines.fd.dense import DenseDifferences
 from gradscope.engines.fd.elementwise import ElementwiseDifferences
 from gradscope.engines.fd.result import Directional, Estimate
 from gradscope.engines.fd.stencil import PROBE_FROM, TWO_POINT_FROM, elapsed, richardson
-from gradscope.tensors import branch_changed
+from gradscope.tensors import any_to_shape, branch_changed
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
@@ -252,6 +252,8 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         x = self.values[name]
         scale = max(1.0, float(x.abs().max())) if x.numel() else 1.0
         fn = self._fn(name)
+        if name in self.elementwise:  # each output element tells about its own input element
+            return self._each_moves(fn, name, flat, scale)
         out = torch.zeros(len(flat), dtype=torch.bool, device=x.device)
         for k in range(min(budget, len(flat))):
             out[k] = self._moves(fn, name, flat[k:k + 1], scale)
@@ -259,6 +261,31 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
             out[start:start + PROBE_GROUP] = self._moves(fn, name,
                                                          flat[start:start + PROBE_GROUP], scale)
         return out
+
+    def _each_moves(self, fn: Traced, name: str, flat: torch.Tensor, scale: float
+                    ) -> torch.Tensor:
+        """`depends` for an elementwise input: all elements move at once, one forward call
+        per probe, and the output elements that changed say which input elements count."""
+        x = self.values[name]
+        moved = torch.zeros(len(flat), dtype=torch.bool, device=x.device)
+        for probe in PROBES:
+            todo = flat[~moved]
+            if not todo.numel():
+                break
+            shifted = x.reshape(-1).clone()
+            base = shifted[todo]
+            shifted[todo] = -base if probe is None else torch.full_like(base, probe * scale)
+            values = dict(self.values)
+            values[name] = shifted.reshape(x.shape)
+            try:
+                out, _ = fn(values)
+            except Exception:  # the target refuses some values: it does look at them
+                moved[~moved] = True
+                break
+            changed = branch_changed(out.expand(self.out_shape), self.out)
+            per_input = any_to_shape(changed, tuple(x.shape)).reshape(-1)
+            moved[~moved] = per_input[todo]
+        return moved
 
     def _moves(self, fn: Traced, name: str, where: torch.Tensor, scale: float) -> bool:
         x = self.values[name].reshape(-1)

@@ -219,6 +219,10 @@ def test_depends_tells_a_step_from_an_ignored_element():
     assert fd.depends("x", torch.arange(3)).tolist() == [True, True, False]
     # past the budget, elements are probed in groups: a group that moves counts for all
     assert fd.depends("x", torch.arange(3), budget=0).tolist() == [True, True, True]
+    # an elementwise input is probed all at once, each output element answering for its own
+    fd.elementwise.add("x")
+    assert fd.depends("x", torch.arange(3), budget=0).tolist() == [True, True, False]
+    assert fd.depends("x", torch.tensor([2, 0])).tolist() == [False, True]
 
 
 def test_a_lower_precision_output_is_read_in_float64_with_its_round_off():
