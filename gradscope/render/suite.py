@@ -13,6 +13,7 @@ from gradscope.render.cells import STYLE, fence, fmt, md, md_code, printable, xm
 from gradscope.render.console import record
 from gradscope.render.markdown import render as report_markdown
 from gradscope.render.table import render
+from gradscope.report.headline import headline
 
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red",
                  "raised": "bold magenta"}
@@ -106,9 +107,9 @@ def _failure_message(result: Any) -> str:
     report = result.report
     if report is None:
         return result.outcome
-    mismatches = sum(i.status_counts.get("mismatch", 0) for i in report.inputs)
+    cause = headline(report)  # the same cause the check's own report leads with
     kinds = _diagnostics(result)
-    return f"{mismatches} mismatching element(s)" + (f"; {kinds}" if kinds else "")
+    return (cause or result.outcome) + (f"; {kinds}" if kinds else "")
 
 
 def show(suite: Any, console: Any) -> None:
