@@ -143,3 +143,13 @@ def test_mixed_precision_forward_is_checked_with_its_own_tolerances():
     assert report.tolerances["rtol"] == 5e-4  # float32's, not float64's
     assert any("computes in float32" in n for n in report.notes)
     assert not any("nonlinear" in d.kind for d in report.diagnostics)
+
+
+def test_the_constructions_gradscope_recommends_pass_its_own_check():
+    from gradscope.expr.ops import OPS
+
+    assert "x + (x.clamp(lo, hi) - x).detach()" in OPS["clamp"].hint
+    assert OPS["round"].hint == "x + (x.round() - x).detach()"
+    for target in ("clamp_detach", "round_detach"):  # those constructions, as users write them
+        report = gradscope.check(f"{CORPUS}:{target}", x=WIDE)
+        assert report.passed and report.inputs[0].status == "surrogate"
