@@ -278,3 +278,12 @@ def test_nothing_compared_is_inconclusive_and_fails(capsys):
     assert all(c["result"] == "not run" for c in report["upstream_checks"])
     code, _, _ = run(capsys, "check", target, "--fail-on", "never")
     assert code == 0
+
+
+def test_a_normal_run_prints_nothing_on_stderr():
+    # no third-party warning (torch's NumPy one when NumPy is absent) reaches the user
+    target = f"{ROOT}/tests/data/corpus.py:spike"
+    done = subprocess.run([sys.executable, "-m", "gradscope", "check", target, "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stderr == ""
+    assert json.loads(done.stdout)["inputs"][0]["status"] == "surrogate"

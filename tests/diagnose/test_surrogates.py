@@ -8,6 +8,7 @@ import torch
 import gradscope
 from gradscope.diagnose.surrogates import ALL, declared, marked_inputs, shape_of
 from gradscope.markers import MARKER, marker_of
+from tests.paths import DATA
 
 X = torch.linspace(-3, 3, 13, dtype=torch.float64)
 
@@ -71,3 +72,26 @@ def test_the_decorator_sets_the_marker_bare_or_with_a_reason():
         __gradscope_surrogate__ = False
 
     assert marker_of(Off) is None
+
+
+DECLARED = f"{DATA}/declared.py"
+
+
+def test_decorated_targets_pass_with_the_relation_named():
+    report = gradscope.check(f"{DECLARED}:ScaledIdentity")
+    assert report.passed and report.inputs[0].status == "surrogate"
+    (diagnostic,) = [d for d in report.diagnostics if d.kind == "surrogate_gradient"]
+    assert "PACT-style" in diagnostic.message and "0.25 × the derivative" in diagnostic.message
+    assert gradscope.check(f"{DECLARED}:clipped").passed  # bare decorator on a function
+
+
+def test_a_declaration_that_is_not_needed_is_a_note():
+    report = gradscope.check(f"{DECLARED}:Exact")
+    assert report.passed and report.inputs[0].status == "ok"
+    assert any("declaration is not needed" in n for n in report.notes)
+
+
+def test_a_declared_surrogate_still_gets_every_other_check():
+    report = gradscope.check(f"{DECLARED}:NotLinear", surrogate=True)
+    assert not report.passed
+    assert any(d.kind == "nonlinear_backward" for d in report.diagnostics)
