@@ -63,8 +63,8 @@ def _read_as(fn: Traced, dtype: torch.dtype) -> Traced:
 # Values an element is set to, to see whether the output depends on it at all (times the
 # input's scale max(1, |x|); None: the element's own value negated).
 PROBES = (None, 0.0, 0.5, -0.5, 2.0, -2.0, 10.0, -10.0, 100.0, -100.0)
-PROBED_ELEMENTS = 256  # elements probed one by one; the rest in groups of PROBE_GROUP
-PROBE_GROUP = 64
+PROBED_ELEMENTS = 128  # elements probed one by one; the rest in groups of PROBE_GROUP
+PROBE_GROUP = 128  # (at most 10 forward calls per element or group: bounded for models)
 
 
 class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
