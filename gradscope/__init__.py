@@ -17,11 +17,14 @@ from gradscope.markers import surrogate
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 __all__ = [
+    "GradcheckError",
     "GradscopeError",
     "TargetError",
     "UsageError",
     "__version__",
     "check",
+    "gradcheck",
+    "gradgradcheck",
     "jacobian",
     "jvp",
     "run_config",
@@ -31,6 +34,7 @@ __all__ = [
 ]
 
 _API = {"check", "vjp", "jvp", "jacobian", "run_config", "testing"}
+_DROP_IN = {"gradcheck", "gradgradcheck", "GradcheckError"}
 
 
 def __getattr__(name: str) -> Any:
@@ -39,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from gradscope import testing
 
         return testing
+    if name in _DROP_IN:  # subclasses torch's GradcheckError: torch is imported here
+        from gradscope.testing import gradcheck
+
+        return getattr(gradcheck, name)
     if name == "run_config":
         from gradscope.tools.suite import run_config
 

@@ -118,6 +118,14 @@ class Options:
         "become `surrogate`, with how they relate to the derivative; everything else is still "
         "checked.", list, (bool, str, list), "true, an input name or a list of names",
         commands=RUNS, metavar="[NAME]", bare=ANY_INPUT))
+    allow_nan: bool = field(default=False, metadata=_about(
+        "--allow-nan", "Accept NaN or inf in the output or in autograd's gradient at the given "
+        "inputs (by default that fails, as in gradcheck).", bool, (bool,), "true or false",
+        commands=RUNS))
+    nondet_tol: float = field(default=0.0, metadata=_about(
+        "--nondet-tol", "How far two backward calls with the same upstream may differ before "
+        "backward counts as nondeterministic (gradcheck's nondet_tol).", float, *_NUMBER,
+        commands=RUNS))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))
@@ -145,7 +153,7 @@ class Options:
         self._types(called)
         _choice(called("dtype"), self.dtype, DTYPES)
         _choice(called("fail_on"), self.fail_on, FAIL_ON)
-        for name in ("eps", "atol", "rtol"):
+        for name in ("eps", "atol", "rtol", "nondet_tol"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < float("inf"):  # NaN fails both
                 raise UsageError(f"{called(name)} must be a finite number >= 0, got {value}")

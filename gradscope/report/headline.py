@@ -33,6 +33,9 @@ def causes(report: Report) -> list[str]:
                 bad = [n for n, s in check.statuses.items() if s == "mismatch"]
                 found.append(f"{check.label}: {check.mismatches:,} mismatch(es) in "
                              f"{', '.join(bad)}")
+    if report.nonfinite and not report.allow_nan:
+        found.append(f"NaN or inf at the given inputs in {', '.join(report.nonfinite)} "
+                     "(--allow-nan accepts it)")
     if report.forward is not None and report.forward.status == "mismatch":
         found.append("forward mode J·t: mismatch")
     if not found and report.fail_on == "warning":

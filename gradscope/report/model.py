@@ -119,6 +119,11 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)
     user_output: str | None = None  # what the target printed to stdout (captured)
     upstream_source: str = "ones"  # the table's upstream: "ones" (the default) or "--grad"
+    declared: dict[str, str] = field(default_factory=dict)  # input → why declared surrogate
+    # NaN or inf in the output or in autograd's gradient at the given inputs (not in a
+    # perturbed point): a failure unless `allow_nan`
+    nonfinite: list[str] = field(default_factory=list)  # "output" and/or input names
+    allow_nan: bool = False
 
     @property
     def skipped(self) -> list[str]:

@@ -20,6 +20,7 @@ from gradscope.report.model import Report
 from gradscope.runner import diagnoses, engines, tables
 from gradscope.targets import ExpressionTarget, SecondOrderTarget, resolve
 from gradscope.targets.python import contained
+from gradscope.tensors import all_finite
 from gradscope.verdict import outcome
 from gradscope.verdict.judge import Judge
 from gradscope.verdict.tolerance import Tolerance
@@ -96,6 +97,8 @@ def _run(request: Request) -> Report:
         report.notes.append(f"symbolic engine skipped: {symbolic.skipped}")
     for name, reason in differences.skipped.items():
         report.notes.append(f"finite differences skipped for {name}: {reason}")
+    report.nonfinite = _nonfinite(backward)
+    report.allow_nan = options.allow_nan
     roles = target.roles()
     for item in report.inputs:
         item.role = roles.get(item.name, "input")
@@ -120,6 +123,15 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
                *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps},
         upstream_source="ones" if bound.grad is None else "--grad")
+
+
+def _nonfinite(backward: engines.Backward) -> list[str]:
+    """Where the function or autograd is NaN/inf at the given inputs themselves."""
+    found = [] if all_finite(backward.engine.output.detach()) else ["output"]
+    for name, grad in (backward.grads or {}).items():
+        if not all_finite(grad):
+            found.append(name)
+    return found
 
 
 def _guessed(target: Any, options: Any) -> list[str]:

@@ -40,10 +40,11 @@ def judged(report: Report, command: str, target: Any, judge: Judge, bound: Bound
            options: Options, refs: tables.References, backward: Backward) -> None:
     upstream, grads = backward.upstream, backward.grads
     assert grads is not None
-    judge.declared = declared(target, judge, options)
+    judge.declared = report.declared = declared(target, judge, options)
     if isinstance(target, usercode.PythonTarget):
         report.diagnostics += custom_backward.backward_checks(target.text, judge, upstream,
-                                                              backward.before, grads)
+                                                              backward.before, grads,
+                                                              options.nondet_tol)
     flow_diagnostics = _flow(report, target, judge, bound, options, backward)
     cmps: dict[str, Any] = {}
     # Judge with the two-point finite differences; when a comparison doubted any, refine

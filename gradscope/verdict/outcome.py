@@ -14,6 +14,7 @@ def passed(report: Report) -> bool:
     failed |= any(d.kind in FAILING_KINDS for d in report.diagnostics)
     failed |= any(not c.passed for c in report.upstream_checks)
     failed |= report.forward is not None and report.forward.status == "mismatch"
+    failed |= bool(report.nonfinite) and not report.allow_nan
     if report.fail_on == "warning":
         failed |= bool(report.diagnostics)
         failed |= any(i.status != "ok" for i in report.inputs)

@@ -61,7 +61,9 @@ def test_json_flag_and_nan_as_strings(capsys):
     x = report["inputs"][0]
     assert x["finite_difference"][0] == "nan" and x["status"] == "undefined"
     assert report["output"]["values"][0] == "nan"
-    assert code == 0  # undefined is a warning, not a mismatch
+    assert code == 1  # NaN at the given inputs fails, as in gradcheck...
+    code, out, _ = run(capsys, "check", "log(x)", "--at", "x=-1,1", "--json", "--allow-nan")
+    assert code == 0 and json.loads(out)["nonfinite"] == ["output"]  # ...unless accepted
 
 
 def test_markdown(capsys):

@@ -49,10 +49,11 @@ Around = Callable[[Mapping[str, torch.Tensor]],
 
 
 def _read_as(fn: Traced, dtype: torch.dtype) -> Traced:
-    """`fn` with its floating output read in `dtype` (buffers are written in `dtype`)."""
+    """`fn` with its floating output read in `dtype` (buffers are written in `dtype`), detached."""
 
     def read(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         out, branches = fn(values)
+        out = out.detach()  # a target that builds a graph (a VJP with create_graph) keeps none
         if out.is_floating_point() and out.dtype != dtype:
             out = out.to(dtype)
         return out, branches
