@@ -112,7 +112,7 @@ def _factor(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
         return None
     # (a factor on the disagreeing part only is a `subset`, which says where)
     c = _fit(ag[judged], ref[judged])
-    if c is None or abs(c - 1.0) < 1e-3:
+    if c is None or abs(c - 1.0) <= tol.rtol:
         return None
     c = _snap(c, sizes)
     if not bool(_close(ag[judged], c * ref[judged], err[judged], tol, abs(c)).all()):
@@ -243,7 +243,7 @@ def _subset(ag, ref, err, judged, wrong, tol, sizes, total) -> Relation | None:
     factor_text = ""
     if factor is not None:
         c = _snap(factor, sizes)
-        if abs(c - 1) > 1e-3 and bool(_close(ag[wrong], c * ref[wrong], err[wrong], tol,
+        if abs(c - 1) > tol.rtol and bool(_close(ag[wrong], c * ref[wrong], err[wrong], tol,
                                              abs(c)).all()):
             factor_text = f"; there autograd = {number(c)} × the derivative"
     if best is None:

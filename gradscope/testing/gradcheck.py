@@ -37,6 +37,9 @@ from gradscope.report.headline import headline
 from gradscope.report.model import Report
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
+# torch's own functions, kept before any switch replaces them (the drop-in calls them itself)
+TORCH_GRADCHECK = _torch_gradcheck.gradcheck
+TORCH_GRADGRADCHECK = _torch_gradcheck.gradgradcheck
 TORCH_DEFAULTS = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
 STRICT = ("mismatch", "undefined", "nondifferentiable", "inconclusive")  # input statuses
 FAST_SEED = 0x5EED
@@ -116,9 +119,18 @@ class Call:
         params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
                   for n in self.names]
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        run.__name__ = getattr(self.func, "__name__", "func")
-        run.__qualname__ = run.__name__
+        run.__name__ = run.__qualname__ = _label(self.func)
         return run
+
+
+def _label(func: Callable[..., Any]) -> str:
+    """`MyFunction.apply`, `my_fn`, `Conv2d` — what the report calls the target."""
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, type):
+        return f"{owner.__name__}.{getattr(func, '__name__', 'apply')}"
+    if isinstance(func, torch.nn.Module):
+        return type(func).__name__
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", "func")
 
 
 def _names(func: Callable[..., Any], count: int, checked: list[int]) -> list[str]:
@@ -241,7 +253,7 @@ def _plumbing(func: Callable[..., Any], inputs: Any, call: Call, kw: dict[str, A
     if not any(extra.values()) and not undefined and kw["masked"] is None:
         return
     try:
-        _torch_gradcheck.gradcheck(
+        TORCH_GRADCHECK(
             func, inputs, eps=kw["eps"], atol=kw["atol"], rtol=kw["rtol"],
             nondet_tol=kw["nondet_tol"], check_undefined_grad=undefined,
             check_backward_ad=kw["check_backward_ad"], fast_mode=True, masked=kw["masked"],
@@ -284,7 +296,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     call = Call.of(func, inputs)
     if call.complex:  # type: ignore[attr-defined]
         kw.pop("func"), kw.pop("inputs")
-        return _torch_gradcheck.gradcheck(func, inputs, **kw)
+        return TORCH_GRADCHECK(func, inputs, **kw)
     try:
         if check_backward_ad:
             _backward(call, kw)
@@ -376,3 +388,29 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
                      check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
                      check_forward_ad=check_fwd_over_rev, check_backward_ad=check_rev_over_rev,
                      fast_mode=fast_mode, masked=masked)
+
+
+def install() -> None:
+    """Route every later `torch.autograd.gradcheck` / `gradgradcheck` call (also through
+    `torch.autograd.gradcheck` the module, and through wrappers that look them up at call
+    time) to the drop-in. `from torch.autograd import gradcheck` done earlier keeps torch's."""
+    import torch.autograd
+
+    for owner in (torch.autograd, _torch_gradcheck):
+        owner.gradcheck = gradcheck
+        owner.gradgradcheck = gradgradcheck
+
+
+def uninstall() -> None:
+    """Give torch its own functions back."""
+    import torch.autograd
+
+    for owner in (torch.autograd, _torch_gradcheck):
+        owner.gradcheck = TORCH_GRADCHECK
+        owner.gradgradcheck = TORCH_GRADGRADCHECK
+
+
+def installed() -> bool:
+    import torch.autograd
+
+    return torch.autograd.gradcheck is gradcheck

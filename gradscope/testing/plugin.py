@@ -1,8 +1,16 @@
-"""pytest plugin (entry point `gradscope`): the fixture `assert_gradients`."""
+"""pytest plugin (entry point `gradscope`): the fixture `assert_gradients`, and the switch that
+routes a suite's `torch.autograd.gradcheck`/`gradgradcheck` calls through gradscope's drop-in:
+`pytest --gradscope`, `gradscope = true` under [pytest] ini options, or GRADSCOPE_GRADCHECK=1.
+torch is imported only when the switch is on."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
+
+ENV = "GRADSCOPE_GRADCHECK"
 
 
 @pytest.fixture
@@ -11,3 +19,46 @@ def assert_gradients():
     from gradscope.testing.assertions import assert_gradients as helper
 
     return helper
+
+
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("gradscope")
+    group.addoption("--gradscope", action="store_true", default=False,
+                    help="route torch.autograd.gradcheck/gradgradcheck through gradscope's "
+                         "drop-in (failures explained per element)")
+    parser.addini("gradscope", type="bool", default=False,
+                  help="as --gradscope: route gradcheck calls through gradscope")
+
+
+def _enabled(config: Any) -> bool:
+    env = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(config.getoption("gradscope") or config.getini("gradscope") or env)
+
+
+def pytest_configure(config: Any) -> None:
+    if _enabled(config):
+        from gradscope.testing import gradcheck
+
+        gradcheck.install()
+        config.stash[_SWITCHED] = True
+
+
+def pytest_unconfigure(config: Any) -> None:
+    if config.stash.get(_SWITCHED, False):
+        from gradscope.testing import gradcheck
+
+        gradcheck.uninstall()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    if not config.stash.get(_SWITCHED, False):
+        return
+    from gradscope.testing.gradcheck import STATS
+
+    terminalreporter.write_sep("-", "gradscope")
+    terminalreporter.write_line(
+        f"gradscope: {STATS.calls} gradcheck call(s) routed through gradscope: "
+        f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
+
+
+_SWITCHED = pytest.StashKey[bool]()
