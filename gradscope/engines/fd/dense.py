@@ -131,13 +131,17 @@ class DenseDifferences:
             yield todo[start:start + size]
 
     def _chunk_size(self, name: str | None, n_in: int, n_out: int) -> int:
-        """Estimate per batch, sized for the four-point stencil."""
+        """Estimate per batch, sized for the four-point stencil: a column costs its widest
+        tensor, which for a whole evaluation is the largest of the input, the output and the
+        activations one evaluation keeps (measured once); capped where memory ran out."""
         columns = self._columns(name) if name is not None else None
         if columns is not None:  # no perturbed copies: a column costs its widest node
             widest = max(n_out, columns.width, 1)
         else:
-            widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1), 1)
-        return max(1, BATCH_ELEMENTS // (4 * widest))  # (4: the column evaluator's points)
+            widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1),
+                         self.activations(), 1)
+        size = max(1, BATCH_ELEMENTS // (4 * widest))  # (4: the column evaluator's points)
+        return min(size, self.memory_cap.get(name, size)) if name is not None else size
 
     def column_width(self, name: str) -> int | None:
         """Per-column storage of the target's column evaluator for `name` (elements), or None
@@ -181,6 +185,22 @@ class DenseDifferences:
             return est, err, kinks
         if k > self._chunk_size(name, x.numel(), numel(self.out_shape)):
             return self._perturb_in_chunks(name, x, idx, h, points)  # sized for copies
+        try:
+            return self._perturb_copies(name, x, idx, h, points)
+        except (RuntimeError, MemoryError) as exc:
+            # An estimate of activations can be wrong: on an allocation failure halve the
+            # batch (and remember the size for the next ones), down to a single column.
+            if k == 1 or not out_of_memory(exc):
+                raise
+            self.memory_cap[name] = max(1, k // 2)
+            half = k // 2
+            return _joined([self._perturb_columns(name, x, idx[:half], h[:half], points),
+                            self._perturb_columns(name, x, idx[half:], h[half:], points)],
+                           x.device)
+
+    def _perturb_copies(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
+                        points: int):
+        k = len(idx)
         # One stencil point at a time: a batch holds k perturbed copies, not 4k (a single
         # column of a 20M-element input is 160 MB per copy).
         flat = x.reshape(-1)
@@ -205,13 +225,7 @@ class DenseDifferences:
         pieces = [self._perturb_columns(name, x, idx[part], h[part], points)
                   for part in self._chunks(torch.arange(len(idx), device=idx.device),
                                            x.numel(), numel(self.out_shape), name)]
-        est = torch.cat([p[0] for p in pieces], dim=1)
-        err = torch.cat([p[1] for p in pieces], dim=1)
-        kinks: dict[int, torch.Tensor] = {}
-        for j in {j for p in pieces for j in p[2]}:
-            kinks[j] = torch.cat([p[2].get(j, torch.zeros(p[0].shape[1], dtype=torch.bool,
-                                                          device=x.device)) for p in pieces])
-        return est, err, kinks
+        return _joined(pieces, x.device)
 
     def _batched(self, name: str, batch: torch.Tensor):
         fn = self._fn(name)
@@ -232,3 +246,23 @@ class DenseDifferences:
         out = torch.stack([r[0].expand(self.out_shape) for r in results])
         branches = [torch.stack([r[1][j] for r in results]) for j in range(len(self.branches))]
         return out, branches
+
+
+def _joined(pieces: list, device: torch.device):
+    """(estimate, error, kinks) of column pieces, side by side."""
+    est = torch.cat([p[0] for p in pieces], dim=1)
+    err = torch.cat([p[1] for p in pieces], dim=1)
+    kinks: dict[int, torch.Tensor] = {}
+    for j in {j for p in pieces for j in p[2]}:
+        kinks[j] = torch.cat([p[2].get(j, torch.zeros(p[0].shape[1], dtype=torch.bool,
+                                                      device=device)) for p in pieces])
+    return est, err, kinks
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure (CPU or CUDA), as opposed to any other error of the target."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("out of memory", "can't allocate memory",
+                                   "cannot allocate memory", "not enough memory"))

@@ -111,6 +111,29 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         self.out_shape = tuple(self.out.shape)
         self.vmap_failed: str | None = None
         self._cache: dict[str, Estimate] = {}
+        self.memory_cap: dict[str, int] = {}  # input → columns per batch that fit in memory
+        self._activations: int | None = None
+
+    def activations(self) -> int:
+        """Elements one evaluation keeps alive beyond its inputs: what autograd saves for
+        backward in one forward (a fair measure of a model's activations), measured once."""
+        if self._activations is None:
+            saved = [0]
+
+            def pack(t: torch.Tensor) -> torch.Tensor:
+                saved[0] += t.numel()
+                return t
+
+            leaves = {k: v.detach().requires_grad_(v.is_floating_point())
+                      for k, v in self.values.items()}
+            try:
+                with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
+                        pack, lambda t: t):
+                    self.fn(leaves)
+            except Exception:  # a target that cannot run with a graph: no estimate
+                saved[0] = 0
+            self._activations = saved[0]
+        return self._activations
 
     def _fn(self, name: str) -> Traced:
         """The target, for points that differ from the base values in `name` only."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gradscope.engines.fd.engine import FiniteDifferences
@@ -237,3 +238,37 @@ def test_a_lower_precision_output_is_read_in_float64_with_its_round_off():
     grad, err = est.vjp(torch.ones(5, dtype=torch.float64))
     exact = 1 - torch.tanh(x) ** 2
     assert bool(((grad - exact).abs() <= 3 * err + 1e-5).all())
+
+
+def _wide(values):
+    """Small in, small out, a 200-fold wider intermediate (the shape of a CNN or an MLP)."""
+    x = values["x"]
+    hidden = torch.tanh(x.unsqueeze(-1) * torch.linspace(0.1, 1.0, 200, dtype=x.dtype))
+    return hidden.mean(-1), []
+
+
+def test_batches_count_activations_and_halve_on_allocation_failure(monkeypatch):
+    x = torch.linspace(-1, 1, 40, dtype=torch.float64)
+    fd = FiniteDifferences(_wide, {"x": x}, eps=DEFAULT_EPS, elementwise=set())
+    assert fd.activations() >= 40 * 200  # the hidden layer, not just 40 in and 40 out
+    original = FiniteDifferences._perturb_copies
+    sizes = []
+
+    def scarce(self, name, x, idx, h, points):
+        sizes.append(len(idx))
+        if len(idx) > 8:
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: "
+                               "can't allocate memory")
+        return original(self, name, x, idx, h, points)
+
+    monkeypatch.setattr(FiniteDifferences, "_perturb_copies", scarce)
+    grad, _ = fd.estimate("x").vjp(torch.ones(40, dtype=torch.float64))
+    exact = (torch.linspace(0.1, 1.0, 200, dtype=torch.float64)
+             / torch.cosh(x.unsqueeze(-1) * torch.linspace(0.1, 1.0, 200,
+                                                           dtype=torch.float64)) ** 2).mean(-1)
+    assert torch.allclose(grad, exact, rtol=1e-6)
+    assert fd.memory_cap["x"] <= 8 and max(sizes) > 8  # it tried, halved and remembered
+    with pytest.raises(RuntimeError, match="boom"):  # other errors are not retried
+        monkeypatch.setattr(FiniteDifferences, "_perturb_copies",
+                            lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+        FiniteDifferences(_wide, {"x": x}, eps=DEFAULT_EPS, elementwise=set()).estimate("x")
