@@ -31,3 +31,16 @@ def test_a_check_case_times_both_sides(case):
 def test_the_symbolic_case_builds_a_43_node_expression():
     row = _case("--case", "symbolic", "--size", "100")
     assert row["nodes"] == 43 and row["cold_s"] > 0 and row["vjp_s"] > 0
+
+
+def test_gradcheck_suite_outcomes():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gradcheck_suite.py"),
+                          "--repeat", "1"], capture_output=True, text=True, check=True,
+                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    rows = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    calls, summary = rows[:-1], rows[-1]
+    assert summary["calls"] == len(calls) > 0
+    for row in calls:  # correct calls pass in both; the injected 0.1 % error fails ours
+        assert row["gradscope"] is (not row["bug"]), row
+        if not row["bug"]:
+            assert row["torch"] is True, row
