@@ -15,6 +15,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -115,10 +116,11 @@ def main(argv: list[str] | None = None) -> None:
         for bug in (False, True):
             target = _injected(fn) if bug else fn
             for fast in (False, True):
-                theirs, t_torch = _timed(lambda: TORCH_GRADCHECK(  # noqa: B023
-                    target, inputs, fast_mode=fast, raise_exception=False), args.repeat)
-                ours, t_ours = _timed(lambda: gradscope.gradcheck(  # noqa: B023
-                    target, inputs, fast_mode=fast, raise_exception=False), args.repeat)
+                call = (target, inputs)
+                theirs, t_torch = _timed(partial(TORCH_GRADCHECK, *call, fast_mode=fast,
+                                                 raise_exception=False), args.repeat)
+                ours, t_ours = _timed(partial(gradscope.gradcheck, *call, fast_mode=fast,
+                                              raise_exception=False), args.repeat)
                 totals["torch_s"] += t_torch
                 totals["gradscope_s"] += t_ours
                 rows += 1
