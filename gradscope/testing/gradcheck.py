@@ -389,28 +389,3 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
                      check_forward_ad=check_fwd_over_rev, check_backward_ad=check_rev_over_rev,
                      fast_mode=fast_mode, masked=masked)
 
-
-def install() -> None:
-    """Route every later `torch.autograd.gradcheck` / `gradgradcheck` call (also through
-    `torch.autograd.gradcheck` the module, and through wrappers that look them up at call
-    time) to the drop-in. `from torch.autograd import gradcheck` done earlier keeps torch's."""
-    import torch.autograd
-
-    for owner in (torch.autograd, _torch_gradcheck):
-        owner.gradcheck = gradcheck
-        owner.gradgradcheck = gradgradcheck
-
-
-def uninstall() -> None:
-    """Give torch its own functions back."""
-    import torch.autograd
-
-    for owner in (torch.autograd, _torch_gradcheck):
-        owner.gradcheck = TORCH_GRADCHECK
-        owner.gradgradcheck = TORCH_GRADGRADCHECK
-
-
-def installed() -> bool:
-    import torch.autograd
-
-    return torch.autograd.gradcheck is gradcheck

@@ -37,28 +37,26 @@ def _enabled(config: Any) -> bool:
 
 def pytest_configure(config: Any) -> None:
     if _enabled(config):
-        from gradscope.testing import gradcheck
+        from gradscope.testing import switch
 
-        gradcheck.install()
+        switch.install()
         config.stash[_SWITCHED] = True
 
 
 def pytest_unconfigure(config: Any) -> None:
     if config.stash.get(_SWITCHED, False):
-        from gradscope.testing import gradcheck
+        from gradscope.testing import switch
 
-        gradcheck.uninstall()
+        switch.uninstall()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
     if not config.stash.get(_SWITCHED, False):
         return
-    from gradscope.testing.gradcheck import STATS
+    from gradscope.testing.switch import summary
 
     terminalreporter.write_sep("-", "gradscope")
-    terminalreporter.write_line(
-        f"gradscope: {STATS.calls} gradcheck call(s) routed through gradscope: "
-        f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
+    terminalreporter.write_line(summary())
 
 
 _SWITCHED = pytest.StashKey[bool]()

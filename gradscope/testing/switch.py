@@ -1,5 +1,6 @@
-"""Run a script or module with torch's gradcheck routed through gradscope (for test runners
-other than pytest): `python -m gradscope.testing.switch -m unittest discover tests` or
+"""The switch that routes torch's gradcheck/gradgradcheck through gradscope's drop-in:
+`install`/`uninstall` (the pytest plugin calls them), and for test runners other than pytest
+`python -m gradscope.testing.switch -m unittest discover tests` or
 `python -m gradscope.testing.switch my_checks.py ARGS`."""
 
 from __future__ import annotations
@@ -7,15 +8,52 @@ from __future__ import annotations
 import runpy
 import sys
 
+from gradscope.testing.gradcheck import (
+    STATS,
+    TORCH_GRADCHECK,
+    TORCH_GRADGRADCHECK,
+    gradcheck,
+    gradgradcheck,
+)
+
+
+def install() -> None:
+    """Route every later `torch.autograd.gradcheck` / `gradgradcheck` call (also through
+    `torch.autograd.gradcheck` the module, and through wrappers that look them up at call
+    time) to the drop-in. `from torch.autograd import gradcheck` done earlier keeps torch's."""
+    import torch.autograd
+
+    for owner in (torch.autograd, sys.modules["torch.autograd.gradcheck"]):
+        owner.gradcheck = gradcheck
+        owner.gradgradcheck = gradgradcheck
+
+
+def uninstall() -> None:
+    """Give torch its own functions back."""
+    import torch.autograd
+
+    for owner in (torch.autograd, sys.modules["torch.autograd.gradcheck"]):
+        owner.gradcheck = TORCH_GRADCHECK
+        owner.gradgradcheck = TORCH_GRADGRADCHECK
+
+
+def installed() -> bool:
+    import torch.autograd
+
+    return torch.autograd.gradcheck is gradcheck
+
+
+def summary() -> str:
+    return (f"gradscope: {STATS.calls} gradcheck call(s) routed through gradscope: "
+            f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
+
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.strip())
         raise SystemExit(0 if args else 2)
-    from gradscope.testing import gradcheck
-
-    gradcheck.install()
+    install()
     try:
         if args[0] == "-m" and len(args) > 1:
             sys.argv = [args[1], *args[2:]]
@@ -24,10 +62,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.argv = args
             runpy.run_path(args[0], run_name="__main__")
     finally:
-        stats = gradcheck.STATS
-        print(f"gradscope: {stats.calls} gradcheck call(s) routed through gradscope: "
-              f"{stats.passed} passed, {stats.failed} failed with an explanation",
-              file=sys.stderr)
+        print(summary(), file=sys.stderr)
 
 
 if __name__ == "__main__":
