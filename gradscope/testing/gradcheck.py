@@ -63,7 +63,9 @@ class Call:
     checked: list[int]  # positions of floating tensors that require grad
     names: list[str]
     outputs: list[int] = field(default_factory=list)  # positions of differentiable outputs
+    float_outputs: list[int] = field(default_factory=list)  # positions of floating outputs
     single: bool = True  # func returned one tensor (not a tuple or list)
+    complex: bool = False  # a complex input or output: torch's gradcheck runs it whole
 
     @classmethod
     def of(cls, func: Callable[..., Any], inputs: Any) -> Call:
@@ -82,7 +84,7 @@ class Call:
                                  "tensor or a tuple/list of tensors")
         call.outputs = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor)
                         and o.requires_grad and (o.is_floating_point() or o.is_complex())]
-        call.float_outputs = [k for k, o in enumerate(outs)  # type: ignore[attr-defined]
+        call.float_outputs = [k for k, o in enumerate(outs)
                               if isinstance(o, torch.Tensor) and o.is_floating_point()]
         call.complex = any(args[i].is_complex() for i in checked) or any(
             isinstance(o, torch.Tensor) and o.is_complex() for o in outs)
@@ -223,9 +225,9 @@ def _zero_jacobian(call: Call, eps: float, atol: float) -> str | None:
     """No output is differentiable: gradcheck asserts the numerical Jacobian is zero."""
     from gradscope.engines.fd import FiniteDifferences
 
-    if not call.float_outputs:  # type: ignore[attr-defined]
+    if not call.float_outputs:
         return None
-    fn = call.wrapped(call.float_outputs)  # type: ignore[attr-defined]
+    fn = call.wrapped(call.float_outputs)
     names = call.names
 
     def traced(values):
@@ -250,7 +252,7 @@ def _plumbing(func: Callable[..., Any], inputs: Any, call: Call, kw: dict[str, A
     extra = {k: kw[k] for k in ("check_batched_grad", "check_batched_forward_grad",
                                 "check_forward_ad", "check_grad_dtypes")}
     undefined = kw["check_undefined_grad"] and _custom_functions(call)
-    if not any(extra.values()) and not undefined and kw["masked"] is None:
+    if not any(extra.values()) and not undefined and not kw["masked"]:
         return
     try:
         TORCH_GRADCHECK(
@@ -294,7 +296,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     True, or GradcheckError (raise_exception) / False."""
     kw = dict(locals())
     call = Call.of(func, inputs)
-    if call.complex:  # type: ignore[attr-defined]
+    if call.complex:
         kw.pop("func"), kw.pop("inputs")
         return TORCH_GRADCHECK(func, inputs, **kw)
     try:
