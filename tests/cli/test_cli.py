@@ -289,3 +289,14 @@ def test_a_normal_run_prints_nothing_on_stderr():
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0 and done.stderr == ""
     assert json.loads(done.stdout)["inputs"][0]["status"] == "surrogate"
+
+
+def test_the_command_leaves_like_a_python_program(tmp_path):
+    # atexit handlers of the user's code (coverage data!) run: no os._exit
+    marker = tmp_path / "atexit"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADSCOPE_TEST_ATEXIT=str(marker))
+    done = subprocess.run([sys.executable, "-c", "from gradscope._launch import entry; entry()",
+                           "check", f"{ROOT}/tests/data/leaves_a_trace.py:f"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "ran"
