@@ -36,24 +36,6 @@ def with_bare_values(argv: list[str]) -> list[str]:
     return out
 
 
-def _click_modules() -> list[Any]:
-    """The click exception modules in use: typer >= 0.16 vendors click as typer._click."""
-    modules = []
-    try:
-        from typer._click import exceptions as vendored
-
-        modules.append(vendored)
-    except ImportError:
-        pass
-    try:
-        from click import exceptions as upstream
-
-        modules.append(upstream)
-    except ImportError:
-        pass
-    return modules
-
-
 def entry() -> None:
     """The `gradscope` command: main(), then leave like any Python program (`sys.exit`), so
     the user's atexit handlers (coverage data of a target's own code, say) still run."""
@@ -90,29 +72,47 @@ def _silence(stream: Any) -> None:
         os.dup2(devnull, stream.fileno())
 
 
+# Messages typer's validation writes in its dependencies' words, in ours.
+_WORDING = (
+    (re.compile(r"Input should be a valid integer, unable to parse string as an integer"),
+     "not a whole number"),
+    (re.compile(r"Input should be a valid number, unable to parse string as a number"),
+     "not a number"),
+    (re.compile(r"Input should be greater than or equal to (\S+)"), r"must be at least \1"),
+    (re.compile(r"Input should be less than or equal to (\S+)"), r"must be at most \1"),
+    (re.compile(r"Value error, (.*?)\.?$"), r"\1"),
+)
+
+
+def own_words(message: str) -> str:
+    """A usage error message without pydantic's phrasing."""
+    for pattern, words in _WORDING:
+        message = pattern.sub(words, message)
+    return message
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: one line on stderr for every usage error, never a traceback."""
-    mods = _click_modules()
-
-    def kinds(name: str) -> tuple[type, ...]:
-        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
-
+    """Console entry point: one line on stderr for every usage error, never a traceback.
+    Errors are caught through typer's public exception classes (its click errors derive from
+    `typer.TyperException`)."""
     argv = with_bare_values(list(sys.argv[1:] if argv is None else argv))
     try:
         code = app(args=argv, standalone_mode=False, prog_name="gradscope")
-    except kinds("NoArgsIsHelpError") as exc:
-        typer.echo(exc.ctx.get_help() if exc.ctx else "")
-        code = 0
-    except kinds("UsageError") as exc:
-        ctx = getattr(exc, "ctx", None)
-        hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
-        typer.echo(f"gradscope: error: {exc.format_message()}{hint}", err=True)
-        code = 2
-    except kinds("Exit") as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except kinds("Abort"):
+    except typer.Abort:
         typer.echo("gradscope: aborted", err=True)
         code = 130
+    except typer.TyperException as exc:
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `gradscope check` alone: its help
+            typer.echo(ctx.get_help() if ctx else "")
+            code = 0
+        else:
+            hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            typer.echo(f"gradscope: error: {own_words(message)}{hint}", err=True)
+            code = getattr(exc, "exit_code", 2)
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
         if os.environ.get("GRADSCOPE_DEBUG"):
             raise

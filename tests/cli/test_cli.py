@@ -300,3 +300,19 @@ def test_the_command_leaves_like_a_python_program(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "ran"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--seed", "abc"], "'--seed': not a whole number"),
+    (["--eps", "abc"], "'--eps': not a number"),
+    (["--max-elements", "0"], "'--max-elements': must be at least 1"),
+    (["--order", "3"], "'--order': must be at most 2"),
+])
+def test_usage_errors_are_in_our_words(capsys, args, words):
+    code, _, err = run(capsys, "check", "x*2", *args)
+    assert code == 2 and words in err and "Input should" not in err
+
+
+def test_no_private_typer_api():
+    source = (ROOT / "gradscope" / "cli" / "main.py").read_text()
+    assert "typer._click" not in source and "import click" not in source
