@@ -7,9 +7,12 @@ runner/tables.py, runner/diagnoses.py, verdict/, diagnose/); this module only wi
 from __future__ import annotations
 
 import io
+import random
 import time
 from contextlib import contextmanager, redirect_stdout
 from typing import Any
+
+import torch
 
 from gradscope._version import __version__
 from gradscope.errors import UsageError
@@ -60,7 +63,7 @@ def run(request: Request) -> Report:
     """One check. The target's own prints are captured into the report (stdout may be the
     JSON document), and its leaving through sys.exit is a TargetError, never an exit."""
     printed = io.StringIO()
-    with contained(), redirect_stdout(printed):
+    with contained(), redirect_stdout(printed), seeded(request.options.seed):
         report = _run(request)
     if printed.getvalue():
         report.user_output = printed.getvalue()[:MAX_USER_OUTPUT]
@@ -68,6 +71,21 @@ def run(request: Request) -> Report:
         report.notes.append(f"the target printed {len(lines)} line(s) to stdout (kept out of "
                             f"the report, in `user_output`): {' | '.join(lines[:3])[:200]}")
     return report
+
+
+@contextmanager
+def seeded(seed: int):
+    """Everything gradscope creates or calls draws from `seed`: module construction, the
+    user's code using torch's or Python's global generator; both are restored afterwards, so
+    a check neither depends on nor changes the caller's random state."""
+    state = random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        random.seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(state)
 
 
 def _run(request: Request) -> Report:

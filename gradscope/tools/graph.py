@@ -13,7 +13,7 @@ from gradscope.errors import TargetError, UsageError
 from gradscope.inputs.bind import upstream_for
 from gradscope.options import Request
 from gradscope.report.model import Diagnostic
-from gradscope.runner import prepare
+from gradscope.runner import prepare, seeded
 from gradscope.targets import ExpressionTarget
 from gradscope.targets import python as usercode
 from gradscope.targets.python import contained
@@ -62,6 +62,11 @@ def _sourced(target: Any):
 @contained("graph")
 def graph(request: Request) -> GraphReport:
     """The backward graph of the target at the request's inputs, with gradient flow."""
+    with seeded(request.options.seed):
+        return _graph(request)
+
+
+def _graph(request: Request) -> GraphReport:
     target, bound = prepare(request)
     cast = bound.cast
     out = target.forward(cast)

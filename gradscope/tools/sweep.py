@@ -16,7 +16,7 @@ from gradscope.errors import UsageError
 from gradscope.inputs.bind import upstream_for
 from gradscope.options import Request
 from gradscope.report import build
-from gradscope.runner import prepare
+from gradscope.runner import prepare, seeded
 from gradscope.targets import resolve
 from gradscope.targets.python import contained
 
@@ -45,6 +45,12 @@ class SweepReport:
 
 @contained("sweep")
 def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> SweepReport:
+    """The function and both derivatives along one input (module doc)."""
+    with seeded(request.options.seed):
+        return _sweep(request, var, lo, hi, points)
+
+
+def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> SweepReport:
     """Move `var` (a scalar input) over [lo, hi]; everything else stays fixed. The function
     plotted is vᵀf with v the upstream (ones by default), so any output shape works."""
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):

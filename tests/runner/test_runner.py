@@ -382,3 +382,30 @@ def test_outputs_and_intermediates_are_bounded_before_anything_is_computed():
 def test_a_verdict_that_skipped_finite_differences_says_so():
     report = gradscope.check(f"{DATA}/targets.py:forward_raises_when_perturbed", x="1,2")
     assert report.skipped == ["x"] and "finite differences skipped for x" in report.to_text()
+
+
+def test_seed_makes_module_construction_and_reports_reproducible():
+    import json
+    import random
+
+    from tests.paths import EXAMPLES
+
+    def run_once():
+        report = gradscope.check(f"{EXAMPLES}/seed_functions.py:MyLayer", init={"size": 3},
+                                 input="1,2,3")
+        data = json.loads(report.to_json())
+        data.pop("timings")
+        return data
+
+    torch.manual_seed(123)
+    random.seed(123)
+    before = (torch.rand(1).item(), random.random())
+    torch.manual_seed(123)
+    random.seed(123)
+    first, second = run_once(), run_once()
+    assert first == second  # the same command twice: the same JSON apart from timings
+    after = (torch.rand(1).item(), random.random())
+    assert after == before  # the caller's random state is neither used nor changed
+    other = gradscope.check(f"{EXAMPLES}/seed_functions.py:MyLayer", init={"size": 3},
+                            input="1,2,3", seed=1)
+    assert other.inputs[-1].values != first["inputs"][-1]["values"]
