@@ -36,6 +36,10 @@ def with_bare_values(argv: list[str]) -> list[str]:
     return out
 
 
+# The exit code entry() decided once everything is written (None: not decided by entry).
+exit_code: int | None = None
+
+
 def entry() -> None:
     """The `gradscope` command: main(), then leave like any Python program (`sys.exit`), so
     the user's atexit handlers (coverage data of a target's own code, say) still run."""
@@ -60,9 +64,8 @@ def entry() -> None:
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
     if code == 130:  # interrupted mid-import, torch may be half-initialised: a teardown can
         os._exit(130)  # then die by the signal again (measured), so an abort stops right here
-    from gradscope import _launch
-
-    _launch.exit_code = code or 0  # after the user's atexit handlers, skip module teardown
+    global exit_code
+    exit_code = code or 0  # _launch's last atexit handler leaves with it, skipping teardown
     sys.exit(code or 0)
 
 

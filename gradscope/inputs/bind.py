@@ -151,7 +151,9 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
     total = 0
     limit = options.max_elements_total
     parameters = target.parameters
-    for name in target.names:
+    # given values first: an elementwise expression's random inputs take their shape
+    order = sorted(target.names, key=lambda n: n not in at and n not in parameters)
+    for name in order:
         if name in at:
             value = value_of(at[name], f"--at {name}", options.seed, name, limit)
             if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
@@ -162,17 +164,49 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
                               limit).tensor
             value = InputValue(tensor, "module parameter")
         else:
-            shape = options.shape.get(name, options.shape.get(ANY_INPUT))
-            if shape is None:
-                shape = tuple(grad.tensor.shape) if grad is not None and target.is_elementwise \
-                    else (3,)
+            shape, why = _shape_of(name, options, target, values, grad)
             value = random_value(tuple(shape), options.seed, name, target.domain(name), limit)
+            if why:
+                value = InputValue(value.tensor, f"{value.origin} · {why}")
         total += value.tensor.numel()
         if total > limit:
             raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
                              f"{limit:,} (--max-elements-total)")
         values[name] = value
-    return values
+    return {n: values[n] for n in target.names}  # in the target's order again
+
+
+DEFAULT_SHAPE = (3,)
+DEFAULTED = "default shape"  # in an origin: the input's shape was nobody's choice
+
+
+def _shape_of(name: str, options: Options, target: Any, given: Mapping[str, InputValue],
+              grad: InputValue | None) -> tuple[tuple[int, ...], str]:
+    """The shape of a random input and, unless the user gave it, where it came from: what
+    the target tells (a module's first layer), the shape of the other inputs of an
+    elementwise expression or of --grad, else the default (3,)."""
+    shape = options.shape.get(name, options.shape.get(ANY_INPUT))
+    if shape is not None:
+        return tuple(shape), ""
+    told = target.suggested_shape(name) if hasattr(target, "suggested_shape") else None
+    if told is not None:
+        return told
+    if target.is_elementwise:
+        if grad is not None:
+            return tuple(grad.tensor.shape), "the shape of --grad"
+        siblings = [tuple(options.shape[n]) for n in options.shape if n != ANY_INPUT]
+        siblings += [tuple(v.tensor.shape) for v in given.values()]
+        if siblings:
+            try:
+                return tuple(torch.broadcast_shapes(*siblings)), "the shape of the other inputs"
+            except RuntimeError:
+                pass
+    return DEFAULT_SHAPE, f"{DEFAULTED} {shape_text(DEFAULT_SHAPE)}: --shape {name}=… to change"
+
+
+def defaulted(bound: Bound) -> list[str]:
+    """The inputs whose shape was the default (for hints when the target then fails)."""
+    return [n for n, v in bound.values.items() if DEFAULTED in v.origin]
 
 
 def upstream_for(grad: torch.Tensor | InputValue | None, output: torch.Tensor) -> torch.Tensor:

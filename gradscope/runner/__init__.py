@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from gradscope._version import __version__
-from gradscope.errors import UsageError
-from gradscope.inputs.bind import Bound, bind, grad_value
+from gradscope.errors import TargetError, UsageError
+from gradscope.inputs.bind import Bound, bind, defaulted, grad_value
 from gradscope.options import Request
 from gradscope.report import build
 from gradscope.report.model import Report
@@ -43,8 +43,30 @@ def prepare(request: Request) -> tuple[Any, Bound]:
         target = SecondOrderTarget(target, inner.tensor if inner is not None else None)
         options = options.updated(grad=None)
     bound = bind(options, target)
-    _bound_intermediates(target, bound, options.max_elements_total)
+    with shape_hint(bound):
+        _bound_intermediates(target, bound, options.max_elements_total)
     return target, bound
+
+
+SHAPE_WORDS = ("shape", "size", "dimension", "broadcast", "mat1 and mat2", "expected input")
+
+
+@contextmanager
+def shape_hint(bound: Bound):
+    """A shape error while inputs had the default shape names them: the user did not choose
+    (3,), and the error would otherwise blame their code or their expression."""
+    try:
+        yield
+    except (UsageError, TargetError) as exc:
+        names = defaulted(bound)
+        text = str(exc)
+        if not names or not any(w in text.lower() for w in SHAPE_WORDS):
+            raise
+        given = ", ".join(f"{n} had {tuple(bound.cast[n].shape)}" for n in names)
+        how = " ".join(f"--shape {n}=…" for n in names)
+        hint = (f"\nhint: the default shape was used, nobody's choice ({given}); "
+                f"pass {how} (or --at)")
+        raise type(exc)(text + hint) from exc
 
 
 def _bound_intermediates(target: Any, bound: Bound, limit: int) -> None:
@@ -93,7 +115,7 @@ def _run(request: Request) -> Report:
     target, bound = prepare(request)  # validates the options first
     options = request.options
     timings: dict[str, float] = {}
-    with _timed(timings, "autograd"):
+    with _timed(timings, "autograd"), shape_hint(bound):
         backward = engines.autograd(target, bound, options.intermediates)
     with _timed(timings, "symbolic"):
         symbolic = engines.symbolic(target, bound.exact, backward.upstream)

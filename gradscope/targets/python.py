@@ -5,7 +5,6 @@ itself): a `torch.autograd.Function` subclass (called through `.apply`), an `nn.
 (instantiated with `--init` literals) or instance (its parameters become inputs with role
 `parameter`), or a plain function of tensors. Tensor inputs are named after the forward's
 parameters; non-tensor ones come from `--arg` literals (`ast.literal_eval`, never `eval`).
-
 Whatever the user's code raises becomes a TargetError (exit 3) carrying the user's own frames
 only, with a hint where the mistake is a known one.
 """
@@ -27,6 +26,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import TargetError, UsageError
+from gradscope.targets.shapes import module_input_shape
 
 # frames that are not the user's: gradscope itself, torch, the import machinery
 OURS = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent),
@@ -248,6 +248,11 @@ class PythonTarget:
 
     def domain(self, name: str) -> tuple[float, float] | None:
         return None
+
+    def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
+        """A module's first input shaped for its first layer (targets/shapes.py)."""
+        first = self.input_names[0] if self.input_names else None
+        return module_input_shape(self.module) if name == first else None
 
     def _call_args(self, values: Mapping[str, torch.Tensor]) -> list[Any]:
         call = []

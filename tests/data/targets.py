@@ -61,3 +61,15 @@ class ComplexLayer(torch.nn.Module):
 
     def forward(self, x):
         return (x * self.weight).real
+
+
+class TwoLayers(torch.nn.Module):
+    """An MLP whose first Linear tells the input shape (4 features)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(4, 8)
+        self.second = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.second(torch.tanh(self.first(x)))

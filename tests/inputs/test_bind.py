@@ -17,7 +17,7 @@ def test_bind_builds_seeded_inputs_in_the_domain_and_casts_them():
     bound = bind(options, resolve("log(c) * x"))
     assert bound.grad is None and tuple(bound.cast) == ("c", "x")
     assert bound.values["c"].tensor.shape == (4,) and bool((bound.values["c"].tensor > 0).all())
-    assert bound.values["x"].tensor.shape == (3,)  # the default shape
+    assert bound.values["x"].tensor.shape == (4,)  # its sibling's, in an elementwise expression
     assert all(t.dtype == torch.float32 for t in bound.cast.values())
     assert all(t.dtype == torch.float64 for t in bound.exact.values())
     again = bind(options, resolve("log(c) * x"))
@@ -95,3 +95,19 @@ def test_given_value_and_shape_for_one_input_is_refused():
 def test_values_that_overflow_the_dtype_are_refused():
     with pytest.raises(UsageError, match="overflow float16"):
         bind(from_values({"at": {"x": "1e6"}, "dtype": "float16"}), resolve("x * 2"))
+
+
+def test_default_shapes_come_from_siblings_a_modules_first_layer_or_are_named():
+    import gradscope
+    from tests.paths import DATA
+
+    report = gradscope.check("sin(x) * y", x="1,2,3,4")
+    y = {i.name: i for i in report.inputs}["y"]
+    assert y.shape == [4] and "the shape of the other inputs" in y.origin
+    report = gradscope.check("sum(x @ y)")
+    assert all("default shape (3,)" in i.origin for i in report.inputs)
+    with pytest.raises(gradscope.UsageError, match=r"y had \(3,\).*--shape y="):
+        gradscope.check("sum(sin(x) * y)", shape={"x": [50]})
+    report = gradscope.check(f"{DATA}/targets.py:TwoLayers")
+    x = {i.name: i for i in report.inputs}["x"]
+    assert x.shape == [2, 4] and "Linear(in_features=4" in x.origin and report.passed
