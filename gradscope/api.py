@@ -13,8 +13,12 @@ repeat, order, intermediates, max_elements_total, max_fd, sample).
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Mapping
 from typing import Any
 
+from gradscope.errors import UsageError
 from gradscope.options import SPECS, Request, from_values
 from gradscope.report.model import Report
 
@@ -42,18 +46,67 @@ def jacobian(target: Any, *args: Any, **options: Any) -> Report:
 
 def request(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str, Any]
             ) -> Request:
-    """Keywords that name an option are options; the others are inputs by name."""
+    """Keywords that name an option are options; the others are inputs by name. An input
+    whose name is also an option's (`eps`, `seed`) goes in `inputs={...}`, which holds
+    inputs only."""
     from gradscope.runner import run  # noqa: F401  (torch is imported on first use only)
 
+    keywords = dict(keywords)
+    explicit = keywords.pop("inputs", None) or {}
+    if not isinstance(explicit, Mapping):
+        raise UsageError(f"inputs= takes a mapping of input names to values, got "
+                         f"{type(explicit).__name__}")
     given = {k: v for k, v in keywords.items() if k in SPECS and v is not None}
     inputs = {k: v for k, v in keywords.items() if k not in SPECS}
-    given["at"] = {**inputs, **given.get("at", {})}
+    twice = sorted(set(inputs) & set(explicit))
+    if twice:
+        raise UsageError(f"input `{twice[0]}` is given twice, as a keyword and in inputs=")
+    _ambiguous(command, target, given, explicit)
+    given["at"] = {**inputs, **explicit, **given.get("at", {})}
     options = from_values(given, where=lambda name: name)
     return Request(command, target, options, positional=tuple(args))
+
+
+def _ambiguous(command: str, target: Any, given: Mapping[str, Any],
+               explicit: Mapping[str, Any]) -> None:
+    """An expression input named like an option (`eps`, `seed`) given as a keyword: which
+    one was meant cannot be told, so the user says it with inputs={...}."""
+    if not isinstance(target, str) or not given:
+        return
+    from gradscope.expr.parse import parse
+    from gradscope.targets.python import is_python_target
+
+    if is_python_target(target):
+        return
+    try:
+        names = set(parse(target).inputs)
+    except UsageError:
+        return  # the run reports the expression's own error
+    both = sorted((set(given) & names) - set(explicit))
+    if both:
+        raise UsageError(f"`{both[0]}` is both an option of gradscope.{command}() and an input "
+                         f"of the expression: pass the input as inputs={{'{both[0]}': …}} "
+                         f"(a keyword `{both[0]}=` then sets the option)")
 
 
 def _run(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str, Any]
          ) -> Report:
     from gradscope.runner import run
 
-    return run(request(command, target, args, keywords))
+    try:
+        return run(request(command, target, args, keywords))
+    except UsageError as exc:
+        unknown = re.match(r"--at names `(\w+)`, which is not an input of the target; "
+                           r"inputs are: (.*)", str(exc))
+        if unknown is None:
+            raise
+        raise UsageError(_unknown_keyword(command, *unknown.groups())) from exc
+
+
+def _unknown_keyword(command: str, name: str, inputs: str) -> str:
+    """An unknown keyword in the API's words: neither an option nor an input, and the
+    closest names of either."""
+    close = difflib.get_close_matches(name, [*SPECS, *inputs.split(", ")], n=2)
+    hint = f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
+    return (f"gradscope.{command}() got `{name}=`, which is neither one of its options nor an "
+            f"input of the target (inputs: {inputs or 'none'}){hint}")

@@ -9,7 +9,7 @@ import torch
 import gradscope
 from gradscope.api import request
 from gradscope.errors import UsageError
-from tests.paths import DATA, EXAMPLES, load
+from tests.paths import DATA, EXAMPLES, ROOT, load
 
 
 def test_keywords_split_into_options_and_inputs():
@@ -42,3 +42,41 @@ def test_bad_input_raises_usage_error_not_exit():
 def test_jacobian_has_no_grad():
     report = gradscope.jacobian("x * y", x="1,2", y="3,4")
     assert report.command == "jacobian" and report.inputs[0].jacobian_shape == [2, 2]
+
+
+def test_builtins_torch_callables_varargs_and_keyword_only_parameters():
+    import torch.nn.functional as F
+
+    x = torch.randn(3, dtype=torch.float64)
+    assert gradscope.check(torch.sigmoid, x).passed and gradscope.check(F.gelu, x).passed
+    report = gradscope.check(lambda *a: a[0] * a[1], x, x + 1)
+    assert report.passed and [i.name for i in report.inputs] == ["input0", "input1"]
+
+    def scaled(x, *, scale=2.0, w):
+        return x * scale * w
+
+    report = gradscope.check(scaled, x, w=torch.ones(3, dtype=torch.float64))
+    assert report.passed and [i.name for i in report.inputs] == ["x", "w"]
+
+
+def test_options_and_inputs_are_kept_apart():
+    x = torch.randn(3, dtype=torch.float64)
+    with pytest.raises(gradscope.UsageError, match=r"inputs=\{'eps'"):
+        gradscope.check("x*eps", x=x, eps=0.5)
+    assert gradscope.check("x*eps", inputs={"x": x, "eps": 0.5}, eps=1e-3).passed
+    with pytest.raises(gradscope.UsageError, match="did you mean `rtol`"):
+        gradscope.check("x*2", x=x, rtoll=1e-3)
+    with pytest.raises(gradscope.UsageError, match="given twice"):
+        gradscope.check("x*2", x=x, inputs={"x": x})
+
+
+def test_the_users_exception_is_chained_and_a_dtype_change_is_stated():
+    def boom(x):
+        raise ValueError("mine")
+
+    with pytest.raises(gradscope.TargetError) as info:
+        gradscope.check(boom, torch.randn(3))
+    assert isinstance(info.value.__cause__, ValueError)
+    report = gradscope.check("x*2", x=torch.randn(3))
+    assert "a float32 tensor, checked in float64" in report.inputs[0].origin
+    assert (ROOT / "gradscope" / "py.typed").exists()

@@ -156,6 +156,11 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
     for name in order:
         if name in at:
             value = value_of(at[name], f"--at {name}", options.seed, name, limit)
+            raw = at[name]
+            if isinstance(raw, torch.Tensor) and raw.dtype != DTYPES[options.dtype]:
+                value = InputValue(value.tensor, f"{value.origin} · a "
+                                   f"{str(raw.dtype).removeprefix('torch.')} tensor, checked in "
+                                   f"{options.dtype} (dtype= to check it in its own)")
             if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
                 raise UsageError(f"--at {name} has shape {shape_text(value.tensor.shape)} but the "
                                  f"parameter has shape {shape_text(parameters[name].shape)}")

@@ -15,6 +15,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr.parse import parse
+from gradscope.targets import loading
 from gradscope.targets import python as usercode
 from gradscope.targets.expression import ExpressionTarget
 from gradscope.targets.second_order import SecondOrderTarget
@@ -28,7 +29,7 @@ def resolve(target: object, *, args: Mapping[str, Any] | None = None,
     if isinstance(target, str):
         text = target.strip()
         if usercode.is_python_target(text):
-            obj, _ = usercode.load(text, base)
+            obj, _ = loading.load(text, base)
             return usercode.build(obj, text, args or {}, init or {}, positional)
         if positional:
             raise UsageError("expression inputs are passed by name, e.g. check(\"x**2\", x=t)")

@@ -11,11 +11,8 @@ only, with a hint where the mistake is a known one.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import os
-import sys
 import traceback
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
@@ -47,7 +44,8 @@ def user_error(exc: BaseException, during: str, hint: str | None = None) -> Targ
               if not f.filename.startswith(OURS)]
     lines = [f"the target's own code raised during {during}:"]
     for frame in frames[-6:]:
-        lines.append(f'  File "{_relative(frame.filename)}", line {frame.lineno}, in {frame.name}')
+        where = relative_path(frame.filename)
+        lines.append(f'  File "{where}", line {frame.lineno}, in {frame.name}')
         if frame.line:
             lines.append(f"    {frame.line.strip()}")
     detail = str(exc).strip().splitlines()
@@ -58,7 +56,7 @@ def user_error(exc: BaseException, during: str, hint: str | None = None) -> Targ
     return TargetError("\n".join(lines))
 
 
-def _relative(path: str) -> str:
+def relative_path(path: str) -> str:
     try:
         return os.path.relpath(path)
     except ValueError:
@@ -92,7 +90,7 @@ def user_code(during: str, hint: Callable[[BaseException], str | None] | None = 
     except SystemExit as exc:
         raise user_error(exc, during, LEFT_HINT) from exc
     except Exception as exc:
-        raise user_error(exc, during, hint(exc) if hint else None) from None
+        raise user_error(exc, during, hint(exc) if hint else None) from exc
 
 
 @contextmanager
@@ -105,79 +103,6 @@ def contained(during: str = "the check"):
         raise user_error(exc, during, LEFT_HINT) from exc
 
 
-# ---------------------------------------------------------------- loading
-def load(text: str, base: Path | None = None) -> tuple[Any, str]:
-    """Import the object named by `file.py:NAME` or `package.module:NAME`."""
-    head, _, name = text.strip().rpartition(":")
-    if head.endswith(".py"):
-        path = Path(head)
-        if not path.is_absolute():
-            path = (base or Path.cwd()) / path
-        if not path.is_file():
-            raise UsageError(f"no such file: {head} (a target is file.py:NAME or "
-                             "package.module:NAME)")
-        module = _load_file(path)
-        where = head
-    else:
-        module = _load_module(head, base)
-        where = head
-    if not hasattr(module, name):
-        candidates = candidates_in(module)
-        listed = ", ".join(candidates) if candidates else "none"
-        raise UsageError(f"{where} has no `{name}`; checkable names there: {listed}")
-    return getattr(module, name), where
-
-
-def _load_file(path: Path) -> Any:
-    mod_name = f"_gradscope_user_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot load {path} as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    folder = str(path.resolve().parent)
-    sys.path.insert(0, folder)  # so the file can import its neighbours
-    try:
-        sys.modules[mod_name] = module
-        with user_code(f"import of {_relative(str(path))}"):
-            spec.loader.exec_module(module)
-    finally:
-        if sys.path and sys.path[0] == folder:
-            sys.path.pop(0)
-    return module
-
-
-def _load_module(name: str, base: Path | None) -> Any:
-    folder = str(base or Path.cwd())
-    sys.path.insert(0, folder)
-    try:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            raise UsageError(f"no module named {name!r} (looked in {folder} and sys.path); a "
-                             "target is file.py:NAME or package.module:NAME")
-        with user_code(f"import of {name}"):
-            return importlib.import_module(name)
-    finally:
-        if sys.path and sys.path[0] == folder:
-            sys.path.pop(0)
-
-
-def candidates_in(module: Any) -> list[str]:
-    out = []
-    for key, value in vars(module).items():
-        if key.startswith("_"):
-            continue
-        if inspect.isclass(value) and issubclass(value, torch.autograd.Function | torch.nn.Module):
-            if value.__module__ == module.__name__:
-                out.append(key)
-        elif isinstance(value, torch.nn.Module) or (
-                inspect.isfunction(value) and value.__module__ == module.__name__):
-            out.append(key)
-    return sorted(out)
-
-
 # ---------------------------------------------------------------- the target
 SCALAR_ANNOTATIONS = ("float", "int", "bool", "str", "complex")
 
@@ -187,6 +112,7 @@ class Param:
     name: str
     default: Any = inspect.Parameter.empty
     annotation: Any = inspect.Parameter.empty
+    keyword: bool = False  # keyword-only: passed by name
 
     @property
     def scalar(self) -> str | None:
@@ -254,27 +180,35 @@ class PythonTarget:
         first = self.input_names[0] if self.input_names else None
         return module_input_shape(self.module) if name == first else None
 
-    def _call_args(self, values: Mapping[str, torch.Tensor]) -> list[Any]:
-        call = []
+    def _call_args(self, values: Mapping[str, torch.Tensor]
+                   ) -> tuple[list[Any], dict[str, Any]]:
+        call: list[Any] = []
+        named: dict[str, Any] = {}
         for p in self.params:
             if p.name in self.args:
-                call.append(self.args[p.name])
+                value = self.args[p.name]
             elif p.name in values:
-                call.append(values[p.name])
-            elif p.default is not inspect.Parameter.empty:
-                call.append(p.default)
-        return call
+                value = values[p.name]
+            elif p.default is not inspect.Parameter.empty and not p.keyword:
+                value = p.default
+            else:
+                continue
+            if p.keyword:
+                named[p.name] = value
+            else:
+                call.append(value)
+        return call, named
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        args = self._call_args(values)
+        args, kwargs = self._call_args(values)
         with user_code("forward", hint=self._forward_hint):
             if self.kind == "autograd_function":
                 out = self.obj.apply(*args)
             elif self.module is not None:
                 params = {n: values[n] for n in self.parameters}
-                out = torch.func.functional_call(self.module, params, tuple(args))
+                out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
             else:
-                out = self.obj(*args)
+                out = self.obj(*args, **kwargs)
         if isinstance(out, tuple | list):
             raise UsageError(f"{self.text} returned a {type(out).__name__} of {len(out)}; "
                              "gradscope checks targets with one tensor output (wrap it in a "
@@ -300,7 +234,15 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
     """Wrap a loaded object as a PythonTarget; `positional` (API) are forward's arguments in
     order: tensors become inputs, anything else a non-tensor argument."""
     target = _build(obj, text, args, init)
-    params = [p for p in target.params]
+    if target.params and target.params[-1] is OPEN:  # *args: the arguments name themselves
+        fixed = target.params[:-1]
+        extra = max(0, len(positional) - len(fixed))
+        if not fixed and not extra:
+            raise UsageError(f"cannot read the parameters of {text}: call it from the Python "
+                             "API with its arguments, or wrap it in a def with named ones")
+        target.params = fixed + [Param(f"input{i}") for i in range(len(fixed),
+                                                                    len(fixed) + extra)]
+    params = [p for p in target.params if not p.keyword]
     if len(positional) > len(params):
         raise UsageError(f"{text} takes {len(params)} argument(s), got {len(positional)}")
     for param, value in zip(params, positional, strict=False):
@@ -354,18 +296,25 @@ def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any]) 
     return target
 
 
+OPEN = Param("*")  # the end of a parameter list that takes more positional arguments
+
+
 def _signature(fn: Callable[..., Any], skip: int, text: str) -> list[Param]:
+    """forward's parameters (ctx/self skipped); OPEN last where more positional arguments are
+    taken (`*args`, or a builtin whose signature cannot be read): the API's arguments name
+    them input0, input1, …"""
     try:
         sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        raise UsageError(f"cannot read the parameters of {text}") from None
+    except (TypeError, ValueError):  # builtins such as torch.sigmoid
+        return [OPEN]
     params = []
     for p in list(sig.parameters.values())[skip:]:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.kind is p.VAR_KEYWORD:
             continue
-        if p.kind is p.KEYWORD_ONLY:
-            raise UsageError(f"{text}: keyword-only parameter `{p.name}` is not supported")
-        params.append(Param(p.name, p.default, p.annotation))
+        if p.kind is p.VAR_POSITIONAL:
+            params.append(OPEN)
+            continue
+        params.append(Param(p.name, p.default, p.annotation, p.kind is p.KEYWORD_ONLY))
     return params
 
 

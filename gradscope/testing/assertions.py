@@ -21,6 +21,7 @@ def assert_gradients(fn: Any, *inputs: Any, grad: Any = None, atol: float | None
     """Check `fn` (expression, Function, Module or function) at `inputs`; raise AssertionError
     whose message is the plain-text table of the failing elements and the diagnostics. Returns
     the Report when the check passes. Options are those of `gradscope.check`."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     report = check(fn, *inputs, grad=grad, atol=atol, rtol=rtol, **options)
     if not report.passed:
         raise AssertionError("gradscope: gradients do not check out\n"

@@ -236,7 +236,7 @@ def test_fail_on_warning_fails_on_nondifferentiable():
 
 
 def test_unknown_input_names_are_refused():
-    with pytest.raises(UsageError, match="not an input"):
+    with pytest.raises(UsageError, match="neither one of its options nor an input"):
         gradscope.check("x*2", y="1")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import pytest
@@ -55,3 +56,10 @@ def json_ok(report) -> bool:
     import json
 
     return json.loads(report.to_json())["passed"] is True
+
+
+def test_assertion_failures_hide_gradscope_frames_in_pytest():
+    from gradscope.testing import assertions
+
+    source = inspect.getsource(assertions.assert_gradients)
+    assert "__tracebackhide__ = True" in source

@@ -1,0 +1,88 @@
+"""Loading a Python target: `file.py:NAME` (its folder first on sys.path, so it can import its
+neighbours) or `package.module:NAME`, with the user's import errors kept theirs."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gradscope.errors import UsageError
+from gradscope.targets.python import relative_path, user_code
+
+
+def load(text: str, base: Path | None = None) -> tuple[Any, str]:
+    """Import the object named by `file.py:NAME` or `package.module:NAME`."""
+    head, _, name = text.strip().rpartition(":")
+    if head.endswith(".py"):
+        path = Path(head)
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if not path.is_file():
+            raise UsageError(f"no such file: {head} (a target is file.py:NAME or "
+                             "package.module:NAME)")
+        module = _load_file(path)
+        where = head
+    else:
+        module = _load_module(head, base)
+        where = head
+    if not hasattr(module, name):
+        candidates = candidates_in(module)
+        listed = ", ".join(candidates) if candidates else "none"
+        raise UsageError(f"{where} has no `{name}`; checkable names there: {listed}")
+    return getattr(module, name), where
+
+
+def _load_file(path: Path) -> Any:
+    mod_name = f"_gradscope_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot load {path} as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # so the file can import its neighbours
+    try:
+        sys.modules[mod_name] = module
+        with user_code(f"import of {relative_path(str(path))}"):
+            spec.loader.exec_module(module)
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+    return module
+
+
+def _load_module(name: str, base: Path | None) -> Any:
+    folder = str(base or Path.cwd())
+    sys.path.insert(0, folder)
+    try:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            raise UsageError(f"no module named {name!r} (looked in {folder} and sys.path); a "
+                             "target is file.py:NAME or package.module:NAME")
+        with user_code(f"import of {name}"):
+            return importlib.import_module(name)
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+
+
+def candidates_in(module: Any) -> list[str]:
+    out = []
+    for key, value in vars(module).items():
+        if key.startswith("_"):
+            continue
+        if inspect.isclass(value) and issubclass(value, torch.autograd.Function | torch.nn.Module):
+            if value.__module__ == module.__name__:
+                out.append(key)
+        elif isinstance(value, torch.nn.Module) or (
+                inspect.isfunction(value) and value.__module__ == module.__name__):
+            out.append(key)
+    return sorted(out)
