@@ -102,10 +102,15 @@ def emit(obj: Any, fmt: str, output: Path | None, written: str, to_stderr: bool 
         if render.is_rich(obj, fmt):
             from gradscope.render.console import terminal_console
 
-            render.show(obj, terminal_console())
+            console = terminal_console()
+            if console.is_terminal:
+                render.show(obj, console)
+                return
+            # a pipe or a log: the same text, without colour codes or padding spaces
+            sys.stdout.write(render.text(obj, fmt, console.width))
         else:
             sys.stdout.write(render.text(obj, fmt))
-            sys.stdout.flush()
+        sys.stdout.flush()
 
 
 @contextlib.contextmanager

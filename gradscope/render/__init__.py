@@ -52,9 +52,16 @@ def text(obj: Any, fmt: str, width: int = 120) -> str:
         return markdown(obj)
     from gradscope.render.console import record
 
-    return record(lambda console: show(obj, console), width)
+    drawn = record(lambda console: show(obj, console), width)
+    if fmt == "markdown":  # graph and sweep: a heading and their text in a fenced block
+        from gradscope.render.cells import fence, md_code
+
+        kind = "graph" if obj.schema == _GRAPH else "sweep"
+        marks = fence(drawn)
+        return f"## gradscope {kind}: `{md_code(obj.target)}`\n\n{marks}\n{drawn}\n{marks}\n"
+    return drawn.rstrip("\n") + "\n"
 
 
 def is_rich(obj: Any, fmt: str) -> bool:
     """Whether `fmt` is shown with rich on a terminal rather than written as a document."""
-    return fmt == "table" or (fmt == "markdown" and obj.schema in (_GRAPH, _SWEEP))
+    return fmt == "table"

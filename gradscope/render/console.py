@@ -4,6 +4,7 @@ plain text recorded at a fixed width (files, assertion messages, JUnit)."""
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 
 from rich.console import Console
@@ -17,17 +18,22 @@ class _StdoutConsole(Console):
         raise BrokenPipeError
 
 
+PIPE_WIDTH = 120  # a pipe or log file without COLUMNS: wide rather than rich's 80
+
+
 def terminal_console() -> Console:
-    """stdout; a pipe or log file gets 120 columns rather than rich's 80 (no wrapping there)."""
+    """stdout. Its width is rich's own detection (the terminal's, or COLUMNS); a pipe or log
+    file without COLUMNS gets PIPE_WIDTH columns."""
     console = _StdoutConsole(highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 120)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console.width = PIPE_WIDTH
     return console
 
 
-def record(draw: Callable[[Console], None], width: int = 120) -> str:
-    """What `draw` prints, as plain text (no colour) at `width` columns."""
+def record(draw: Callable[[Console], None], width: int = PIPE_WIDTH) -> str:
+    """What `draw` prints, as plain text (no colour) at `width` columns, without the spaces
+    rich pads lines with."""
     console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False,
                       record=True)
     draw(console)
-    return console.export_text()
+    return "\n".join(line.rstrip() for line in console.export_text().split("\n"))

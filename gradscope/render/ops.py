@@ -6,13 +6,15 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 SCHEMA = "gradscope.ops/1"
 
 
 def show(rows: list[Any], console: Any) -> None:
-    table = Table(title="gradscope expression functions and operators", title_justify="left")
+    table = Table(title="gradscope expression functions and operators", title_justify="left",
+                  box=box.SIMPLE_HEAD)
     for column in ("name", "spelling", "kind", "arity", "symbolic", "kinks", "domain",
                    "gradient", "summary"):
         table.add_column(column, overflow="fold")

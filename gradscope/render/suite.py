@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from textwrap import shorten
 from typing import Any
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -30,7 +31,7 @@ def _diagnostics(result: Any) -> str:
 
 def summary_table(suite: Any) -> Table:
     table = Table(title=Text(f"gradscope run · {printable(suite.config)}", style="bold"),
-                  title_justify="left")
+                  title_justify="left", box=box.SIMPLE_HEAD)
     for col in ("check", "target", "command", "verdict", "worst |error|", "diagnostics",
                 "time"):
         table.add_column(col, justify="right" if col in ("worst |error|", "time") else "left")
@@ -39,7 +40,7 @@ def summary_table(suite: Any) -> Table:
         detail = _diagnostics(r) or (shorten(r.error.splitlines()[0], 60, placeholder=" …")
                                       if r.error else "")
         table.add_row(Text(printable(r.name)), Text(printable(r.target)), r.command, verdict,
-                      fmt(r.worst_error, 3), Text(printable(detail)), f"{r.seconds:.2f} s")
+                      fmt(r.worst_error), Text(printable(detail)), f"{r.seconds:.2f} s")
     counts = suite.to_dict()["counts"]
     word = "PASSED" if suite.passed else "FAILED"
     table.caption = f"{word}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -57,7 +58,7 @@ def markdown(suite: Any) -> str:
     for r in suite.results:
         verdict = r.outcome if r.outcome == "passed" else f"**{r.outcome}**"
         lines.append(f"| {md(r.name)} | `{md_code(r.target)}` | {verdict} | "
-                     f"{fmt(r.worst_error, 3)} | {md(_diagnostics(r))} |")
+                     f"{fmt(r.worst_error)} | {md(_diagnostics(r))} |")
     lines.append("")
     for r in suite.results:
         if r.outcome == "passed":

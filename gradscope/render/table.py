@@ -71,9 +71,9 @@ def _statuses(item: InputReport) -> list[str]:
         else [item.element_status]
 
 
-def _rows(item: InputReport) -> tuple[list[int], int]:
+def _rows(item: InputReport, full: bool = False) -> tuple[list[int], int]:
     """Which reported elements to show (positions into the reported arrays) and how many
-    elements the tensor has."""
+    elements the tensor has; `full` (--full): every one."""
     statuses = _statuses(item)
     errors = flat(item.error) if isinstance(item.error, list) else [item.error]
     errors += [None] * (len(statuses) - len(errors))
@@ -81,7 +81,7 @@ def _rows(item: InputReport) -> tuple[list[int], int]:
     for s in (item.jacobian_shape or item.shape):
         total *= s
     positions = list(range(len(statuses)))
-    if len(positions) <= TABLE_ROWS:
+    if len(positions) <= TABLE_ROWS or full:
         return positions, total
     if item.elements_reported == "all":
         positions.sort(key=lambda p: (-RANK.get(statuses[p], 0),
@@ -89,8 +89,8 @@ def _rows(item: InputReport) -> tuple[list[int], int]:
     return positions[:WORST_ROWS], total
 
 
-def input_table(item: InputReport) -> Table:
-    positions, total = _rows(item)
+def input_table(item: InputReport, full: bool = False) -> Table:
+    positions, total = _rows(item, full)
     statuses = _statuses(item)
     columns = {k: flat(getattr(item, k)) if isinstance(getattr(item, k), list)
                else [getattr(item, k)]
@@ -131,7 +131,7 @@ def input_table(item: InputReport) -> Table:
         cells = [fmt(columns[k][p]) if p < len(columns[k]) else "—"
                  for k in ("autograd", "symbolic", "finite_difference")]
         err = columns["error"][p] if p < len(columns["error"]) else None
-        table.add_row(label, fmt(value), *cells, fmt(err, 3),
+        table.add_row(label, fmt(value), *cells, fmt(err),
                       Text(status, style=STYLE.get(status, "")))
     caption = []
     if len(positions) < total:
@@ -149,7 +149,7 @@ def input_table(item: InputReport) -> Table:
 
 
 def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
-    table = Table(title=Text.assemble(("forward mode J·t", "bold"), " · ",
+    table = Table(box=box.SIMPLE_HEAD, title=Text.assemble(("forward mode J·t", "bold"), " · ",
                                       (fwd.status, STYLE.get(fwd.status, ""))),
                   title_justify="left")
     for name in ("output index", "autograd", "symbolic", "finite diff", "status"):
@@ -244,7 +244,7 @@ def verdict(report: Report) -> Text:
 def renderables(report: Report) -> Iterable[RenderableType]:
     yield header(report)
     for item in report.inputs:
-        yield input_table(item)
+        yield input_table(item, report.full)
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
     for extra in (intermediates_table(report), checks_table(report), diagnostics_panel(report)):

@@ -124,6 +124,7 @@ class Report:
     # perturbed point): a failure unless `allow_nan`
     nonfinite: list[str] = field(default_factory=list)  # "output" and/or input names
     allow_nan: bool = False
+    full: bool = False  # --full: tables show every reported element
 
     @property
     def skipped(self) -> list[str]:

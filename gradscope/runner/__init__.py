@@ -162,7 +162,7 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
                *engines.precision_note(bound, engines.computed_in(bound, backward)),
                *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps},
-        upstream_source="ones" if bound.grad is None else "--grad")
+        upstream_source="ones" if bound.grad is None else "--grad", full=options.full)
 
 
 def _nonfinite(backward: engines.Backward) -> list[str]:

@@ -79,10 +79,13 @@ def _graph(request: Request) -> GraphReport:
         raise
     except Exception as exc:
         raise usercode.user_error(exc, "backward") from None
-    nodes = [GraphNode(n.id, n.name, n.op, n.label(), n.kind, n.status,
-                       list(n.shape) if n.shape is not None else None,
-                       asdict(n.received) if n.received else None,
-                       [asdict(p) if p else None for p in n.passed], n.children, n.leaf)
-             for n in traced.walk()]
-    return GraphReport(target.text, target.target_kind, traced.root, nodes,
+    walked = list(traced.walk())
+    number = {n.id: k for k, n in enumerate(walked)}  # ids in walk order, not addresses:
+    nodes = [GraphNode(number[n.id], n.name, n.op, n.label(), n.kind, n.status,  # the same
+                       list(n.shape) if n.shape is not None else None,  # graph twice gives
+                       asdict(n.received) if n.received else None,  # the same JSON and DOT
+                       [asdict(p) if p else None for p in n.passed],
+                       [number[c] for c in n.children if c in number], n.leaf)
+             for n in walked]
+    return GraphReport(target.text, target.target_kind, number.get(traced.root, 0), nodes,
                        flow.diagnostics(traced, cast, set(target.names)))

@@ -38,8 +38,32 @@ def test_markdown_and_plain_text_of_a_check(reports):
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
-def test_graph_and_sweep_show_rich_output_even_for_markdown(reports):
-    assert render.is_rich(reports["graph"], "markdown") and render.is_rich(reports["sweep"],
-                                                                           "table")
+def test_graph_and_sweep_have_a_markdown_form(reports):
+    assert not render.is_rich(reports["graph"], "markdown")
+    assert render.is_rich(reports["sweep"], "table")
     assert not render.is_rich(reports["report"], "markdown")
     assert "RoundBackward0" in render.text(reports["graph"], "table")
+    for kind in ("graph", "sweep"):
+        doc = render.text(reports[kind], "markdown")
+        assert doc.startswith(f"## gradscope {kind}: `") and doc.count("```") == 2
+
+
+def test_text_has_no_trailing_spaces_and_pipes_respect_columns(reports, monkeypatch):
+    from gradscope.render.console import terminal_console
+
+    for kind in ("report", "graph", "sweep"):
+        assert not any(line != line.rstrip() for line in render.text(reports[kind],
+                                                                     "table").splitlines())
+    monkeypatch.setenv("COLUMNS", "80")
+    assert terminal_console().width == 80
+    monkeypatch.delenv("COLUMNS")
+    assert terminal_console().width == 120  # a pipe (pytest's capture) without COLUMNS
+
+
+def test_full_shows_every_row_in_the_terminal_table():
+    import gradscope
+
+    short = gradscope.check("x*2", shape={"x": [100]}).to_text()
+    full = gradscope.check("x*2", shape={"x": [100]}, full=True).to_text()
+    assert "showing" in short and "showing" not in full
+    assert full.count("  ok") >= 100 > short.count("  ok")
