@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from gradscope._version import __version__
 from gradscope.cli import commands
@@ -29,6 +30,14 @@ Functions: `gradscope ops` lists them all.
 Exit codes: 0 passed, 1 a check failed (per --fail-on), 2 bad usage or input,
 3 the user's own code raised, 4 an internal error of gradscope.
 """
+
+class Command(typer.core.TyperCommand):
+    """typer's command with a conventional usage line: `TARGET`, not typer's `{TARGET}`."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                for piece in super().collect_usage_pieces(ctx)]
+
 
 app = typer.Typer(help=HELP, add_completion=True, no_args_is_help=True,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -108,7 +117,7 @@ def declare(name: str, help_text: str, action: Callable[..., None],
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
     command.__name__ = name
-    app.command(name, help=help_text)(command)
+    app.command(name, help=help_text, cls=Command)(command)
 
 
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "

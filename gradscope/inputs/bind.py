@@ -53,8 +53,10 @@ def bind(options: Options, target: Any) -> Bound:
                           ("--surrogate", dict.fromkeys(options.surrogate))):
         for name in given:
             if name != ANY_INPUT and name not in names:
+                inputs = ", ".join(names) or "none (every parameter is given by --arg)"
+                also = " (it is given by --arg too)" if name in options.arg else ""
                 raise UsageError(f"{option} names `{name}`, which is not an input of the "
-                                 f"target; inputs are: {', '.join(names)}")
+                                 f"target{also}; inputs are: {inputs}")
     dtype, device = DTYPES[options.dtype], device_of(options.device)
     grad = grad_value(options)
     values = _inputs(options, target, at, grad)

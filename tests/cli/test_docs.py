@@ -61,3 +61,12 @@ def test_readme_test_command_is_what_ci_runs():
     assert match, "README needs a fenced block starting with '# test'"
     for line in match.group(1).strip().splitlines():
         assert line.strip() in ci
+
+
+
+def test_usage_lines_are_conventional(capsys):
+    for command, usage in (("check", "[OPTIONS] TARGET"), ("run", "[OPTIONS] [CONFIG]")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert f"Usage: gradscope {command} {usage}" in out and "{" not in out.splitlines()[0]
