@@ -54,7 +54,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(version: Annotated[bool, typer.Option(
-        "--version", callback=_version, is_eager=True, help="Show the version and exit.")]
+        "--version", "-V", callback=_version, is_eager=True,
+        help="Show the version and exit.")]
           = False) -> None:
     pass
 
@@ -109,7 +110,11 @@ def declare(name: str, help_text: str, action: Callable[..., None],
     typer reads the generated signature, and `action` gets the values by name."""
     spec_params = [_spec_param(n, s) for n, s in SPECS.items()
                    if options_of is not None and options_of in s.commands]
-    params = [*before, *spec_params, *after]
+    # typer hands the click context to a parameter annotated typer.Context: `check` reads
+    # from it which options the command line gave (the others may come from pyproject.toml)
+    context = [_param("ctx", typer.Context, inspect.Parameter.empty)] \
+        if options_of in ("check", "jvp", "jacobian") else []
+    params = [*context, *before, *spec_params, *after]
 
     def command(**values: Any) -> None:
         action(**values)
@@ -159,10 +164,14 @@ declare("run", """Run every check declared in [tool.gradscope] of pyproject.toml
 file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad config or usage,
 3 a target's own code raised). Config errors are found before any check runs.""",
         commands.run_config, [_param("config", Annotated[Path | None, typer.Argument(
-            metavar="CONFIG", help="TOML file with [tool.gradscope]; default ./pyproject.toml.",
+            metavar="CONFIG", help="TOML file with [tool.gradscope]; default: the nearest "
+                                   "pyproject.toml upward that has one.",
             show_default=False, dir_okay=False)], None)],
         [*OUTPUT, _param("junit_xml", _path("--junit-xml", "Also write a JUnit XML report (one "
                                                            "testcase per check)."), None),
+         _param("summary", _path("--summary", "Also write the markdown summary to FILE (on "
+                                              "GitHub Actions it goes to the step summary "
+                                              "too)."), None),
          _param("jobs", Annotated[int | None, typer.Option(
              "--jobs", "-j", min=1, help="Worker processes running checks side by side "
                                          "[default: one per CPU].", show_default=False)], None),

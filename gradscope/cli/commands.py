@@ -30,11 +30,32 @@ def reported() -> Iterator[None]:
         raise fail(str(exc), exc.exit_code) from None
 
 
-def options_from(values: dict[str, Any]) -> Options:
-    """The command's option values (those SPECS names; not given: the default)."""
+def options_from(values: dict[str, Any], configured: dict[str, Any] | None = None) -> Options:
+    """The command's option values (those SPECS names; not given: `configured`, else the
+    default)."""
     given = {k: v.value if isinstance(v, Enum) else v for k, v in values.items()
              if k in SPECS and v is not None}
-    return from_values(given)
+    return from_values({**given, **(configured or {})})
+
+
+def configured(values: dict[str, Any], command: str) -> tuple[dict[str, Any], str]:
+    """For `check`, `jvp` and `jacobian`: the top-level [tool.gradscope] defaults of the
+    nearest pyproject.toml for the options the command line did not give (as `gradscope run`
+    takes them), and a note naming them."""
+    from gradscope.tools.config import defaults_near, nearest
+
+    ctx = values.get("ctx")
+    if ctx is None:
+        return {}, ""
+    taken = {}
+    for key, value in defaults_near().items():
+        source = ctx.get_parameter_source(key)
+        if key in SPECS and command in SPECS[key].commands and (
+                source is None or source.name == "DEFAULT"):
+            taken[key] = value
+    note = (f"defaults from [tool.gradscope] in {nearest()}: {', '.join(sorted(taken))}"
+            if taken else "")
+    return taken, note
 
 
 def _format(values: dict[str, Any]) -> str:
@@ -51,7 +72,8 @@ def checker(command: str) -> Callable[..., None]:
         progress = None
         with reported():
             check_output(output)
-            options = options_from(values)
+            taken, note = configured(values, command)
+            options = options_from(values, taken)
             from gradscope.runner import run
 
             progress = Progress(f"gradscope {command} {values['target'][:60]}")
@@ -60,6 +82,8 @@ def checker(command: str) -> Callable[..., None]:
                                      progress=progress.bars()))
             finally:
                 progress.stop()
+            if note:
+                report.notes.insert(0, note)
             verdict = "passed" if report.passed else "FAILED"
             emit(report, _format(values), output,
                  f"gradscope {report.command}: {verdict}; report written to {output}")
@@ -104,10 +128,11 @@ def sweep(**values: Any) -> None:
 
 
 def run_config(**values: Any) -> None:
-    output, junit = values["output"], values["junit_xml"]
+    output, junit, summary = values["output"], values["junit_xml"], values["summary"]
     with reported():
         check_output(output)
         check_output(junit, "--junit-xml")
+        check_output(summary, "--summary")
         from gradscope.tools.suite import run_config as run
 
         progress = Progress("gradscope run")
@@ -122,9 +147,25 @@ def run_config(**values: Any) -> None:
             from gradscope.render.suite import junit_xml
 
             write_file(junit, junit_xml(suite), "--junit-xml")
+        _ci_outputs(suite, summary)
         emit(suite, _format(values), output, f"gradscope run: "
              f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
     raise typer.Exit(suite.exit_code)
+
+
+def _ci_outputs(suite: Any, summary: Path | None) -> None:
+    """The markdown summary (--summary FILE), and on GitHub Actions the annotations (stderr,
+    so that stdout stays the report) and the step summary."""
+    from gradscope import render
+    from gradscope.tools import github
+
+    markdown = render.text(suite, "markdown") if summary is not None or github.active() else ""
+    if summary is not None:
+        write_file(summary, markdown, "--summary")
+    if github.active():
+        for line in github.annotations(suite, Path(suite.config)):
+            typer.echo(line, err=True)
+        github.append_summary(markdown)
 
 
 def ops(**values: Any) -> None:

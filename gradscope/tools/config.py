@@ -61,7 +61,7 @@ def read(path: Path | None) -> tuple[list[CheckSpec], Path, list[str]]:
     """The checks whose keys and types are right, and the errors of the others. Needs no
     torch: what does (VALUEs, expressions, input names) is `deep_errors`, which `gradscope
     run` has a worker do while this process stays light."""
-    path = path or Path("pyproject.toml")
+    path = path or nearest()
     table = _table(path)
     base = path.resolve().parent
     defaults = {k: v for k, v in table.items() if k != "checks"}
@@ -84,6 +84,37 @@ def read(path: Path | None) -> tuple[list[CheckSpec], Path, list[str]]:
     if dupes:
         raise UsageError(f"{path}: check names must be unique; repeated: {', '.join(dupes)}")
     return specs, path, errors
+
+
+def nearest(start: Path | None = None) -> Path:
+    """The pyproject.toml that configures this folder, as ruff and pytest find theirs: the
+    nearest one upward with a [tool.gradscope] table (else ./pyproject.toml, whose absence
+    or emptiness the reader reports)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and _has_table(candidate):
+            return candidate if folder != Path.cwd().resolve() else Path("pyproject.toml")
+    return Path("pyproject.toml")
+
+
+def _has_table(path: Path) -> bool:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "gradscope" in tool
+
+
+def defaults_near(start: Path | None = None) -> dict[str, Any]:
+    """The top-level [tool.gradscope] defaults of the nearest config ({} when there is none):
+    what `check`, `jvp` and `jacobian` take where the command line says nothing."""
+    path = nearest(start)
+    if not path.is_file() or not _has_table(path):
+        return {}
+    table = _table(path)
+    return {k: v for k, v in table.items() if k != "checks" and k in FIELDS}
 
 
 def _table(path: Path) -> dict[str, Any]:

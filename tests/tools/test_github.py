@@ -1,0 +1,88 @@
+"""CI conventions of `gradscope run`: the nearest config upward, config defaults for `check`,
+JUnit classnames, --summary, and GitHub's annotations and step summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradscope.cli import main
+from gradscope.tools.config import defaults_near, nearest
+from tests.paths import DATA, ROOT
+
+CONFIG = f"""
+[tool.gradscope]
+dtype = "float32"
+seed = 7
+
+[[tool.gradscope.checks]]
+name = "fine"
+target = "x*2"
+
+[[tool.gradscope.checks]]
+name = "batch-mean"
+target = "{DATA}/corpus.py:linear_batch_mean"
+at = {{x = "randn(4,3)", w = "randn(2,3)", b = "randn(2)"}}
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text(CONFIG)
+    deeper = tmp_path / "src" / "pkg"
+    deeper.mkdir(parents=True)
+    monkeypatch.chdir(deeper)
+    return tmp_path
+
+
+def test_the_nearest_pyproject_upward_configures_run_and_check(project):
+    assert nearest().resolve() == (project / "pyproject.toml").resolve()
+    assert defaults_near() == {"dtype": "float32", "seed": 7}
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_check_takes_config_defaults_the_command_line_does_not_give(project, capsys):
+    code, out, _ = _main(capsys, "check", "x*2", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["dtype"] == "float32" and report["seed"] == 7
+    assert any("defaults from [tool.gradscope]" in n for n in report["notes"])
+    code, out, _ = _main(capsys, "check", "x*2", "--json", "--dtype", "float64")
+    assert json.loads(out)["dtype"] == "float64" and json.loads(out)["seed"] == 7
+
+
+def test_one_run_writes_junit_and_markdown_and_github_gets_annotations(project, capsys,
+                                                                      monkeypatch):
+    summary = project / "step.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    junit, markdown = project / "junit.xml", project / "summary.md"
+    code, _, err = _main(capsys, "run", "--junit-xml", str(junit), "--summary", str(markdown),
+                         "--jobs", "1")
+    assert code == 1
+    assert markdown.read_text().startswith("# gradscope run") and summary.read_text() == \
+        markdown.read_text()
+    assert 'classname="gradscope.' in junit.read_text()
+    (annotation,) = [line for line in err.splitlines() if line.startswith("::error")]
+    source = Path(f"{DATA}/corpus.py").read_text().splitlines()
+    line = int(annotation.split("line=")[1].split(",")[0])
+    assert source[line - 1].startswith("def linear_batch_mean")
+    assert "0.25 × the derivative" in annotation and "batch-mean" in annotation
+
+
+def test_version_short_flag_and_the_pre_commit_hook():
+    done = subprocess.run([sys.executable, "-m", "gradscope", "-V"], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0 and done.stdout.startswith("gradscope ")
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    assert "id: gradscope" in hooks and "entry: gradscope run" in hooks
