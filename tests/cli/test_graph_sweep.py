@@ -23,7 +23,13 @@ def test_graph_tree_and_dot(capsys, tmp_path):
     assert code == 0
     assert "RoundBackward0" in out and "[VANISHING]" in out
     assert "ClampBackward0" in out and "[SATURATING 2/3]" in out
-    assert dot.read_text().startswith("digraph")
+    text = dot.read_text()
+    assert text.startswith("digraph")
+    assert 'label="x\\n(input)"' in text  # DOT's newline escaped once, not "x\\\\n"
+    again = tmp_path / "again.dot"
+    run(capsys, "graph", "sum(round(x) * 2 + clamp(x, 0, 1))", "--at", "x=-0.5,0.3,1.5",
+        "--dot", str(again))
+    assert again.read_text() == text  # node ids in walk order: the same graph, the same file
 
 
 def test_graph_json(capsys):
