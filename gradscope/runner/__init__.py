@@ -16,7 +16,7 @@ import torch
 
 from gradscope._version import __version__
 from gradscope.errors import TargetError, UsageError
-from gradscope.inputs.bind import Bound, bind, defaulted, grad_value
+from gradscope.inputs.bind import DTYPES, Bound, bind, defaulted, grad_value
 from gradscope.options import Request
 from gradscope.report import build
 from gradscope.report.model import Report
@@ -42,6 +42,9 @@ def prepare(request: Request) -> tuple[Any, Bound]:
         inner = grad_value(options)
         target = SecondOrderTarget(target, inner.tensor if inner is not None else None)
         options = options.updated(grad=None)
+    convert = getattr(target, "convert", None)
+    if convert is not None:  # a module in another dtype: checked on a converted copy
+        convert(DTYPES[options.dtype])
     bound = bind(options, target)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)

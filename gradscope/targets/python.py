@@ -11,6 +11,7 @@ only, with a hint where the mistake is a known one.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import traceback
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import TargetError, UsageError
+from gradscope.targets.closures import Holder, holder
 from gradscope.targets.shapes import module_input_shape
 
 # frames that are not the user's: gradscope itself, torch, the import machinery
@@ -175,6 +177,25 @@ class PythonTarget:
     def domain(self, name: str) -> tuple[float, float] | None:
         return None
 
+    def convert(self, dtype: torch.dtype) -> None:
+        """Run on a copy of the module in the check's dtype when its parameters or buffers
+        are in another (never the user's object; said once in the header)."""
+        if self.module is None:
+            return
+        floating = [t for t in (*self.module.parameters(), *self.module.buffers())
+                    if t.is_floating_point()]
+        own = sorted({str(t.dtype).removeprefix("torch.") for t in floating if t.dtype != dtype})
+        if not own:
+            return
+        # our own: copies a function's modules were made into, or an instance we built
+        ours = isinstance(self.module, Holder) or inspect.isclass(self.obj)
+        self.module = (self.module if ours else copy.deepcopy(self.module)).to(dtype)
+        self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
+                           if p.requires_grad}
+        name = str(dtype).removeprefix("torch.")
+        self.notes.append(f"checked on a {name} copy of the module (its own dtype: "
+                          f"{', '.join(own)}); the module itself is not changed")
+
     def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
         """A module's first input shaped for its first layer (targets/shapes.py)."""
         first = self.input_names[0] if self.input_names else None
@@ -191,6 +212,8 @@ class PythonTarget:
                 value = values[p.name]
             elif p.default is not inspect.Parameter.empty and not p.keyword:
                 value = p.default
+                if isinstance(value, torch.nn.Module) and isinstance(self.module, Holder):
+                    value = getattr(self.module, p.name, value)  # our copy, not the user's
             else:
                 continue
             if p.keyword:
@@ -273,6 +296,12 @@ def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
         target = _module_target(obj, text, args)
     elif callable(obj) and not inspect.isclass(obj):
         target = PythonTarget(text, obj, "function", _signature(obj, 0, text), dict(args))
+        held, note = holder(obj)  # modules the function reaches: their parameters too
+        if held is not None:
+            target.module = held
+            target.parameters = {n: p.detach() for n, p in held.named_parameters()
+                                 if p.requires_grad}
+        target.notes += [note] if note else []
     else:
         raise UsageError(f"{text} is a {type(obj).__name__}; expected a torch.autograd.Function "
                          "subclass, an nn.Module (class or instance) or a function")

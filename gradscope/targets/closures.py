@@ -1,0 +1,99 @@
+"""Modules a plain function reaches — a training-style `def loss(x): return model(x)...` over a
+global, a closure cell, a default argument or a bound method's `self` — so that their
+parameters are checked too, on copies: the function is rebuilt to use the copies, which a
+wrapper module holds, so `torch.func.functional_call` can swap their parameters in. The user's
+modules are never touched.
+
+Only the names the function itself uses are followed: a helper it calls that reaches a module
+through its own globals still sees the original (the notes say which modules were found)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+
+def reached(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
+    """name → module for every nn.Module `fn` reaches directly."""
+    found: dict[str, torch.nn.Module] = {}
+    owner = getattr(fn, "__self__", None)
+    if inspect.ismethod(fn) and isinstance(owner, torch.nn.Module):
+        found["self"] = owner
+        fn = fn.__func__
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return found
+    for name in code.co_names:
+        value = getattr(fn, "__globals__", {}).get(name)
+        if isinstance(value, torch.nn.Module):
+            found[name] = value
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, torch.nn.Module):
+            found[name] = value
+    params = list(inspect.signature(fn).parameters.values())
+    for param in params:
+        if isinstance(param.default, torch.nn.Module):
+            found[param.name] = param.default
+    return found
+
+
+def rebuilt(fn: Callable[..., Any], copies: Mapping[str, torch.nn.Module]) -> Callable[..., Any]:
+    """`fn` with every module it reaches replaced by its copy (same code, new bindings)."""
+    if inspect.ismethod(fn) and "self" in copies:
+        return types.MethodType(rebuilt(fn.__func__, copies), copies["self"])
+    code = fn.__code__
+    names = set(code.co_names)
+    scope = dict(fn.__globals__)
+    scope.update({k: v for k, v in copies.items() if k in names})
+    cells = tuple(types.CellType(copies[name]) if name in copies else cell
+                  for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False))
+    defaults = fn.__defaults__
+    if defaults:
+        positional = [p for p in inspect.signature(fn).parameters.values()
+                      if p.default is not inspect.Parameter.empty
+                      and p.kind is not p.KEYWORD_ONLY]
+        defaults = tuple(copies.get(p.name, p.default) for p in positional)
+    kwdefaults = {k: copies.get(k, v) for k, v in (fn.__kwdefaults__ or {}).items()} or None
+    new = types.FunctionType(code, scope, fn.__name__, defaults, cells or None)
+    new.__kwdefaults__ = kwdefaults
+    new.__qualname__ = fn.__qualname__
+    return new
+
+
+class Holder(torch.nn.Module):
+    """The copies, as submodules named after how the function reaches them (`model`), and
+    the rebuilt function as forward: functional_call on a Holder swaps their parameters."""
+
+    def __init__(self, fn: Callable[..., Any], copies: Mapping[str, torch.nn.Module]) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, module in copies.items():
+            self.add_module(name, module)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def holder(fn: Callable[..., Any]) -> tuple[Holder | None, str]:
+    """A Holder of copies of the modules `fn` reaches, and a note (None, "" when none)."""
+    found = reached(fn)
+    if not found:
+        return None, ""
+    try:
+        copies = {name: copy.deepcopy(module) for name, module in found.items()}
+    except Exception as exc:  # a module that cannot be copied: its parameters stay unchecked
+        return None, (f"the function reaches module(s) {', '.join(found)}, which could not be "
+                      f"copied ({type(exc).__name__}); their parameters are not checked")
+    first = next(iter(found))
+    note = (f"the function reaches module(s) {', '.join(found)}: their parameters are checked "
+            f"too, on copies (named like `{first}.weight`; the originals are not changed)")
+    return Holder(rebuilt(fn, copies), copies), note

@@ -1,0 +1,44 @@
+"""Training-style code over float32 modules, as users write it (the modules are built at import,
+seeded, so the values do not depend on the test order)."""
+
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.GELU(), torch.nn.Linear(6, 2))
+normed = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.BatchNorm1d(4)).eval()
+
+
+def loss(x):
+    """A global module."""
+    return model(x).pow(2).mean()
+
+
+def make_loss():
+    """A closure over a module."""
+    inner = torch.nn.Linear(8, 3)
+
+    def closure_loss(x):
+        return torch.tanh(inner(x)).sum()
+
+    return closure_loss
+
+
+closure_loss = make_loss()
+
+
+def default_loss(x, net=normed):
+    """A module as a default argument, with float32 buffers (BatchNorm running stats)."""
+    return net(x).sum()
+
+
+class Scorer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 1)
+
+    def score(self, x):
+        return self.proj(x).sigmoid().sum()
+
+
+scorer = Scorer()
+bound_score = scorer.score

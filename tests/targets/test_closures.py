@@ -1,0 +1,53 @@
+"""Functions over modules (a global, a closure, a default argument, a bound method) have their
+modules' parameters checked on copies, converted to the check's dtype; modules given directly
+are converted on a copy too. The user's modules never change."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.targets.closures import reached, rebuilt
+from tests.data import models
+from tests.paths import DATA
+
+CASES = {
+    "loss": ["x", "model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"],
+    "closure_loss": ["x", "inner.weight", "inner.bias"],
+    "default_loss": ["x", "net.0.weight", "net.0.bias", "net.1.weight", "net.1.bias"],
+    "bound_score": ["x", "self.proj.weight", "self.proj.bias"],
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_float32_modules_reached_by_a_function_are_checked_on_float64_copies(name):
+    report = gradscope.check(f"{DATA}/models.py:{name}", x="randn(5,8)")
+    assert report.passed and [i.name for i in report.inputs] == CASES[name]
+    assert {i.role for i in report.inputs[1:]} == {"parameter"}
+    assert any("float64 copy of the module (its own dtype: float32)" in n for n in report.notes)
+    assert all(i.status_counts.get("ok") for i in report.inputs)
+
+
+def test_the_users_modules_are_not_touched():
+    before = {k: v.clone() for k, v in models.normed.state_dict().items()}
+    weight = models.model[0].weight.clone()
+    gradscope.check(models.loss, torch.randn(5, 8))
+    gradscope.check(models.normed, torch.randn(5, 8))  # a module given directly: a copy too
+    assert torch.equal(models.model[0].weight, weight)
+    assert models.model[0].weight.dtype == torch.float32
+    after = models.normed.state_dict()
+    assert all(torch.equal(before[k], after[k]) and before[k].dtype == after[k].dtype
+               for k in before)
+
+
+def test_reached_and_rebuilt_follow_only_the_functions_own_names():
+    assert set(reached(models.loss)) == {"model"}
+    assert set(reached(models.closure_loss)) == {"inner"}
+    assert set(reached(models.default_loss)) == {"net"}
+    assert set(reached(models.bound_score)) == {"self"}
+    copy = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.GELU(), torch.nn.Linear(6, 2))
+    fn = rebuilt(models.loss, {"model": copy})
+    x = torch.randn(3, 8)
+    assert torch.allclose(fn(x), copy(x).pow(2).mean())
+    assert reached(lambda x: x * 2) == {}
