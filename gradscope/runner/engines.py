@@ -170,7 +170,7 @@ def finite_differences(target: Any, bound: Bound, options: Options,
         others = "the symbolic engine covers every element, " \
             if isinstance(target, ExpressionTarget) else "the others are `unchecked`, "
         sampled.append(sampled_note(name, count, fd.values[name].numel(), options.sample,
-                                    options.max_fd, fd.eval_seconds, others, PROJECTIONS))
+                                    options.max_fd, fd.flops(), others, PROJECTIONS))
     result.notes += sampled
     return result
 

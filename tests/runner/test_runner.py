@@ -355,16 +355,17 @@ def test_sampling_bounds_the_work_of_whole_evaluation_columns(monkeypatch):
     assert any("capped at 25 columns" in n for n in report.notes)
 
 
-def test_expensive_targets_sample_their_columns_by_time(monkeypatch):
-    # one evaluation of x @ y costs far more than its 200 elements say; with no time to spare
-    # (FD_SECONDS = 0) a single column is differenced and the projections cover the rest
+def test_expensive_targets_sample_their_columns_by_counted_flops(monkeypatch):
+    # one evaluation of x @ y costs more than its 200 elements say (2,000 flops, counted, never
+    # timed); with a budget of 1 flop a single column is differenced and the projections
+    # cover the rest
     from gradscope.engines.fd import budget
 
-    monkeypatch.setattr(budget, "FD_SECONDS", 0.0)
+    monkeypatch.setattr(budget, "MAX_DENSE_FLOPS", 1.0)
     report = gradscope.check("sum(tanh(x @ y))", x="randn(10,10)", y="randn(10,10)")
     assert {i.finite_difference_mode for i in report.inputs} == {"sampled"}
     assert report.passed and any("capped at 1 columns" in n for n in report.notes)
-    assert any("one evaluation took" in n for n in report.notes)
+    assert any("one evaluation performs 2,000" in n for n in report.notes)
 
 
 def test_outputs_and_intermediates_are_bounded_before_anything_is_computed():

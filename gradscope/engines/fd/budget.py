@@ -1,5 +1,7 @@
 """Which inputs finite differences estimate element by element and which they sample: a pure
-function of sizes, flags and one timed evaluation, with the numbers the note quotes."""
+function of sizes and flags (and of what one evaluation keeps and computes, counted, never
+timed: the same check on a busy machine checks the same elements), with the numbers the note
+quotes."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ MAX_DENSE_WORK = 2e9  # columns × elements each evaluates × 4 points, for dens
 # 2 GB): a full 10,000 × 10,000 Jacobian fits, as gradcheck's slow mode would need; a dense
 # input whose columns would hold more is sampled
 MAX_STORED_ENTRIES = 1 << 27
-# Finite-difference columns that each need a whole evaluation are also bounded by time: about
-# this many seconds for all inputs together, estimated from the base evaluation (only slow
-# targets reach it)
-FD_SECONDS = 30.0
+# Finite-difference columns that each need a whole evaluation are also bounded by the
+# floating-point operations they perform (four evaluations per column), counted once with
+# torch's FlopCounterMode: an expensive target (a big matmul, a convolution stack) costs more
+# than its size says. About half a minute of float64 CPU work.
+MAX_DENSE_FLOPS = 1e11
 
 
 def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
@@ -25,29 +28,25 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     stored = n_in * n_out <= MAX_STORED_ENTRIES
     width = fd.column_width(name)
     # elements one column evaluates: incremental columns touch their widest node, others a
-    # perturbed copy of the input and the whole output
-    per_column = max(n_out, width) if width is not None else max(n_in, n_out)
+    # perturbed copy of the input, the whole output and the activations in between
+    per_column = max(n_out, width) if width is not None else max(n_in, n_out, fd.activations())
     affordable_work = 4.0 * n_in * per_column <= MAX_DENSE_WORK
-    if width is not None:  # incremental columns cost their widest node, not an evaluation
-        by_time = n_in
-    else:
-        # an expensive target (a big matmul, a slow module) costs more than its size says:
-        # its columns are also bounded by time, from what one evaluation took
-        by_time = int(FD_SECONDS / len(fd.values) / (4.0 * max(fd.eval_seconds, 1e-9)))
-    if n_in <= max_fd and affordable_work and stored and n_in <= by_time:
+    by_flops = n_in if width is not None else \
+        int(MAX_DENSE_FLOPS / len(fd.values) / (4.0 * max(fd.flops(), 1)))
+    if n_in <= max_fd and affordable_work and stored and n_in <= by_flops:
         return None
     affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out,
-                         by_time))
+                         by_flops))
     return max(1, min(sample, n_in, affordable))
 
 
 def sampled_note(name: str, count: int, n: int, sample: int, max_fd: int,
-                 eval_seconds: float, others: str, projections: int) -> str:
+                 flops: int, others: str, projections: int) -> str:
     """What a sampled input's finite differences covered, and why it was sampled."""
     capped = f", capped at {count:,} columns: at most {MAX_STORED_ENTRIES:,} Jacobian " \
-             f"entries are kept, {MAX_DENSE_WORK:,.0f} elements evaluated, and about " \
-             f"{FD_SECONDS:.0f} s spent on all inputs (one evaluation took " \
-             f"{eval_seconds:.2g} s)" if count < min(sample, n) else ""
+             f"entries are kept, {MAX_DENSE_WORK:,.0f} elements evaluated and " \
+             f"{MAX_DENSE_FLOPS:.0e} floating-point operations spent on all inputs (one " \
+             f"evaluation performs {flops:,})" if count < min(sample, n) else ""
     return (f"finite differences estimated {count:,} of {n:,} elements of {name} (a seeded "
             f"sample, --sample {sample:,}{capped}; an input past --max-fd {max_fd:,} elements, "
             f"or whose Jacobian columns would hold more than {MAX_STORED_ENTRIES:,} entries, is "

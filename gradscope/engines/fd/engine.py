@@ -23,7 +23,6 @@ smaller steps and, if it still straddles, marked as such and never compared as a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,7 +31,7 @@ import torch
 from gradscope.engines.fd.dense import DenseDifferences
 from gradscope.engines.fd.elementwise import ElementwiseDifferences
 from gradscope.engines.fd.result import Directional, Estimate
-from gradscope.engines.fd.stencil import PROBE_FROM, TWO_POINT_FROM, elapsed, richardson
+from gradscope.engines.fd.stencil import PROBE_FROM, TWO_POINT_FROM, richardson
 from gradscope.tensors import any_to_shape, branch_changed
 
 # f(values) -> (output, branch ids in a fixed order)
@@ -92,7 +91,6 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         self._moving: Callable[[str], Traced] | None = None
         self._column_fns: Callable[[str], Any] | None = None
         self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
-        tic = time.perf_counter()
         if around is not None:  # the target can reuse work for points that move one input
             out, self.branches, moving, self._column_fns = around(self.values)
             self._moving = lambda name: _read_as(moving(name), dtype)
@@ -101,18 +99,27 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
         self.out = out.to(dtype) if out.is_floating_point() and out.dtype != dtype else out
         self.machine_eps = max(float(torch.finfo(d).eps) for d in (dtype, out.dtype, round_off)
                                if d is not None and d.is_floating_point)
-        # what one whole evaluation costs here; a slow first call is timed again, since it may
-        # have paid one-off warm-up (lazy imports, allocator growth)
-        self.eval_seconds = elapsed(tic, self.out)
-        if self.eval_seconds > 0.01:
-            tic = time.perf_counter()
-            out, _ = self.fn(self.values)
-            self.eval_seconds = min(self.eval_seconds, elapsed(tic, out))
         self.out_shape = tuple(self.out.shape)
         self.vmap_failed: str | None = None
         self._cache: dict[str, Estimate] = {}
         self.memory_cap: dict[str, int] = {}  # input → columns per batch that fit in memory
         self._activations: int | None = None
+        self._flops: int | None = None
+
+    def flops(self) -> int:
+        """Floating-point operations one evaluation performs (matmuls, convolutions: what
+        torch's FlopCounterMode counts), counted once: what an expensive target costs beyond
+        its size, as a number that does not depend on how loaded the machine is."""
+        if self._flops is None:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            try:
+                with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                    self.fn(self.values)
+                self._flops = int(counter.get_total_flops())
+            except Exception:  # an op the counter cannot follow: count none
+                self._flops = 0
+        return self._flops
 
     def activations(self) -> int:
         """Elements one evaluation keeps alive beyond its inputs: what autograd saves for

@@ -4,7 +4,6 @@ Shared by every way of batching perturbations (and by `gradscope sweep`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
@@ -38,13 +37,6 @@ def col_max(m: torch.Tensor) -> torch.Tensor:
     if m.shape[0] == 0:
         return torch.zeros(m.shape[1], dtype=m.dtype, device=m.device)
     return torch.nan_to_num(m, nan=float("inf"), posinf=float("inf")).amax(0)
-
-
-def elapsed(tic: float, out: torch.Tensor) -> float:
-    """Seconds since `tic` once `out` is computed (CUDA kernels run asynchronously)."""
-    if out.is_cuda:
-        torch.cuda.synchronize(out.device)
-    return time.perf_counter() - tic
 
 
 STENCIL = (1.0, -1.0, 0.5, -0.5)  # steps in units of h: two-point uses the first two
