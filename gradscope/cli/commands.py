@@ -42,18 +42,19 @@ def configured(values: dict[str, Any], command: str) -> tuple[dict[str, Any], st
     """For `check`, `jvp` and `jacobian`: the top-level [tool.gradscope] defaults of the
     nearest pyproject.toml for the options the command line did not give (as `gradscope run`
     takes them), and a note naming them."""
-    from gradscope.tools.config import defaults_near, nearest
+    from gradscope.tools.config import defaults_near
 
     ctx = values.get("ctx")
     if ctx is None:
         return {}, ""
     taken = {}
-    for key, value in defaults_near().items():
+    defaults, path = defaults_near()
+    for key, value in defaults.items():
         source = ctx.get_parameter_source(key)
         if key in SPECS and command in SPECS[key].commands and (
                 source is None or source.name == "DEFAULT"):
             taken[key] = value
-    note = (f"defaults from [tool.gradscope] in {nearest()}: {', '.join(sorted(taken))}"
+    note = (f"defaults from [tool.gradscope] in {path}: {', '.join(sorted(taken))}"
             if taken else "")
     return taken, note
 

@@ -90,31 +90,41 @@ def nearest(start: Path | None = None) -> Path:
     """The pyproject.toml that configures this folder, as ruff and pytest find theirs: the
     nearest one upward with a [tool.gradscope] table (else ./pyproject.toml, whose absence
     or emptiness the reader reports)."""
+    return _nearest(start)[0]
+
+
+def _nearest(start: Path | None) -> tuple[Path, Any]:
+    """(the nearest config, its [tool.gradscope] value, None when there is none): each
+    candidate is read and parsed once."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _has_table(candidate):
-            return candidate if folder != Path.cwd().resolve() else Path("pyproject.toml")
-    return Path("pyproject.toml")
+        table = _tool_table(candidate) if candidate.is_file() else None
+        if table is not None:
+            shown = candidate if folder != Path.cwd().resolve() else Path("pyproject.toml")
+            return shown, table
+    return Path("pyproject.toml"), None
 
 
-def _has_table(path: Path) -> bool:
+def _tool_table(path: Path) -> Any:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return False
+        return None
     tool = data.get("tool")
-    return isinstance(tool, dict) and "gradscope" in tool
+    return tool.get("gradscope") if isinstance(tool, dict) else None
 
 
-def defaults_near(start: Path | None = None) -> dict[str, Any]:
-    """The top-level [tool.gradscope] defaults of the nearest config ({} when there is none):
-    what `check`, `jvp` and `jacobian` take where the command line says nothing."""
-    path = nearest(start)
-    if not path.is_file() or not _has_table(path):
-        return {}
-    table = _table(path)
-    return {k: v for k, v in table.items() if k != "checks" and k in FIELDS}
+def defaults_near(start: Path | None = None) -> tuple[dict[str, Any], Path]:
+    """The top-level [tool.gradscope] defaults of the nearest config ({} when there is none)
+    and that config: what `check`, `jvp` and `jacobian` take where the command line says
+    nothing."""
+    path, table = _nearest(start)
+    if table is None:
+        return {}, path
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.gradscope] must be a table")
+    return {k: v for k, v in table.items() if k != "checks" and k in FIELDS}, path
 
 
 def _table(path: Path) -> dict[str, Any]:

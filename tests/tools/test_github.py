@@ -42,7 +42,7 @@ def project(tmp_path, monkeypatch):
 
 def test_the_nearest_pyproject_upward_configures_run_and_check(project):
     assert nearest().resolve() == (project / "pyproject.toml").resolve()
-    assert defaults_near() == {"dtype": "float32", "seed": 7}
+    assert defaults_near()[0] == {"dtype": "float32", "seed": 7}
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:
