@@ -131,7 +131,7 @@ def _run(request: Request) -> Report:
                   differences.estimates, tol, options.seed)
     refs = tables.References(symbolic.grads, symbolic.skipped, differences.skipped,
                              tables.formulas(symbolic.engine, target.names))
-    report = _header(request, target, bound, backward, differences, tol)
+    report = _header(request, target, bound, backward, differences, tol, computed)
     if backward.grads is None:
         diagnoses.failed_backward(report, judge, bound, refs, backward)
     else:
@@ -152,7 +152,7 @@ def _run(request: Request) -> Report:
 
 
 def _header(request: Request, target: Any, bound: Bound, backward: engines.Backward,
-            differences: engines.Differences, tol: Tolerance) -> Report:
+            differences: engines.Differences, tol: Tolerance, computed: torch.dtype) -> Report:
     options = request.options
     limit = options.max_elements, options.full
     return Report(
@@ -162,7 +162,7 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
         upstream=build.summary(backward.upstream, *limit), inputs=[], diagnostics=[],
         device=str(bound.device), seed=options.seed, fail_on=options.fail_on,
         notes=[*target.notes, *_guessed(target, options),
-               *engines.precision_note(bound, engines.computed_in(bound, backward)),
+               *engines.precision_note(bound, computed),
                *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps},
         upstream_source="ones" if bound.grad is None else "--grad", full=options.full)

@@ -16,7 +16,7 @@ from gradscope.inputs.bind import Bound, tangents_for
 from gradscope.options import Options
 from gradscope.report import build
 from gradscope.report.model import ForwardReport, InputReport
-from gradscope.report.status import COMPARED, INCONCLUSIVE
+from gradscope.report.status import INCONCLUSIVE
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.judge import Judge
 
@@ -76,8 +76,7 @@ def input_report(name: str, bound: Bound, cmp: Comparison, idx: torch.Tensor | N
 def _status(cmp: Comparison) -> str:
     """The input's status: its worst element's, or `inconclusive` when no element was
     compared at all (no engine covered any: a verdict that compared nothing never passes)."""
-    counts = cmp.counts()
-    if counts.get("unchecked") and not any(counts.get(s) for s in COMPARED):
+    if cmp.counts().get("unchecked") and not cmp.compared():
         return INCONCLUSIVE
     return cmp.worst()
 

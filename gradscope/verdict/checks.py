@@ -11,7 +11,7 @@ import torch
 
 from gradscope.inputs.text import seed_for
 from gradscope.report.model import UpstreamCheck
-from gradscope.report.status import COMPARED, MISMATCH
+from gradscope.report.status import MISMATCH
 from gradscope.report.status import worst as status_worst
 from gradscope.verdict.compare import Comparison
 from gradscope.verdict.judge import Judge
@@ -53,8 +53,7 @@ def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
 
 def _word(cmp: Comparison) -> str:
     """An input's result in a check: its worst status, or `not run` when nothing compared."""
-    counts = cmp.counts()
-    return NOT_RUN if not any(counts.get(s) for s in COMPARED) else cmp.worst()
+    return cmp.worst() if cmp.compared() else NOT_RUN
 
 
 def projections(judge: Judge, upstream: torch.Tensor,

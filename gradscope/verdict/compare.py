@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope.report.status import (
+    COMPARED,
     MISMATCH,
     NONDIFFERENTIABLE,
     OK,
@@ -44,6 +45,12 @@ class Comparison:
     def counts(self) -> dict[str, int]:
         hist = self._histogram()
         return {STATUS_NAMES[c]: hist[c] for c in STATUS_NAMES if hist[c]}
+
+    def compared(self) -> bool:
+        """Whether an engine judged any element (ok, mismatch, surrogate, vanishing), as
+        opposed to all of them unchecked, undefined or at a kink."""
+        counts = self.counts()
+        return any(counts.get(s) for s in COMPARED)
 
     def worst(self) -> str:
         hist = self._histogram()
