@@ -183,35 +183,44 @@ def _full(call: Call, options: dict[str, Any]) -> Report:
     return check(call.wrapped(), *call.tensors(), **options)
 
 
-def _fast_agrees(call: Call, eps: float | None, atol: float, rtol: float) -> bool:
-    """vᵀ(J·u) by four-point finite differences against (Jᵀv)·u by one backward, for seeded
-    random u (over every checked element) and v (over every output element)."""
-    fn = call.wrapped()
+def _fast_agrees(call: Call, options: dict[str, Any], atol: float, rtol: float) -> bool:
+    """vᵀ(J·u) by the finite-difference engine's four-point directional derivative against
+    (Jᵀv)·u by one backward, for seeded random u (over every checked element) and v (over
+    every output element)."""
     gen = torch.Generator().manual_seed(FAST_SEED)
     xs = [t.detach() for t in call.tensors()]
     us = [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x) for x in xs]
     leaves = [x.clone().requires_grad_(True) for x in xs]
-    out = fn(*leaves)
+    out = call.wrapped()(*leaves)
     if not bool(torch.isfinite(out).all()):
         return False
     v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
     grads = torch.autograd.grad(out, leaves, v, allow_unused=True)
     ag = sum(float((g.double() * u.double()).sum()) for g, u in zip(grads, us, strict=True)
              if g is not None)
-    big = max(1.0, max(float(x.abs().max()) if x.numel() else 0.0 for x in xs))
-    h = (eps or 1e-4) * big / max(float(u.abs().max()) for u in us)
+    fd = _differences(call, call.outputs, getattr(torch, options["dtype"]),
+                      options.get("eps", 1e-4))
     with torch.no_grad():
-        points = [fn(*[x + s * h * u for x, u in zip(xs, us, strict=True)]).double()
-                  for s in (1.0, -1.0, 0.5, -0.5)]
-    d1 = (points[0] - points[1]) / (2 * h)
-    d2 = (points[2] - points[3]) / h
-    est = (4 * d2 - d1) / 3
-    machine = float(torch.finfo(out.dtype).eps)
-    err = (est - d2).abs() + 3 * machine * (points[0].abs() + points[1].abs()) / h
+        along = fd.directional(dict(zip(call.names, us, strict=True)))
     vd = v.double()
-    fd = float((vd * est).sum())
-    slack = atol + rtol * abs(fd) + 3 * float((vd.abs() * err).sum())
-    return math.isfinite(ag) and math.isfinite(fd) and abs(ag - fd) <= slack
+    projected = float((vd * along.value.double()).sum())
+    slack = atol + rtol * abs(projected) + 3 * float((vd.abs() * along.error.double()).sum())
+    return math.isfinite(ag) and math.isfinite(projected) and abs(ag - projected) <= slack
+
+
+def _differences(call: Call, outputs: list[int], dtype: torch.dtype, eps: float) -> Any:
+    """The finite-difference engine over func's checked tensors (by name), outputs `outputs`."""
+    from gradscope.engines.fd import FiniteDifferences
+
+    fn = call.wrapped(outputs)
+    names = call.names
+
+    def traced(values):
+        return fn(*[values[n] for n in names]), []
+
+    values = {n: t.detach() for n, t in zip(names, call.tensors(), strict=True)}
+    return FiniteDifferences(traced, values, eps=min(max(eps, 1e-12), 0.1), elementwise=set(),
+                             dtype=dtype)
 
 
 def _tolerance(options: dict[str, Any]) -> tuple[float, float]:
@@ -223,18 +232,10 @@ def _tolerance(options: dict[str, Any]) -> tuple[float, float]:
 
 def _zero_jacobian(call: Call, eps: float, atol: float) -> str | None:
     """No output is differentiable: gradcheck asserts the numerical Jacobian is zero."""
-    from gradscope.engines.fd import FiniteDifferences
-
     if not call.float_outputs:
         return None
-    fn = call.wrapped(call.float_outputs)
+    fd = _differences(call, call.float_outputs, torch.float64, eps)
     names = call.names
-
-    def traced(values):
-        return fn(*[values[n] for n in names]), []
-
-    values = {n: t.detach().double() for n, t in zip(names, call.tensors(), strict=True)}
-    fd = FiniteDifferences(traced, values, eps=min(max(eps, 1e-12), 0.1), elementwise=set())
     for name in names:
         est = fd.estimate(name)
         moving = est.partial.abs() > atol + 3 * est.error
@@ -321,7 +322,7 @@ def _backward(call: Call, kw: dict[str, Any]) -> None:
         return
     if kw["fast_mode"]:
         atol, rtol = _tolerance(options)
-        if _fast_agrees(call, options.get("eps"), atol, rtol):
+        if _fast_agrees(call, options, atol, rtol):
             return
     report = _full(call, options)  # the per-element check, or the drill-down of fast mode
     problem = _failure(report)
