@@ -21,6 +21,7 @@ COMMANDS = ("check", "jvp", "jacobian")
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 FAIL_ON = ("mismatch", "warning", "never")
 ANY_INPUT = "*"  # key of a shape or tangent given without a NAME
+INPUT_NAME = r"[A-Za-z_][\w.]*"  # an input or parameter name (`x`, `blocks.0.weight`)
 MIN_EPS = 1e-12  # a relative step below this measures round-off, not the derivative
 VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
               "zeros(3), linspace(lo,hi,n), arange(n)")
@@ -309,7 +310,7 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
     out: list[str] = []
     for item in items:
         for name in (n.strip() for n in item.split(",")):
-            if name != ANY_INPUT and not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+            if name != ANY_INPUT and not re.fullmatch(INPUT_NAME, name):
                 raise UsageError(f"{where}: {name!r} is not an input name")
             if name not in out:
                 out.append(name)

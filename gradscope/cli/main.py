@@ -13,11 +13,11 @@ from typing import Any
 import typer
 
 from gradscope.cli.app import app
-from gradscope.options import SPECS
+from gradscope.options import INPUT_NAME, SPECS
 
 # flags that may stand alone (`--surrogate`) → the value they mean then
 BARE = {spec.flag: spec.bare for spec in SPECS.values() if spec.bare is not None}
-NAMES = re.compile(r"[A-Za-z_][\w.]*(,[A-Za-z_][\w.]*)*")
+NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*")  # what --surrogate takes as its value
 
 
 def with_bare_values(argv: list[str]) -> list[str]:
