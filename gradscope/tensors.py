@@ -1,10 +1,13 @@
 """Tensor helpers every layer shares: broadcast reductions back to an input's shape (sum, any),
-expanding a reduced result, NaN-aware comparison of branch ids, a fast finiteness test, and
-flat → multi-dimensional indices. Pure torch, no gradscope imports."""
+expanding a reduced result, NaN-aware comparison of branch ids, a fast finiteness test,
+flat → multi-dimensional indices, and a walk over an autograd graph. Pure torch, no gradscope
+imports."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -64,3 +67,16 @@ def multi_index(flat: int, shape: tuple[int, ...]) -> list[int]:
         out.append(flat % n)
         flat //= n
     return list(reversed(out))
+
+
+def grad_nodes(root: Any) -> Iterator[Any]:
+    """Every node of the autograd graph below `root` (a grad_fn; None: none), each once,
+    a node before the nodes only it reaches."""
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(child for child, _ in node.next_functions)

@@ -32,3 +32,15 @@ def test_branch_changed_treats_nan_as_the_same_branch():
     assert branch_changed(a, torch.tensor([1.0, float("nan"), 3.0])).tolist() == [
         False, False, True]
     assert not bool(branch_changed(a, a).any())
+
+
+def test_grad_nodes_visits_every_node_once():
+    from gradscope.tensors import grad_nodes
+
+    x = torch.ones(2, requires_grad=True)
+    shared = x.sin()
+    out = (shared * shared).sum()  # `shared` is reached twice
+    names = [n.name() for n in grad_nodes(out.grad_fn)]
+    assert names[0] == "SumBackward0" and names.count("SinBackward0") == 1
+    assert names.count("torch::autograd::AccumulateGrad") == 1
+    assert list(grad_nodes(None)) == []

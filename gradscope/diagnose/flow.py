@@ -22,7 +22,7 @@ import torch
 from gradscope.expr.ops import BY_GRAD_FN, KNOWN
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import all_finite
+from gradscope.tensors import all_finite, grad_nodes
 
 
 @dataclass
@@ -168,11 +168,7 @@ class Tracer:
         self.handles: list[Any] = []
         self.root = id(out.grad_fn) if out.grad_fn is not None else None
         self.forward_nan = list(forward_nan)
-        stack = [out.grad_fn] if out.grad_fn is not None else []
-        while stack:
-            fn = stack.pop()
-            if id(fn) in self.nodes:
-                continue
+        for fn in grad_nodes(out.grad_fn):
             op, kind = _classify(fn.name())
             src_op, text = where.get(id(fn), (None, ""))
             node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
@@ -180,10 +176,8 @@ class Tracer:
             if kind == "leaf":
                 node.leaf = names.get(id(fn.variable), "?")
                 node.where = node.leaf
-            children = [c for c, _ in fn.next_functions if c is not None]
-            node.children = [id(c) for c in children]
+            node.children = [id(c) for c, _ in fn.next_functions if c is not None]
             self.nodes[id(fn)] = node
-            stack.extend(children)
             if kind != "leaf":
                 self.handles.append(fn.register_hook(_recorder(node, keep_grads, norms)))
 

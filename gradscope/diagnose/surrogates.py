@@ -17,6 +17,7 @@ import torch
 
 from gradscope.markers import marker_of
 from gradscope.report.model import Diagnostic
+from gradscope.tensors import grad_nodes
 
 ALL = "*"  # --surrogate without a name: every input
 
@@ -27,21 +28,15 @@ def marked_inputs(output: torch.Tensor, leaves: Mapping[str, torch.Tensor]) -> d
     anywhere inside the user's code counts, and only the inputs behind it are declared."""
     by_id = {id(t): n for n, t in leaves.items()}
     found: dict[str, str] = {}
-    seen: set[int] = set()
-    stack = [(output.grad_fn, None)] if output.grad_fn is not None else []
-    while stack:
-        node, reason = stack.pop()
-        if node is None or (id(node), reason) in seen:
-            continue
-        seen.add((id(node), reason))  # type: ignore[arg-type]
+    for node in grad_nodes(output.grad_fn):
         cls = getattr(node, "_forward_cls", None)
         mark = marker_of(cls)
-        if mark is not None and reason is None:
-            reason = f"{cls.__name__}: {mark}"
-        variable = getattr(node, "variable", None)
-        if variable is not None and reason is not None and id(variable) in by_id:
-            found.setdefault(by_id[id(variable)], reason)
-        stack.extend((child, reason) for child, _ in node.next_functions)
+        if mark is None:
+            continue
+        for below in grad_nodes(node):  # the leaves (AccumulateGrad) behind the marked one
+            variable = getattr(below, "variable", None)
+            if variable is not None and id(variable) in by_id:
+                found.setdefault(by_id[id(variable)], f"{cls.__name__}: {mark}")
     return found
 
 

@@ -35,6 +35,7 @@ import torch
 from gradscope.errors import GradscopeError
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
+from gradscope.tensors import grad_nodes
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
 # torch's own functions, kept before any switch replaces them (the drop-in calls them itself)
@@ -273,16 +274,8 @@ def _custom_functions(call: Call) -> bool:
         return False
     leaves = [t.detach().requires_grad_(True) for t in call.tensors()]
     out = call.wrapped()(*leaves)
-    stack, seen = [out.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if getattr(node, "_forward_cls", None) is not None:
-            return True
-        stack.extend(child for child, _ in node.next_functions)
-    return False
+    return any(getattr(node, "_forward_cls", None) is not None
+               for node in grad_nodes(out.grad_fn))
 
 
 def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
