@@ -303,33 +303,34 @@ class FiniteDifferences(ElementwiseDifferences, DenseDifferences):
             todo = flat[~moved]
             if not todo.numel():
                 break
-            shifted = x.reshape(-1).clone()
-            base = shifted[todo]
-            shifted[todo] = -base if probe is None else torch.full_like(base, probe * scale)
-            values = dict(self.values)
-            values[name] = shifted.reshape(x.shape)
-            try:
-                out, _ = fn(values)
-            except Exception:  # the target refuses some values: it does look at them
+            changed = self._probe(fn, name, todo, probe, scale)
+            if changed is None:  # the target refuses some values: it does look at them
                 moved[~moved] = True
                 break
-            changed = branch_changed(out.expand(self.out_shape), self.out)
             per_input = any_to_shape(changed, tuple(x.shape)).reshape(-1)
             moved[~moved] = per_input[todo]
         return moved
 
     def _moves(self, fn: Traced, name: str, where: torch.Tensor, scale: float) -> bool:
-        x = self.values[name].reshape(-1)
-        base = x[where]
         for probe in PROBES:
-            moved = x.clone()
-            moved[where] = -base if probe is None else torch.full_like(base, probe * scale)
-            values = dict(self.values)
-            values[name] = moved.reshape(self.values[name].shape)
-            try:
-                out, _ = fn(values)
-            except Exception:  # the target refuses some values: it does look at this one
-                return True
-            if bool(branch_changed(out.expand(self.out_shape), self.out).any()):
+            changed = self._probe(fn, name, where, probe, scale)
+            if changed is None or bool(changed.any()):  # (refusing a value is looking at it)
                 return True
         return False
+
+    def _probe(self, fn: Traced, name: str, where: torch.Tensor, probe: float | None,
+               scale: float) -> torch.Tensor | None:
+        """Which output elements change when the elements of `name` at flat positions
+        `where` are set to `probe`·scale (None: their negation); None when the target
+        raises at those values."""
+        x = self.values[name]
+        shifted = x.reshape(-1).clone()
+        base = shifted[where]
+        shifted[where] = -base if probe is None else torch.full_like(base, probe * scale)
+        values = dict(self.values)
+        values[name] = shifted.reshape(x.shape)
+        try:
+            out, _ = fn(values)
+        except Exception:
+            return None
+        return branch_changed(out.expand(self.out_shape), self.out)
