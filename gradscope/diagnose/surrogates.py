@@ -16,10 +16,9 @@ from collections.abc import Mapping
 import torch
 
 from gradscope.markers import marker_of
+from gradscope.options import ANY_INPUT
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes
-
-ALL = "*"  # --surrogate without a name: every input
 
 
 def marked_inputs(output: torch.Tensor, leaves: Mapping[str, torch.Tensor]) -> dict[str, str]:
@@ -42,13 +41,13 @@ def marked_inputs(output: torch.Tensor, leaves: Mapping[str, torch.Tensor]) -> d
 
 def declared(option: tuple[str, ...], names: tuple[str, ...], target_marker: str | None,
              graph_marks: Mapping[str, str]) -> dict[str, str]:
-    """{input: why} from --surrogate (names, or ALL), the target's own marker and the marked
-    Functions in its graph."""
+    """{input: why} from --surrogate (names, or ANY_INPUT: every input), the target's own
+    marker and the marked Functions in its graph."""
     out: dict[str, str] = dict(graph_marks)
     if target_marker is not None:
         out.update({n: target_marker for n in names})
     for name in option:
-        for n in (names if name == ALL else (name,)):
+        for n in (names if name == ANY_INPUT else (name,)):
             out[n] = "declared with --surrogate"
     return out
 

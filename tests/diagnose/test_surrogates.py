@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 
 import gradscope
-from gradscope.diagnose.surrogates import ALL, declared, marked_inputs, shape_of
+from gradscope.diagnose.surrogates import declared, marked_inputs, shape_of
 from gradscope.markers import MARKER, marker_of
+from gradscope.options import ANY_INPUT
 from tests.paths import DATA
 
 X = torch.linspace(-3, 3, 13, dtype=torch.float64)
@@ -51,7 +52,7 @@ def test_marked_functions_declare_only_the_inputs_behind_them():
 def test_declared_merges_option_target_marker_and_graph():
     names = ("x", "y")
     assert declared((), names, None, {"x": "F: why"}) == {"x": "F: why"}
-    assert set(declared((ALL,), names, None, {})) == {"x", "y"}
+    assert set(declared((ANY_INPUT,), names, None, {})) == {"x", "y"}
     assert declared(("y",), names, None, {}) == {"y": "declared with --surrogate"}
     assert set(declared((), names, "in code", {})) == {"x", "y"}
 
