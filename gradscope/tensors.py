@@ -52,13 +52,28 @@ def any_to_shape(mask: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> tor
     return sum_to_shape(mask.to(torch.float64), shape) > 0
 
 
-def expand_reduced(g: torch.Tensor, like: torch.Tensor, dim: int | None) -> torch.Tensor:
-    """Undo a reduction's shape: broadcast `g` back over `like` (the reduced tensor)."""
+def expand_reduced(g: torch.Tensor, like: torch.Tensor, dim: int | tuple[int, ...] | None,
+                   keepdim: bool = False) -> torch.Tensor:
+    """Undo a reduction's shape: broadcast `g` back over `like` (the reduced tensor), for a
+    reduction over `dim` (an int, a tuple, or None: all) with or without keepdim."""
     if like.ndim == 0:  # reducing a scalar (even over dim -1) leaves a scalar
         return g.reshape(())
-    if dim is not None:
-        g = g.unsqueeze(dim)
+    if not keepdim:
+        dims = range(like.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+        for d in sorted(d % like.ndim for d in dims):
+            g = g.unsqueeze(d)
     return g.expand_as(like)
+
+
+def reduced_count(x: torch.Tensor, dim: int | tuple[int, ...] | None) -> int:
+    """How many elements a reduction over `dim` takes in per result."""
+    if dim is None or x.ndim == 0:
+        return x.numel()
+    dims = (dim,) if isinstance(dim, int) else dim
+    count = 1
+    for d in set(d % x.ndim for d in dims):
+        count *= x.shape[d]
+    return count
 
 
 def multi_index(flat: int, shape: tuple[int, ...]) -> list[int]:

@@ -44,9 +44,13 @@ class _Block:
 class _Opaque:
     op: Op
     symbol: sp.Symbol
-    args: list[_Block]
-    dim: int | None
+    args: list[_Block]  # one per call argument
+    names: tuple[str, ...]
+    params: dict
     value: torch.Tensor | None = None
+
+    def slots(self, values: list) -> list:
+        return self.op.slots(values, self.names)
 
 
 class SymbolicEngine:
@@ -57,13 +61,17 @@ class SymbolicEngine:
     """
 
     def __init__(self, expr: ir.Expression, values: Mapping[str, torch.Tensor],
-                 budget_s: float = BUDGET_S) -> None:
+                 budget_s: float = BUDGET_S, constants: frozenset[str] = frozenset()) -> None:
         self.deadline = time.perf_counter() + budget_s
         self.budget_s = budget_s
         first = next(iter(values.values()))
         self.dtype, self.device = torch.float64, first.device
         self.expr = expr
-        self.values = {k: v.detach().to(torch.float64) for k, v in values.items()}
+        # data inputs (--const) keep their dtype (class indices stay integers) and get no
+        # derivative
+        self.constants = constants
+        self.values = {k: v.detach().to(torch.float64) if v.is_floating_point() else v.detach()
+                       for k, v in values.items()}
         self.inputs = {name: sp.Symbol(name, real=True) for name in expr.inputs}
         self.leaf_values: dict[sp.Symbol, torch.Tensor] = {
             self.inputs[n]: self.values[n] for n in expr.inputs}
@@ -78,7 +86,8 @@ class SymbolicEngine:
         sym_expr = self._sympy(node, leaves)
         shapes = [tuple(self.leaf_values[s].shape) for s in leaves]
         block = _Block(sym_expr, tuple(torch.broadcast_shapes(*shapes)) if shapes else ())
-        present = [s for s in dict.fromkeys(leaves) if s in sym_expr.free_symbols]
+        present = [s for s in dict.fromkeys(leaves) if s in sym_expr.free_symbols
+                   and s.name not in self.constants]
         block.deriv_exprs = {}
         for s in present:
             self._check_budget()
@@ -107,29 +116,46 @@ class SymbolicEngine:
             return sp.pi if node.name == "pi" else sp.E
         assert isinstance(node, ir.Call)
         op = OPS[node.op]
+        if op.decompose is not None:  # the same function written with other rows
+            return self._sympy(op.decompose(node), leaves)
         if op.sympy is not None:
-            return op.sympy(*(self._sympy(a, leaves) for a in node.args))
+            return op.sympy(*(self._sympy(a, leaves) for a in node.args), **node.kwargs)
         record = self._opaque(node, op)
         leaves.append(record.symbol)
         return record.symbol
 
     def _opaque(self, node: ir.Call, op: Op) -> _Opaque:
-        text = self.expr.text(node)
-        if text in self._by_text:  # the same subterm twice: one value, one adjoint
-            return self._by_text[text]
-        if op.takes_dim:
-            args = [self._block(node.args[0])]
-            dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
-        else:
-            args = [self._block(a) for a in node.args]
-            dim = None
-        record = _Opaque(op, sp.Symbol(text, real=True), args, dim)
-        kwargs = {"dim": dim} if op.takes_dim else {}
-        record.value = op.torch(*(b.value for b in args), **kwargs)
+        key = ir.show(node)  # structure, not source: decomposed nodes share their call's span
+        if key in self._by_text:  # the same subterm twice: one value, one adjoint
+            return self._by_text[key]
+        args = [self._block(a) for a in node.args]
+        text = self.expr.text(node) if node.span != (0, 0) else key
+        if any(o.symbol.name == text for o in self.opaques):
+            text = key  # a decomposed call: its source text is its parent's
+        record = _Opaque(op, sp.Symbol(text, real=True), args, node.names, node.kwargs)
+        record.value = op.apply([b.value for b in args], node.names, node.kwargs)
         self.leaf_values[record.symbol] = record.value
         self.opaques.append(record)  # children are appended before their parents
-        self._by_text[text] = record
+        self._by_text[key] = record
         return record
+
+    def _adjoints(self, record: _Opaque, g: torch.Tensor) -> list:
+        """The row's closed-form VJP, one value (or None) per call argument."""
+        ups = record.op.vjp(g, record.value, record.slots([b.value for b in record.args]),  # type: ignore[misc]
+                            record.params)
+        return record.op.unslot(ups, record.names)
+
+    def _formula(self, record: _Opaque, g: sp.Expr) -> list[sp.Expr]:
+        """The adjoint of one opaque op as formulas (for table titles): the row's own, or
+        the adjoint's name applied to the upstream (conv2d_vjp(v))."""
+        if record.op.vjp_formula is None:
+            fn = sp.Function(f"{record.op.name}_vjp")
+            return [fn(g) if len(record.args) == 1 else sp.Function(
+                f"{record.op.name}_vjp{i}")(g) for i in range(len(record.args))]
+        arg = record.args[0].value
+        dim = record.params.get("dim")
+        n = arg.numel() if not isinstance(dim, int) or arg.ndim == 0 else arg.shape[dim]
+        return record.op.vjp_formula(g, record.symbol, [b.expr for b in record.args], n)
 
     # ------------------------------------------------------------------ passes
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -139,9 +165,9 @@ class SymbolicEngine:
             g = grads.pop(record.symbol, None)
             if g is None:
                 continue
-            ups = record.op.vjp(g, record.value, [b.value for b in record.args], record.dim)  # type: ignore[misc]
-            for block, u in zip(record.args, ups, strict=True):
-                self._backward(block, u, grads)
+            for block, u in zip(record.args, self._adjoints(record, g), strict=True):
+                if u is not None:
+                    self._backward(block, u, grads)
         return {name: grads.get(sym, torch.zeros_like(self.values[name]))
                 for name, sym in self.inputs.items()}
 
@@ -158,9 +184,10 @@ class SymbolicEngine:
             sym: tangents[name].to(self.dtype) for name, sym in self.inputs.items()
             if name in tangents}
         for record in self.opaques:  # children first
-            arg_t = [self._forward(b, tan) for b in record.args]
+            arg_t = record.slots([self._forward(b, tan) for b in record.args])
             tan[record.symbol] = record.op.jvp(arg_t, record.value,  # type: ignore[misc]
-                                               [b.value for b in record.args], record.dim)
+                                               record.slots([b.value for b in record.args]),
+                                               record.params)
         return self._forward(self.root, tan)
 
     def _forward(self, block: _Block, tan: Mapping[sp.Symbol, torch.Tensor]) -> torch.Tensor:
@@ -185,14 +212,12 @@ class SymbolicEngine:
             g = acc.pop(record.symbol, None)
             if g is None:
                 continue
-            arg = record.args[0].value
-            n = arg.numel() if record.dim is None or arg.ndim == 0 else arg.shape[record.dim]
-            ups = record.op.vjp_formula(g, record.symbol,  # type: ignore[misc]
-                                        [b.expr for b in record.args], n)
-            for block, u in zip(record.args, ups, strict=True):
+            for block, u in zip(record.args, self._formula(record, g), strict=True):
                 back(block, u)
         out = {}
         for name, sym in self.inputs.items():
+            if name in self.constants:
+                continue
             formula = acc.get(sym, sp.S.Zero)
             ops = sp.count_ops(formula)
             if ops > MAX_FORMULA_OPS:

@@ -44,6 +44,11 @@ class SympyEvaluator:
             return value.to(self.dtype) if value.dtype == torch.bool else value
         return torch.tensor(float(value), dtype=self.dtype, device=self.device)
 
+    def as_bool(self, value: Any) -> torch.Tensor:
+        if isinstance(value, torch.Tensor):
+            return value.bool()
+        return torch.tensor(bool(value), device=self.device)
+
     def node(self, e: sp.Basic) -> Any:
         if e in self.memo:
             return self.memo[e]
@@ -76,6 +81,15 @@ class SympyEvaluator:
             return self._pow(e)
         if isinstance(e, sp.Piecewise):
             return self._piecewise(e)
+        if isinstance(e, sp.And | sp.Or):
+            parts = [self.as_bool(self.node(a)) for a in e.args]
+            combine = torch.logical_and if isinstance(e, sp.And) else torch.logical_or
+            out = parts[0]
+            for part in parts[1:]:
+                out = combine(out, part)
+            return out
+        if isinstance(e, sp.Not):
+            return torch.logical_not(self.as_bool(self.node(e.args[0])))
         if type(e) in _RELATIONS:
             a, b = (self.as_tensor(self.node(arg)) for arg in e.args)
             return _RELATIONS[type(e)](a, b)

@@ -112,13 +112,16 @@ class IncrementalColumns:
             return Const(self.node_values[id(node)])
         op = OPS[node.op]
         base = self.node_values[id(node)]
-        if op.takes_dim:
-            if op.kind != REDUCTION:  # softmax: its default dim is not "all dims"
-                raise Unsupported(f"{node.op} of a perturbed value")
-            dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
+        params = node.kwargs
+        if op.kind == REDUCTION:
+            dim = params.get("dim")
+            defaults = {p.name: p.default for p in op.params}
+            if any(v != defaults[k] for k, v in params.items() if k != "dim") or not (
+                    dim is None or isinstance(dim, int)):
+                raise Unsupported(f"{node.op} with {params}")
             arg = self._run(node.args[0], pos, moved, changed)
             return self._reduce(node, op, arg, dim, base, changed)
-        if not op.elementwise:
+        if not op.elementwise or node.names:
             raise Unsupported(f"{node.op} of a perturbed value")
         args = [self._argument(a, i in op.scalar_args, pos, moved, changed)
                 for i, a in enumerate(node.args)]
@@ -148,20 +151,20 @@ class IncrementalColumns:
                 raise Unsupported("broadcasting spreads a perturbed element")
             gathered = [a.new if isinstance(a, Single) else _gather(a.value, shape, first.pos)
                         for a in args]
-            new = op.torch(*gathered)
+            new = op.torch(*gathered, **node.kwargs)
             if site is not None:
-                branch = op.branch(*gathered)
+                branch = op.branch(*gathered, **node.kwargs)
                 changed[site] = branch_changed(branch, _gather(self.base_branches[site], shape,
                                                                first.pos))
             return Single(shape, first.pos, new, base)
         b = batches[0].data.shape[0]
         lifted = [_lift(a.data, a.shape, len(shape)) if isinstance(a, Batch) else a.value
                   for a in args]
-        data = op.torch(*lifted)
+        data = op.torch(*lifted, **node.kwargs)
         data = data.expand(b, *shape) if tuple(data.shape) != (b, *shape) else data
         self.width = max(self.width, base.numel())
         if site is not None:  # (a branch of constant arguments only has no batch dim)
-            branch = torch.broadcast_to(op.branch(*lifted), (b, *shape))
+            branch = torch.broadcast_to(op.branch(*lifted, **node.kwargs), (b, *shape))
             changed[site] = self._batch_changed(site, branch)
         return Batch(shape, data)
 

@@ -41,6 +41,16 @@ class Call(Node):
 
     op: str
     args: tuple[Node, ...]
+    # Static keyword parameters torch takes as Python values (dim, keepdim, reduction, ...),
+    # as (name, value) pairs of ints, floats, strings, bools, None and tuples of those.
+    params: tuple[tuple[str, object], ...] = ()
+    # The row's parameter name of each argument, where the row has a signature with optional
+    # tensors (layer_norm's weight without a bias); empty: positional in order.
+    names: tuple[str, ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, object]:
+        return dict(self.params)
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,18 @@ def walk(node: Node) -> Iterator[Node]:
         yield current
         if isinstance(current, Call):
             stack.extend(reversed(current.args))
+
+
+def show(node: Node) -> str:
+    """The node as expression text (for nodes made by gradscope, which have no source)."""
+    if isinstance(node, Num):
+        return str(int(node.value)) if node.is_int else repr(node.value)
+    if isinstance(node, Const | Var):
+        return node.name
+    assert isinstance(node, Call)
+    parts = [show(a) for a in node.args]
+    parts += [f"{k}={v!r}" for k, v in node.params if not k.startswith("_")]
+    return f"{node.op}({', '.join(parts)})"
 
 
 def depends_on(node: Node, name: str) -> bool:

@@ -13,14 +13,17 @@ import math
 import re
 
 from gradscope.errors import UsageError
-from gradscope.expr import ir
+from gradscope.expr import calls, ir
 from gradscope.expr.ops import (
+    ATTRIBUTES,
     BINARY,
     COMPARE,
     COMPARISONS,
     CONSTANTS,
     FUNCTIONS,
     MAX_EXPONENT,
+    METHODS,
+    MODULE_ROOTS,
     OPS,
     UNARY,
 )
@@ -33,12 +36,10 @@ MAX_NAME = 64
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 ALLOWED = ("allowed: numbers, input names, + - * / ** @, unary - and +, parentheses, "
-           "comparisons inside where(), constants pi and e, and the functions listed by "
-           "`gradscope ops`")
-
-
-def function_list() -> str:
-    return " ".join(sorted(FUNCTIONS))
+           "comparisons inside where(), constants pi and e, the functions listed by "
+           "`gradscope ops` (also as torch.f / F.f / tensor methods), .T, .mT, and subscripts "
+           "with constant ints, slices, None and ...")
+MAX_INDEX = 1 << 31
 
 
 def parse(text: str) -> ir.Expression:
@@ -99,6 +100,10 @@ class _Builder:
     def refuse(self, node: ast.AST, what: str) -> UsageError:
         return UsageError(f"refused `{self.snippet(node)}`: {what}; {ALLOWED}")
 
+    def plain(self, node: ast.AST, what: str) -> UsageError:
+        """A refusal about how a known function was called (the call's usage says the rest)."""
+        return UsageError(f"refused `{self.snippet(node)}`: {what}")
+
     def node(self, node: ast.AST, allow_compare: bool) -> ir.Node:
         span = self.span(node)
         if isinstance(node, ast.Constant):
@@ -132,9 +137,11 @@ class _Builder:
                                       self.node(node.comparators[0], False)))
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
         kind = {
-            ast.Attribute: "attribute access is not allowed",
-            ast.Subscript: "subscripts are not allowed",
             ast.Lambda: "lambda is not allowed",
             ast.BoolOp: "and/or are not allowed; use where()",
         }.get(type(node), f"{type(node).__name__} syntax is not allowed")
@@ -156,8 +163,11 @@ class _Builder:
         name = node.id
         if name in CONSTANTS:
             return ir.Const(self.span(node), name, CONSTANTS[name])
-        if name in FUNCTIONS:
+        if name in FUNCTIONS and len(name) > 1:  # one letter is an input: `t` for targets
             raise self.refuse(node, f"`{name}` is a function; call it, e.g. {name}(x)")
+        if name in MODULE_ROOTS:
+            raise self.refuse(node, f"`{name}` is a module: call one of its functions, e.g. "
+                                    f"{name}.sum(x)")
         if not NAME_RE.match(name) or len(name) > MAX_NAME:
             raise self.refuse(node, "input names are letters, digits and _, starting with a "
                                     f"letter, at most {MAX_NAME} characters")
@@ -168,53 +178,113 @@ class _Builder:
         return ir.Var(self.span(node), name)
 
     def call(self, node: ast.Call) -> ir.Node:
-        if not isinstance(node.func, ast.Name):
-            raise self.refuse(node, "only calls of the listed functions by name are allowed")
-        name = node.func.id
-        op = FUNCTIONS.get(name)
-        if op is None:
-            raise UsageError(f"refused `{self.snippet(node)}`: unknown function `{name}`; "
-                             f"allowed functions: {function_list()}")
-        if any(isinstance(a, ast.Starred) for a in node.args):
+        func, positional = node.func, list(node.args)
+        if any(isinstance(a, ast.Starred) for a in positional):
             raise self.refuse(node, "*args are not allowed")
-        raw = list(node.args)
-        for kw in node.keywords:
-            if kw.arg == "dim" and op.takes_dim and len(raw) == 1:
-                raw.append(kw.value)
-            else:
-                raise self.refuse(node, f"keyword argument `{kw.arg}` is not allowed"
-                                  + (" (dim= only, once)" if op.takes_dim else ""))
-        low, high = op.arity
-        if not low <= len(raw) <= high:
-            want = str(low) if low == high else f"{low} or {high}"
-            raise UsageError(f"refused `{self.snippet(node)}`: {name} takes {want} "
-                             f"argument{'s' if high > 1 else ''}, got {len(raw)} ({op.summary})")
-        args: list[ir.Node] = []
-        for i, arg in enumerate(raw):
-            if op.takes_dim and i == 1:
-                args.append(self.dim(node, arg))
-            else:
-                args.append(self.node(arg, allow_compare=(i == op.condition_arg)))
+        if isinstance(func, ast.Name):
+            name = func.id
+            op = FUNCTIONS.get(name)
+            if op is None:
+                raise calls.unknown(self.snippet(node), name, method=False)
+        elif isinstance(func, ast.Attribute) and calls.is_module(func.value):
+            path = calls.dotted(func) or func.attr
+            name = calls.function_name(path)
+            op = FUNCTIONS.get(name)
+            if op is None:
+                raise calls.unknown(self.snippet(node), path, method=False)
+        elif isinstance(func, ast.Attribute):
+            name = func.attr
+            op = METHODS.get(name)
+            if op is None:
+                raise calls.unknown(self.snippet(node), name, method=True)
+            positional.insert(0, func.value)
+        else:
+            raise self.refuse(node, "only calls of the listed functions and tensor methods "
+                                    "are allowed")
+        if not op.expression:
+            raise calls.unknown(self.snippet(node), name, method=False)
+        binder = calls.Binder(op, name, self.snippet(node),
+                              lambda a, cond: self.node(a, allow_compare=cond),
+                              lambda what: self.plain(node, what))
+        try:
+            bound = binder.bind(positional, list(node.keywords))
+        except UsageError:
+            if op.otherwise is None or len(positional) < 2 or _is_literal(positional[1]):
+                raise
+            op, name = OPS[op.otherwise], op.otherwise  # max(x, y): torch's maximum(x, y)
+            binder = calls.Binder(op, name, self.snippet(node),
+                                  lambda a, cond: self.node(a, allow_compare=cond),
+                                  lambda what: self.plain(node, what))
+            bound = binder.bind(positional, list(node.keywords))
         k = op.condition_arg
-        if k is not None and not (isinstance(args[k], ir.Call) and OPS[args[k].op].kind
-                                  == COMPARE):
+        if k is not None and not (isinstance(bound.args[k], ir.Call) and OPS[bound.args[k].op]
+                                  .kind == COMPARE):
             raise self.refuse(node, f"argument {k + 1} of {name}() must be a comparison, "
                                     "e.g. where(x > 0, x, 0)")
-        call = ir.Call(self.span(node), name, tuple(args))
+        span = self.span(node)
+        args = tuple(a if a.span != (0, 0) else ir.Num(span, a.value, a.is_int)  # type: ignore[attr-defined]
+                     for a in bound.args)
+        call = ir.Call(span, op.name, args, bound.params, bound.names)
         _check_exponent(self.snippet(node), call)
         return call
 
-    def dim(self, call: ast.Call, arg: ast.AST) -> ir.Num:
-        value = None
-        if isinstance(arg, ast.Constant):
-            value = arg.value
-        elif (isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub)
-              and isinstance(arg.operand, ast.Constant)):
-            value = arg.operand.value
-            value = -value if isinstance(value, int) and not isinstance(value, bool) else None
-        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > 64:
-            raise self.refuse(call, "dim must be a whole number such as 0, 1 or -1")
-        return ir.Num(self.span(arg), float(value), True)
+    def attribute(self, node: ast.Attribute) -> ir.Node:
+        if calls.is_module(node.value):
+            raise self.refuse(node, "module attributes are not values; call a function")
+        name = node.attr
+        if name == "values" and isinstance(node.value, ast.Call):
+            inner = self.node(node.value, False)
+            if isinstance(inner, ir.Call) and any(
+                    k in OPS[inner.op].values_when and v is not None for k, v in inner.params):
+                return inner  # max(x, 1).values: the expression already means the values
+            raise self.refuse(node, "`.values` follows only max/min/... called with a dim")
+        op = ATTRIBUTES.get(name)
+        if op is None and name in METHODS:
+            raise self.refuse(node, f"`.{name}` is a method: call it, e.g. x.{name}(...)")
+        if op is None:
+            allowed = ", ".join(f".{a}" for a in ATTRIBUTES)
+            raise self.refuse(node, f"attribute `.{name}` is not allowed (attributes: "
+                                    f"{allowed}, and .values after max/min with a dim)")
+        return ir.Call(self.span(node), op, (self.node(node.value, False),))
+
+    def subscript(self, node: ast.Subscript) -> ir.Node:
+        value = self.node(node.value, False)
+        if isinstance(value, ir.Call) and any(k in OPS[value.op].values_when and v is not None
+                                              for k, v in value.params):
+            raise self.refuse(node, "torch returns (values, indices) here; gradscope reads it "
+                                    "as the values: write .values or leave the subscript off")
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = tuple(self.index_item(node, item) for item in items)
+        return ir.Call(self.span(node), "index", (value,), (("index", index),))
+
+    def index_item(self, node: ast.Subscript, item: ast.AST) -> tuple:
+        def whole(part: ast.AST | None) -> int | None:
+            if part is None:
+                return None
+            value = calls.literal(part, lambda what: self.refuse(node, what)) \
+                if isinstance(part, ast.Constant | ast.UnaryOp) else "bad"
+            if not isinstance(value, int) or isinstance(value, bool) or abs(value) > MAX_INDEX:
+                raise self.refuse(node, "subscripts take constant ints, slices of them, None "
+                                        "and ... (no tensors or names)")
+            return value
+
+        if isinstance(item, ast.Slice):
+            step = whole(item.step)
+            if step is not None and step <= 0:
+                raise self.refuse(node, "slice steps must be positive (torch has no negative "
+                                        "steps; flip() reverses)")
+            return ("slice", whole(item.lower), whole(item.upper), step)
+        if isinstance(item, ast.Constant) and item.value is None:
+            return ("none",)
+        if isinstance(item, ast.Constant) and item.value is Ellipsis:
+            return ("ellipsis",)
+        return ("int", whole(item))
+
+
+def _is_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return isinstance(node, ast.Constant | ast.Tuple | ast.List)
 
 
 def constant_value(node: ir.Node) -> float | None:

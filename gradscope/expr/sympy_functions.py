@@ -130,3 +130,63 @@ def _pow_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
 # x**y with a non-constant exponent (a constant exponent stays a plain sympy Pow).
 power = _make("pow", 2, torch.pow, _pow_fdiff)
 
+
+
+# ---------------------------------------------------------------- special functions
+def _polygamma(n: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda x: torch.polygamma(n, x)
+
+
+# digamma's derivatives, as far as a first derivative of an expression can reach
+tetragamma = _make("tetragamma", 1, _polygamma(2), lambda self, argindex=1: pentagamma(
+    self.args[0]))
+pentagamma = _make("pentagamma", 1, _polygamma(3), lambda self, argindex=1: sp.polygamma(
+    4, self.args[0]))
+trigamma = _make("trigamma", 1, _polygamma(1), lambda self, argindex=1: tetragamma(
+    self.args[0]))
+digamma = _make("digamma", 1, torch.digamma, lambda self, argindex=1: trigamma(self.args[0]))
+lgamma = _make("lgamma", 1, torch.lgamma, lambda self, argindex=1: digamma(self.args[0]))
+
+
+def _xlogy_dx(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # torch: d/dx xlogy(x, y) = xlogy(x != 0, y): 0 where x == 0, whatever y is
+    return torch.xlogy((x != 0).to(y.dtype), y)
+
+
+xlogy_dx = _make("xlogy_dx", 2, _xlogy_dx, _zero_derivative)
+xlogy = _make("xlogy", 2, torch.xlogy, lambda self, argindex=1: xlogy_dx(*self.args)
+              if argindex == 1 else self.args[0] / self.args[1])
+logaddexp = _make("logaddexp", 2, torch.logaddexp, lambda self, argindex=1: sigmoid(
+    self.args[0] - self.args[1]) if argindex == 1 else sigmoid(self.args[1] - self.args[0]))
+hypot = _make("hypot", 2, torch.hypot, lambda self, argindex=1: self.args[argindex - 1] / self)
+
+
+def _copysign_ratio(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # torch: copysign(x, y) / x, and 0 where x == 0
+    safe = torch.where(x == 0, torch.ones_like(x), x)
+    return torch.where(x == 0, torch.zeros_like(x), torch.copysign(x, y) / safe)
+
+
+copysign_ratio = _make("copysign_ratio", 2, _copysign_ratio, _zero_derivative)
+copysign = _make("copysign", 2, torch.copysign, lambda self, argindex=1: copysign_ratio(
+    *self.args) if argindex == 1 else sp.S.Zero)
+fmod = _make("fmod", 2, torch.fmod, lambda self, argindex=1: sp.S.One if argindex == 1
+             else -trunc(self.args[0] / self.args[1]))
+remainder = _make("remainder", 2, torch.remainder, lambda self, argindex=1: sp.S.One
+                  if argindex == 1 else -floor(self.args[0] / self.args[1]))
+
+
+def _sinc_grad(x: torch.Tensor) -> torch.Tensor:
+    # torch: (cos(pi x) - sinc(x)) / x, and 0 at x == 0
+    safe = torch.where(x == 0, torch.ones_like(x), x)
+    value = (torch.cos(torch.pi * x) - torch.sinc(x)) / safe
+    return torch.where(x == 0, torch.zeros_like(x), value)
+
+
+def _sinc_grad_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
+    x = self.args[0]
+    return (-sp.pi * sp.sin(sp.pi * x) - 2 * self) / x
+
+
+sinc_grad = _make("sinc_grad", 1, _sinc_grad, _sinc_grad_fdiff)
+sinc = _make("sinc", 1, torch.sinc, lambda self, argindex=1: sinc_grad(self.args[0]))

@@ -43,16 +43,11 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             return constant(node.value)
         assert isinstance(node, ir.Call)
         op = OPS[node.op]
-        if op.takes_dim:
-            args: list = [again(node.args[0], again)]
-            dim = int(node.args[1].value) if len(node.args) > 1 else None  # type: ignore[attr-defined]
-            kwargs = {"dim": dim}
-        else:
-            args = [float(a.value) if i in op.scalar_args and isinstance(a, ir.Num | ir.Const)
-                    else again(a, again) for i, a in enumerate(node.args)]
-            kwargs = {}
+        args = [float(a.value) if i in op.scalar_args and isinstance(a, ir.Num | ir.Const)
+                else again(a, again) for i, a in enumerate(node.args)]
+        kwargs = node.kwargs
         try:
-            out = op.torch(*args, **kwargs)
+            out = op.apply(args, node.names, kwargs)
         except (RuntimeError, IndexError, ValueError, TypeError) as exc:
             shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else "()"
                                for a in args)
@@ -61,7 +56,7 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             raise UsageError(f"cannot compute `{expr.text(node)}` on shapes {shapes}: "
                              f"{first_line}") from None
         if visit is not None:
-            visit(node, [*args, *kwargs.values()], out)
+            visit(node, args, out)
         return out
 
     return run(expr.root, run)

@@ -69,7 +69,7 @@ class ExpressionTarget:
 
         def post(node: ir.Node) -> None:
             if isinstance(node, ir.Call):
-                for arg in _evaluated_args(node):
+                for arg in node.args:
                     post(arg)
                 if OPS[node.op].branch is not None and self._can_kink(node):
                     order.append(node)
@@ -93,7 +93,7 @@ class ExpressionTarget:
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             k = sites.get(id(node))
             if k is not None:
-                branches[k] = OPS[node.op].branch(*args)
+                branches[k] = OPS[node.op].branch_ids(args, node.names, node.kwargs)
 
         out = evaluate(self.expression, values, visit=visit if sites else None, reuse=reuse)
         return out, branches
@@ -110,7 +110,7 @@ class ExpressionTarget:
             keep: set[int] = set()
             for node in self.expression.walk():
                 if isinstance(node, ir.Call) and name in deps[id(node)]:
-                    keep.update(id(a) for a in _evaluated_args(node)
+                    keep.update(id(a) for a in node.args
                                 if isinstance(a, ir.Call) and name not in deps[id(a)])
             frontier[name] = keep
         wanted = set().union(*frontier.values()) if frontier else set()
@@ -134,7 +134,7 @@ class ExpressionTarget:
                 every[id(node)] = out
             k = sites.get(id(node))
             if k is not None:
-                branches[k] = OPS[node.op].branch(*args)
+                branches[k] = OPS[node.op].branch_ids(args, node.names, node.kwargs)
 
         out = evaluate(self.expression, base, visit=visit)
         if sum(t.numel() for t in kept.values()) > MAX_REUSED_ELEMENTS:
@@ -216,6 +216,9 @@ class ExpressionTarget:
         """False where the op's kink provably cannot be crossed: constant arguments decide it
         (the row's `kink_args`: x**2, x/3) or nothing in it depends on an input."""
         key = node.span
+        gate = OPS[node.op].kinks_if
+        if gate is not None and not gate(node.kwargs):
+            return False
         if key not in self._kinky:
             positions = OPS[node.op].kinky_args(tuple(constant_value(a) for a in node.args))
             self._kinky[key] = any(ir.depends_on(node.args[k], n) for k in positions
@@ -240,11 +243,6 @@ class ExpressionTarget:
                     isinstance(a, ir.Var) and a.name == name for a in node.args):
                 return OPS[node.op].domain
         return None
-
-
-def _evaluated_args(node: ir.Call) -> tuple[ir.Node, ...]:
-    """The arguments evaluation visits (a reduction's dim is a plain number, not evaluated)."""
-    return node.args[:1] if OPS[node.op].takes_dim else node.args
 
 
 def _elementwise_in(node: ir.Node, name: str) -> bool:

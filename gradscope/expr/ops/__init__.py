@@ -12,40 +12,73 @@ import math
 
 import sympy as sp
 
-from gradscope.expr.ops import elementwise, flow_only, reductions, structural
+import torch
+
+from gradscope.expr.ops import (
+    activations,
+    elementwise,
+    flow_only,
+    reductions,
+    shape,
+    special,
+    structural,
+)
 from gradscope.expr.ops.base import (
     COMPARE,
     ELEMENTWISE,
     JUMP,
     KINK,
     MAX_EXPONENT,
+    OPTIONAL,
     PASSES,
     POLE,
     REDUCTION,
+    REQUIRED,
     SATURATES,
     STRUCTURAL,
+    TENSOR,
+    TENSORS,
     VANISHES,
     Op,
+    Param,
 )
 
-_ROWS: list[Op] = elementwise.ROWS + reductions.ROWS + structural.ROWS
+_ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
+                   + structural.ROWS + shape.ROWS)
 
 # Every op an expression can use, by name.
 OPS: dict[str, Op] = {op.name: op for op in _ROWS}
 
-# Functions callable by name in expressions (operators are spelled with their symbols only,
-# except pow, which is both).
+# Functions callable by name in expressions (operators are spelled with their symbols and
+# their aliases: `a + b`, `torch.add(a, b)`; pow is both), and their other names.
 FUNCTIONS: dict[str, Op] = {
     name: op for name, op in OPS.items()
     if op.symbol is None or name == "pow"
 }
+FUNCTIONS.update({alias: op for op in _ROWS for alias in op.aliases})
+# Tensor methods: every function name torch also has as a method (`x.sum(1)`, `x.exp()`),
+# and the rows' own method names (`x.t()`, `x.view(...)`); where() is no method: torch's
+# `x.where(c, y)` puts x second.
+METHODS: dict[str, Op] = {
+    name: op for name, op in FUNCTIONS.items()
+    if "." not in name and hasattr(torch.Tensor, name) and op.condition_arg is None
+}
+METHODS.update({m: op for op in _ROWS for m in op.methods})
+# Attributes that are ops: `x.T`, `x.mT` (rows whose symbol is the attribute).
+ATTRIBUTES = {op.symbol[1:]: op.name for op in _ROWS if op.symbol and op.symbol[0] == "."}
+# The module paths a function may be spelled with, longest first; names under the roots are
+# modules, never tensors.
+MODULES = ("torch.nn.functional.", "torch.special.", "nn.functional.", "special.", "torch.",
+           "F.")
+MODULE_ROOTS = ("torch", "F", "nn")
 # Python's ast operator class names → row names, from the rows' symbols.
 _AST_BINARY = {"+": "Add", "-": "Sub", "*": "Mult", "/": "Div", "**": "Pow", "@": "MatMult"}
 _AST_UNARY = {"-": "USub", "+": "UAdd"}
 _AST_COMPARE = {"<": "Lt", "<=": "LtE", ">": "Gt", ">=": "GtE"}
 BINARY = {_AST_BINARY[op.symbol]: op.name for op in _ROWS
-          if op.symbol and op.arity == (2, 2) and op.kind != COMPARE}
-UNARY = {_AST_UNARY[op.symbol]: op.name for op in _ROWS if op.symbol and op.arity == (1, 1)}
+          if op.symbol in _AST_BINARY and op.arity == (2, 2) and op.kind != COMPARE}
+UNARY = {_AST_UNARY[op.symbol]: op.name for op in _ROWS
+         if op.symbol in _AST_UNARY and op.arity == (1, 1)}
 COMPARISONS = {_AST_COMPARE[op.symbol]: op.name for op in _ROWS if op.kind == COMPARE}
 CONSTANTS = {"pi": math.pi, "e": math.e}
 
@@ -61,6 +94,7 @@ KNOWN: dict[str, Op] = {op.name: op for op in _ROWS + flow_only.ROWS}
 BY_GRAD_FN: dict[str, Op] = {fn: op for op in KNOWN.values() for fn in op.grad_fns}
 
 __all__ = [
+    "ATTRIBUTES",
     "BINARY",
     "BY_GRAD_FN",
     "COMPARE",
@@ -72,13 +106,21 @@ __all__ = [
     "KINK",
     "KNOWN",
     "MAX_EXPONENT",
+    "METHODS",
+    "MODULES",
+    "MODULE_ROOTS",
+    "OPTIONAL",
     "OPS",
     "PASSES",
     "POLE",
     "REDUCTION",
+    "REQUIRED",
     "SATURATES",
     "STRUCTURAL",
+    "TENSOR",
+    "TENSORS",
     "UNARY",
     "VANISHES",
     "Op",
+    "Param",
 ]

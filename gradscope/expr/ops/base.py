@@ -9,8 +9,9 @@ names an op; everything else reads these fields.
 
 from __future__ import annotations
 
+import ast
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,56 @@ ELEMENTWISE, REDUCTION, STRUCTURAL, COMPARE = "elementwise", "reduction", "struc
 KINK, JUMP, POLE = "kink", "jump", "pole or edge of the domain"
 VANISHES, SATURATES, PASSES = "vanishing", "saturation", "passes"
 MAX_EXPONENT = 1000.0  # constant exponents are bounded so constants never overflow
+
+
+# Parameter kinds of a row's signature. Tensors are expression nodes; the others are static
+# values torch takes as Python objects, parsed from constants in the text, never evaluated.
+TENSOR, OPTIONAL, TENSORS = "tensor", "optional tensor", "tensors"
+STATIC_KINDS = ("dim", "dims", "int", "ints", "shape", "float", "bool", "str", "index",
+                "padding")
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # TENSOR, OPTIONAL, TENSORS or one of STATIC_KINDS
+    default: Any = REQUIRED  # a number for a TENSOR: filled in as a constant
+    choices: tuple[str, ...] = ()  # the allowed strings of a "str" parameter
+    star: bool = False  # takes the rest of the positional arguments (or one list of them)
+
+    @property
+    def tensor(self) -> bool:
+        return self.kind in (TENSOR, OPTIONAL, TENSORS)
+
+
+def signature(text: str, **choices: tuple[str, ...]) -> tuple[Param, ...]:
+    """Parse a row's signature, written as torch documents it:
+    `"input, dim: dims = None, keepdim: bool = False"`. A bare name is a tensor, `name?` an
+    optional tensor, `*name` the rest of the positional arguments (`*tensors` tensors, `*shape:
+    shape` ints). Defaults are literals of gradscope's own text (`inf` allowed)."""
+    params = []
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        head, _, default_text = item.partition("=")
+        name, _, kind = head.partition(":")
+        name, kind = name.strip(), kind.strip()
+        default: Any = REQUIRED
+        if default_text.strip():
+            raw = default_text.strip()
+            default = {"inf": math.inf, "-inf": -math.inf}.get(raw) if "inf" in raw \
+                else ast.literal_eval(raw)
+        if name.endswith("?"):
+            name, kind, default = name[:-1], OPTIONAL, None
+        star = name.startswith("*")
+        if kind == "list":
+            kind = TENSORS
+        if star:
+            name, kind = name[1:], kind or TENSORS
+        else:
+            kind = kind or TENSOR
+        assert kind in (TENSOR, OPTIONAL, TENSORS, *STATIC_KINDS), kind
+        params.append(Param(name, kind, default, choices.get(name, ()), star))
+    return tuple(params)
 
 
 @dataclass(frozen=True)
@@ -38,6 +89,8 @@ class Op:
     # Which argument positions can move an element across the kink, given the arguments'
     # constant values (None where not constant): x**2 cannot kink, x/3 cannot. None: all.
     kink_args: Callable[[tuple[float | None, ...]], tuple[int, ...]] | None = None
+    # Whether the call's static parameters give it a kink at all (norm: p <= 1 or inf only).
+    kinks_if: Callable[[dict[str, Any]], bool] | None = None
     domain: tuple[float, float] | None = None
     symbol: str | None = None  # operator spelling, for operators
     takes_dim: bool = False
@@ -62,6 +115,21 @@ class Op:
     flow: str | None = None
     hint: str | None = None
     expression: bool = True  # callable in expressions (False: known to flow analysis only)
+    # How an expression may call it: torch's parameters (None: `arity` positional tensors and,
+    # with takes_dim, an optional dim), other names (`clip`, `linalg.det`), and the tensor
+    # methods beyond those torch has under the row's names (`x.t()`).
+    signature: tuple[Param, ...] | None = None
+    aliases: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    # The same function written with other rows, for the symbolic engine (losses, layer_norm,
+    # log_softmax ...): (argument nodes, static parameters) -> IR. Torch still runs the row.
+    decompose: Callable[..., Any] | None = None
+    # Torch returns (values, indices) when these static parameters are given (max(x, 1)):
+    # the expression means the values, and `.values` is accepted after it.
+    values_when: tuple[str, ...] = ()
+    # The row a call means when an argument that is static here is an expression instead:
+    # max(x, y) is maximum(x, y), as in torch.
+    otherwise: str | None = None
 
     @property
     def elementwise(self) -> bool:
@@ -71,6 +139,47 @@ class Op:
     def vanishing(self) -> bool:
         """The gradient is zero almost everywhere (piecewise constant)."""
         return self.flow == VANISHES
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The signature, with the default one of rows that give none."""
+        if self.signature is not None:
+            return self.signature
+        lo, hi = self.arity
+        if self.takes_dim:
+            lo = hi = 1
+        names = ("input", "other", "third")[:hi] if hi <= 3 else ()
+        params = tuple(Param(n, TENSOR if i < lo else OPTIONAL) for i, n in enumerate(names))
+        return params + ((Param("dim", "dim", None),) if self.takes_dim else ())
+
+    @property
+    def tensor_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.tensor)
+
+    def slots(self, args: Sequence[Any], names: Sequence[str]) -> list[Any]:
+        """The positional tensor arguments of the row's functions (torch, vjp, jvp), from a
+        call's arguments: missing optional tensors are None; variadic ones are spread."""
+        if not names:
+            return list(args)
+        given = dict(zip(names, args, strict=True))
+        return [given.get(p.name) for p in self.tensor_params]
+
+    def unslot(self, values: Sequence[Any], names: Sequence[str]) -> list[Any]:
+        """`slots` undone: one value per call argument."""
+        if not names:
+            return list(values)
+        position = {p.name: i for i, p in enumerate(self.tensor_params)}
+        return [values[position[n]] for n in names]
+
+    def apply(self, args: Sequence[Any], names: Sequence[str], params: dict[str, Any]) -> Any:
+        """Run the row's torch function on a call's evaluated arguments."""
+        return self.torch(*self.slots(args, names), **params)
+
+    def branch_ids(self, args: Sequence[Any], names: Sequence[str],
+                   params: dict[str, Any]) -> Tensor:
+        """The row's branch ids for a call's evaluated arguments."""
+        assert self.branch is not None
+        return self.branch(*self.slots(args, names), **params)
 
     def kinky_args(self, constants: tuple[float | None, ...]) -> tuple[int, ...]:
         """The argument positions whose dependence on an input can cross the kink."""

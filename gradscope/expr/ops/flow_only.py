@@ -15,11 +15,6 @@ def _flow_only(name: str, kind: str, arity: tuple[int, int], fn, summary: str,
 
 
 ROWS = [
-    _flow_only("hardtanh", ELEMENTWISE, (1, 3), F.hardtanh, "hardtanh(x, min_val, max_val)",
-               ("HardtanhBackward",),
-               "hardtanh passes no gradient outside [min_val, max_val]; consider tanh"),
-    _flow_only("threshold", ELEMENTWISE, (3, 3), F.threshold, "threshold(x, threshold, value)",
-               ("ThresholdBackward",), "threshold passes no gradient below the threshold"),
     _flow_only("max_pool1d", STRUCTURAL, (2, 6), F.max_pool1d, "max_pool1d(x, kernel_size)",
                ("MaxPool1DWithIndicesBackward",)),
     _flow_only("max_pool2d", STRUCTURAL, (2, 6), F.max_pool2d, "max_pool2d(x, kernel_size)",

@@ -19,14 +19,13 @@ def _softmax(x: Tensor, dim: int | None = None) -> Tensor:
     return torch.softmax(x, -1 if dim is None else dim)
 
 
-def _softmax_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], dim: int | None) -> list[Tensor]:
-    d = -1 if dim is None else dim
+def _softmax_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    d = -1 if p.get("dim") is None else p["dim"]
     return [out * (g - (g * out).sum(d, keepdim=True))]
 
 
-def _softmax_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor],
-                 dim: int | None) -> Tensor:
-    d = -1 if dim is None else dim
+def _softmax_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+    d = -1 if p.get("dim") is None else p["dim"]
     t = ts[0].expand_as(out)
     return out * (t - (t * out).sum(d, keepdim=True))
 
@@ -39,17 +38,17 @@ def _dot(a: Tensor, b: Tensor) -> Tensor:
     return torch.dot(a, b)
 
 
-def _dot_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], dim: int | None) -> list[Tensor]:
+def _dot_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
     a, b = args
     return [g * b, g * a]
 
 
-def _dot_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], dim: int | None) -> Tensor:
+def _dot_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
     (a, b), (ta, tb) = args, ts
     return (ta.expand_as(a) * b).sum() + (a * tb.expand_as(b)).sum()
 
 
-def _matmul_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], dim: int | None) -> list[Tensor]:
+def _matmul_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
     a, b = args
     if a.ndim == 1 and b.ndim == 1:
         return [g * b, g * a]
@@ -64,8 +63,7 @@ def _matmul_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], dim: int | None)
     return [sum_to_shape(ga, a.shape), sum_to_shape(gb, b.shape)]
 
 
-def _matmul_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor],
-                dim: int | None) -> Tensor:
+def _matmul_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
     (a, b), (ta, tb) = args, ts
     return ta.expand_as(a) @ b + a @ tb.expand_as(b)
 
@@ -82,6 +80,7 @@ def _bilinear_formula(transpose: bool) -> Callable[..., list[Any]]:
 
 ROWS = [
     Op("matmul", STRUCTURAL, (2, 2), torch.matmul, "a @ b (matrix product)", symbol="@",
+       aliases=("matmul", "mm", "bmm", "mv", "inner"),
        vjp=_matmul_vjp, jvp=_matmul_jvp, vjp_formula=_bilinear_formula(True)),
     Op("softmax", STRUCTURAL, (1, 2), _softmax, "softmax(x[, dim]) (dim defaults to -1)",
        takes_dim=True, vjp=_softmax_vjp, jvp=_softmax_jvp, vjp_formula=_softmax_formula),

@@ -79,19 +79,19 @@ def test_structural_adjoints_match_autograd(name, dim):
     out = op.torch(leaf, dim=dim)
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     (want,) = torch.autograd.grad(out, leaf, g)
-    (got,) = op.vjp(g, out.detach(), [x], dim)
+    (got,) = op.vjp(g, out.detach(), [x], {"dim": dim})
     assert torch.allclose(got, want, atol=1e-12)
     t = torch.randn(3, 4, generator=gen, dtype=torch.float64)
     _, want_t = torch.func.jvp(lambda z: op.torch(z, dim=dim), (x,), (t,))
-    assert torch.allclose(op.jvp([t], out.detach(), [x], dim), want_t, atol=1e-12)
+    assert torch.allclose(op.jvp([t], out.detach(), [x], {"dim": dim}), want_t, atol=1e-12)
 
 
 def test_prod_adjoint_exact_with_zeros():
     x = torch.tensor([0.0, 2.0, 3.0, 0.0, 5.0], dtype=torch.float64)
-    (got,) = OPS["prod"].vjp(torch.tensor(1.0, dtype=torch.float64), x.prod(), [x], None)
+    (got,) = OPS["prod"].vjp(torch.tensor(1.0, dtype=torch.float64), x.prod(), [x], {})
     assert got.tolist() == [0.0, 0.0, 0.0, 0.0, 0.0]
     y = torch.tensor([0.0, 2.0, 3.0], dtype=torch.float64)
-    (got,) = OPS["prod"].vjp(torch.tensor(1.0, dtype=torch.float64), y.prod(), [y], None)
+    (got,) = OPS["prod"].vjp(torch.tensor(1.0, dtype=torch.float64), y.prod(), [y], {})
     assert got.tolist() == [6.0, 0.0, 0.0]
 
 
@@ -105,6 +105,6 @@ def test_matmul_adjoints_match_autograd(sa, sb):
     out = la @ lb
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     want = torch.autograd.grad(out, (la, lb), g)
-    got = OPS["matmul"].vjp(g, out.detach(), [a, b], None)
+    got = OPS["matmul"].vjp(g, out.detach(), [a, b], {})
     for w, x in zip(want, got, strict=True):
         assert torch.allclose(w, x, atol=1e-12)
