@@ -65,6 +65,11 @@ class Options:
     at: dict[str, Any] = field(default_factory=dict, metadata=_about(
         "--at", f"Value of an input (repeatable). VALUE: {VALUE_HELP}.", list, (dict,),
         "a table NAME = VALUE", metavar="NAME=VALUE"))
+    const: dict[str, Any] = field(default_factory=dict, metadata=_about(
+        "--const", "An input that is data, not a variable (class indices, masks, targets): "
+        f"built like --at (whole numbers stay integers), never differentiated or perturbed. "
+        f"VALUE: {VALUE_HELP}, randint(lo,hi,*shape).", list, (dict,), "a table NAME = VALUE",
+        metavar="NAME=VALUE"))
     shape: dict[str, tuple[int, ...]] = field(default_factory=dict, metadata=_about(
         "--shape", "Shape of a random input (NAME=2,3), or the default for all (2,3).", list,
         (str, list, dict), "\"2,3\", [2, 3] or a table NAME = \"2,3\"",
@@ -318,7 +323,7 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
 
 
 _READERS: dict[str, Callable[[Any, str], Any]] = {
-    "at": assignments, "shape": _shapes, "tangent": _tangents, "arg": _literals,
+    "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents, "arg": _literals,
     "init": _literals, "surrogate": _names,
 }
 

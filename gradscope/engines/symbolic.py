@@ -149,9 +149,12 @@ class SymbolicEngine:
         """The adjoint of one opaque op as formulas (for table titles): the row's own, or
         the adjoint's name applied to the upstream (conv2d_vjp(v))."""
         if record.op.vjp_formula is None:
-            fn = sp.Function(f"{record.op.name}_vjp")
-            return [fn(g) if len(record.args) == 1 else sp.Function(
-                f"{record.op.name}_vjp{i}")(g) for i in range(len(record.args))]
+            if len(record.args) == 1:
+                return [sp.Function(f"{record.op.name}_vjp")(g)]
+            names = record.names or [p.name for p in record.op.tensor_params]
+            if len(names) != len(record.args):  # cat([x, y]): by position
+                names = [str(i) for i in range(len(record.args))]
+            return [sp.Function(f"{record.op.name}_vjp_{n}")(g) for n in names]
         arg = record.args[0].value
         dim = record.params.get("dim")
         n = arg.numel() if not isinstance(dim, int) or arg.ndim == 0 else arg.shape[dim]

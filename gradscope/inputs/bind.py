@@ -7,7 +7,7 @@ option lives here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,6 +33,7 @@ class Bound:
     tangent: dict[str, Any] | None
     dtype: torch.dtype
     device: torch.device
+    constants: dict[str, InputValue] = field(default_factory=dict)  # --const, as held
 
     @property
     def exact(self) -> dict[str, torch.Tensor]:
@@ -49,7 +50,14 @@ def bind(options: Options, target: Any) -> Bound:
     if both:
         raise UsageError(f"--at {both[0]} gives the value (and so the shape) of {both[0]}; "
                          f"--shape {both[0]} is for inputs drawn at random: give one of them")
+    for option, other in (("--at", options.at), ("--shape", options.shape),
+                          ("--tangent", tangent or {})):
+        both = sorted(set(options.const) & set(other))
+        if both:
+            raise UsageError(f"--const {both[0]} makes {both[0]} data, never varied; "
+                             f"{option} {both[0]} treats it as a variable: give one of them")
     for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {}),
+                          ("--const", options.const),
                           ("--surrogate", dict.fromkeys(options.surrogate))):
         for name in given:
             if name != ANY_INPUT and name not in names:
@@ -58,6 +66,12 @@ def bind(options: Options, target: Any) -> Bound:
                 raise UsageError(f"{option} names `{name}`, which is not an input of the "
                                  f"target{also}; inputs are: {inputs}")
     dtype, device = DTYPES[options.dtype], device_of(options.device)
+    constants = {n: constant_of(v, n, options) for n, v in options.const.items()}
+    if constants:
+        target.hold({n: c.tensor.to(device=device, dtype=dtype if c.tensor.is_floating_point()
+                                    else c.tensor.dtype) for n, c in constants.items()})
+        if not target.names:
+            raise UsageError("every input is --const: nothing is left to differentiate")
     grad = grad_value(options)
     values = _inputs(options, target, at, grad)
     cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
@@ -66,7 +80,21 @@ def bind(options: Options, target: Any) -> Bound:
             raise UsageError(f"--at {name}: its values overflow {options.dtype} (largest "
                              f"finite {torch.finfo(dtype).max:g}); scale them or use a wider "
                              "--dtype")
-    return Bound(values, cast, grad, tangent, dtype, device)
+    return Bound(values, cast, grad, tangent, dtype, device, constants)
+
+
+def constant_of(raw: Any, name: str, options: Options) -> InputValue:
+    """A --const value: built like --at; whole numbers become integers (class indices,
+    token ids, masks), anything else stays floating."""
+    if isinstance(raw, torch.Tensor) and not (raw.is_floating_point() or raw.is_complex()):
+        if raw.numel() > options.max_elements_total:
+            raise UsageError(f"--const {name}: {raw.numel():,} elements is more than the limit")
+        return InputValue(raw.detach().cpu(), "given")
+    value = value_of(raw, f"--const {name}", options.seed, name, options.max_elements_total)
+    t = value.tensor
+    if not isinstance(raw, torch.Tensor) and bool((t == torch.round(t)).all()):
+        return InputValue(t.to(torch.int64), value.origin)
+    return value
 
 
 def grad_value(options: Options) -> InputValue | None:

@@ -115,7 +115,10 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
     if fname not in GENERATORS or call.keywords:
         raise UsageError(f"{what}: unknown generator {_short(src)!r}; generators are "
                          + ", ".join(GENERATORS))
-    args = [_number(a) for a in call.args]
+    raw_args = list(call.args)
+    if raw_args and isinstance(raw_args[-1], ast.Tuple | ast.List):  # randint(0,9,(2,8))
+        raw_args = raw_args[:-1] + list(raw_args[-1].elts)
+    args = [_number(a) for a in raw_args]
     if any(a is None or not math.isfinite(a) for a in args):
         raise UsageError(f"{what}: arguments of {fname}() must be plain numbers, got "
                          f"{_short(src)!r}")
@@ -130,7 +133,7 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
         return shape
 
     gen = torch.Generator().manual_seed(seed_for(seed, name))
-    origin = f"{src} seed={seed}" if fname in ("randn", "rand", "uniform") else src
+    origin = f"{src} seed={seed}" if fname in ("randn", "rand", "uniform", "randint") else src
     if fname == "randn":
         tensor = torch.randn(shape_from(nums), generator=gen, dtype=torch.float64)
     elif fname == "rand":
@@ -142,6 +145,12 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
         lo, hi = nums[0], nums[1]
         tensor = lo + (hi - lo) * torch.rand(shape_from(nums[2:]), generator=gen,
                                              dtype=torch.float64)
+    elif fname == "randint":
+        if len(nums) < 3 or not nums[0] < nums[1] or any(v != int(v) for v in nums[:2]):
+            raise UsageError(f"{what}: randint(lo, hi, *shape) needs whole numbers lo < hi "
+                             "and a shape, e.g. randint(0,10,2,8): values lo <= v < hi")
+        tensor = torch.randint(int(nums[0]), int(nums[1]), shape_from(nums[2:]), generator=gen
+                               ).to(torch.float64)
     elif fname in ("ones", "zeros"):
         maker = torch.ones if fname == "ones" else torch.zeros
         tensor = maker(shape_from(nums), dtype=torch.float64)

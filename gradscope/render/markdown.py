@@ -68,6 +68,10 @@ def render(report: Report) -> str:
              f"rtol {report.tolerances.get('rtol', 0):g}, atol "
              f"{report.tolerances.get('atol', 0):g}; output shape {tuple(report.output.shape)}",
              ""]
+    if report.constants:
+        held = ", ".join(f"`{md_code(n)}` {tuple(c['shape'])} {c['dtype']}"
+                         for n, c in report.constants.items())
+        lines += [f"data inputs (--const, not differentiated): {held}", ""]
     for item in report.inputs:
         lines += _input(item)
     if report.forward is not None:

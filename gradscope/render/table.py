@@ -58,6 +58,10 @@ def header(report: Report) -> Panel:
     for item in report.inputs:
         grid.add_row(Text(f"input {printable(item.name)}"),
                      Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
+    for name, held in report.constants.items():
+        grid.add_row(Text(f"const {printable(name)}"),
+                     Text(f"shape {shape_text(held['shape'])} · {held['dtype']} · "
+                          f"{printable(held['origin'])} (data: not differentiated)"))
     title = {"check": "gradscope check", "jvp": "gradscope jvp (vector-Jacobian product)",
              "jacobian": "gradscope jacobian"}.get(report.command, report.command)
     return Panel(grid, title=title, title_align="left", expand=False)

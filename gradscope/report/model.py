@@ -125,6 +125,8 @@ class Report:
     nonfinite: list[str] = field(default_factory=list)  # "output" and/or input names
     allow_nan: bool = False
     full: bool = False  # --full: tables show every reported element
+    # --const inputs: data, never differentiated: name → {"shape", "dtype", "origin"}
+    constants: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def skipped(self) -> list[str]:

@@ -165,7 +165,10 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
                *engines.precision_note(bound, computed),
                *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps},
-        upstream_source="ones" if bound.grad is None else "--grad", full=options.full)
+        upstream_source="ones" if bound.grad is None else "--grad", full=options.full,
+        constants={n: {"shape": list(c.tensor.shape),
+                       "dtype": str(c.tensor.dtype).removeprefix("torch."),
+                       "origin": c.origin} for n, c in bound.constants.items()})
 
 
 def _nonfinite(backward: engines.Backward) -> list[str]:

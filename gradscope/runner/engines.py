@@ -106,7 +106,9 @@ def symbolic(target: Any, exact: Mapping[str, torch.Tensor], upstream: torch.Ten
                         "finite differences)", None)
     out_shape = tuple(upstream.shape)
     try:
-        engine = SymbolicEngine(target.expression, exact)
+        held = {n: c.detach() for n, c in target.constants.items()}
+        engine = SymbolicEngine(target.expression, {**exact, **held},
+                                constants=frozenset(held))
         if tuple(engine.output.shape) != out_shape:
             return Symbolic(None, f"the symbolic output has shape {tuple(engine.output.shape)}, "
                             f"torch's {out_shape}", None)

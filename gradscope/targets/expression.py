@@ -41,12 +41,24 @@ class ExpressionTarget:
     branch_sites: list[Branch] = field(default_factory=list, init=False)
     given: dict[str, torch.Tensor] = field(default_factory=dict, init=False)  # none: by name
     parameters: dict[str, torch.Tensor] = field(default_factory=dict, init=False)
+    constants: dict[str, torch.Tensor] = field(default_factory=dict, init=False)  # --const
     _kinky: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)
     _sites: dict[int, int] = field(default_factory=dict, repr=False, init=False)
 
     @property
     def names(self) -> tuple[str, ...]:
-        return self.expression.inputs
+        return tuple(n for n in self.expression.inputs if n not in self.constants)
+
+    def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
+        """Make these inputs data (--const): no longer inputs, their values fixed. The kink
+        sites are found again: a site that only constants reach cannot kink."""
+        self.constants = dict(constants)
+        self._kinky.clear()
+        self.__dict__.pop("elementwise_inputs", None)
+        self.__post_init__()
+
+    def _with(self, values: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+        return {**values, **self.constants} if self.constants else values
 
     @property
     def target_kind(self) -> str:
@@ -60,7 +72,7 @@ class ExpressionTarget:
         return dict.fromkeys(self.names, "input")
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        return evaluate(self.expression, values)
+        return evaluate(self.expression, self._with(values))
 
     def __post_init__(self) -> None:
         # The kinky op applications in evaluation (post-)order: the order of traced()'s branch
@@ -95,7 +107,8 @@ class ExpressionTarget:
             if k is not None:
                 branches[k] = OPS[node.op].branch_ids(args, node.names, node.kwargs)
 
-        out = evaluate(self.expression, values, visit=visit if sites else None, reuse=reuse)
+        out = evaluate(self.expression, self._with(values), visit=visit if sites else None,
+                       reuse=reuse)
         return out, branches
 
     def traced_around(self, base: Mapping[str, torch.Tensor]):
@@ -105,6 +118,7 @@ class ExpressionTarget:
         recompute `log(c)`); and a factory of column evaluators for the dense inputs (None
         where memory forbids keeping every node's base value)."""
         deps = self._dependencies
+        base = self._with(base)
         frontier: dict[str, set[int]] = {}
         for name in self.names:
             keep: set[int] = set()
@@ -185,6 +199,8 @@ class ExpressionTarget:
                 found[:] = [out.numel(), self.expression.text(node), tuple(out.shape)]
 
         meta = {n: torch.empty(s, dtype=torch.float64, device="meta") for n, s in shapes.items()}
+        meta.update({n: torch.empty(c.shape, dtype=c.dtype, device="meta")
+                     for n, c in self.constants.items()})
         try:
             evaluate(self.expression, meta, visit=visit)
         except UsageError:
@@ -209,7 +225,7 @@ class ExpressionTarget:
                 inputs = tuple(n for n in self.names if ir.depends_on(node, n))
                 forward_nan.append((node.op, self.expression.text(node), inputs, bad))
 
-        out = evaluate(self.expression, values, visit=visit)
+        out = evaluate(self.expression, self._with(values), visit=visit)
         return out, where, forward_nan
 
     def _can_kink(self, node: ir.Call) -> bool:

@@ -139,6 +139,11 @@ class PythonTarget:
     branch_sites: list = field(default_factory=list)
     given: dict[str, torch.Tensor] = field(default_factory=dict)  # API positional tensors
     traced_around: None = None  # user code: every point is evaluated in full
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)  # --const: data inputs
+
+    def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
+        """Make these inputs data (--const): passed as given, never differentiated."""
+        self.constants = dict(constants)
 
     @property
     def target_kind(self) -> str:
@@ -148,6 +153,7 @@ class PythonTarget:
     def input_names(self) -> tuple[str, ...]:
         """Parameters without a default that are not --arg and not annotated as a number."""
         return tuple(p.name for p in self.params if p.name not in self.args
+                     and p.name not in self.constants
                      and p.default is inspect.Parameter.empty and p.scalar is None)
 
     def guessed(self, given: set[str]) -> list[str]:
@@ -203,6 +209,7 @@ class PythonTarget:
 
     def _call_args(self, values: Mapping[str, torch.Tensor]
                    ) -> tuple[list[Any], dict[str, Any]]:
+        values = {**values, **self.constants}
         call: list[Any] = []
         named: dict[str, Any] = {}
         for p in self.params:

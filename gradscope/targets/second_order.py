@@ -46,6 +46,9 @@ class SecondOrderTarget:
     def names(self) -> tuple[str, ...]:
         return self.base.names
 
+    def hold(self, constants: Any) -> None:
+        self.base.hold(constants)
+
     @property
     def notes(self) -> list[str]:
         return [*self.base.notes, "order 2: the output is the first-order VJP, concatenated over "

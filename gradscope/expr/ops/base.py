@@ -124,6 +124,8 @@ class Op:
     # The same function written with other rows, for the symbolic engine (losses, layer_norm,
     # log_softmax ...): (argument nodes, static parameters) -> IR. Torch still runs the row.
     decompose: Callable[..., Any] | None = None
+    # Tensor parameters that take integer data as it is (indices); others get floats.
+    integer_args: tuple[str, ...] = ()
     # Torch returns (values, indices) when these static parameters are given (max(x, 1)):
     # the expression means the values, and `.values` is accepted after it.
     values_when: tuple[str, ...] = ()
@@ -172,8 +174,18 @@ class Op:
         return [values[position[n]] for n in names]
 
     def apply(self, args: Sequence[Any], names: Sequence[str], params: dict[str, Any]) -> Any:
-        """Run the row's torch function on a call's evaluated arguments."""
-        return self.torch(*self.slots(args, names), **params)
+        """Run the row's torch function on a call's evaluated arguments. Integer data
+        (--const) reaches only the parameters that take integers (class indices, gather's
+        index); elsewhere it computes in the floating dtype of the other arguments, as a
+        float tensor written with whole numbers would."""
+        slots = self.slots(args, names)
+        if any(isinstance(a, Tensor) and not a.is_floating_point() for a in slots):
+            floats = [a.dtype for a in slots if isinstance(a, Tensor) and a.is_floating_point()]
+            dtype = floats[0] if floats else torch.float64
+            keep = {i for i, p in enumerate(self.tensor_params) if p.name in self.integer_args}
+            slots = [a.to(dtype) if isinstance(a, Tensor) and not a.is_floating_point()
+                     and i not in keep else a for i, a in enumerate(slots)]
+        return self.torch(*slots, **params)
 
     def branch_ids(self, args: Sequence[Any], names: Sequence[str],
                    params: dict[str, Any]) -> Tensor:
