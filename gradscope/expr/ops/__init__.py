@@ -18,6 +18,7 @@ from gradscope.expr.ops import (
     activations,
     elementwise,
     flow_only,
+    linalg,
     reductions,
     shape,
     special,
@@ -44,7 +45,7 @@ from gradscope.expr.ops.base import (
 )
 
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
-                   + structural.ROWS + shape.ROWS)
+                   + structural.ROWS + shape.ROWS + linalg.ROWS)
 
 # Every op an expression can use, by name.
 OPS: dict[str, Op] = {op.name: op for op in _ROWS}
