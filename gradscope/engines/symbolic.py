@@ -19,7 +19,8 @@ import torch
 
 from gradscope.engines.sympy_eval import SympyEvaluator
 from gradscope.expr import ir
-from gradscope.expr.ops import OPS, Op
+from gradscope.expr.ops import OPS, Build, Op
+from gradscope.expr.to_torch import evaluate
 from gradscope.tensors import sum_to_shape
 
 MAX_FORMULA = 400
@@ -117,12 +118,23 @@ class SymbolicEngine:
         assert isinstance(node, ir.Call)
         op = OPS[node.op]
         if op.decompose is not None:  # the same function written with other rows
-            return self._sympy(op.decompose(node), leaves)
+            written = op.decompose(Build(node, OPS), node.args, node.kwargs,
+                                   [self._meta(a) for a in node.args], node.names)
+            return self._sympy(written, leaves)
         if op.sympy is not None:
             return op.sympy(*(self._sympy(a, leaves) for a in node.args), **node.kwargs)
         record = self._opaque(node, op)
         leaves.append(record.symbol)
         return record.symbol
+
+    def _meta(self, node: ir.Node) -> torch.Tensor:
+        """The shape and dtype `node` evaluates to (on meta tensors: nothing is computed)."""
+        if isinstance(node, ir.Var):
+            v = self.values[node.name]
+            return torch.empty(v.shape, dtype=v.dtype, device="meta")
+        meta = {n: torch.empty(v.shape, dtype=v.dtype, device="meta")
+                for n, v in self.values.items()}
+        return evaluate(ir.Expression(self.expr.source, node, self.expr.inputs), meta)
 
     def _opaque(self, node: ir.Call, op: Op) -> _Opaque:
         key = ir.show(node)  # structure, not source: decomposed nodes share their call's span

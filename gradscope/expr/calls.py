@@ -227,6 +227,8 @@ def check_static(p: Param, value: Any) -> Any:
     elif kind == "int":
         ok, need = _int(value), "must be a whole number"
     elif kind in ("ints", "shape"):
+        if _int(value) and kind == "shape" and not p.star:  # layer_norm(x, 8)
+            value = (value,)
         ok = (_int(value) and kind == "ints") or (
             isinstance(value, tuple) and all(_int(v) for v in value))
         need = "must be whole numbers, e.g. (3, 2)"

@@ -16,6 +16,7 @@ import torch
 
 from gradscope.expr.ops import (
     activations,
+    composite,
     elementwise,
     flow_only,
     linalg,
@@ -40,12 +41,13 @@ from gradscope.expr.ops.base import (
     TENSOR,
     TENSORS,
     VANISHES,
+    Build,
     Op,
     Param,
 )
 
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
-                   + structural.ROWS + shape.ROWS + linalg.ROWS)
+                   + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS)
 
 # Every op an expression can use, by name.
 OPS: dict[str, Op] = {op.name: op for op in _ROWS}
@@ -98,6 +100,7 @@ __all__ = [
     "ATTRIBUTES",
     "BINARY",
     "BY_GRAD_FN",
+    "Build",
     "COMPARE",
     "COMPARISONS",
     "CONSTANTS",

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from gradscope.expr import ir
+
 Tensor = torch.Tensor
 ELEMENTWISE, REDUCTION, STRUCTURAL, COMPARE = "elementwise", "reduction", "structural", "compare"
 KINK, JUMP, POLE = "kink", "jump", "pole or edge of the domain"
@@ -198,6 +200,28 @@ class Op:
         if self.kink_args is None:
             return tuple(range(len(constants)))
         return self.kink_args(constants)
+
+
+class Build:
+    """Makes IR nodes for a decomposition, all at the decomposed call's span."""
+
+    def __init__(self, node: ir.Call, rows: dict[str, Op]) -> None:
+        self.span, self.rows = node.span, rows
+
+    def num(self, value: float) -> ir.Num:
+        return ir.Num(self.span, float(value), float(value).is_integer())
+
+    def __call__(self, op: str, *args: ir.Node | float, **params: Any) -> ir.Call:
+        nodes = tuple(a if isinstance(a, ir.Node) else self.num(a) for a in args)
+        row = self.rows[op]
+        full = {p.name: p.default for p in row.params
+                if not p.tensor and p.default is not REQUIRED}
+        full.update(params)
+        return ir.Call(self.span, op, nodes, tuple(full.items()))
+
+    def reduce(self, node: ir.Node, reduction: str) -> ir.Node:
+        return node if reduction == "none" else self("mean" if reduction == "mean" else "sum",
+                                                     node)
 
 
 def elementwise(name: str, fn: Callable[..., Tensor], sym: Callable[..., Any], summary: str,
