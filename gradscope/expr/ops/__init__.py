@@ -17,6 +17,7 @@ import torch
 from gradscope.expr.ops import (
     activations,
     composite,
+    conv,
     elementwise,
     flow_only,
     linalg,
@@ -47,7 +48,8 @@ from gradscope.expr.ops.base import (
 )
 
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
-                   + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS)
+                   + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
+                   + conv.ROWS)
 
 # Every op an expression can use, by name.
 OPS: dict[str, Op] = {op.name: op for op in _ROWS}

@@ -15,10 +15,6 @@ def _flow_only(name: str, kind: str, arity: tuple[int, int], fn, summary: str,
 
 
 ROWS = [
-    _flow_only("max_pool1d", STRUCTURAL, (2, 6), F.max_pool1d, "max_pool1d(x, kernel_size)",
-               ("MaxPool1DWithIndicesBackward",)),
-    _flow_only("max_pool2d", STRUCTURAL, (2, 6), F.max_pool2d, "max_pool2d(x, kernel_size)",
-               ("MaxPool2DWithIndicesBackward",)),
     _flow_only("max_pool3d", STRUCTURAL, (2, 6), F.max_pool3d, "max_pool3d(x, kernel_size)",
                ("MaxPool3DWithIndicesBackward",)),
 ]
