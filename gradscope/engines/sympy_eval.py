@@ -33,8 +33,10 @@ class SympyEvaluator:
         self.memo: dict[sp.Basic, Any] = {}
 
     def evaluate(self, exprs: Sequence[sp.Expr]) -> list[torch.Tensor]:
-        replacements, reduced = sp.cse(list(exprs), symbols=sp.numbered_symbols("_cse"),
-                                       optimizations=None)
+        # fresh names per call: the memo must never mistake one call's subterm for another's
+        self.calls = getattr(self, "calls", 0) + 1
+        replacements, reduced = sp.cse(list(exprs), optimizations=None,
+                                       symbols=sp.numbered_symbols(f"_cse{self.calls}_"))
         for sym, sub in replacements:
             self.env[sym] = self.node(sub)
         return [self.as_tensor(self.node(e)) for e in reduced]

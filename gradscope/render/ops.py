@@ -15,13 +15,15 @@ SCHEMA = "gradscope.ops/1"
 def show(rows: list[Any], console: Any) -> None:
     table = Table(title="gradscope expression functions and operators", title_justify="left",
                   box=box.SIMPLE_HEAD)
-    for column in ("name", "spelling", "kind", "arity", "symbolic", "kinks", "domain",
+    for column in ("family", "name", "spellings", "arguments", "symbolic", "kinks", "domain",
                    "gradient", "summary"):
-        table.add_column(column, overflow="fold")
-    for r in rows:
+        wraps = column in ("spellings", "arguments", "summary", "family", "symbolic")
+        table.add_column(column, overflow="fold", no_wrap=not wraps,
+                         ratio=2 if column in ("spellings", "summary") else None)
+    for r in sorted(rows, key=lambda r: r.family):
         domain = f"[{r.domain[0]:g}, {r.domain[1]:g}]" if r.domain else "—"
-        table.add_row(r.name, r.spelling, r.kind, r.arity, r.symbolic, r.kinks or "—", domain,
-                      r.gradient or "—", r.summary)
+        table.add_row(r.family, r.name, ", ".join(r.spellings), r.signature, r.symbolic,
+                      r.kinks or "—", domain, r.gradient or "—", r.summary)
     console.print(table)
 
 

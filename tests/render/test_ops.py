@@ -15,7 +15,9 @@ def test_the_table_lists_rows_with_their_kinks_and_domains():
     by_name = {r["name"]: r for r in data["ops"]}
     assert by_name["log"]["domain"] == [0.1, 2.0] and by_name["abs"]["kinks"] == "kink"
     assert by_name["softmax"]["symbolic"] == "closed-form adjoint"
-    assert by_name["add"]["spelling"] == "a + b" and by_name["pow"]["spelling"] == "pow(…), a ** b"
+    assert by_name["add"]["spelling"] == "a + b, add(…)"
+    assert by_name["pow"]["spelling"] == "pow(…), a ** b"
+    assert by_name["mse_loss"]["symbolic"] == "composed of other rows"
     console = Console(width=200, record=True, color_system=None)
     show(rows, console)
     assert "vanishing" in console.export_text()

@@ -7,6 +7,15 @@ from gradscope.tools.ops import table
 def test_one_row_per_op_with_its_spelling():
     rows = {r.name: r for r in table()}
     assert set(rows) == set(OPS)
-    assert all(rows[n].spelling.startswith(f"{n}(") for n in FUNCTIONS)
+    for name, op in FUNCTIONS.items():  # every callable name is among its row's spellings
+        spelled = f"torch.{name}(…)" if "." in name else f"{name}(…)"
+        assert spelled in rows[op.name].spellings, name
     assert rows["round"].gradient == "vanishing" and rows["clamp"].gradient == "saturation"
-    assert rows["sum"].arity == "1–2" and rows["where"].arity == "3"
+    assert rows["sum"].arity == "1" and rows["where"].arity == "3"
+    assert rows["cat"].arity == "n" and rows["layer_norm"].arity == "1–3"
+    assert "x.softmax(…)" in rows["softmax"].spellings and rows["T"].spellings == ["x.T"]
+    assert rows["gelu"].signature == "input, approximate='none'"
+    assert rows["add"].spellings[:2] == ["a + b", "add(…)"]
+    assert {r.family for r in rows.values()} == {
+        "math", "activation", "reduction", "shape", "linear algebra",
+        "normalisation and loss", "convolution and pooling"}

@@ -51,6 +51,15 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
                    + conv.ROWS)
 
+# Each row's family, as `gradscope ops` and the README group them.
+FAMILIES: dict[str, str] = {
+    op.name: family for family, rows in (
+        ("math", elementwise.ROWS + special.ROWS), ("activation", activations.ROWS),
+        ("reduction", reductions.ROWS), ("shape", shape.ROWS),
+        ("linear algebra", structural.ROWS + linalg.ROWS),
+        ("normalisation and loss", composite.ROWS), ("convolution and pooling", conv.ROWS))
+    for op in rows}
+
 # Every op an expression can use, by name.
 OPS: dict[str, Op] = {op.name: op for op in _ROWS}
 
@@ -107,6 +116,7 @@ __all__ = [
     "COMPARISONS",
     "CONSTANTS",
     "ELEMENTWISE",
+    "FAMILIES",
     "FUNCTIONS",
     "JUMP",
     "KINK",

@@ -47,6 +47,11 @@ class Param:
         return self.kind in (TENSOR, OPTIONAL, TENSORS)
 
 
+def _integer(a: Any) -> bool:
+    """Integer data (bool is a condition or a mask: torch takes it as it is)."""
+    return isinstance(a, Tensor) and not a.is_floating_point() and a.dtype != torch.bool
+
+
 def signature(text: str, **choices: tuple[str, ...]) -> tuple[Param, ...]:
     """Parse a row's signature, written as torch documents it:
     `"input, dim: dims = None, keepdim: bool = False"`. A bare name is a tensor, `name?` an
@@ -181,12 +186,12 @@ class Op:
         index); elsewhere it computes in the floating dtype of the other arguments, as a
         float tensor written with whole numbers would."""
         slots = self.slots(args, names)
-        if any(isinstance(a, Tensor) and not a.is_floating_point() for a in slots):
+        if any(_integer(a) for a in slots):
             floats = [a.dtype for a in slots if isinstance(a, Tensor) and a.is_floating_point()]
             dtype = floats[0] if floats else torch.float64
             keep = {i for i, p in enumerate(self.tensor_params) if p.name in self.integer_args}
-            slots = [a.to(dtype) if isinstance(a, Tensor) and not a.is_floating_point()
-                     and i not in keep else a for i, a in enumerate(slots)]
+            slots = [a.to(dtype) if _integer(a) and i not in keep else a
+                     for i, a in enumerate(slots)]
         return self.torch(*slots, **params)
 
     def branch_ids(self, args: Sequence[Any], names: Sequence[str],

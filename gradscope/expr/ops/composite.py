@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import STRUCTURAL, Build, Op, Tensor, signature
+from gradscope.expr.ops.base import KINK, STRUCTURAL, Build, Op, Tensor, signature
 
 REDUCTION = {"reduction": ("none", "mean", "sum")}
 KL_REDUCTION = {"reduction": ("none", "mean", "sum", "batchmean")}
@@ -173,11 +173,11 @@ ROWS = [
          "x1, x2, dim: dim = 1, eps: float = 1e-08", _cosine),
     _loss("mse_loss", F.mse_loss, "mean squared error", "mse"),
     _loss("l1_loss", F.l1_loss, "mean absolute error (kink where input == target)", "l1",
-          branch=lambda x, t, **p: torch.sign(x - t)),
+          branch=lambda x, t, **p: torch.sign(x - t), kink=KINK),
     _loss("smooth_l1_loss", F.smooth_l1_loss, "quadratic below beta, linear above",
           "smooth_l1", "beta: float = 1.0",
           branch=lambda x, t, **p: torch.sign(x - t) if p.get("beta", 1.0) == 0
-          else torch.zeros_like(x - t)),
+          else torch.zeros_like(x - t), kink=KINK),
     _loss("huber_loss", F.huber_loss, "quadratic below delta, linear above", "huber",
           "delta: float = 1.0"),
     _loss("binary_cross_entropy", F.binary_cross_entropy,

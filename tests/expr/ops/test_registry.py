@@ -19,7 +19,9 @@ def test_operators_come_from_the_rows_symbols():
                       "MatMult": "matmul"}
     assert UNARY == {"USub": "neg", "UAdd": "pos"}
     assert COMPARISONS == {"Lt": "lt", "LtE": "le", "Gt": "gt", "GtE": "ge"}
-    assert "pow" in FUNCTIONS and "add" not in FUNCTIONS and "lt" not in FUNCTIONS
+    # operators are callable by torch's names too (torch.add, x.mul), comparisons are not
+    assert FUNCTIONS["add"] is OPS["add"] and FUNCTIONS["true_divide"] is OPS["div"]
+    assert "pow" in FUNCTIONS and "lt" not in FUNCTIONS
 
 
 def test_every_kinky_row_says_what_its_branch_marks():
@@ -42,7 +44,8 @@ def test_gradient_flow_knows_torch_backward_nodes_by_row():
     assert BY_GRAD_FN["RoundBackward"].name == "round" and OPS["round"].vanishing
     assert BY_GRAD_FN["SgnBackward"].name == "sign"
     assert BY_GRAD_FN["ClampMinBackward"].flow == "saturation"
-    assert not KNOWN["hardtanh"].expression and "hardtanh" not in OPS
+    assert not KNOWN["max_pool3d"].expression and "max_pool3d" not in OPS
+    assert BY_GRAD_FN["HardtanhBackward"] is OPS["hardtanh"] and OPS["hardtanh"].expression
     assert OPS["round"].hint == "x + (x.round() - x).detach()"
 
 
@@ -51,4 +54,8 @@ def test_sympy_evaluation_map_comes_from_the_rows():
     import torch
 
     assert SYMPY_TORCH[sp.sin] is torch.sin and SYMPY_TORCH[sp.atan2] is torch.atan2
-    assert len(SYMPY_TORCH) == 13
+    assert SYMPY_TORCH[sp.erfinv] is torch.erfinv and SYMPY_TORCH[sp.acosh] is torch.acosh
+    # every sympy class a row names (not gradscope's own functions) is mapped, and no other
+    named = {op.sympy for op in OPS.values() if isinstance(op.sympy, type)
+             and issubclass(op.sympy, sp.Function) and not hasattr(op.sympy, "torch_impl")}
+    assert set(SYMPY_TORCH) == named
