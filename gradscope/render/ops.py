@@ -14,16 +14,19 @@ SCHEMA = "gradscope.ops/1"
 
 def show(rows: list[Any], console: Any) -> None:
     table = Table(title="gradscope expression functions and operators", title_justify="left",
-                  box=box.SIMPLE_HEAD)
-    for column in ("family", "name", "spellings", "arguments", "symbolic", "kinks", "domain",
-                   "gradient", "summary"):
-        wraps = column in ("spellings", "arguments", "summary", "family", "symbolic")
-        table.add_column(column, overflow="fold", no_wrap=not wraps,
-                         ratio=2 if column in ("spellings", "summary") else None)
+                  box=box.SIMPLE_HEAD, expand=True)
+    for column in ("family", "name", "spellings", "arguments", "symbolic", "kinks, domain",
+                   "summary"):
+        table.add_column(column, overflow="fold", no_wrap=column == "name",
+                         min_width=10 if column in ("family", "symbolic") else None,
+                         ratio=3 if column in ("spellings", "summary") else
+                         2 if column == "arguments" else 1)
     for r in sorted(rows, key=lambda r: r.family):
-        domain = f"[{r.domain[0]:g}, {r.domain[1]:g}]" if r.domain else "—"
+        marks = [r.kinks.split(" ")[0] if r.kinks else "",
+                 f"[{r.domain[0]:g}, {r.domain[1]:g}]" if r.domain else "",
+                 r.gradient or ""]
         table.add_row(r.family, r.name, ", ".join(r.spellings), r.signature, r.symbolic,
-                      r.kinks or "—", domain, r.gradient or "—", r.summary)
+                      "; ".join(m for m in marks if m) or "—", r.summary)
     console.print(table)
 
 
