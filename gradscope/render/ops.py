@@ -17,10 +17,11 @@ def show(rows: list[Any], console: Any) -> None:
                   box=box.SIMPLE_HEAD, expand=True)
     for column in ("family", "name", "spellings", "arguments", "symbolic", "kinks, domain",
                    "summary"):
+        narrow = column in ("family", "symbolic", "kinks, domain")
         table.add_column(column, overflow="fold", no_wrap=column == "name",
-                         min_width=10 if column in ("family", "symbolic") else None,
-                         ratio=3 if column in ("spellings", "summary") else
-                         2 if column == "arguments" else 1)
+                         width=12 if narrow else None,
+                         ratio=None if narrow else 3 if column in ("spellings", "summary")
+                         else 2 if column == "arguments" else 1)
     for r in sorted(rows, key=lambda r: r.family):
         marks = [r.kinks.split(" ")[0] if r.kinks else "",
                  f"[{r.domain[0]:g}, {r.domain[1]:g}]" if r.domain else "",
