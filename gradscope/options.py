@@ -323,8 +323,8 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
 
 
 _READERS: dict[str, Callable[[Any, str], Any]] = {
-    "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents, "arg": _literals,
-    "init": _literals, "surrogate": _names,
+    "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents,
+    "arg": _literals, "init": _literals, "surrogate": _names,
 }
 
 

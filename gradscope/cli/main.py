@@ -20,6 +20,27 @@ BARE = {spec.flag: spec.bare for spec in SPECS.values() if spec.bare is not None
 NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*")  # what --surrogate takes as its value
 
 
+SHORT_OPTIONS = {"-h", "-V", "-f", "-o", "-j", "-k"}
+TARGET_COMMANDS = {"check", "jvp", "jacobian", "graph", "sweep"}
+
+
+def negative_targets(argv: list[str]) -> list[str]:
+    """`gradscope check "-x**2"`: a TARGET that starts with a minus is not an option. A token
+    starting with one `-` that is no short option and follows no option (so it is no option's
+    value) gets a leading space, which the expression parser ignores and click does not."""
+    if not argv or argv[0] not in TARGET_COMMANDS:
+        return argv
+    out = list(argv)
+    for k in range(1, len(out)):
+        token, before = out[k], out[k - 1]
+        if token == "--":
+            break
+        if (token.startswith("-") and not token.startswith("--") and len(token) > 1
+                and token not in SHORT_OPTIONS and (k == 1 or not before.startswith("-"))):
+            out[k] = " " + token
+    return out
+
+
 def with_bare_values(argv: list[str]) -> list[str]:
     """Gives a flag that may stand alone its bare value when no name follows it (click
     cannot make a repeatable option's value optional): `--surrogate --seed 1` reads as
@@ -98,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line on stderr for every usage error, never a traceback.
     Errors are caught through typer's public exception classes (its click errors derive from
     `typer.TyperException`)."""
-    argv = with_bare_values(list(sys.argv[1:] if argv is None else argv))
+    argv = with_bare_values(negative_targets(list(sys.argv[1:] if argv is None else argv)))
     try:
         code = app(args=argv, standalone_mode=False, prog_name="gradscope")
     except typer.Exit as exc:

@@ -35,8 +35,6 @@ def _spellings(name: str, op) -> list[str]:
     calls.sort(key=lambda n: (n != name, n))
     out += [f"torch.{n}(…)" if "." in n else f"{n}(…)" for n in calls]
     out += [f"x.{m}(…)" for m, o in METHODS.items() if o is op]
-    if name == "pow":  # the function first: `pow(…), a ** b`
-        out.sort(key=lambda s: not s.startswith("pow("))
     return out
 
 

@@ -16,7 +16,7 @@ def test_the_table_lists_rows_with_their_kinks_and_domains():
     assert by_name["log"]["domain"] == [0.1, 2.0] and by_name["abs"]["kinks"] == "kink"
     assert by_name["softmax"]["symbolic"] == "closed-form adjoint"
     assert by_name["add"]["spelling"] == "a + b, add(…)"
-    assert by_name["pow"]["spelling"] == "pow(…), a ** b"
+    assert by_name["pow"]["spelling"] == "a ** b, pow(…)"
     assert by_name["mse_loss"]["symbolic"] == "composed of other rows"
     console = Console(width=200, record=True, color_system=None)
     show(rows, console)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import sympy as sp
-
 import torch
 
 from gradscope.expr.ops import (
@@ -111,7 +110,6 @@ __all__ = [
     "ATTRIBUTES",
     "BINARY",
     "BY_GRAD_FN",
-    "Build",
     "COMPARE",
     "COMPARISONS",
     "CONSTANTS",
@@ -125,8 +123,8 @@ __all__ = [
     "METHODS",
     "MODULES",
     "MODULE_ROOTS",
-    "OPTIONAL",
     "OPS",
+    "OPTIONAL",
     "PASSES",
     "POLE",
     "REDUCTION",
@@ -137,6 +135,7 @@ __all__ = [
     "TENSORS",
     "UNARY",
     "VANISHES",
+    "Build",
     "Op",
     "Param",
 ]

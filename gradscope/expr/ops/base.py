@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from gradscope.errors import UsageError
 from gradscope.expr import ir
 
 Tensor = torch.Tensor
@@ -131,8 +132,10 @@ class Op:
     # The same function written with other rows, for the symbolic engine (losses, layer_norm,
     # log_softmax ...): (argument nodes, static parameters) -> IR. Torch still runs the row.
     decompose: Callable[..., Any] | None = None
-    # Tensor parameters that take integer data as it is (indices); others get floats.
+    # Tensor parameters that take integer data as it is (indices); others get floats. Of
+    # those, the ones that take nothing else (gather's index).
     integer_args: tuple[str, ...] = ()
+    integers_only: tuple[str, ...] = ()
     # Torch returns (values, indices) when these static parameters are given (max(x, 1)):
     # the expression means the values, and `.values` is accepted after it.
     values_when: tuple[str, ...] = ()
@@ -186,6 +189,10 @@ class Op:
         index); elsewhere it computes in the floating dtype of the other arguments, as a
         float tensor written with whole numbers would."""
         slots = self.slots(args, names)
+        for p, a in zip(self.tensor_params, slots, strict=False):
+            if p.name in self.integers_only and isinstance(a, Tensor) and a.is_floating_point():
+                raise UsageError(f"`{p.name}` of {self.name}() takes integers (indices): give "
+                                 "it as data with --const NAME=VALUE (or an integer tensor)")
         if any(_integer(a) for a in slots):
             floats = [a.dtype for a in slots if isinstance(a, Tensor) and a.is_floating_point()]
             dtype = floats[0] if floats else torch.float64

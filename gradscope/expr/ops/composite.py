@@ -73,9 +73,7 @@ def _pointwise_loss(kind: str):
         d = b("sub", x, t)
         if kind == "mse":
             per = b("pow", d, 2)
-        elif kind == "l1":
-            per = b("abs", d)
-        elif kind == "smooth_l1" and p["beta"] == 0:
+        elif kind == "l1" or (kind == "smooth_l1" and p["beta"] == 0):
             per = b("abs", d)
         elif kind == "smooth_l1":
             beta = p["beta"]
@@ -195,5 +193,5 @@ ROWS = [
        "negative log likelihood of log-probabilities at class indices (--const)",
        signature=signature("input, target, ignore_index: int = -100, reduction: str = 'mean'",
                            **REDUCTION),
-       vjp=_nll_vjp, jvp=_nll_jvp, integer_args=("target",)),
+       vjp=_nll_vjp, jvp=_nll_jvp, integer_args=("target",), integers_only=("target",)),
 ]

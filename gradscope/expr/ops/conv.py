@@ -170,7 +170,7 @@ def _max_vjp(one_d: bool) -> Callable[..., list[Tensor]]:
 
 def _max_jvp(one_d: bool) -> Callable[..., Tensor]:
     def jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
-        first, windows, x4, padded, geo, unbatched = _windows_argmax(args[0], p, one_d)
+        first, windows, _, _, geo, _ = _windows_argmax(args[0], p, one_d)
         t4, _ = _as_2d(ts[0].expand_as(args[0]), one_d, 3 if one_d else 4)
         tcols, _ = _columns(t4, geo)
         n, c, k, length = windows.shape

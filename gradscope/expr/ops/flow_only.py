@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from gradscope.expr.ops.base import ELEMENTWISE, SATURATES, STRUCTURAL, Op
+from gradscope.expr.ops.base import SATURATES, STRUCTURAL, Op
 
 
 def _flow_only(name: str, kind: str, arity: tuple[int, int], fn, summary: str,

@@ -204,5 +204,6 @@ ROWS = [
     _row("narrow", _narrow, "narrow(x, dim, start, length)",
          "input, dim: dim, start: int, length: int", _back_narrow),
     _row("gather", _gather_fn, "gather(x, dim, index), index a --const integer tensor",
-         "input, dim: dim, index", _back_gather, linear=(0,), integer_args=("index",)),
+         "input, dim: dim, index", _back_gather, linear=(0,), integer_args=("index",),
+         integers_only=("index",)),
 ]
