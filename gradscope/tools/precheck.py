@@ -27,15 +27,16 @@ def precheck(request: Request, base: Path) -> None:
     if not _DEVICE.match(options.device):
         raise UsageError(f"`device` {options.device!r}: allowed are cpu, cuda, cuda:N")
     names = _input_names(request.target.strip(), base, set(options.arg))
-    for key, given in (("at", options.at), ("shape", options.shape),
-                       ("tangent", options.tangent or {}),
+    for key, given in (("at", options.at), ("const", options.const),
+                       ("shape", options.shape), ("tangent", options.tangent or {}),
                        ("surrogate", dict.fromkeys(options.surrogate))):
         unknown = sorted(set(given) - {ANY_INPUT} - set(names)) if names is not None else []
         if unknown:
             raise UsageError(f"`{key}` names `{unknown[0]}`, which is not an input of the "
                              f"target; inputs are: {', '.join(names)}")
-    for name, value in options.at.items():
-        _value(value, f"at.{name}")
+    for key, given in (("at", options.at), ("const", options.const)):
+        for name, value in given.items():
+            _value(value, f"{key}.{name}")
     for name, value in (options.tangent or {}).items():
         _value(value, "tangent" if name == ANY_INPUT else f"tangent.{name}")
     if options.grad is not None:
