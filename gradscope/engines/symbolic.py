@@ -78,6 +78,8 @@ class SymbolicEngine:
             self.inputs[n]: self.values[n] for n in expr.inputs}
         self.opaques: list[_Opaque] = []
         self._by_text: dict[str, _Opaque] = {}
+        # nodes of the user's text (named by it); decompositions make others (named by _text)
+        self._source = {id(n) for n in expr.walk()}
         self.root = self._block(expr.root)
         self.output = self.root.value
 
@@ -127,6 +129,18 @@ class SymbolicEngine:
         leaves.append(record.symbol)
         return record.symbol
 
+    def _text(self, node: ir.Node) -> str:
+        """A node a decomposition made, as short text: its arguments (source text where they
+        come from the user's) and only the parameters that differ from the row's defaults."""
+        if id(node) in self._source:
+            return self.expr.text(node)
+        if not isinstance(node, ir.Call):
+            return ir.show(node)
+        defaults = {p.name: p.default for p in OPS[node.op].params}
+        parts = [self._text(a) for a in node.args]
+        parts += [f"{k}={v!r}" for k, v in node.params if defaults.get(k) != v]
+        return f"{node.op}({', '.join(parts)})"
+
     def _meta(self, node: ir.Node) -> torch.Tensor:
         """The shape and dtype `node` evaluates to (on meta tensors: nothing is computed)."""
         if isinstance(node, ir.Var):
@@ -141,9 +155,7 @@ class SymbolicEngine:
         if key in self._by_text:  # the same subterm twice: one value, one adjoint
             return self._by_text[key]
         args = [self._block(a) for a in node.args]
-        text = self.expr.text(node) if node.span != (0, 0) else key
-        if any(o.symbol.name == text for o in self.opaques):
-            text = key  # a decomposed call: its source text is its parent's
+        text = self.expr.text(node) if id(node) in self._source else self._text(node)
         record = _Opaque(op, sp.Symbol(text, real=True), args, node.names, node.kwargs)
         record.value = op.apply([b.value for b in args], node.names, node.kwargs)
         self.leaf_values[record.symbol] = record.value

@@ -4,6 +4,8 @@ target offers a column evaluator (no perturbed copies), else in memory-bounded `
 
 from __future__ import annotations
 
+import warnings
+
 from typing import Any
 
 import torch
@@ -21,6 +23,11 @@ from gradscope.engines.fd.stencil import (
     numel,
 )
 from gradscope.tensors import branch_changed
+
+# What torch says about its own vmap internals (a fallback, an out= resize): not the user's
+# business, since the batching is gradscope's.
+VMAP_NOTES = ("There is a performance drop because we have not yet implemented the batching",
+              "An output with one or more elements was resized")
 
 
 class DenseDifferences:
@@ -238,7 +245,10 @@ class DenseDifferences:
 
         if self.vmap_failed is None:
             try:
-                out, branches = torch.func.vmap(one)(batch)
+                with warnings.catch_warnings():  # torch's notes about its own vmap fallbacks
+                    for note in VMAP_NOTES:
+                        warnings.filterwarnings("ignore", message=note, category=UserWarning)
+                    out, branches = torch.func.vmap(one)(batch)
                 return out, list(branches)
             except Exception as exc:  # ops without a batching rule: fall back to a loop
                 self.vmap_failed = f"vmap unavailable: {str(exc).splitlines()[0][:80]}"
