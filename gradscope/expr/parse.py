@@ -251,8 +251,8 @@ class _Builder:
         value = self.node(node.value, False)
         if isinstance(value, ir.Call) and any(k in OPS[value.op].values_when and v is not None
                                               for k, v in value.params):
-            raise self.refuse(node, "torch returns (values, indices) here; gradscope reads it "
-                                    "as the values: write .values or leave the subscript off")
+            raise self.plain(node, "torch returns (values, indices) here; gradscope reads it "
+                                   "as the values: write .values or leave the subscript off")
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         index = tuple(self.index_item(node, item) for item in items)
         return ir.Call(self.span(node), "index", (value,), (("index", index),))
@@ -271,8 +271,8 @@ class _Builder:
         if isinstance(item, ast.Slice):
             step = whole(item.step)
             if step is not None and step <= 0:
-                raise self.refuse(node, "slice steps must be positive (torch has no negative "
-                                        "steps; flip() reverses)")
+                raise self.plain(node, "slice steps must be positive (torch has no negative "
+                                       "steps; flip() reverses)")
             return ("slice", whole(item.lower), whole(item.upper), step)
         if isinstance(item, ast.Constant) and item.value is None:
             return ("none",)

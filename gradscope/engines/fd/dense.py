@@ -5,7 +5,6 @@ target offers a column evaluator (no perturbed copies), else in memory-bounded `
 from __future__ import annotations
 
 import warnings
-
 from typing import Any
 
 import torch
