@@ -13,10 +13,13 @@ MAX_DENSE_WORK = 2e9  # columns × elements each evaluates × 4 points, for dens
 # input whose columns would hold more is sampled
 MAX_STORED_ENTRIES = 1 << 27
 # Finite-difference columns that each need a whole evaluation are also bounded by the
-# floating-point operations they perform (four evaluations per column), counted once with
-# torch's FlopCounterMode: an expensive target (a big matmul, a convolution stack) costs more
-# than its size says. About half a minute of float64 CPU work.
-MAX_DENSE_FLOPS = 1e11
+# floating-point operations they perform, counted once with torch's FlopCounterMode: an
+# expensive target (a big matmul, a convolution stack) costs more than its size says. Every
+# such column gets a two-point difference first (two evaluations; the doubted ones are refined
+# later), so the budget is shared out as 2 × columns × one evaluation's flops over all inputs
+# together: a model of 34,000 parameter elements whose forward costs a million operations is
+# checked element by element (7e10). About a minute of float64 CPU work at most.
+MAX_DENSE_FLOPS = 2e11
 
 
 def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
@@ -31,13 +34,20 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     # perturbed copy of the input, the whole output and the activations in between
     per_column = max(n_out, width) if width is not None else max(n_in, n_out, fd.activations())
     affordable_work = 4.0 * n_in * per_column <= MAX_DENSE_WORK
-    by_flops = n_in if width is not None else \
-        int(MAX_DENSE_FLOPS / len(fd.values) / (4.0 * max(fd.flops(), 1)))
+    by_flops = n_in if width is not None else _flop_share(fd, n_in)
     if n_in <= max_fd and affordable_work and stored and n_in <= by_flops:
         return None
     affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out,
                          by_flops))
     return max(1, min(sample, n_in, affordable))
+
+
+def _flop_share(fd: Any, n_in: int) -> int:
+    """Columns of an input with n_in elements that the flop budget affords: all of them when
+    every whole-evaluation column of every input fits, else a share in proportion to size."""
+    total = sum(v.numel() for n, v in fd.values.items() if not fd.is_elementwise(n))
+    need = 2.0 * max(total, 1) * max(fd.flops(), 1)
+    return n_in if need <= MAX_DENSE_FLOPS else int(n_in * MAX_DENSE_FLOPS / need)
 
 
 def sampled_note(name: str, count: int, n: int, sample: int, max_fd: int,

@@ -25,6 +25,8 @@ from gradscope.tensors import branch_changed
 
 # What torch says about its own vmap internals (a fallback, an out= resize): not the user's
 # business, since the batching is gradscope's.
+MODEL_BATCH = 256  # columns per vmapped call of a whole model
+MODEL_BATCH_ELEMENTS = 1 << 25  # activations one such call may hold (256 MB in float64)
 VMAP_NOTES = ("There is a performance drop because we have not yet implemented the batching",
               "An output with one or more elements was resized")
 
@@ -144,8 +146,13 @@ class DenseDifferences:
         if columns is not None:  # no perturbed copies: a column costs its widest node
             widest = max(n_out, columns.width, 1)
         else:
-            widest = max(n_in, n_out, max((b.numel() for b in self.branches), default=1),
-                         self.activations(), 1)
+            tensors = max(n_in, n_out, max((b.numel() for b in self.branches), default=1))
+            widest = max(tensors, self.activations(), 1)
+            if widest > tensors:  # a model: many small ops per evaluation, whose per-call
+                # overhead only large batches amortise (measured on a 34k-parameter stack:
+                # 0.37 ms per evaluation at 16 columns, 0.08 ms at 256)
+                size = max(1, min(MODEL_BATCH, MODEL_BATCH_ELEMENTS // widest))
+                return min(size, self.memory_cap.get(name, size)) if name is not None else size
         size = max(1, BATCH_ELEMENTS // (4 * widest))  # (4: the column evaluator's points)
         return min(size, self.memory_cap.get(name, size)) if name is not None else size
 
