@@ -20,7 +20,7 @@ LAYERS = [
     ("gradscope._version", "gradscope.errors", "gradscope.markers"),
     ("gradscope.tensors", "gradscope.option_text", "gradscope.report.model",
      "gradscope.report.status", "gradscope.verdict.tolerance"),
-    ("gradscope.report.headline",),
+    ("gradscope.report.headline", "gradscope.report.modules"),
     ("gradscope.options", "gradscope.report.build", "gradscope.render", "gradscope.expr"),
     ("gradscope.inputs", "gradscope.engines"),
     ("gradscope.targets", "gradscope.verdict"),

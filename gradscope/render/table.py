@@ -25,6 +25,7 @@ from gradscope.render.cells import (
     printable,
     shape_text,
 )
+from gradscope.render.model import consolidated, detailed, header_rows, is_model, summary_table
 from gradscope.report.headline import headline
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.status import RANK
@@ -55,9 +56,13 @@ def header(report: Report) -> Panel:
             report.upstream_source
         grid.add_row("upstream", f"shape {shape_text(report.upstream.shape)}  "
                      f"{_preview(report.upstream)}  ({source})")
-    for item in report.inputs:
-        grid.add_row(Text(f"input {printable(item.name)}"),
-                     Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
+    if is_model(report):
+        for label, value in header_rows(report):
+            grid.add_row(Text(label), Text(value))
+    else:
+        for item in report.inputs:
+            grid.add_row(Text(f"input {printable(item.name)}"),
+                         Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
     for name, held in report.constants.items():
         grid.add_row(Text(f"const {printable(name)}"),
                      Text(f"shape {shape_text(held['shape'])} · {held['dtype']} · "
@@ -247,7 +252,10 @@ def verdict(report: Report) -> Text:
 
 def renderables(report: Report) -> Iterable[RenderableType]:
     yield header(report)
-    for item in report.inputs:
+    model = is_model(report)
+    if model:
+        yield summary_table(report)
+    for item in detailed(report) if model else report.inputs:
         yield input_table(item, report.full)
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
@@ -258,7 +266,9 @@ def renderables(report: Report) -> Iterable[RenderableType]:
         acc = report.accumulation
         verdict_word = "confirmed" if acc["equals_repeat_times_vjp"] else "NOT equal"
         yield Text(f"--repeat {acc['repeat']}: {acc['note']} ({verdict_word})", style="cyan")
-    for note in report.notes:
+    notes = consolidated(report.notes, [i.name for i in report.inputs]) if model \
+        else report.notes
+    for note in notes:
         yield Text(f"note: {printable(note)}", style="dim")
     yield verdict(report)
 

@@ -45,6 +45,13 @@ class InputReport:
     finite_difference_mode: str | None = None
     jacobian_shape: list[int] | None = None
     autograd_skipped: str | None = None
+    # per tensor, for the model summary: elements an engine compared / all, max |autograd −
+    # finite differences| / max |finite differences|, ‖autograd‖, the fraction of exact zeros
+    checked: int = 0
+    total: int = 0
+    max_rel_error: float | None = None
+    grad_norm: float | None = None
+    zero_fraction: float | None = None
 
 
 @dataclass
@@ -125,6 +132,8 @@ class Report:
     nonfinite: list[str] = field(default_factory=list)  # "output" and/or input names
     allow_nan: bool = False
     full: bool = False  # --full: tables show every reported element
+    # the status of every module path among the tensors' names (`blocks.2.attn`), worst first
+    modules: list[dict[str, Any]] = field(default_factory=list)
     # --const inputs: data, never differentiated: name → {"shape", "dtype", "origin"}
     constants: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -20,6 +20,7 @@ from gradscope.inputs.bind import DTYPES, Bound, bind, defaulted, grad_value
 from gradscope.options import Request
 from gradscope.report import build
 from gradscope.report.model import Report
+from gradscope.report.modules import MODEL_TENSORS, rollup
 from gradscope.runner import diagnoses, engines, tables
 from gradscope.targets import ExpressionTarget, SecondOrderTarget, resolve
 from gradscope.targets.python import contained
@@ -145,6 +146,8 @@ def _run(request: Request) -> Report:
     roles = target.roles()
     for item in report.inputs:
         item.role = roles.get(item.name, "input")
+    if len(report.inputs) > MODEL_TENSORS or any(i.role == "parameter" for i in report.inputs):
+        report.modules = rollup(report.inputs)
     report.passed = outcome.passed(report)
     timings["total"] = time.perf_counter() - started
     report.timings = {k: round(v, 6) for k, v in timings.items()}

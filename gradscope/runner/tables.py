@@ -70,7 +70,29 @@ def input_report(name: str, bound: Bound, cmp: Comparison, idx: torch.Tensor | N
         status_counts=cmp.counts(), origin=bound.values[name].origin,
         symbolic_skipped=refs.symbolic_skipped if sym is None else None,
         finite_difference_skipped=refs.fd_skipped.get(name) if fd is None else None,
-        finite_difference_mode=est.mode if est else None)
+        finite_difference_mode=est.mode if est else None, **_stats(cmp, ag, fd))
+
+
+def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[str, Any]:
+    """One tensor in numbers, for the model summary."""
+    counts = cmp.counts()
+    total = cmp.status.numel()
+    a = ag.detach().to(torch.float64)
+    stats: dict[str, Any] = {
+        "checked": total - counts.get("unchecked", 0), "total": total,
+        "grad_norm": float(torch.linalg.vector_norm(a)) if a.numel() else 0.0,
+        "zero_fraction": float((a == 0).to(torch.float64).mean()) if a.numel() else 0.0}
+    if fd is not None and fd.shape == a.shape and a.numel():
+        # norm-wise: max |autograd − fd| / max |fd| (element-wise ratios explode where a
+        # gradient is 0 up to round-off, which says nothing)
+        f = fd.to(torch.float64)
+        both = torch.isfinite(a) & torch.isfinite(f)
+        if bool(both.any()):
+            scale = float(f[both].abs().max())
+            worst = float((a[both] - f[both]).abs().max())
+            stats["max_rel_error"] = worst / scale if scale > 0 else (0.0 if worst == 0
+                                                                       else float("inf"))
+    return stats
 
 
 def _status(cmp: Comparison) -> str:

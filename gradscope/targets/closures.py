@@ -94,6 +94,8 @@ def holder(fn: Callable[..., Any]) -> tuple[Holder | None, str]:
         return None, (f"the function reaches module(s) {', '.join(found)}, which could not be "
                       f"copied ({type(exc).__name__}); their parameters are not checked")
     first = next(iter(found))
+    example = next((f"{first}.{n}" for n, _ in copies[first].named_parameters()),
+                   f"{first}.weight")
     note = (f"the function reaches module(s) {', '.join(found)}: their parameters are checked "
-            f"too, on copies (named like `{first}.weight`; the originals are not changed)")
+            f"too, on copies (named like `{example}`; the originals are not changed)")
     return Holder(rebuilt(fn, copies), copies), note

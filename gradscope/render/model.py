@@ -1,0 +1,97 @@
+"""The terminal report of a model (more than a handful of tensors): one summary table, a row
+per module and per tensor, instead of a per-element table for each; notes that say the same
+of many tensors said once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from gradscope.render.cells import fmt, printable
+from gradscope.report.model import InputReport, Report
+from gradscope.report.modules import MODEL_TENSORS, module_of
+
+STYLE = {"ok": "green", "mismatch": "bold red", "inconclusive": "bold red",
+         "undefined": "red", "nondifferentiable": "yellow", "vanishing": "yellow",
+         "surrogate": "cyan", "unchecked": "dim"}
+QUIET = ("ok", "nondifferentiable", "unchecked", "surrogate", "vanishing")
+
+
+def is_model(report: Report) -> bool:
+    return len(report.inputs) > MODEL_TENSORS
+
+
+def detailed(report: Report) -> list[InputReport]:
+    """The tensors that get their own per-element table: failing ones (or all with --full)."""
+    return [i for i in report.inputs if report.full or i.status not in QUIET]
+
+
+def summary_table(report: Report) -> Table:
+    table = Table(title="tensors by module", title_justify="left", box=box.SIMPLE_HEAD)
+    for column, justify in (("module / tensor", "left"), ("shape", "left"),
+                            ("checked", "right"), ("rel. error", "right"),
+                            ("‖grad‖", "right"), ("zeros", "right"), ("status", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    by_module: dict[str, list[InputReport]] = {}
+    for item in report.inputs:
+        by_module.setdefault(module_of(item.name), []).append(item)
+    for entry in report.modules:
+        path = entry["module"]
+        depth = path.count(".") + 1 if path else 0
+        label = path or "all tensors"
+        status = entry["status"]
+        table.add_row(Text("  " * max(depth - 1, 0) + label, style="bold"), "",
+                      f"{entry['checked']:,}/{entry['total']:,}", "", "", "",
+                      Text(("✗ " if status in ("mismatch", "inconclusive") else "")
+                           + status, style=STYLE.get(status, "")))
+        for item in by_module.get(path, []):
+            leaf = item.name.rpartition(".")[2] if path else item.name
+            table.add_row(Text("  " * depth + leaf), "×".join(map(str, item.shape)) or "()",
+                          f"{item.checked:,}/{item.total:,}",
+                          fmt(item.max_rel_error) if item.max_rel_error is not None else "—",
+                          fmt(item.grad_norm) if item.grad_norm is not None else "—",
+                          f"{100 * item.zero_fraction:.0f}%"
+                          if item.zero_fraction is not None else "—",
+                          Text(item.status, style=STYLE.get(item.status, "")))
+    return table
+
+
+def header_rows(report: Report) -> Iterable[tuple[str, str]]:
+    """The header's input lines for a model: plain inputs one by one, parameters as one."""
+    params = [i for i in report.inputs if i.role == "parameter"]
+    for item in report.inputs:
+        if item.role != "parameter":
+            yield (f"input {printable(item.name)}",
+                   f"shape {'×'.join(map(str, item.shape)) or '()'} · {printable(item.origin)}")
+    if params:
+        total = sum(i.total for i in params)
+        yield ("parameters", f"{len(params)} tensors, {total:,} elements (module parameters)")
+
+
+def consolidated(notes: list[str], names: list[str]) -> list[str]:
+    """Notes that differ only in the tensor they name, said once with the count."""
+    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)
+                                  if n)) if names else None
+    groups: dict[str, list[str]] = {}
+    order: list[str] = []
+    for note in notes:
+        found = pattern.search(note) if pattern else None
+        key = pattern.sub("{tensor}", note) if found else note
+        if key not in groups:
+            order.append(key)
+            groups[key] = []
+        if found:
+            groups[key].append(found.group(0))
+    out = []
+    for key in order:
+        named = groups[key]
+        if len(named) <= 1:
+            out.append(key.replace("{tensor}", named[0]) if named else key)
+            continue
+        shown = ", ".join(named[:3]) + (f", … ({len(named)} tensors)" if len(named) > 3 else "")
+        out.append(key.replace("{tensor}", f"each of {shown}"))
+    return out

@@ -1,0 +1,38 @@
+"""The module roll-up of a model report: every module path among the checked tensors' names
+(`blocks.2.attn` from `blocks.2.attn.qkv.weight`), with the worst status of the tensors under
+it. Plain data in, plain data out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradscope.report.model import InputReport
+from gradscope.report.status import RANK
+
+MODEL_TENSORS = 8  # a report with more tensors than this is a model: summary first
+
+
+def module_of(name: str) -> str:
+    """`blocks.0.fc1.weight` → `blocks.0.fc1`; a plain input name → "" (the inputs)."""
+    return name.rpartition(".")[0]
+
+
+def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
+    """Per module path (each prefix of a tensor's module, the root "" holding the plain
+    inputs): its status (the worst of its tensors'), tensors, and elements compared / all."""
+    found: dict[str, dict[str, Any]] = {}
+    for item in inputs:
+        path = module_of(item.name)
+        parts = path.split(".") if path else []
+        for k in range(len(parts) + 1):
+            key = ".".join(parts[:k])
+            entry = found.setdefault(key, {"module": key, "status": "ok", "tensors": 0,
+                                           "checked": 0, "total": 0, "failing": []})
+            entry["tensors"] += 1
+            entry["checked"] += item.checked
+            entry["total"] += item.total
+            if RANK.get(item.status, 0) > RANK.get(entry["status"], 0):
+                entry["status"] = item.status
+            if item.status in ("mismatch", "inconclusive"):
+                entry["failing"].append(item.name)
+    return sorted(found.values(), key=lambda e: e["module"])
