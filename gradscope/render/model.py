@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gradscope.render.cells import fmt, printable
 from gradscope.report.model import InputReport, Report
-from gradscope.report.modules import MODEL_TENSORS, module_of
+from gradscope.report.modules import MODEL_TENSORS, module_of, wrong_from
 
 STYLE = {"ok": "green", "mismatch": "bold red", "inconclusive": "bold red",
          "undefined": "red", "nondifferentiable": "yellow", "vanishing": "yellow",
@@ -25,9 +25,35 @@ def is_model(report: Report) -> bool:
     return len(report.inputs) > MODEL_TENSORS
 
 
+MODEL_DETAIL = 3  # failing tensors of a model that get a per-element table (all: --full)
+
+
 def detailed(report: Report) -> list[InputReport]:
-    """The tensors that get their own per-element table: failing ones (or all with --full)."""
-    return [i for i in report.inputs if report.full or i.status not in QUIET]
+    """The tensors that get their own per-element table: all with --full, else the failing
+    ones nearest the output (last in parameter order: where wrong gradients start)."""
+    if report.full:
+        return list(report.inputs)
+    failing = [i for i in report.inputs if i.status not in QUIET]
+    return failing[::-1][:MODEL_DETAIL]
+
+
+def where_wrong(report: Report) -> Text | None:
+    """The line that says where the wrong gradients start."""
+    found = wrong_from(report.inputs)
+    if found is None:
+        return None
+    last, after, before = found
+    text = Text.assemble(("wrong gradients start at ", "bold"), (printable(last), "bold red"))
+    if after:
+        text.append(f": the bug sits between it and {printable(after)} (which passes)")
+    if before:
+        text.append(f"; {before} failing tensor(s) before it in parameter order may only "
+                    "inherit its error, since gradients flow backward")
+    failing = sum(1 for i in report.inputs if i.status not in QUIET)
+    if failing > MODEL_DETAIL:
+        text.append(f" (per-element tables for the {MODEL_DETAIL} nearest the output; "
+                    "--full for all)", style="dim")
+    return text
 
 
 def summary_table(report: Report) -> Table:
@@ -95,3 +121,14 @@ def consolidated(notes: list[str], names: list[str]) -> list[str]:
         shown = ", ".join(named[:3]) + (f", … ({len(named)} tensors)" if len(named) > 3 else "")
         out.append(key.replace("{tensor}", f"each of {shown}"))
     return out
+
+
+def compact(names: list[str]) -> str:
+    """Many tensor names, grouped by module: `blocks.0.fc1 (2 tensors), x`."""
+    if len(names) <= 4:
+        return ", ".join(names)
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(module_of(name) or name, []).append(name)
+    return ", ".join(f"{m} ({len(n)} tensors)" if len(n) > 1 else n[0]
+                     for m, n in groups.items())

@@ -25,7 +25,15 @@ from gradscope.render.cells import (
     printable,
     shape_text,
 )
-from gradscope.render.model import consolidated, detailed, header_rows, is_model, summary_table
+from gradscope.render.model import (
+    compact,
+    consolidated,
+    detailed,
+    header_rows,
+    is_model,
+    summary_table,
+    where_wrong,
+)
 from gradscope.report.headline import headline
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.status import RANK
@@ -216,10 +224,17 @@ def diagnostics_panel(report: Report) -> Panel | None:
     if not report.diagnostics:
         return None
     parts: list[RenderableType] = []
-    for d in report.diagnostics:
+    shown_diagnostics, left = report.diagnostics, 0
+    if is_model(report) and not report.full:  # a model: those about the detailed tensors
+        keep = {i.name for i in detailed(report)}
+        shown_diagnostics = [d for d in report.diagnostics if d.kind != "mismatch_pattern"
+                             or not d.inputs or set(d.inputs) & keep]
+        left = len(report.diagnostics) - len(shown_diagnostics)
+    for d in shown_diagnostics:
         line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {printable(d.where)}  ")
         if d.inputs:
-            line.append(f"({d.count} element(s); inputs {', '.join(d.inputs)})", style="dim")
+            names = compact(d.inputs) if is_model(report) else ", ".join(d.inputs)
+            line.append(f"({d.count} element(s); inputs {names})", style="dim")
         parts.append(line)
         parts.append(Text(f"  {printable(d.message)}"))
         if d.indices:
@@ -227,6 +242,9 @@ def diagnostics_panel(report: Report) -> Panel | None:
                               for n, idx in d.indices.items())
             parts.append(Text(f"  at {shown}", style="dim"))
         parts.append(Text(f"  hint: {printable(d.hint)}", style="italic"))
+    if left:
+        parts.append(Text(f"{left} more diagnostic(s) about the other failing tensors: "
+                          "--full or --json shows them", style="dim"))
     return Panel(Group(*parts), title="diagnostics", title_align="left", expand=False)
 
 
@@ -255,6 +273,9 @@ def renderables(report: Report) -> Iterable[RenderableType]:
     model = is_model(report)
     if model:
         yield summary_table(report)
+        start = where_wrong(report)
+        if start is not None:
+            yield start
     for item in detailed(report) if model else report.inputs:
         yield input_table(item, report.full)
     if report.forward is not None:

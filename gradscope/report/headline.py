@@ -5,6 +5,7 @@ that failed. Every renderer leads with it, so a headline never contradicts its b
 from __future__ import annotations
 
 from gradscope.report.model import Report
+from gradscope.report.modules import wrong_from
 from gradscope.report.status import FAILING_KINDS
 
 MAX_CAUSES = 4
@@ -18,7 +19,13 @@ def causes(report: Report) -> list[str]:
              for d in report.diagnostics if d.kind in FAILING_KINDS]
     patterns = {d.inputs[0]: d.summary for d in report.diagnostics
                 if d.kind == "mismatch_pattern" and d.inputs and d.summary}
-    for item in report.inputs:
+    start = wrong_from(report.inputs)
+    if start is not None:  # a model: the wrong tensor nearest the output leads, the rest count
+        name, _, before = start
+        cause = patterns.get(name, "mismatch")
+        found.append(f"wrong gradients start at {name}: {cause}" + (
+            f" ({before} tensor(s) before it fail too)" if before else ""))
+    for item in report.inputs if start is None else []:
         if item.status == "mismatch":
             n = item.status_counts.get("mismatch", 0)
             found.append(f"{item.name}: {patterns[item.name]}" if item.name in patterns

@@ -21,11 +21,13 @@ def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
     """Per module path (each prefix of a tensor's module, the root "" holding the plain
     inputs): its status (the worst of its tensors'), tensors, and elements compared / all."""
     found: dict[str, dict[str, Any]] = {}
-    for item in inputs:
+    first: dict[str, tuple[int, int]] = {}  # where a module first appears, and its depth
+    for position, item in enumerate(inputs):
         path = module_of(item.name)
         parts = path.split(".") if path else []
         for k in range(len(parts) + 1):
             key = ".".join(parts[:k])
+            first.setdefault(key, (position, k))
             entry = found.setdefault(key, {"module": key, "status": "ok", "tensors": 0,
                                            "checked": 0, "total": 0, "failing": []})
             entry["tensors"] += 1
@@ -35,4 +37,17 @@ def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
                 entry["status"] = item.status
             if item.status in ("mismatch", "inconclusive"):
                 entry["failing"].append(item.name)
-    return sorted(found.values(), key=lambda e: e["module"])
+    # in the order the tensors come (named_parameters: definition order), parents first
+    return sorted(found.values(), key=lambda e: first[e["module"]])
+
+
+def wrong_from(inputs: list[InputReport]) -> tuple[str, str | None, int] | None:
+    """Where wrong gradients start: the failing tensor last in parameter order (wrong
+    gradients flow backward, so every tensor before a bug inherits it), the passing tensor
+    after it (the bug sits between the two), and how many failing tensors come before it."""
+    failing = [k for k, i in enumerate(inputs) if i.status == "mismatch"]
+    if not failing or len(inputs) <= MODEL_TENSORS:
+        return None
+    last = failing[-1]
+    after = next((i.name for i in inputs[last + 1:] if i.status == "ok"), None)
+    return inputs[last].name, after, len(failing) - 1

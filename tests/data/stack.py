@@ -49,3 +49,46 @@ stack = Stack()
 
 def loss(x: torch.Tensor) -> torch.Tensor:
     return stack(x).pow(2).mean()
+
+
+class TypoGELU(torch.autograd.Function):
+    """GELU with a typo in its backward: the Gaussian density lost its 1/2 in the exponent."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return F.gelu(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+        pdf = torch.exp(-x * x) / math.sqrt(2 * math.pi)  # typo: should be -x * x / 2
+        return grad * (cdf + x * pdf)
+
+
+class TypoBlock(Block):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x))
+        return x + self.fc2(TypoGELU.apply(self.fc1(self.norm2(x))))
+
+
+class QuantBlock(Block):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # fake-quantized with a bare round
+        x = x + self.attention(self.norm1(x))
+        return x + self.fc2(torch.round(F.gelu(self.fc1(self.norm2(x))) * 8) / 8)
+
+
+torch.manual_seed(0)
+typo_stack = Stack()
+typo_stack.blocks[2] = TypoBlock()
+quant_stack = Stack(depth=2)
+quant_stack.blocks[1] = QuantBlock()
+
+
+def typo_loss(x: torch.Tensor) -> torch.Tensor:
+    return typo_stack(x).pow(2).mean()
+
+
+def quant_loss(x: torch.Tensor) -> torch.Tensor:
+    return quant_stack(x).pow(2).mean()
