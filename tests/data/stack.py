@@ -92,3 +92,18 @@ def typo_loss(x: torch.Tensor) -> torch.Tensor:
 
 def quant_loss(x: torch.Tensor) -> torch.Tensor:
     return quant_stack(x).pow(2).mean()
+
+
+# Small versions for the test suite (the same structure, a few seconds less each).
+torch.manual_seed(1)
+small = Stack(depth=3, dim=16)
+small_typo = Stack(depth=3, dim=16)
+small_typo.blocks[1] = TypoBlock(16)
+
+
+def small_loss(x: torch.Tensor) -> torch.Tensor:
+    return small(x).pow(2).mean()
+
+
+def small_typo_loss(x: torch.Tensor) -> torch.Tensor:
+    return small_typo(x).pow(2).mean()

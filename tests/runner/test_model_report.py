@@ -1,0 +1,55 @@
+"""Whole models (tests/data/stack.py: a pre-norm transformer stack in float32): every parameter
+element checked, a report a person can read, and the tensors whose gradient is wrong named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gradscope
+from gradscope.render import text
+from tests.paths import ROOT
+
+STACK = ROOT / "tests" / "data" / "stack.py"
+X = {"x": "randn(2,4,16)"}
+
+
+@pytest.fixture(scope="module")
+def passing():
+    return gradscope.check(f"{STACK}:small_loss", at=X)
+
+
+def test_a_float32_model_is_checked_element_by_element_on_a_float64_copy(passing):
+    report = passing
+    assert report.passed
+    params = [i for i in report.inputs if i.role == "parameter"]
+    assert len(params) == 38 and all(i.checked == i.total for i in report.inputs)
+    assert any("float64 copy" in n for n in report.notes)
+
+
+def test_the_summary_is_one_table_by_module(passing):
+    report = passing
+    out = text(report, "table")
+    lines = out.splitlines()
+    assert len(lines) <= 120 and "tensors by module" in out
+    assert "parameters  38 tensors" in out and "small.blocks.1.fc1" in out
+    assert "index" not in out  # no per-element table for a passing model
+    modules = {m["module"]: m for m in json.loads(report.to_json())["modules"]}
+    assert modules["small.blocks.2"]["status"] == "ok" and modules[""]["tensors"] == 39
+
+
+def test_a_typo_in_one_block_names_exactly_the_wrong_tensors():
+    report = gradscope.check(f"{STACK}:small_typo_loss", at=X)
+    assert not report.passed
+    failing = {i.name for i in report.inputs if i.status == "mismatch"}
+    # the typo sits between blocks.1.fc1 and blocks.1.fc2: every tensor before it is wrong
+    names = [i.name for i in report.inputs]
+    cut = names.index("small_typo.blocks.1.fc2.weight")
+    assert failing == set(names[:cut])
+    out = text(report, "table")
+    assert "wrong gradients start at small_typo.blocks.1.fc1.bias" in out
+    assert "small_typo.blocks.1.fc2.weight (which" in out.replace("\n", " ")
+    modules = {m["module"]: m["status"] for m in json.loads(report.to_json())["modules"]}
+    assert modules["small_typo.blocks.2"] == "ok" and modules["small_typo.blocks.0"] == "mismatch"
+    assert out.count(" · parameter · shape") == 3  # per-element tables: the 3 nearest the output
