@@ -52,12 +52,19 @@ def loss(x: torch.Tensor) -> torch.Tensor:
 
 
 class TypoGELU(torch.autograd.Function):
-    """GELU with a typo in its backward: the Gaussian density lost its 1/2 in the exponent."""
+    """GELU with a typo in its backward: the Gaussian density lost its 1/2 in the exponent.
+    Written in the functorch style (setup_context, generate_vmap_rule) so that its forward can
+    be vmapped; an old-style Function (ctx in forward) is differenced one column at a time."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
+    def forward(x: torch.Tensor) -> torch.Tensor:
         return F.gelu(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
