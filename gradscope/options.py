@@ -20,6 +20,7 @@ from gradscope.verdict.tolerance import DEFAULT_EPS, tolerance_help
 COMMANDS = ("check", "jvp", "jacobian")
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 FAIL_ON = ("mismatch", "warning", "never")
+MODES = ("train", "eval")
 ANY_INPUT = "*"  # key of a shape or tangent given without a NAME
 INPUT_NAME = r"[A-Za-z_][\w.]*"  # an input or parameter name (`x`, `blocks.0.weight`)
 MIN_EPS = 1e-12  # a relative step below this measures round-off, not the derivative
@@ -89,6 +90,10 @@ class Options:
     init: dict[str, Any] = field(default_factory=dict, metadata=_about(
         "--init", "Constructor argument of an nn.Module class target (repeatable).", list,
         (dict,), "a table NAME = literal", metavar="NAME=LITERAL"))
+    mode: str | None = field(default=None, metadata=_about(
+        "--mode", "train or eval: the mode modules are checked in (default: each module's "
+        "own). Dropout and batch statistics differ between them; a copy is switched, never "
+        "your module.", str, (str,), ", ".join(MODES), choices=MODES))
     order: int = field(default=1, metadata=_about(
         "--order", "2: also differentiate the VJP and check double backward (like "
         "gradgradcheck).", int, *_WHOLE, commands=("check", "jvp"), minimum=1, maximum=2))
@@ -159,6 +164,8 @@ class Options:
         self._types(called)
         _choice(called("dtype"), self.dtype, DTYPES)
         _choice(called("fail_on"), self.fail_on, FAIL_ON)
+        if self.mode is not None:
+            _choice(called("mode"), self.mode, MODES)
         for name in ("eps", "atol", "rtol", "nondet_tol"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < float("inf"):  # NaN fails both

@@ -70,7 +70,10 @@ def _spec_param(name: str, spec: Spec) -> inspect.Parameter:
     default = None if spec.cli is list else getattr(DEFAULTS, name)
     if spec.choices:
         kind: Any = Enum(name.title().replace("_", ""), {c: c for c in spec.choices}, type=str)
-        default = kind(default)
+        if default is None:  # no default: each module's own mode, say
+            kind = kind | None
+        else:
+            default = kind(default)
     elif spec.cli is list:
         kind = list[str] | None
     else:

@@ -46,6 +46,9 @@ def prepare(request: Request) -> tuple[Any, Bound]:
     convert = getattr(target, "convert", None)
     if convert is not None:  # a module in another dtype: checked on a converted copy
         convert(DTYPES[options.dtype])
+    set_mode = getattr(target, "set_mode", None)
+    if set_mode is not None:
+        set_mode(options.mode)
     bound = bind(options, target)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
@@ -120,6 +123,7 @@ def _run(request: Request) -> Report:
     options = request.options
     timings: dict[str, float] = {}
     with _timed(timings, "autograd"), shape_hint(bound):
+        engines.deterministic(target, bound)
         backward = engines.autograd(target, bound, options.intermediates)
     with _timed(timings, "symbolic"):
         symbolic = engines.symbolic(target, bound.exact, backward.upstream)

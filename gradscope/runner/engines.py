@@ -54,6 +54,30 @@ class Differences:
     notes: list[str] = field(default_factory=list)
 
 
+def deterministic(target: Any, bound: Bound) -> None:
+    """Two evaluations of user code at the same inputs must agree, or finite differences
+    measure noise (dropout in train mode, sampling): refused with what to do instead."""
+    if target.kind == "expression":
+        return
+    with torch.no_grad():
+        first = target.forward(dict(bound.cast))
+        second = target.forward(dict(bound.cast))
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
+            or first.shape != second.shape or not first.is_floating_point():
+        return
+    a, b = first.detach().to(torch.float64), second.detach().to(torch.float64)
+    both = torch.isfinite(a) & torch.isfinite(b)
+    if not bool(both.any()):
+        return
+    gap = float((a[both] - b[both]).abs().max())
+    scale = max(float(a[both].abs().max()), 1.0)
+    if gap > 1e3 * torch.finfo(first.dtype).eps * scale:
+        raise UsageError(
+            f"{target.text} is random: two evaluations at the same inputs differ (by up to "
+            f"{gap:.3g}), so finite differences would measure the noise. Check it in eval "
+            "mode (--mode eval: dropout off), or seed or remove the randomness inside it")
+
+
 def autograd(target: Any, bound: Bound, keep_grads: bool) -> Backward:
     """Exactly y.backward(v); a custom backward that torch refuses becomes a diagnostic."""
     engine, tracer = _engine(target, bound.cast, keep_grads)

@@ -202,6 +202,23 @@ class PythonTarget:
         self.notes.append(f"checked on a {name} copy of the module (its own dtype: "
                           f"{', '.join(own)}); the module itself is not changed")
 
+    def set_mode(self, mode: str | None) -> None:
+        """--mode: check the modules in train or eval mode, on a copy when the user's own
+        would change (said in the notes); None keeps each module's own mode."""
+        if self.module is None or mode is None:
+            return
+        training = mode == "train"
+        if all(m.training == training for m in self.module.modules()):
+            return
+        ours = isinstance(self.module, Holder) or inspect.isclass(self.obj)
+        if not ours:
+            self.module = copy.deepcopy(self.module)
+            self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
+                               if p.requires_grad}
+        self.module.train(training)
+        self.notes.append(f"modules checked in {mode} mode (--mode {mode}); your module is not "
+                          "changed")
+
     def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
         """A module's first input shaped for its first layer (targets/shapes.py)."""
         first = self.input_names[0] if self.input_names else None

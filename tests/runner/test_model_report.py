@@ -53,3 +53,19 @@ def test_a_typo_in_one_block_names_exactly_the_wrong_tensors():
     modules = {m["module"]: m["status"] for m in json.loads(report.to_json())["modules"]}
     assert modules["small_typo.blocks.2"] == "ok" and modules["small_typo.blocks.0"] == "mismatch"
     assert out.count(" · parameter · shape") == 3  # per-element tables: the 3 nearest the output
+
+
+MODELS = ROOT / "tests" / "data" / "models.py"
+
+
+def test_dropout_is_refused_as_random_with_the_way_out():
+    with pytest.raises(gradscope.UsageError, match=r"is random: two evaluations .*--mode eval"):
+        gradscope.check(f"{MODELS}:dropout_loss", shape={"x": "4,8"})
+
+
+def test_eval_mode_runs_on_a_copy_and_says_so():
+    from tests.data import models
+
+    report = gradscope.check(f"{MODELS}:dropout_loss", shape={"x": "4,8"}, mode="eval")
+    assert report.passed and any("eval mode" in n for n in report.notes)
+    assert models.dropped.training  # the user's module keeps its mode

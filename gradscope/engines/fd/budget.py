@@ -18,8 +18,9 @@ MAX_STORED_ENTRIES = 1 << 27
 # such column gets a two-point difference first (two evaluations; the doubted ones are refined
 # later), so the budget is shared out as 2 × columns × one evaluation's flops over all inputs
 # together: a model of 34,000 parameter elements whose forward costs a million operations is
-# checked element by element (7e10). About a minute of float64 CPU work at most.
-MAX_DENSE_FLOPS = 2e11
+# checked element by element (7e10, 5 s), one of 110,000 on 16 tokens too (8e11). About a
+# minute of float64 CPU work at most (vmapped batches run at about 15 GFLOP/s on 2 cores).
+MAX_DENSE_FLOPS = 1e12
 
 
 def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
