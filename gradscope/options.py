@@ -129,6 +129,14 @@ class Options:
         "become `surrogate`, with how they relate to the derivative; everything else is still "
         "checked.", list, (bool, str, list), "true, an input name or a list of names",
         commands=RUNS, metavar="[NAME]", bare=ANY_INPUT))
+    only: tuple[str, ...] = field(default=(), metadata=_about(
+        "--only", "Check only the inputs and parameters whose names match this glob "
+        "(`blocks.*.attn.*`; repeatable); the others are held as data.", list, (str, list),
+        "a glob or a list of globs", commands=RUNS, metavar="PATTERN"))
+    skip: tuple[str, ...] = field(default=(), metadata=_about(
+        "--skip", "Do not check the inputs and parameters whose names match this glob "
+        "(repeatable); they are held as data.", list, (str, list), "a glob or a list of globs",
+        commands=RUNS, metavar="PATTERN"))
     allow_nan: bool = field(default=False, metadata=_about(
         "--allow-nan", "Accept NaN or inf in the output or in autograd's gradient at the given "
         "inputs (by default that fails, as in gradcheck).", bool, (bool,), "true or false",
@@ -329,9 +337,17 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _globs(raw: Any, where: str) -> tuple[str, ...]:
+    """--only/--skip: globs, repeatable, or a list of them."""
+    items = [raw] if isinstance(raw, str) else list(raw or ())
+    if not all(isinstance(i, str) and i.strip() for i in items):
+        raise UsageError(f"{where} takes name globs such as `blocks.*.attn.*`, got {raw!r}")
+    return tuple(i.strip() for i in items)
+
+
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents,
-    "arg": _literals, "init": _literals, "surrogate": _names,
+    "arg": _literals, "init": _literals, "surrogate": _names, "only": _globs, "skip": _globs,
 }
 
 

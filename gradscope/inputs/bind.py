@@ -6,6 +6,7 @@ option lives here.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,16 @@ def bind(options: Options, target: Any) -> Bound:
             raise UsageError("every input is --const: nothing is left to differentiate")
     grad = grad_value(options)
     values = _inputs(options, target, at, grad)
+    held = selected_out(options, tuple(values))
+    if held:  # --only/--skip: the others are data, at the values they were given
+        if len(held) == len(values):
+            raise UsageError("--only/--skip leave no input or parameter to check; names are: "
+                             + ", ".join(values))
+        for name in held:
+            value = values.pop(name)
+            constants[name] = InputValue(value.tensor, "not checked (--only/--skip)")
+        target.hold({n: c.tensor.to(device=device, dtype=dtype if c.tensor.is_floating_point()
+                                    else c.tensor.dtype) for n, c in constants.items()})
     cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
     for name, tensor in cast.items():
         if not all_finite(tensor):  # finite in float64 (checked when read), not in `dtype`
@@ -81,6 +92,20 @@ def bind(options: Options, target: Any) -> Bound:
                              f"finite {torch.finfo(dtype).max:g}); scale them or use a wider "
                              "--dtype")
     return Bound(values, cast, grad, tangent, dtype, device, constants)
+
+
+def selected_out(options: Options, names: tuple[str, ...]) -> list[str]:
+    """The names --only/--skip leave out (globs over input and parameter names)."""
+    if not options.only and not options.skip:
+        return []
+    for pattern in (*options.only, *options.skip):
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            raise UsageError(f"--only/--skip `{pattern}` matches no input or parameter; names "
+                             f"are: {', '.join(names[:12])}{' …' if len(names) > 12 else ''}")
+    keep = [n for n in names if (not options.only or any(
+        fnmatch.fnmatchcase(n, p) for p in options.only))
+        and not any(fnmatch.fnmatchcase(n, p) for p in options.skip)]
+    return [n for n in names if n not in keep]
 
 
 def constant_of(raw: Any, name: str, options: Options) -> InputValue:

@@ -71,10 +71,16 @@ def header(report: Report) -> Panel:
         for item in report.inputs:
             grid.add_row(Text(f"input {printable(item.name)}"),
                          Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
+    left_out = [n for n, c in report.constants.items() if c["origin"].startswith("not checked")]
     for name, held in report.constants.items():
+        if name in left_out and len(left_out) > 3:
+            continue
         grid.add_row(Text(f"const {printable(name)}"),
                      Text(f"shape {shape_text(held['shape'])} · {held['dtype']} · "
                           f"{printable(held['origin'])} (data: not differentiated)"))
+    if len(left_out) > 3:
+        grid.add_row(Text("not checked"), Text(f"{len(left_out)} tensors left out by --only/"
+                                               f"--skip (e.g. {printable(left_out[0])})"))
     title = {"check": "gradscope check", "jvp": "gradscope jvp (vector-Jacobian product)",
              "jacobian": "gradscope jacobian"}.get(report.command, report.command)
     return Panel(grid, title=title, title_align="left", expand=False)

@@ -167,7 +167,7 @@ class PythonTarget:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return self.input_names + tuple(self.parameters)
+        return self.input_names + tuple(n for n in self.parameters if n not in self.constants)
 
     def roles(self) -> dict[str, str]:
         return {n: ("parameter" if n in self.parameters else "input") for n in self.names}
@@ -247,6 +247,7 @@ class PythonTarget:
         return call, named
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        values = {**values, **self.constants} if self.constants else values
         args, kwargs = self._call_args(values)
         with user_code("forward", hint=self._forward_hint):
             if self.kind == "autograd_function":

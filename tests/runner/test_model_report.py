@@ -69,3 +69,15 @@ def test_eval_mode_runs_on_a_copy_and_says_so():
     report = gradscope.check(f"{MODELS}:dropout_loss", shape={"x": "4,8"}, mode="eval")
     assert report.passed and any("eval mode" in n for n in report.notes)
     assert models.dropped.training  # the user's module keeps its mode
+
+
+def test_only_and_skip_select_by_glob_and_hold_the_rest():
+    report = gradscope.check(f"{STACK}:small_loss", at=X, only=["small.blocks.1.*"])
+    assert report.passed and {i.name.split(".")[2] for i in report.inputs} == {"1"}
+    assert len(report.constants) == 39 - 12
+    report = gradscope.check(f"{STACK}:small_loss", at=X, skip=["small.blocks.*", "x"])
+    assert [i.name for i in report.inputs] == ["small.norm.weight", "small.norm.bias"]
+    with pytest.raises(gradscope.UsageError, match="matches no input or parameter"):
+        gradscope.check(f"{STACK}:small_loss", at=X, only=["nothing*"])
+    with pytest.raises(gradscope.UsageError, match="leave no input or parameter"):
+        gradscope.check(f"{STACK}:small_loss", at=X, skip=["*"])
