@@ -90,6 +90,12 @@ class Options:
     init: dict[str, Any] = field(default_factory=dict, metadata=_about(
         "--init", "Constructor argument of an nn.Module class target (repeatable).", list,
         (dict,), "a table NAME = literal", metavar="NAME=LITERAL"))
+    output_index: int | None = field(default=None, metadata=_about(
+        "--output-index", "For a target returning a tuple or list: the position of the output "
+        "to check (0 for the first).", int, (int,), "a whole number", metavar="N"))
+    output_key: str | None = field(default=None, metadata=_about(
+        "--output-key", "For a target returning a dict or a model-output object: the key or "
+        "attribute of the output to check (`loss`).", str, (str,), "a key", metavar="KEY"))
     mode: str | None = field(default=None, metadata=_about(
         "--mode", "train or eval: the mode modules are checked in (default: each module's "
         "own). Dropout and batch statistics differ between them; a copy is switched, never "

@@ -49,6 +49,14 @@ def prepare(request: Request) -> tuple[Any, Bound]:
     set_mode = getattr(target, "set_mode", None)
     if set_mode is not None:
         set_mode(options.mode)
+    if options.output_index is not None and options.output_key is not None:
+        raise UsageError("--output-index and --output-key both pick the output: give one")
+    choice = options.output_index if options.output_index is not None else options.output_key
+    if choice is not None:
+        if not hasattr(target, "output"):
+            raise UsageError("--output-index/--output-key pick among the outputs of Python "
+                             "code; an expression has one output")
+        target.output = choice
     bound = bind(options, target)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)

@@ -25,6 +25,7 @@ import torch
 
 from gradscope.errors import TargetError, UsageError
 from gradscope.targets.closures import Holder, holder
+from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
 
 # frames that are not the user's: gradscope itself, torch, the import machinery
@@ -140,6 +141,7 @@ class PythonTarget:
     given: dict[str, torch.Tensor] = field(default_factory=dict)  # API positional tensors
     traced_around: None = None  # user code: every point is evaluated in full
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # --const: data inputs
+    output: int | str | None = None  # --output-index / --output-key: which output is checked
 
     def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
         """Make these inputs data (--const): passed as given, never differentiated."""
@@ -257,13 +259,7 @@ class PythonTarget:
                 out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
             else:
                 out = self.obj(*args, **kwargs)
-        if isinstance(out, tuple | list):
-            raise UsageError(f"{self.text} returned a {type(out).__name__} of {len(out)}; "
-                             "gradscope checks targets with one tensor output (wrap it in a "
-                             "function that returns the output you want to check)")
-        if not isinstance(out, torch.Tensor):
-            raise UsageError(f"{self.text} returned {type(out).__name__}, not a tensor")
-        return out
+        return picked(out, self.text, self.output)
 
     def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
         return self.forward(values), []
@@ -401,3 +397,4 @@ def sourced(target: PythonTarget):
     def forward(values: Mapping[str, torch.Tensor]):
         return target.forward(values), {}, []
     return forward
+

@@ -81,3 +81,17 @@ def test_only_and_skip_select_by_glob_and_hold_the_rest():
         gradscope.check(f"{STACK}:small_loss", at=X, only=["nothing*"])
     with pytest.raises(gradscope.UsageError, match="leave no input or parameter"):
         gradscope.check(f"{STACK}:small_loss", at=X, skip=["*"])
+
+
+def test_an_output_is_picked_from_a_tuple_or_a_dict():
+    assert gradscope.check(f"{MODELS}:two_outputs", shape={"x": "4,8"}, output_index=0).passed
+    assert gradscope.check(f"{MODELS}:as_dict", shape={"x": "4,8"}, output_key="loss").passed
+    with pytest.raises(gradscope.UsageError, match=r"--output-index N"):
+        gradscope.check(f"{MODELS}:two_outputs", shape={"x": "4,8"})
+    with pytest.raises(gradscope.UsageError, match=r"keys loss, logits; pick one"):
+        gradscope.check(f"{MODELS}:as_dict", shape={"x": "4,8"})
+    with pytest.raises(gradscope.UsageError, match="picks none of them"):
+        gradscope.check(f"{MODELS}:as_dict", shape={"x": "4,8"}, output_key="lost")
+    with pytest.raises(gradscope.UsageError, match="both pick the output"):
+        gradscope.check(f"{MODELS}:as_dict", shape={"x": "4,8"}, output_key="loss",
+                        output_index=0)
