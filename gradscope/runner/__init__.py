@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from gradscope._version import __version__
+from gradscope.diagnose.layers import quiet_layers
 from gradscope.errors import TargetError, UsageError
 from gradscope.inputs.bind import DTYPES, Bound, bind, defaulted, grad_value
 from gradscope.options import Request
@@ -160,6 +161,7 @@ def _run(request: Request) -> Report:
         item.role = roles.get(item.name, "input")
     if len(report.inputs) > MODEL_TENSORS or any(i.role == "parameter" for i in report.inputs):
         report.modules = rollup(report.inputs)
+        report.diagnostics.extend(quiet_layers(report.inputs))
     report.passed = outcome.passed(report)
     timings["total"] = time.perf_counter() - started
     report.timings = {k: round(v, 6) for k, v in timings.items()}

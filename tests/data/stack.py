@@ -114,3 +114,22 @@ def small_loss(x: torch.Tensor) -> torch.Tensor:
 
 def small_typo_loss(x: torch.Tensor) -> torch.Tensor:
     return small_typo(x).pow(2).mean()
+
+
+class Gated(nn.Module):
+    """A stack whose second block's MLP output is scaled by 1e-6 before its first layer's
+    weights see a gradient: that block's fc1 barely learns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Stack(depth=2, dim=16)
+        self.inner.blocks[1].fc2.weight.data.mul_(1e-6)  # gradients into fc1 shrink with it
+        self.inner.blocks[1].fc2.bias.data.zero_()
+
+
+torch.manual_seed(2)
+gated = Gated()
+
+
+def gated_loss(x: torch.Tensor) -> torch.Tensor:
+    return gated.inner(x).pow(2).mean()

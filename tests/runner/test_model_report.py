@@ -95,3 +95,11 @@ def test_an_output_is_picked_from_a_tuple_or_a_dict():
     with pytest.raises(gradscope.UsageError, match="both pick the output"):
         gradscope.check(f"{MODELS}:as_dict", shape={"x": "4,8"}, output_key="loss",
                         output_index=0)
+
+
+def test_a_layer_far_quieter_than_its_neighbours_is_a_warning():
+    report = gradscope.check(f"{STACK}:gated_loss", at=X)
+    quiet = [d for d in report.diagnostics if d.kind == "quiet_layer"]
+    assert report.passed and [d.where for d in quiet] == ["gated.inner.blocks.1.fc1"]
+    assert "gradient norm of" in quiet[0].message
+    assert not gradscope.check(f"{STACK}:gated_loss", at=X, fail_on="warning").passed

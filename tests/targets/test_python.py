@@ -107,7 +107,7 @@ def test_backward_raising_is_exit_3(tmp_path):
 def test_tuple_output_is_refused(tmp_path):
     path = tmp_path / "tup.py"
     path.write_text("def f(x):\n    return x, x\n")
-    with pytest.raises(UsageError, match="one tensor output"):
+    with pytest.raises(UsageError, match="pick the output to check with --output-index"):
         gradscope.check(f"{path}:f")
 
 
