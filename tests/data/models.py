@@ -58,3 +58,12 @@ def two_outputs(x):
 
 def as_dict(x):
     return {"loss": model(x).pow(2).mean(), "logits": model(x)}
+
+
+dead = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+with torch.no_grad():
+    dead[0].bias.fill_(-3.0)  # most units never fire
+
+
+def dead_loss(x):
+    return dead(x).pow(2).sum()

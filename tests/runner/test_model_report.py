@@ -103,3 +103,9 @@ def test_a_layer_far_quieter_than_its_neighbours_is_a_warning():
     assert report.passed and [d.where for d in quiet] == ["gated.inner.blocks.1.fc1"]
     assert "gradient norm of" in quiet[0].message
     assert not gradscope.check(f"{STACK}:gated_loss", at=X, fail_on="warning").passed
+
+
+def test_a_layer_behind_dead_relus_gets_no_gradient_at_all():
+    report = gradscope.check(f"{MODELS}:dead_loss", shape={"x": "4,8"})
+    quiet = [d for d in report.diagnostics if d.kind == "quiet_layer"]
+    assert [d.where for d in quiet] == ["dead.0"] and "no gradient at all" in quiet[0].message
