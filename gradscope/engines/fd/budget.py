@@ -31,9 +31,10 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
     stored = n_in * n_out <= MAX_STORED_ENTRIES
     width = fd.column_width(name)
-    # elements one column evaluates: incremental columns touch their widest node, others a
-    # perturbed copy of the input, the whole output and the activations in between
-    per_column = max(n_out, width) if width is not None else max(n_in, n_out, fd.activations())
+    # elements one column moves: incremental columns touch their widest node, others a
+    # perturbed copy of the input and the whole output (the work in between, a model's
+    # activations, is what the flop budget counts)
+    per_column = max(n_out, width) if width is not None else max(n_in, n_out)
     affordable_work = 4.0 * n_in * per_column <= MAX_DENSE_WORK
     by_flops = n_in if width is not None else _flop_share(fd, n_in)
     if n_in <= max_fd and affordable_work and stored and n_in <= by_flops:
