@@ -13,6 +13,7 @@ import ast
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -152,7 +153,8 @@ class Op:
         """The gradient is zero almost everywhere (piecewise constant)."""
         return self.flow == VANISHES
 
-    @property
+    # cached: apply() reads them at every evaluation of every node (finite differences too)
+    @cached_property
     def params(self) -> tuple[Param, ...]:
         """The signature, with the default one of rows that give none."""
         if self.signature is not None:
@@ -164,7 +166,7 @@ class Op:
         params = tuple(Param(n, TENSOR if i < lo else OPTIONAL) for i, n in enumerate(names))
         return params + ((Param("dim", "dim", None),) if self.takes_dim else ())
 
-    @property
+    @cached_property
     def tensor_params(self) -> tuple[Param, ...]:
         return tuple(p for p in self.params if p.tensor)
 
@@ -189,7 +191,7 @@ class Op:
         index); elsewhere it computes in the floating dtype of the other arguments, as a
         float tensor written with whole numbers would."""
         slots = self.slots(args, names)
-        for p, a in zip(self.tensor_params, slots, strict=False):
+        for p, a in zip(self.tensor_params if self.integers_only else (), slots, strict=False):
             if p.name in self.integers_only and isinstance(a, Tensor) and a.is_floating_point():
                 raise UsageError(f"`{p.name}` of {self.name}() takes integers (indices): give "
                                  "it as data with --const NAME=VALUE (or an integer tensor)")
@@ -234,6 +236,39 @@ class Build:
     def reduce(self, node: ir.Node, reduction: str) -> ir.Node:
         return node if reduction == "none" else self("mean" if reduction == "mean" else "sum",
                                                      node)
+
+
+def structural(name: str, fn: Callable[..., Tensor], summary: str, sig: str,
+               choices: dict[str, tuple[str, ...]] | None = None, **kw: Any) -> Op:
+    """A structural row with a signature; its arity counts the required tensor arguments and
+    all of them."""
+    params = signature(sig, **(choices or {}))
+    tensors = [p for p in params if p.tensor]
+    required = sum(1 for p in tensors if p.default is REQUIRED)
+    return Op(name, STRUCTURAL, (required, len(tensors)), fn, summary, signature=params, **kw)
+
+
+def linear_jvp(fn: Callable[..., Tensor], linear: tuple[int, ...] | None = None) -> Callable:
+    """The JVP of an op linear in the tensor arguments at `linear` (None: in all together):
+    the op applied to the tangents there, to the values elsewhere."""
+    def jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+        use = [t.expand_as(a) if (linear is None or i in linear) else a
+               for i, (t, a) in enumerate(zip(ts, args, strict=True))]
+        return fn(*use, **p)
+    return jvp
+
+
+def multilinear_jvp(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """The JVP of an op linear in each tensor argument separately (a product): the sum over
+    arguments of the op with that argument replaced by its tangent."""
+    def jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+        total = torch.zeros_like(out)
+        for i, t in enumerate(ts):
+            use = list(args)
+            use[i] = t.expand_as(args[i])
+            total = total + fn(*use, **p)
+        return total
+    return jvp
 
 
 def elementwise(name: str, fn: Callable[..., Tensor], sym: Callable[..., Any], summary: str,

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import KINK, STRUCTURAL, Build, Op, Tensor, signature
+from gradscope.expr.ops.base import KINK, STRUCTURAL, Build, Op, Tensor, signature, structural
 
 REDUCTION = {"reduction": ("none", "mean", "sum")}
 KL_REDUCTION = {"reduction": ("none", "mean", "sum", "batchmean")}
@@ -146,10 +146,7 @@ def _layer_norm_fn(x: Tensor, weight: Tensor | None, bias: Tensor | None,
 
 
 def _row(name: str, fn: Any, summary: str, sig: str, decompose: Any, **kw: Any) -> Op:
-    params = signature(sig, **kw.pop("choices", {}))
-    arity = sum(1 for p in params if p.tensor)
-    return Op(name, STRUCTURAL, (arity, arity), fn, summary, signature=params,
-              decompose=decompose, **kw)
+    return structural(name, fn, summary, sig, decompose=decompose, **kw)
 
 
 def _loss(name: str, fn: Any, summary: str, kind: str, extra: str = "", **kw: Any) -> Op:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gradscope.expr.ops.base import KINK, SATURATES, STRUCTURAL, Op, Tensor, signature
+from gradscope.expr.ops.base import KINK, SATURATES, Tensor, linear_jvp, structural
 
 
 def _pair(v: Any, one_d: bool, height: int = 1) -> tuple[int, int]:
@@ -185,12 +185,6 @@ def _max_branch(one_d: bool) -> Callable[..., Tensor]:
     return branch
 
 
-def _linear_jvp(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    def jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
-        return fn(ts[0].expand_as(args[0]), **p)
-    return jvp
-
-
 CONV = ("input, weight, bias?, stride: ints = 1, padding: padding = 0, dilation: ints = 1, "
         "groups: int = 1")
 AVG = ("input, kernel_size: ints, stride: ints = None, padding: ints = 0, "
@@ -219,26 +213,19 @@ def _max2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
     return F.max_pool2d(x, kernel_size, stride, padding, dilation)
 
 
-def _row(name: str, fn: Callable[..., Tensor], summary: str, sig: str, **kw: Any) -> Op:
-    params = signature(sig)
-    lo = sum(1 for p in params if p.kind == "tensor")
-    hi = sum(1 for p in params if p.tensor)
-    return Op(name, STRUCTURAL, (lo, hi), fn, summary, signature=params, **kw)
-
-
 ROWS = [
-    _row("conv1d", _conv1d, "1-D convolution (stride, padding, dilation, groups)", CONV,
+    structural("conv1d", _conv1d, "1-D convolution (stride, padding, dilation, groups)", CONV,
          vjp=_conv_vjp(True), jvp=_conv_jvp(_conv1d, True)),
-    _row("conv2d", _conv2d, "2-D convolution (stride, padding, dilation, groups)", CONV,
+    structural("conv2d", _conv2d, "2-D convolution (stride, padding, dilation, groups)", CONV,
          vjp=_conv_vjp(False), jvp=_conv_jvp(_conv2d, False)),
-    _row("avg_pool1d", _avg1d, "1-D average pooling", AVG, vjp=_avg_vjp(True),
-         jvp=_linear_jvp(_avg1d)),
-    _row("avg_pool2d", _avg2d, "2-D average pooling", AVG, vjp=_avg_vjp(False),
-         jvp=_linear_jvp(_avg2d)),
-    _row("max_pool1d", _max1d, "1-D max pooling (ties: the first largest, as torch)", MAX,
+    structural("avg_pool1d", _avg1d, "1-D average pooling", AVG, vjp=_avg_vjp(True),
+         jvp=linear_jvp(_avg1d)),
+    structural("avg_pool2d", _avg2d, "2-D average pooling", AVG, vjp=_avg_vjp(False),
+         jvp=linear_jvp(_avg2d)),
+    structural("max_pool1d", _max1d, "1-D max pooling (ties: the first largest, as torch)", MAX,
          vjp=_max_vjp(True), jvp=_max_jvp(True), branch=_max_branch(True), kink=KINK,
          grad_fns=("MaxPool1DWithIndicesBackward",), flow=SATURATES, hint=POOL_HINT),
-    _row("max_pool2d", _max2d, "2-D max pooling (ties: the first largest, as torch)", MAX,
+    structural("max_pool2d", _max2d, "2-D max pooling (ties: the first largest, as torch)", MAX,
          vjp=_max_vjp(False), jvp=_max_jvp(False), branch=_max_branch(False), kink=KINK,
          grad_fns=("MaxPool2DWithIndicesBackward",), flow=SATURATES, hint=POOL_HINT),
 ]

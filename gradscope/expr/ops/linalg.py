@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gradscope.expr.ops.base import STRUCTURAL, Op, Tensor, signature
+from gradscope.expr.ops.base import Op, Tensor, multilinear_jvp, structural
 from gradscope.tensors import sum_to_shape
 
 Adjoint = Callable[[Tensor, Tensor, Sequence[Tensor], dict], list[Tensor]]
@@ -20,23 +20,7 @@ MAX_SCAN_PAIRS = 1 << 26  # cumprod and logcumsumexp adjoints hold n x n numbers
 
 def _row(name: str, fn: Callable[..., Tensor], summary: str, sig: str, vjp: Adjoint,
          jvp: Callable[..., Tensor] | None = None, **kw: Any) -> Op:
-    params = signature(sig)
-    arity = sum(1 for p in params if p.tensor)
-    return Op(name, STRUCTURAL, (arity, arity), fn, summary, signature=params, vjp=vjp,
-              jvp=jvp or _multilinear(fn), **kw)
-
-
-def _multilinear(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """JVP of an op linear in each tensor argument: the sum over arguments of the op with that
-    argument replaced by its tangent."""
-    def jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
-        total = torch.zeros_like(out)
-        for i, t in enumerate(ts):
-            use = list(args)
-            use[i] = t.expand_as(args[i])
-            total = total + fn(*use, **p)
-        return total
-    return jvp
+    return structural(name, fn, summary, sig, vjp=vjp, jvp=jvp or multilinear_jvp(fn), **kw)
 
 
 def _outer_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:

@@ -10,28 +10,15 @@ from typing import Any
 
 import torch
 
-from gradscope.expr.ops.base import STRUCTURAL, Op, Tensor, signature
+from gradscope.expr.ops.base import Op, Tensor, linear_jvp, structural
 from gradscope.tensors import sum_to_shape
 
 Adjoint = Callable[[Tensor, Tensor, Sequence[Tensor], dict], list[Tensor]]
 
 
-def _linear_jvp(fn: Callable[..., Tensor], linear: tuple[int, ...] | None = None) -> Callable:
-    """The JVP of an op linear in the tensor arguments at `linear` (None: in all together):
-    the op applied to the tangents there, to the values elsewhere."""
-    def jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
-        use = [t.expand_as(a) if (linear is None or i in linear) else a
-               for i, (t, a) in enumerate(zip(ts, args, strict=True))]
-        return fn(*use, **p)
-    return jvp
-
-
 def _row(name: str, fn: Callable[..., Tensor], summary: str, sig: str, vjp: Adjoint,
          linear: tuple[int, ...] | None = None, **kw: Any) -> Op:
-    params = signature(sig)
-    arity = sum(1 for p in params if p.tensor)
-    return Op(name, STRUCTURAL, (arity, arity), fn, summary, signature=params, vjp=vjp,
-              jvp=_linear_jvp(fn, linear), **kw)
+    return structural(name, fn, summary, sig, vjp=vjp, jvp=linear_jvp(fn, linear), **kw)
 
 
 def _back_reshape(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
