@@ -26,6 +26,7 @@ from gradscope.expr.ops import (
     MODULE_ROOTS,
     OPS,
     UNARY,
+    Op,
 )
 
 MAX_TEXT = 2000
@@ -203,19 +204,19 @@ class _Builder:
                                     "are allowed")
         if not op.expression:
             raise calls.unknown(self.snippet(node), name, method=False)
-        binder = calls.Binder(op, name, self.snippet(node),
-                              lambda a, cond: self.node(a, allow_compare=cond),
-                              lambda what: self.plain(node, what))
+        def bind(op: Op, name: str) -> calls.Bound:
+            return calls.Binder(op, name, self.snippet(node),
+                                lambda a, cond: self.node(a, allow_compare=cond),
+                                lambda what: self.plain(node, what)
+                                ).bind(positional, list(node.keywords))
+
         try:
-            bound = binder.bind(positional, list(node.keywords))
+            bound = bind(op, name)
         except UsageError:
             if op.otherwise is None or len(positional) < 2 or _is_literal(positional[1]):
                 raise
             op, name = OPS[op.otherwise], op.otherwise  # max(x, y): torch's maximum(x, y)
-            binder = calls.Binder(op, name, self.snippet(node),
-                                  lambda a, cond: self.node(a, allow_compare=cond),
-                                  lambda what: self.plain(node, what))
-            bound = binder.bind(positional, list(node.keywords))
+            bound = bind(op, name)
         k = op.condition_arg
         if k is not None and not (isinstance(bound.args[k], ir.Call) and OPS[bound.args[k].op]
                                   .kind == COMPARE):
@@ -234,8 +235,7 @@ class _Builder:
         name = node.attr
         if name == "values" and isinstance(node.value, ast.Call):
             inner = self.node(node.value, False)
-            if isinstance(inner, ir.Call) and any(
-                    k in OPS[inner.op].values_when and v is not None for k, v in inner.params):
+            if _returns_values(inner):
                 return inner  # max(x, 1).values: the expression already means the values
             raise self.refuse(node, "`.values` follows only max/min/... called with a dim")
         op = ATTRIBUTES.get(name)
@@ -249,8 +249,7 @@ class _Builder:
 
     def subscript(self, node: ast.Subscript) -> ir.Node:
         value = self.node(node.value, False)
-        if isinstance(value, ir.Call) and any(k in OPS[value.op].values_when and v is not None
-                                              for k, v in value.params):
+        if _returns_values(value):
             raise self.plain(node, "torch returns (values, indices) here; gradscope reads it "
                                    "as the values: write .values or leave the subscript off")
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -279,6 +278,12 @@ class _Builder:
         if isinstance(item, ast.Constant) and item.value is Ellipsis:
             return ("ellipsis",)
         return ("int", whole(item))
+
+
+def _returns_values(node: ir.Node) -> bool:
+    """A call torch answers with (values, indices) (max(x, 1)): the IR means the values."""
+    return isinstance(node, ir.Call) and any(k in OPS[node.op].values_when and v is not None
+                                             for k, v in node.params)
 
 
 def _is_literal(node: ast.AST) -> bool:
