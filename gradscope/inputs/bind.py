@@ -69,8 +69,7 @@ def bind(options: Options, target: Any) -> Bound:
     dtype, device = DTYPES[options.dtype], device_of(options.device)
     constants = {n: constant_of(v, n, options) for n, v in options.const.items()}
     if constants:
-        target.hold({n: c.tensor.to(device=device, dtype=dtype if c.tensor.is_floating_point()
-                                    else c.tensor.dtype) for n, c in constants.items()})
+        _hold(target, constants, dtype, device)
         if not target.names:
             raise UsageError("every input is --const: nothing is left to differentiate")
     grad = grad_value(options)
@@ -83,8 +82,7 @@ def bind(options: Options, target: Any) -> Bound:
         for name in held:
             value = values.pop(name)
             constants[name] = InputValue(value.tensor, "not checked (--only/--skip)")
-        target.hold({n: c.tensor.to(device=device, dtype=dtype if c.tensor.is_floating_point()
-                                    else c.tensor.dtype) for n, c in constants.items()})
+        _hold(target, constants, dtype, device)
     cast = {n: v.tensor.to(device=device, dtype=dtype) for n, v in values.items()}
     for name, tensor in cast.items():
         if not all_finite(tensor):  # finite in float64 (checked when read), not in `dtype`
@@ -102,10 +100,19 @@ def selected_out(options: Options, names: tuple[str, ...]) -> list[str]:
         if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
             raise UsageError(f"--only/--skip `{pattern}` matches no input or parameter; names "
                              f"are: {', '.join(names[:12])}{' …' if len(names) > 12 else ''}")
-    keep = [n for n in names if (not options.only or any(
-        fnmatch.fnmatchcase(n, p) for p in options.only))
-        and not any(fnmatch.fnmatchcase(n, p) for p in options.skip)]
-    return [n for n in names if n not in keep]
+    def checked(name: str) -> bool:
+        return (not options.only or any(fnmatch.fnmatchcase(name, p) for p in options.only)) \
+            and not any(fnmatch.fnmatchcase(name, p) for p in options.skip)
+
+    return [n for n in names if not checked(n)]
+
+
+def _hold(target: Any, constants: Mapping[str, InputValue], dtype: torch.dtype,
+          device: torch.device) -> None:
+    """The target holds these inputs as data: floating ones in the check's dtype, integer
+    and bool ones as they are."""
+    target.hold({n: c.tensor.to(device=device, dtype=dtype if c.tensor.is_floating_point()
+                                else c.tensor.dtype) for n, c in constants.items()})
 
 
 def constant_of(raw: Any, name: str, options: Options) -> InputValue:
