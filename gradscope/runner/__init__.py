@@ -132,8 +132,8 @@ def _run(request: Request) -> Report:
     options = request.options
     timings: dict[str, float] = {}
     with _timed(timings, "autograd"), shape_hint(bound):
-        engines.deterministic(target, bound)
         backward = engines.autograd(target, bound, options.intermediates)
+        engines.deterministic(target, bound, backward.engine.output)
     with _timed(timings, "symbolic"):
         symbolic = engines.symbolic(target, bound.exact, backward.upstream)
     computed = engines.computed_in(bound, backward)

@@ -54,13 +54,13 @@ class Differences:
     notes: list[str] = field(default_factory=list)
 
 
-def deterministic(target: Any, bound: Bound) -> None:
+def deterministic(target: Any, bound: Bound, first: torch.Tensor) -> None:
     """Two evaluations of user code at the same inputs must agree, or finite differences
-    measure noise (dropout in train mode, sampling): refused with what to do instead."""
+    measure noise (dropout in train mode, sampling): refused with what to do instead. `first`
+    is autograd's own forward at these inputs; one more evaluation is compared with it."""
     if target.kind == "expression":
         return
     with torch.no_grad():
-        first = target.forward(dict(bound.cast))
         second = target.forward(dict(bound.cast))
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
             or first.shape != second.shape or not first.is_floating_point():
