@@ -12,17 +12,13 @@ import pytest
 
 from gradscope.cli import main
 from gradscope.cli.output import write_atomic
+from tests.command import run
 from tests.paths import ROOT
 
 SEED_ARGS = ["jvp", "3*a + 2*b*b + log(c)", "--at", "a=1,2,3", "--at", "b=3,4,5",
              "--at", "c=6,7,8", "--grad", "0.1,1,1e-4"]
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
 
 
 def test_seed_example_table(capsys):

@@ -6,14 +6,7 @@ import json
 
 import pytest
 
-from gradscope.cli import main
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
+from tests.command import run
 
 
 def test_graph_tree_and_dot(capsys, tmp_path):

@@ -8,18 +8,11 @@ import pytest
 import torch
 
 import gradscope
-from gradscope.cli import main
 from gradscope.errors import UsageError
+from tests.command import run as _run
 from tests.paths import ROOT
 
 DATA = ROOT / "tests" / "data" / "consts.py"
-
-
-def _run(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return done.value.code, out, err
 
 
 def test_class_indices_stay_integers_and_get_no_table(capsys):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import main
 from gradscope.tools.config import defaults_near, nearest
+from tests.command import run as _main
 from tests.paths import DATA, ROOT
 
 CONFIG = f"""
@@ -45,11 +45,6 @@ def test_the_nearest_pyproject_upward_configures_run_and_check(project):
     assert defaults_near()[0] == {"dtype": "float32", "seed": 7}
 
 
-def _main(capsys, *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
 
 
 def test_check_takes_config_defaults_the_command_line_does_not_give(project, capsys):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.cli import main
 from gradscope.tools.suite import run_config
+from tests.command import run as _cli
 from tests.paths import EXAMPLES
 
 PROJECT = """
@@ -46,11 +46,6 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _cli(capsys, *args):
-    with pytest.raises(SystemExit) as info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return info.value.code, out, err
 
 
 def test_library_call(project):
