@@ -240,13 +240,8 @@ def lsq(x, s):
 
 
 # ------------------------------------------------------------------------ buggy variants
-class SwishMissingTerm(torch.autograd.Function):
+class SwishMissingTerm(MemoryEfficientSwish):
     """Swish whose backward forgot the product rule's second term."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * torch.sigmoid(x)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -254,13 +249,8 @@ class SwishMissingTerm(torch.autograd.Function):
         return grad_output * torch.sigmoid(x)
 
 
-class LinearBatchMean(torch.autograd.Function):
+class LinearBatchMean(LinearFunction):
     """A linear layer whose backward divides the parameter gradients by the batch size."""
-
-    @staticmethod
-    def forward(ctx, x, w, b):
-        ctx.save_for_backward(x, w)
-        return x @ w.t() + b
 
     @staticmethod
     def backward(ctx, g):
@@ -330,19 +320,13 @@ class DetachedPath(torch.autograd.Function):
         return g * y, torch.zeros_like(y)
 
 
-class HeadBug(torch.autograd.Function):
+class HeadBug(SoftmaxFunction):
     """Row-wise softmax whose backward is wrong on the last row only (one attention head)."""
 
     @staticmethod
-    def forward(ctx, x):
-        y = torch.softmax(x, -1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
     def backward(ctx, g):
+        grad = SoftmaxFunction.backward(ctx, g)
         (y,) = ctx.saved_tensors
-        grad = y * (g - (g * y).sum(-1, keepdim=True))
         grad[-1] = y[-1] * g[-1]
         return grad
 

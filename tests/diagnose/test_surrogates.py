@@ -9,6 +9,7 @@ import gradscope
 from gradscope.diagnose.surrogates import declared, marked_inputs, shape_of
 from gradscope.markers import MARKER, marker_of
 from gradscope.options import ANY_INPUT
+from tests.data.corpus import RoundSTE
 from tests.paths import DATA
 
 X = torch.linspace(-3, 3, 13, dtype=torch.float64)
@@ -29,16 +30,8 @@ def test_shapes_identity_scaled_gated_bump_and_varying():
     assert shape_of(wiggle, X, everywhere, None).startswith("it varies")
 
 
-class _Marked(torch.autograd.Function):
+class _Marked(RoundSTE):  # the corpus's straight-through round, with the marker
     __gradscope_surrogate__ = "straight-through"
-
-    @staticmethod
-    def forward(ctx, x):
-        return torch.round(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
 
 
 def test_marked_functions_declare_only_the_inputs_behind_them():
