@@ -62,12 +62,10 @@ def is_module(node: ast.AST) -> bool:
 
 
 def function_name(path: str) -> str:
-    """The row name a dotted function path asks for, module prefixes removed."""
+    """The function name a dotted path asks for, module prefixes removed (the path itself when
+    no prefix leaves a known name: it is unknown either way)."""
     for prefix in MODULES:  # longest first
         if path.startswith(prefix) and path[len(prefix):] in FUNCTIONS:
-            return path[len(prefix):]
-    for prefix in MODULES:
-        if path.startswith(prefix):
             return path[len(prefix):]
     return path
 
