@@ -80,6 +80,7 @@ class SymbolicEngine:
         self._by_text: dict[str, _Opaque] = {}
         # nodes of the user's text (named by it); decompositions make others (named by _text)
         self._source = {id(n) for n in expr.walk()}
+        self._metas: dict[str, torch.Tensor] | None = None  # shapes and dtypes, for _meta
         self.root = self._block(expr.root)
         self.output = self.root.value
 
@@ -143,12 +144,12 @@ class SymbolicEngine:
 
     def _meta(self, node: ir.Node) -> torch.Tensor:
         """The shape and dtype `node` evaluates to (on meta tensors: nothing is computed)."""
+        if self._metas is None:
+            self._metas = {n: torch.empty(v.shape, dtype=v.dtype, device="meta")
+                           for n, v in self.values.items()}
         if isinstance(node, ir.Var):
-            v = self.values[node.name]
-            return torch.empty(v.shape, dtype=v.dtype, device="meta")
-        meta = {n: torch.empty(v.shape, dtype=v.dtype, device="meta")
-                for n, v in self.values.items()}
-        return evaluate(ir.Expression(self.expr.source, node, self.expr.inputs), meta)
+            return self._metas[node.name]
+        return evaluate(ir.Expression(self.expr.source, node, self.expr.inputs), self._metas)
 
     def _opaque(self, node: ir.Call, op: Op) -> _Opaque:
         key = ir.show(node)  # structure, not source: decomposed nodes share their call's span
