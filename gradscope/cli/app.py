@@ -106,6 +106,9 @@ OUTPUT = [
 ]
 
 
+TARGET_COMMANDS: set[str] = set()  # the commands whose first argument is a TARGET
+
+
 def declare(name: str, help_text: str, action: Callable[..., None],
             before: list[inspect.Parameter], after: list[inspect.Parameter],
             options_of: str | None = None) -> None:
@@ -118,6 +121,8 @@ def declare(name: str, help_text: str, action: Callable[..., None],
     context = [_param("ctx", typer.Context, inspect.Parameter.empty)] \
         if options_of in ("check", "jvp", "jacobian") else []
     params = [*context, *before, *spec_params, *after]
+    if TARGET in before:
+        TARGET_COMMANDS.add(name)
 
     def command(**values: Any) -> None:
         action(**values)

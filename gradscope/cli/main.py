@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from gradscope.cli.app import app
+from gradscope.cli.app import TARGET_COMMANDS, app
 from gradscope.options import INPUT_NAME, SPECS
 
 # flags that may stand alone (`--surrogate`) → the value they mean then
@@ -21,7 +21,6 @@ NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*")  # what --surrogate takes a
 
 
 SHORT_OPTIONS = {"-h", "-V", "-f", "-o", "-j", "-k"}
-TARGET_COMMANDS = {"check", "jvp", "jacobian", "graph", "sweep"}
 
 
 def negative_targets(argv: list[str]) -> list[str]:

@@ -312,3 +312,19 @@ def test_usage_errors_are_in_our_words(capsys, args, words):
 def test_no_private_typer_api():
     source = (ROOT / "gradscope" / "cli" / "main.py").read_text()
     assert "typer._click" not in source and "import click" not in source
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "-x**2", "--at", "x=1,2"], ["vjp", "-sin(x)", "--at", "x=1,2"],
+    ["check", "--at", "x=1,2", "-x*3"], ["jacobian", "-x", "--at", "x=1,2"],
+])
+def test_a_target_starting_with_a_minus_needs_no_double_dash(capsys, args):
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    assert "PASSED" in out
+
+
+def test_an_option_value_starting_with_a_minus_stays_a_value(capsys):
+    code, out, err = run(capsys, "jvp", "x*2", "--at", "x=1,2", "--grad", "-1,3")
+    assert code == 0, err
+    assert "-2" in out
