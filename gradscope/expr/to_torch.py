@@ -53,6 +53,9 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
                                for a in args)
             text = str(exc).strip()
             first_line = text.splitlines()[0] if text else type(exc).__name__
+            wrong = op.floats_for_integers(op.slots(args, node.names))
+            if wrong and not isinstance(exc, UsageError):  # class indices given as floats
+                first_line += f"; {op.integers_hint(wrong[0])}"
             raise UsageError(f"cannot compute `{expr.text(node)}` on shapes {shapes}: "
                              f"{first_line}") from None
         if visit is not None:

@@ -191,10 +191,10 @@ class Op:
         index); elsewhere it computes in the floating dtype of the other arguments, as a
         float tensor written with whole numbers would."""
         slots = self.slots(args, names)
-        for p, a in zip(self.tensor_params if self.integers_only else (), slots, strict=False):
-            if p.name in self.integers_only and isinstance(a, Tensor) and a.is_floating_point():
-                raise UsageError(f"`{p.name}` of {self.name}() takes integers (indices): give "
-                                 "it as data with --const NAME=VALUE (or an integer tensor)")
+        if self.integers_only:
+            wrong = [n for n in self.floats_for_integers(slots) if n in self.integers_only]
+            if wrong:
+                raise UsageError(self.integers_hint(wrong[0]))
         if any(_integer(a) for a in slots):
             floats = [a.dtype for a in slots if isinstance(a, Tensor) and a.is_floating_point()]
             dtype = floats[0] if floats else torch.float64
@@ -202,6 +202,16 @@ class Op:
             slots = [a.to(dtype) if _integer(a) and i not in keep else a
                      for i, a in enumerate(slots)]
         return self.torch(*slots, **params)
+
+    def floats_for_integers(self, slots: Sequence[Any]) -> list[str]:
+        """The parameters that take integer data (indices) but got floating tensors."""
+        return [p.name for p, a in zip(self.tensor_params, slots, strict=False)
+                if p.name in self.integer_args and isinstance(a, Tensor)
+                and a.is_floating_point()]
+
+    def integers_hint(self, name: str) -> str:
+        return (f"`{name}` of {self.name}() takes integers (indices): give it as data with "
+                "--const NAME=VALUE (or an integer tensor)")
 
     def branch_ids(self, args: Sequence[Any], names: Sequence[str],
                    params: dict[str, Any]) -> Tensor:
