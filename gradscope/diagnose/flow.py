@@ -6,7 +6,8 @@ inputs). A node that receives a non-zero gradient and passes on only zeros is a 
 point*; a saturating op (clamp, relu, hardtanh, threshold, max-pool) that blocks part of it is
 *saturation*; a node that receives finite values and passes on NaN/inf is where the gradient
 became undefined. Each node is mapped back to its source: the expression span (`round(x)`) for
-expressions, the user's `file:line` (from anomaly mode's recorded forward traceback) for code.
+expressions, the user's `file:line` (from anomaly mode's recorded forward traceback) for code,
+and for a model the module it ran in. What the findings mean is `findings.py`'s business.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from typing import Any
 
 import torch
 
-from gradscope.expr.ops import BY_GRAD_FN, KNOWN
-from gradscope.report.build import mask_indices
-from gradscope.report.model import Diagnostic
+from gradscope.expr.ops import BY_GRAD_FN
+from gradscope.targets.base import Sourced
 from gradscope.tensors import all_finite, grad_nodes
 
 
@@ -67,6 +67,8 @@ class FlowNode:
     status: str = ""  # vanishing | saturating | nan | ""
     blocked: torch.Tensor | None = None  # elements whose gradient this node zeroed
     grad: torch.Tensor | None = None  # gradient w.r.t. the node's output (the intermediate)
+    module: str | None = None  # the module path it ran in (models; "" the top level)
+    passing: torch.Tensor | None = None  # a saturating op's elements that pass a gradient
 
     def label(self) -> str:
         return self.where or self.op
@@ -76,7 +78,9 @@ class FlowNode:
 class Flow:
     nodes: dict[int, FlowNode]
     root: int | None
-    forward_nan: list[tuple[str, str, int]] = field(default_factory=list)  # op, where, count
+    # forward NaN introductions: (op, where, inputs below, count, module or None)
+    forward_nan: list[tuple[str, str, tuple[str, ...], int, str | None]] = field(
+        default_factory=list)
 
     def walk(self) -> list[FlowNode]:
         """Nodes in backward order (root first), each once."""
@@ -106,13 +110,6 @@ def _classify(name: str) -> tuple[str, str]:
     return op.lower() or name, "other"
 
 
-def _hint(op: str, flow: str) -> str | None:
-    """The op row's hint for what it does to the gradient (`flow`): a straight-through
-    estimator for a vanishing op, a smoother alternative for a saturating one."""
-    row = KNOWN.get(op)
-    return row.hint if row is not None and row.flow == flow else None
-
-
 def _user_frame(node: Any, ours: tuple[str, ...]) -> str:
     frames = node.metadata.get("traceback_") if hasattr(node, "metadata") else None
     if not frames:
@@ -126,10 +123,7 @@ def _user_frame(node: Any, ours: tuple[str, ...]) -> str:
     return ""
 
 
-# forward(leaves) -> (output, {id(grad_fn): (op, source text)}, [(op, where, count)] of forward
-# NaN introductions)
-SourcedForward = Callable[[Mapping[str, torch.Tensor]],
-                          tuple[torch.Tensor, dict[int, tuple[str, str]], list]]
+SourcedForward = Callable[[Mapping[str, torch.Tensor]], Sourced]
 
 
 def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
@@ -142,14 +136,15 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # anomaly mode warns that it is slow
             with torch.autograd.set_detect_anomaly(True, check_nan=False):
-                out, where, forward_nan = forward(leaves)
+                seen = forward(leaves)
     else:
-        out, where, forward_nan = forward(leaves)
-    tracer = Tracer(out, leaves, where, forward_nan, anomaly=anomaly, ours=ours,
-                    keep_grads=keep_grads, norms=norms)
+        seen = forward(leaves)
+    tracer = Tracer(seen, leaves, anomaly=anomaly, ours=ours, keep_grads=keep_grads,
+                    norms=norms)
     try:
-        if out.requires_grad:
-            torch.autograd.grad(out, list(leaves.values()), upstream, allow_unused=True)
+        if seen.output.requires_grad:
+            torch.autograd.grad(seen.output, list(leaves.values()), upstream,
+                                allow_unused=True)
     finally:
         traced = tracer.finish()
     return traced
@@ -159,20 +154,21 @@ class Tracer:
     """Hooks on every node of an existing graph: the next backward through it (a user's
     `y.backward(v)` included; the hooks only look) records the flow, `finish` judges it."""
 
-    def __init__(self, out: torch.Tensor, leaves: Mapping[str, torch.Tensor],
-                 where: Mapping[int, tuple[str, str]], forward_nan: list, *,
+    def __init__(self, seen: Sourced, leaves: Mapping[str, torch.Tensor], *,
                  anomaly: bool = False, ours: tuple[str, ...] = (), keep_grads: bool = False,
                  norms: bool = False) -> None:
         names = {id(t): n for n, t in leaves.items()}
+        out = seen.output
         self.nodes: dict[int, FlowNode] = {}
         self.handles: list[Any] = []
         self.root = id(out.grad_fn) if out.grad_fn is not None else None
-        self.forward_nan = list(forward_nan)
+        self.forward_nan = list(seen.forward_nan)
         for fn in grad_nodes(out.grad_fn):
             op, kind = _classify(fn.name())
-            src_op, text = where.get(id(fn), (None, ""))
+            src_op, text = seen.where.get(id(fn), (None, ""))
             node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
-                            text or (_user_frame(fn, ours) if anomaly else ""))
+                            text or (_user_frame(fn, ours) if anomaly else ""),
+                            module=seen.modules.get(id(fn)))
             if kind == "leaf":
                 node.leaf = names.get(id(fn.variable), "?")
                 node.where = node.leaf
@@ -203,6 +199,7 @@ def _recorder(node: FlowNode, keep_grads: bool, norms: bool):
         if node.kind == "saturation" and received is not None and first is not None \
                 and first.shape == received.shape:
             node.blocked = (received != 0) & (first == 0)
+            node.passing = first != 0
     return hook
 
 
@@ -220,7 +217,7 @@ def _judge(node: FlowNode) -> None:
         node.status = "saturating"
 
 
-def _inputs_below(flow: Flow, node: FlowNode) -> list[str]:
+def inputs_below(flow: Flow, node: FlowNode) -> list[str]:
     found, stack, seen = set(), list(node.children), set()
     while stack:
         nid = stack.pop()
@@ -234,70 +231,11 @@ def _inputs_below(flow: Flow, node: FlowNode) -> list[str]:
     return sorted(found)
 
 
-def diagnostics(flow: Flow, values: Mapping[str, torch.Tensor],
-                confirmed: set[str] | None = None) -> list[Diagnostic]:
-    """The catalogue's verdicts on the traced flow. A vanishing point is reported when the op
-    is a known piecewise-constant one, or when the function is confirmed not to be constant in
-    an input below it (`confirmed`)."""
-    out: list[Diagnostic] = []
-    for node in flow.walk():
-        inputs = _inputs_below(flow, node)
-        if node.status == "vanishing" and (node.kind == "vanishing"
-                                           or set(inputs) & (confirmed or set())):
-            snippet = _hint(node.op, "vanishing")
-            hint = (f"to let gradient through, use a straight-through estimator: `{snippet}` "
-                    "(or a custom autograd.Function whose backward returns grad_output)"
-                    if snippet else "this op's backward returns zeros; check that this is "
-                                    "intended, or replace it with a differentiable surrogate")
-            count = node.received.nonzero if node.received else 0
-            out.append(Diagnostic(
-                kind="vanishing_gradient", op=node.op, where=node.label(), inputs=inputs,
-                count=count,
-                message=(f"`{node.label()}` ({node.name}) receives a non-zero gradient "
-                         f"({count} element(s)) and passes on only zeros: the gradient of "
-                         f"{', '.join(inputs) or 'its inputs'} vanishes here"),
-                hint=hint))
-        elif node.status == "saturating" and node.blocked is not None:
-            blocked = node.blocked
-            key = _index_key(blocked, inputs, values, node)
-            count = int(blocked.sum())
-            out.append(Diagnostic(
-                kind="saturation", op=node.op, where=node.label(), inputs=inputs, count=count,
-                message=(f"`{node.label()}` passes no gradient for {count} of {blocked.numel()} "
-                         "element(s): they are saturated (outside the op's linear range)"),
-                hint=_hint(node.op, "saturation") or "these elements receive no gradient",
-                indices={key: mask_indices(blocked)}))
-        elif node.status == "nan":
-            bad = sum(p.nonfinite for p in node.passed if p is not None)
-            out.append(Diagnostic(
-                kind="nan", op=node.op, where=node.label(), inputs=inputs, count=bad,
-                message=(f"the backward of `{node.label()}` ({node.name}) turns a finite "
-                         "gradient into NaN or infinity: its derivative is infinite or "
-                         "undefined at these inputs (e.g. sqrt or log at 0, pow with a "
-                         "fractional exponent at 0)"),
-                hint="keep the input away from that point (e.g. sqrt(x + eps)) or clamp it"))
-    for op, where, inputs, count in flow.forward_nan:
-        out.append(Diagnostic(
-            kind="nan", op=op, where=where, inputs=list(inputs), count=count,
-            message=(f"the forward of `{where}` produced NaN or infinity at {count} element(s) "
-                     "from finite inputs: the function is undefined there"),
-            hint="keep inputs inside the op's domain (log and sqrt need x > 0)"))
-    return out
-
-
-def _index_key(blocked: torch.Tensor, inputs: list[str], values: Mapping[str, torch.Tensor],
-               node: FlowNode) -> str:
-    for name in inputs:
-        if name in values and tuple(values[name].shape) == tuple(blocked.shape):
-            return name
-    return node.label()
-
-
 def vanishing_inputs(flow: Flow, catalogue_only: bool = False) -> set[str]:
     """Inputs below a vanishing point; with `catalogue_only`, below a known piecewise-constant
     op (round, floor, ...) only, whose zero gradient is never the true derivative."""
     found: set[str] = set()
     for node in flow.walk():
         if node.status == "vanishing" and (node.kind == "vanishing" or not catalogue_only):
-            found.update(_inputs_below(flow, node))
+            found.update(inputs_below(flow, node))
     return found

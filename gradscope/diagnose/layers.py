@@ -42,7 +42,7 @@ def quiet_layers(inputs: list[InputReport]) -> list[Diagnostic]:
         what = "no gradient at all" if norms[layer] == 0 else \
             f"a gradient norm of {norms[layer]:.3g}"
         found.append(Diagnostic(
-            kind="quiet_layer", op="layer", where=layer, inputs=members[layer],
+            kind="quiet_layer", op="layer", where=layer, inputs=members[layer], module=layer,
             count=sizes[layer],
             message=f"{layer} gets {what}, against {neighbours} next to it: it will barely "
                     "learn while they do",

@@ -121,14 +121,3 @@ def consolidated(notes: list[str], names: list[str]) -> list[str]:
         shown = ", ".join(named[:3]) + (f", … ({len(named)} tensors)" if len(named) > 3 else "")
         out.append(key.replace("{tensor}", f"each of {shown}"))
     return out
-
-
-def compact(names: list[str]) -> str:
-    """Many tensor names, grouped by module: `blocks.0.fc1 (2 tensors), x`."""
-    if len(names) <= 4:
-        return ", ".join(names)
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        groups.setdefault(module_of(name) or name, []).append(name)
-    return ", ".join(f"{m} ({len(n)} tensors)" if len(n) > 1 else n[0]
-                     for m, n in groups.items())

@@ -26,7 +26,6 @@ from gradscope.render.cells import (
     shape_text,
 )
 from gradscope.render.model import (
-    compact,
     consolidated,
     detailed,
     header_rows,
@@ -36,6 +35,7 @@ from gradscope.render.model import (
 )
 from gradscope.report.headline import headline
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
+from gradscope.report.modules import grouped
 from gradscope.report.status import RANK
 
 
@@ -237,9 +237,11 @@ def diagnostics_panel(report: Report) -> Panel | None:
                              or not d.inputs or set(d.inputs) & keep]
         left = len(report.diagnostics) - len(shown_diagnostics)
     for d in shown_diagnostics:
-        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {printable(d.where)}  ")
+        # a model's finding is placed by its module (the message gives op and line)
+        place = d.where if d.module is None else (d.module or "top level")
+        line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {printable(place)}  ")
         if d.inputs:
-            names = compact(d.inputs) if is_model(report) else ", ".join(d.inputs)
+            names = grouped(d.inputs) if is_model(report) else ", ".join(d.inputs)
             line.append(f"({d.count} element(s); inputs {names})", style="dim")
         parts.append(line)
         parts.append(Text(f"  {printable(d.message)}"))

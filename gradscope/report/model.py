@@ -69,6 +69,7 @@ class Diagnostic:
     relation: str | None = None
     factor: float | None = None
     summary: str | None = None
+    module: str | None = None  # models: the module path where it happens ("" the top level)
 
 
 @dataclass

@@ -51,3 +51,23 @@ def wrong_from(inputs: list[InputReport]) -> tuple[str, str | None, int] | None:
     last = failing[-1]
     after = next((i.name for i in inputs[last + 1:] if i.status == "ok"), None)
     return inputs[last].name, after, len(failing) - 1
+
+
+def grouped(names: list[str], limit: int = 8) -> str:
+    """Tensor names for one line: as they are when few, else grouped by module, one level
+    shallower at a time until at most `limit` groups are left
+    (`blocks.0 (12 tensors), blocks.1.fc1.weight, x`)."""
+    if len(names) <= 4:
+        return ", ".join(names)
+    depth = max(len(module_of(n).split(".")) if module_of(n) else 0 for n in names)
+    while True:
+        groups: dict[str, list[str]] = {}
+        for name in names:
+            parts = module_of(name).split(".") if module_of(name) else []
+            key = ".".join(parts[:depth]) if parts else name
+            groups.setdefault(key, []).append(name)
+        if len(groups) <= limit or depth <= 1:
+            break
+        depth -= 1
+    return ", ".join(f"{m} ({len(n)} tensors)" if len(n) > 1 else n[0]
+                     for m, n in groups.items())

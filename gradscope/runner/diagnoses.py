@@ -10,7 +10,15 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import custom_backward, flow, kinks, relations, surrogates, vanishing
+from gradscope.diagnose import (
+    custom_backward,
+    findings,
+    flow,
+    kinks,
+    relations,
+    surrogates,
+    vanishing,
+)
 from gradscope.inputs.bind import Bound
 from gradscope.markers import marker_of
 from gradscope.options import Options
@@ -20,6 +28,7 @@ from gradscope.report.status import MISMATCH, SURROGATE, UNDEFINED
 from gradscope.runner import tables
 from gradscope.runner.engines import Backward
 from gradscope.targets import python as usercode
+from gradscope.targets import scopes
 from gradscope.verdict import checks
 from gradscope.verdict.judge import Judge
 
@@ -163,7 +172,7 @@ def _flow(report: Report, target: Any, judge: Judge, bound: Bound, options: Opti
     can be the true derivative, e.g. tanh saturated to 1.0)."""
     traced = backward.flow
     if traced is None and isinstance(target, usercode.PythonTarget):
-        traced = flow.trace(usercode.sourced(target), bound.cast, backward.upstream,
+        traced = flow.trace(scopes.sourced(target), bound.cast, backward.upstream,
                             anomaly=True, ours=usercode.OURS, keep_grads=options.intermediates)
     if traced is None:
         return []
@@ -173,4 +182,4 @@ def _flow(report: Report, target: Any, judge: Judge, bound: Bound, options: Opti
     judge.vanishing = confirmed & flow.vanishing_inputs(traced, catalogue_only=True)
     if options.intermediates:
         report.intermediates = tables.intermediates(traced, options)
-    return flow.diagnostics(traced, bound.cast, confirmed)
+    return findings.diagnostics(traced, bound.cast, confirmed, backward.grads)

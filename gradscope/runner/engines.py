@@ -107,16 +107,15 @@ def _engine(target: Any, cast: Mapping[str, torch.Tensor], keep_grads: bool
     forward and backward is needed."""
     if not isinstance(target, ExpressionTarget):
         return AutogradEngine(target.forward, cast), None
-    seen: dict[str, Any] = {}
+    seen: list[flow.Sourced] = []
 
     def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        out, seen["where"], seen["nan"] = target.sourced(values)
-        return out
+        seen.append(target.sourced(values))
+        return seen[-1].output
 
     engine = AutogradEngine(forward, cast, copy=False)  # torch ops never write into inputs
     engine.forward = target.forward  # later forward-mode calls need no source map
-    return engine, flow.Tracer(engine.output, engine.leaves, seen["where"], seen["nan"],
-                               keep_grads=keep_grads)
+    return engine, flow.Tracer(seen[-1], engine.leaves, keep_grads=keep_grads)
 
 
 def symbolic(target: Any, exact: Mapping[str, torch.Tensor], upstream: torch.Tensor

@@ -8,6 +8,7 @@ target itself, so they stay independent of how it was written.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -15,6 +16,20 @@ import torch
 # forward(values) -> output, with every input a tensor by name
 # traced(values) -> (output, branch ids of the kinky ops in a fixed order)
 Traced = tuple[torch.Tensor, list[torch.Tensor]]
+
+
+@dataclass
+class Sourced:
+    """A forward's output with what its evaluation learned of the graph: each grad_fn's op
+    and source text (expressions), the module it ran in (models), and the ops whose output
+    is NaN/inf from finite inputs, as (op, where, inputs below, count, module or None)."""
+
+    output: torch.Tensor
+    where: Mapping[int, tuple[str, str]] = field(default_factory=dict)
+    forward_nan: list[tuple[str, str, tuple[str, ...], int, str | None]] = field(
+        default_factory=list)
+    modules: Mapping[int, str] = field(default_factory=dict)
+    keep: list[Any] = field(default_factory=list)  # grad_fns the ids above belong to
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value
 from gradscope.expr.to_torch import evaluate
+from gradscope.targets.base import Sourced
 from gradscope.tensors import all_finite
 
 # Finite differences keep subexpressions evaluated at the base point for reuse up to this
@@ -213,7 +214,7 @@ class ExpressionTarget:
         """Forward that also maps each grad_fn to its op and source span, and notes the first
         ops whose output is NaN/inf from finite inputs (for the gradient-flow analysis)."""
         where: dict[int, tuple[str, str]] = {}
-        forward_nan: list[tuple[str, str, int]] = []
+        forward_nan: list[tuple[str, str, tuple[str, ...], int, None]] = []
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             if out.grad_fn is not None and id(out.grad_fn) not in where:
@@ -223,10 +224,10 @@ class ExpressionTarget:
                     all_finite(a) for a in tensors):
                 bad = int((~torch.isfinite(out)).sum())
                 inputs = tuple(n for n in self.names if ir.depends_on(node, n))
-                forward_nan.append((node.op, self.expression.text(node), inputs, bad))
+                forward_nan.append((node.op, self.expression.text(node), inputs, bad, None))
 
         out = evaluate(self.expression, self._with(values), visit=visit)
-        return out, where, forward_nan
+        return Sourced(out, where, forward_nan)
 
     def _can_kink(self, node: ir.Call) -> bool:
         """False where the op's kink provably cannot be crossed: constant arguments decide it

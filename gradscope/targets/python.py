@@ -390,11 +390,3 @@ def _init_hint(cls: type, exc: BaseException) -> str | None:
         return ("did you call super().__init__()? an nn.Module's __init__ must call it before "
                 "anything else")
     return None
-
-
-def sourced(target: PythonTarget):
-    """The forward for the gradient-flow analysis: sources come from anomaly mode instead."""
-    def forward(values: Mapping[str, torch.Tensor]):
-        return target.forward(values), {}, []
-    return forward
-

@@ -8,13 +8,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gradscope._version import __version__
-from gradscope.diagnose import flow
+from gradscope.diagnose import findings, flow
 from gradscope.errors import TargetError, UsageError
 from gradscope.inputs.bind import upstream_for
 from gradscope.options import Request
 from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare, seeded
-from gradscope.targets import ExpressionTarget
+from gradscope.targets import ExpressionTarget, scopes
 from gradscope.targets import python as usercode
 from gradscope.targets.python import contained
 
@@ -56,7 +56,7 @@ class GraphReport:
 def _sourced(target: Any):
     if isinstance(target, ExpressionTarget):
         return target.sourced, False
-    return usercode.sourced(target), True
+    return scopes.sourced(target), True
 
 
 @contained("graph")
@@ -88,4 +88,4 @@ def _graph(request: Request) -> GraphReport:
                        [number[c] for c in n.children if c in number], n.leaf)
              for n in walked]
     return GraphReport(target.text, target.target_kind, number.get(traced.root, 0), nodes,
-                       flow.diagnostics(traced, cast, set(target.names)))
+                       findings.diagnostics(traced, cast, set(target.names)))

@@ -67,3 +67,52 @@ with torch.no_grad():
 
 def dead_loss(x):
     return dead(x).pow(2).sum()
+
+
+class LogHead(torch.nn.Module):
+    """A head that takes the log of a signed activation: NaN wherever it is negative."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 2)
+
+    def forward(self, h):
+        return torch.log(self.proj(h))
+
+
+torch.manual_seed(3)
+nan_net = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.Tanh(), LogHead())
+
+
+def nan_loss(x):
+    return nan_net(x).sum()
+
+
+torch.manual_seed(4)
+relu_net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+
+
+def relu_loss(x):
+    """An ordinary ReLU layer: about half its elements blocked, every unit alive."""
+    return relu_net(x).pow(2).sum()
+
+
+class Scaled(torch.autograd.Function):
+    """A custom Function inside a module: its node is no torch function's result."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+class UsesScaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return Scaled.apply(self.lin(x)).sum()

@@ -133,3 +133,12 @@ gated = Gated()
 
 def gated_loss(x: torch.Tensor) -> torch.Tensor:
     return gated.inner(x).pow(2).mean()
+
+
+torch.manual_seed(4)
+small_quant = Stack(depth=2, dim=16)
+small_quant.blocks[1] = QuantBlock(16)
+
+
+def small_quant_loss(x: torch.Tensor) -> torch.Tensor:
+    return small_quant(x).pow(2).mean()

@@ -109,3 +109,16 @@ def test_a_layer_behind_dead_relus_gets_no_gradient_at_all():
     report = gradscope.check(f"{MODELS}:dead_loss", shape={"x": "4,8"})
     quiet = [d for d in report.diagnostics if d.kind == "quiet_layer"]
     assert [d.where for d in quiet] == ["dead.0"] and "no gradient at all" in quiet[0].message
+
+
+def test_a_bare_round_names_its_line_its_module_and_the_tensors_it_starves():
+    report = gradscope.check(f"{STACK}:small_quant_loss", at=X)
+    (diag,) = [d for d in report.diagnostics if d.kind == "vanishing_gradient"]
+    assert diag.op == "round" and diag.module == "small_quant.blocks.1"
+    assert "stack.py:86:" in diag.where and "torch.round(" in diag.where
+    starved = ("small_quant.blocks.1.fc1.bias, small_quant.blocks.1.fc1.weight, "
+               "small_quant.blocks.1.norm2.bias, small_quant.blocks.1.norm2.weight get no "
+               "gradient at all")
+    assert starved in diag.message
+    assert "small_quant.blocks.0 (12 tensors)" in diag.message  # the rest, grouped
+    assert report.passed  # a warning: autograd is right that round passes nothing
