@@ -160,7 +160,7 @@ class Options:
     max_elements_total: int = field(default=MAX_ELEMENTS, metadata=_about(
         "--max-elements-total", "Refuse inputs holding more elements than this, before "
         "allocating them.", int, *_WHOLE, commands=RUNS, minimum=1))
-    max_fd: int = field(default=20_000, metadata=_about(
+    max_fd: int = field(default=100_000, metadata=_about(
         "--max-fd", "A non-elementwise input with more elements than this gets finite "
         "differences for a seeded sample of --sample elements plus random projections over all "
         "of them. Raising it is cheap for losses like mean((x - y)**2), whose columns are "

@@ -29,7 +29,7 @@ def test_every_option_has_a_spec_with_help_and_a_flag():
 def test_defaults_are_the_documented_ones():
     assert (DEFAULTS.dtype, DEFAULTS.seed, DEFAULTS.fail_on) == ("float64", 0, "mismatch")
     assert (DEFAULTS.max_elements, DEFAULTS.max_elements_total) == (10_000, 20_000_000)
-    assert (DEFAULTS.max_fd, DEFAULTS.sample, DEFAULTS.eps) == (20_000, 1_000, None)
+    assert (DEFAULTS.max_fd, DEFAULTS.sample, DEFAULTS.eps) == (100_000, 1_000, None)
 
 
 @pytest.mark.parametrize("raw", [["x=1,2", "y=3"], {"x": "1,2", "y": "3"}])

@@ -78,8 +78,7 @@ def test_supported_shapes_of_expression_use_columns_and_others_fall_back():
 
 
 def test_dense_check_uses_linear_work_and_agrees():
-    # 20,000 columns of a 20,000-element loss (the default --max-fd): vmap batches would
-    # evaluate 4e8 elements
+    # 20,000 columns of a 20,000-element loss: vmap batches would evaluate 4e8 elements
     report = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(20000)")
     (x,) = report.inputs
     assert report.passed and x.finite_difference_mode == "dense"

@@ -256,10 +256,10 @@ def test_timings_are_recorded():
 
 
 def test_max_fd_decides_sampling_and_raising_it_is_cheap_for_incremental_columns():
-    sampled = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(30000)", sample=20)
+    sampled = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(150000)", sample=20)
     (x,) = sampled.inputs
-    assert x.finite_difference_mode == "sampled"  # past the default --max-fd of 20,000
-    assert any("20 of 30,000 elements of x" in n for n in sampled.notes)
+    assert x.finite_difference_mode == "sampled"  # past the default --max-fd of 100,000
+    assert any("20 of 150,000 elements of x" in n for n in sampled.notes)
     # one changed element per column until sum/mean: every column costs O(1)
     whole = gradscope.check("sum(sin(x)**2) * mean(cos(x))", x="randn(300000)",
                             max_fd=1_000_000)

@@ -35,20 +35,24 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     # perturbed copy of the input and the whole output (the work in between, a model's
     # activations, is what the flop budget counts)
     per_column = max(n_out, width) if width is not None else max(n_in, n_out)
-    affordable_work = 4.0 * n_in * per_column <= MAX_DENSE_WORK
+    # a model's column is dominated by its activations, whose work the flop budget counts
+    # (the perturbed copy with it); elsewhere the copy and output are what a column costs
+    model = width is None and fd.activations() > max(n_in, n_out)
+    work = n_in if model else int(MAX_DENSE_WORK // (4.0 * per_column))
     by_flops = n_in if width is not None else _flop_share(fd, n_in)
-    if n_in <= max_fd and affordable_work and stored and n_in <= by_flops:
+    if n_in <= max_fd and n_in <= work and stored and n_in <= by_flops:
         return None
-    affordable = int(min(MAX_DENSE_WORK // (4.0 * per_column), MAX_STORED_ENTRIES // n_out,
-                         by_flops))
+    affordable = int(min(work, MAX_STORED_ENTRIES // n_out, by_flops))
     return max(1, min(sample, n_in, affordable))
 
 
 def _flop_share(fd: Any, n_in: int) -> int:
     """Columns of an input with n_in elements that the flop budget affords: all of them when
-    every whole-evaluation column of every input fits, else a share in proportion to size."""
-    total = sum(v.numel() for n, v in fd.values.items() if not fd.is_elementwise(n))
-    need = 2.0 * max(total, 1) * max(fd.flops(), 1)
+    every whole-evaluation column of every input fits, else a share in proportion to size.
+    A column costs one evaluation's flops plus its perturbed copy of the input."""
+    sizes = [v.numel() for n, v in fd.values.items() if not fd.is_elementwise(n)]
+    flops = max(fd.flops(), 1)
+    need = 2.0 * sum(n * (flops + n) for n in sizes)
     return n_in if need <= MAX_DENSE_FLOPS else int(n_in * MAX_DENSE_FLOPS / need)
 
 

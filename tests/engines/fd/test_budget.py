@@ -34,3 +34,30 @@ def test_the_note_says_what_was_covered_and_why():
     assert note.startswith("finite differences estimated 7 of 100 elements of x")
     assert "--max-fd 50" in note and "3 random projections" in note and "capped" not in note
     assert "capped at 2 columns" in sampled_note("x", 2, 100, 7, 50, 0.5, "", 3)
+
+
+def _model_fd(width: int, batch: int = 64) -> FiniteDifferences:
+    """A two-layer model over `width` features, its first weight the input `w`."""
+    torch.manual_seed(0)
+    w = torch.randn(width, width, dtype=torch.float64) / width
+    x = torch.randn(batch, width, dtype=torch.float64)
+
+    def forward(values):
+        return torch.tanh(torch.tanh(x @ values["w"]) @ values["w"].T).pow(2).mean()
+
+    return FiniteDifferences(lambda v: (forward(v), []), {"w": w}, eps=DEFAULT_EPS,
+                             elementwise=set())
+
+
+def test_a_models_weight_is_not_sampled_for_what_its_copies_move():
+    # 25,600 elements: 4 × 25,600² element moves would pass the copy budget of an expression's
+    # column (2e9), but a model's column costs its activations, which the flop budget counts
+    fd = _model_fd(160)
+    assert fd.activations() > 160 * 160
+    assert sample_size(fd, "w", max_fd=100_000, sample=1000) is None
+    assert sample_size(fd, "w", max_fd=20_000, sample=1000) == 1000
+
+
+def test_the_same_size_without_activations_is_sampled_by_its_copies():
+    fd = _fd("sum((x - mean(x))**2)", 40_000)  # each column moves whole copies
+    assert sample_size(fd, "x", max_fd=100_000, sample=1000) == 1000
