@@ -47,6 +47,8 @@ class Spec:
     maximum: int | None = None
     value: bool = False  # a VALUE: text, number, list or tensor (read when inputs are bound)
     bare: str | None = None  # what the flag means given without a value (`--surrogate`)
+    shorthands: tuple[str, ...] = ()  # flags that mean the option with one of its choices
+    # (`--eval` for `--mode eval`): `--CHOICE`
 
 
 def _about(*args: Any, **kw: Any) -> dict[str, Spec]:
@@ -98,8 +100,9 @@ class Options:
         "attribute of the output to check (`loss`).", str, (str,), "a key", metavar="KEY"))
     mode: str | None = field(default=None, metadata=_about(
         "--mode", "train or eval: the mode modules are checked in (default: each module's "
-        "own). Dropout and batch statistics differ between them; a copy is switched, never "
-        "your module.", str, (str,), ", ".join(MODES), choices=MODES))
+        "own; --eval and --train for short). Dropout and batch statistics differ between "
+        "them; a copy is switched, never your module.", str, (str,), ", ".join(MODES),
+        choices=MODES, shorthands=MODES))
     order: int = field(default=1, metadata=_about(
         "--order", "2: also differentiate the VJP and check double backward (like "
         "gradgradcheck).", int, *_WHOLE, commands=("check", "jvp"), minimum=1, maximum=2))

@@ -17,6 +17,9 @@ from gradscope.options import INPUT_NAME, SPECS
 
 # flags that may stand alone (`--surrogate`) → the value they mean then
 BARE = {spec.flag: spec.bare for spec in SPECS.values() if spec.bare is not None}
+# `--eval` → `--mode=eval`: an option's choices that are flags of their own
+SHORTHANDS = {f"--{choice}": f"{spec.flag}={choice}" for spec in SPECS.values()
+              for choice in spec.shorthands}
 NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*")  # what --surrogate takes as its value
 
 
@@ -43,10 +46,10 @@ def negative_targets(argv: list[str]) -> list[str]:
 def with_bare_values(argv: list[str]) -> list[str]:
     """Gives a flag that may stand alone its bare value when no name follows it (click
     cannot make a repeatable option's value optional): `--surrogate --seed 1` reads as
-    `--surrogate=* --seed 1`, `--surrogate x` keeps x."""
+    `--surrogate=* --seed 1`, `--surrogate x` keeps x; `--eval` reads as `--mode=eval`."""
     out: list[str] = []
     for k, token in enumerate(argv):
-        out.append(token)
+        out.append(SHORTHANDS.get(token, token))
         if token == "--":
             return out + argv[k + 1:]
         if token in BARE:

@@ -75,7 +75,7 @@ def deterministic(target: Any, bound: Bound, first: torch.Tensor) -> None:
         raise UsageError(
             f"{target.text} is random: two evaluations at the same inputs differ (by up to "
             f"{gap:.3g}), so finite differences would measure the noise. Check it in eval "
-            "mode (--mode eval: dropout off), or seed or remove the randomness inside it")
+            "mode (--eval: dropout off), or seed or remove the randomness inside it")
 
 
 def autograd(target: Any, bound: Bound, keep_grads: bool) -> Backward:

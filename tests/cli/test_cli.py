@@ -254,6 +254,8 @@ def test_surrogate_flag_alone_or_with_names(capsys):
     assert with_bare_values(["check", "T", "--surrogate", "x,w"]) == [
         "check", "T", "--surrogate", "x,w"]
     assert with_bare_values(["check", "--", "--surrogate"]) == ["check", "--", "--surrogate"]
+    assert with_bare_values(["check", "T", "--eval"]) == ["check", "T", "--mode=eval"]
+    assert with_bare_values(["check", "T", "--train"]) == ["check", "T", "--mode=train"]
     target = f"{ROOT}/tests/data/corpus.py:grad_reverse"
     code, out, _ = run(capsys, "check", target)
     assert code == 1 and "−0.5 × the derivative" in out.replace("\n", " ")

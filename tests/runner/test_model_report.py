@@ -59,7 +59,7 @@ MODELS = ROOT / "tests" / "data" / "models.py"
 
 
 def test_dropout_is_refused_as_random_with_the_way_out():
-    with pytest.raises(gradscope.UsageError, match=r"is random: two evaluations .*--mode eval"):
+    with pytest.raises(gradscope.UsageError, match=r"is random: two evaluations .*--eval"):
         gradscope.check(f"{MODELS}:dropout_loss", shape={"x": "4,8"})
 
 
@@ -69,6 +69,15 @@ def test_eval_mode_runs_on_a_copy_and_says_so():
     report = gradscope.check(f"{MODELS}:dropout_loss", shape={"x": "4,8"}, mode="eval")
     assert report.passed and any("eval mode" in n for n in report.notes)
     assert models.dropped.training  # the user's module keeps its mode
+
+
+def test_eval_and_train_are_short_for_the_mode(capsys):
+    from tests.command import run
+
+    code, out, _ = run(capsys, "check", f"{MODELS}:dropout_loss", "--shape", "4,8", "--eval")
+    assert code == 0 and "checked in eval mode" in out
+    code, _, err = run(capsys, "check", f"{MODELS}:dropout_loss", "--shape", "4,8", "--train")
+    assert code == 2 and "is random" in err
 
 
 def test_only_and_skip_select_by_glob_and_hold_the_rest():
