@@ -5,8 +5,10 @@ in `inputs.text`."""
 from __future__ import annotations
 
 import ast
+import keyword
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from gradscope.errors import UsageError
@@ -58,10 +60,22 @@ def check_shape(shape: tuple[int, ...], what: str, limit: int = MAX_ELEMENTS) ->
                          "(--max-elements-total)")
 
 
-def parse_literal(text: str, what: str) -> Any:
-    """A Python literal for --arg / --init (numbers, strings, tuples, lists, dicts, None)."""
+@dataclass(frozen=True)
+class TopLevel:
+    """`--arg model=net`: the object named `net` at the top level of the target's own file
+    (looked up there once it is loaded, never evaluated)."""
+
+    name: str
+
+
+def parse_literal(text: str, what: str, names: bool = False) -> Any:
+    """A Python literal for --arg / --init (numbers, strings, tuples, lists, dicts, None);
+    with `names`, a bare identifier is a TopLevel name instead."""
     try:
         return ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, RecursionError, MemoryError):
+        if names and text.strip().isidentifier() and not keyword.iskeyword(text.strip()):
+            return TopLevel(text.strip())
+        allowed = ", or a name defined at the top of the target's file" if names else ""
         raise UsageError(f"{what}: {text!r} is not a Python literal (numbers, strings, "
-                         "lists, tuples, dicts, True/False/None)") from None
+                         f"lists, tuples, dicts, True/False/None){allowed}") from None

@@ -87,7 +87,8 @@ class Options:
         "differences.", list, (dict, str, int, float, list),
         "a table NAME = VALUE (or one VALUE)", commands=("jvp",), metavar="[NAME=]VALUE"))
     arg: dict[str, Any] = field(default_factory=dict, metadata=_about(
-        "--arg", "Non-tensor argument of a Python target (repeatable), e.g. --arg n=4.", list,
+        "--arg", "Non-tensor argument of a Python target (repeatable), e.g. --arg n=4; a "
+        "bare name is an object of the target's file (--arg model=net).", list,
         (dict,), "a table NAME = literal", metavar="NAME=LITERAL"))
     init: dict[str, Any] = field(default_factory=dict, metadata=_about(
         "--init", "Constructor argument of an nn.Module class target (repeatable).", list,
@@ -260,13 +261,18 @@ def assignments(raw: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def _literals(raw: Any, where: str) -> dict[str, Any]:
+def _literals(raw: Any, where: str, names: bool = False) -> dict[str, Any]:
     """NAME=LITERAL text (read with ast.literal_eval) or a mapping of Python values (the API
-    passes any object; a run config's values are checked as literals when it is loaded)."""
+    passes any object; a run config's values are checked as literals when it is loaded);
+    `names`: a bare identifier names an object of the target's file (--arg model=net)."""
     if isinstance(raw, Mapping):
         return dict(raw)
-    return {name: parse_literal(text, _sub(where, name))
+    return {name: parse_literal(text, _sub(where, name), names)
             for name, text in assignments(raw, where).items()}
+
+
+def _arguments(raw: Any, where: str) -> dict[str, Any]:
+    return _literals(raw, where, names=True)
 
 
 def _shapes(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
@@ -356,7 +362,7 @@ def _globs(raw: Any, where: str) -> tuple[str, ...]:
 
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents,
-    "arg": _literals, "init": _literals, "surrogate": _names, "only": _globs, "skip": _globs,
+    "arg": _arguments, "init": _literals, "surrogate": _names, "only": _globs, "skip": _globs,
 }
 
 

@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 
+from gradscope.errors import UsageError
+from gradscope.option_text import TopLevel
+
 
 def reached(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
     """name → module for every nn.Module `fn` reaches directly."""
@@ -83,9 +86,12 @@ class Holder(torch.nn.Module):
         return self.fn(*args, **kwargs)
 
 
-def holder(fn: Callable[..., Any]) -> tuple[Holder | None, str]:
-    """A Holder of copies of the modules `fn` reaches, and a note (None, "" when none)."""
-    found = reached(fn)
+def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None = None
+           ) -> tuple[Holder | None, str]:
+    """A Holder of copies of the modules `fn` reaches and of those `given` as its arguments
+    (`def step(model, batch)`: held under the parameter's name), and a note (None, "" when
+    none)."""
+    found = {**reached(fn), **(given or {})}
     if not found:
         return None, ""
     try:
@@ -99,3 +105,20 @@ def holder(fn: Callable[..., Any]) -> tuple[Holder | None, str]:
     note = (f"the function reaches module(s) {', '.join(found)}: their parameters are checked "
             f"too, on copies (named like `{example}`; the originals are not changed)")
     return Holder(rebuilt(fn, copies), copies), note
+
+
+def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """`args` with each TopLevel name (`--arg model=net`) replaced by the object of that name
+    at the top level of the file that defines `obj`."""
+    scope = getattr(obj, "__globals__", None)
+    if scope is None:
+        scope = vars(inspect.getmodule(obj)) if inspect.getmodule(obj) is not None else {}
+    out = dict(args)
+    for name, value in args.items():
+        if isinstance(value, TopLevel):
+            if value.name not in scope:
+                where = text.rpartition(":")[0] or f"{text}'s module"
+                raise UsageError(f"--arg {name}={value.name}: `{value.name}` is neither a Python "
+                                 f"literal nor a name defined at the top of {where}")
+            out[name] = scope[value.name]
+    return out

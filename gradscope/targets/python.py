@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import TargetError, UsageError
-from gradscope.targets.closures import Holder, holder
+from gradscope.targets.closures import Holder, holder, top_level
 from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
 
@@ -238,10 +238,10 @@ class PythonTarget:
                 value = values[p.name]
             elif p.default is not inspect.Parameter.empty and not p.keyword:
                 value = p.default
-                if isinstance(value, torch.nn.Module) and isinstance(self.module, Holder):
-                    value = getattr(self.module, p.name, value)  # our copy, not the user's
             else:
                 continue
+            if isinstance(value, torch.nn.Module) and isinstance(self.module, Holder):
+                value = getattr(self.module, p.name, value)  # our copy, not the user's
             if p.keyword:
                 named[p.name] = value
             else:
@@ -270,14 +270,15 @@ class PythonTarget:
             return known
         # A non-tensor parameter left out of --arg arrives as a random tensor.
         return (f"gradscope passed tensors for {', '.join(self.input_names)}; give non-tensor "
-                "parameters with --arg NAME=LITERAL (e.g. --arg n=2)")
+                "parameters with --arg NAME=LITERAL (e.g. --arg n=2), or an object of the file "
+                "by its name (--arg model=net)")
 
 
 def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
           positional: tuple[Any, ...] = ()) -> PythonTarget:
     """Wrap a loaded object as a PythonTarget; `positional` (API) are forward's arguments in
     order: tensors become inputs, anything else a non-tensor argument."""
-    target = _build(obj, text, args, init)
+    target = _build(obj, text, top_level(obj, args, text), init)
     if target.params and target.params[-1] is OPEN:  # *args: the arguments name themselves
         fixed = target.params[:-1]
         extra = max(0, len(positional) - len(fixed))
@@ -299,6 +300,14 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
                 and param.default is inspect.Parameter.empty:
             raise UsageError(f"{text}: `{param.name}` is annotated {param.scalar} and has no "
                              f"default; give it with --arg {param.name}=…")
+    if target.kind == "function":  # modules it reaches or takes: their parameters too
+        given = {n: v for n, v in target.args.items() if isinstance(v, torch.nn.Module)}
+        held, note = holder(obj, given)
+        if held is not None:
+            target.module = held
+            target.parameters = {n: p.detach() for n, p in held.named_parameters()
+                                 if p.requires_grad}
+        target.notes += [note] if note else []
     return target
 
 
@@ -317,12 +326,6 @@ def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
         target = _module_target(obj, text, args)
     elif callable(obj) and not inspect.isclass(obj):
         target = PythonTarget(text, obj, "function", _signature(obj, 0, text), dict(args))
-        held, note = holder(obj)  # modules the function reaches: their parameters too
-        if held is not None:
-            target.module = held
-            target.parameters = {n: p.detach() for n, p in held.named_parameters()
-                                 if p.requires_grad}
-        target.notes += [note] if note else []
     else:
         raise UsageError(f"{text} is a {type(obj).__name__}; expected a torch.autograd.Function "
                          "subclass, an nn.Module (class or instance) or a function")

@@ -116,3 +116,8 @@ class UsesScaled(torch.nn.Module):
 
     def forward(self, x):
         return Scaled.apply(self.lin(x)).sum()
+
+
+def step(model, batch):
+    """A training step over the model it is given."""
+    return model(batch).pow(2).mean()

@@ -51,3 +51,27 @@ def test_reached_and_rebuilt_follow_only_the_functions_own_names():
     x = torch.randn(3, 8)
     assert torch.allclose(fn(x), copy(x).pow(2).mean())
     assert reached(lambda x: x * 2) == {}
+
+
+def test_a_model_given_as_an_argument_is_checked_on_a_copy_under_its_parameters_name():
+    before = {n: p.detach().clone() for n, p in models.model.named_parameters()}
+    report = gradscope.check(models.step, models.model, torch.randn(4, 8))
+    assert report.passed
+    assert [i.name for i in report.inputs] == [
+        "batch", "model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias"]
+    assert all(torch.equal(p, before[n]) for n, p in models.model.named_parameters())
+    assert models.model[0].weight.dtype == torch.float32 and models.model[0].weight.grad is None
+
+
+def test_arg_names_an_object_of_the_targets_file(capsys):
+    from tests.command import run
+
+    code, out, _ = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=model",
+                       "--shape", "batch=4,8")
+    assert code == 0 and "model.2.bias" in out
+    code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=modle",
+                       "--shape", "batch=4,8")
+    assert code == 2 and "`modle` is neither a Python literal nor a name defined at the top" \
+        in err and "models.py" in err
+    code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=import")
+    assert code == 2 and "is not a Python literal" in err
