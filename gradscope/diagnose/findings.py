@@ -134,10 +134,12 @@ def _saturation(node: FlowNode, inputs: list[str], values: Mapping[str, torch.Te
     units = dead_units(node)
     dead = units[0] if units is not None else None
     n_dead = int(dead.sum()) if dead is not None else 0
-    if not n_dead and count < SATURATED * total:
+    # counted among the elements that receive a gradient (a max-pool after it passes one in 4)
+    receiving = int((blocked | node.passing).sum()) if node.passing is not None else total
+    if not n_dead and count < SATURATED * receiving:
         return None  # ordinary for a relu layer: half its elements blocked, every unit alive
-    message = (f"{_place(node)} passes no gradient for {count} of {total} element(s) "
-               f"({count / total:.0%} saturated)")
+    message = (f"{_place(node)} passes no gradient for {count} of the {receiving} element(s) "
+               f"that receive one ({count / max(receiving, 1):.0%} saturated)")
     indices = None
     if dead is not None and n_dead:
         cut = starved(inputs, grads) or []

@@ -121,3 +121,30 @@ class UsesScaled(torch.nn.Module):
 def step(model, batch):
     """A training step over the model it is given."""
     return model(batch).pow(2).mean()
+
+
+class SmallCNN(torch.nn.Module):
+    """Conv, batch norm, relu, max-pool: three of conv2's channels never fire."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.head = torch.nn.Linear(8, 4)
+        with torch.no_grad():
+            self.conv2.bias[:3] = -50.0
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.conv1(x)))
+        h = torch.relu(self.conv2(h))
+        h = torch.nn.functional.max_pool2d(h, 2)
+        return self.head(h.mean((2, 3)))
+
+
+torch.manual_seed(0)
+cnn = SmallCNN()
+
+
+def cnn_loss(x):
+    return cnn(x).pow(2).mean()

@@ -80,3 +80,12 @@ def test_nan_in_a_models_forward_is_traced_to_its_module_and_line():
     assert nan and nan[0].module == "nan_net.2" and nan[0].op == "log"
     assert "models.py" in nan[0].where and "torch.log(self.proj(h))" in nan[0].where
     assert "`log` in nan_net.2 (" in nan[0].message
+
+
+def test_dead_channels_of_a_convolution_are_counted_among_the_elements_given_a_gradient():
+    report = gradscope.check(f"{DATA}/models.py:cnn_loss", shape={"x": "2,3,8,8"})
+    (diag,) = _diags(report, "saturation")  # the first relu is ordinary: half blocked
+    assert diag.module == "cnn" and "h = torch.relu(self.conv2(h))" in diag.where
+    assert "3 of 8 unit(s) (dim 1) are dead" in diag.message
+    assert "of the 256 element(s) that receive one" in diag.message  # max-pool: 1 in 4
+    assert diag.indices == {"cnn dead units": [[0], [1], [2]]}
