@@ -148,3 +148,23 @@ cnn = SmallCNN()
 
 def cnn_loss(x):
     return cnn(x).pow(2).mean()
+
+
+class RootHead(torch.nn.Module):
+    """sqrt of a relu: where the relu is 0, sqrt's derivative is infinite and backward makes
+    NaN (inf × 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.sqrt(torch.relu(self.lin(x)))
+
+
+torch.manual_seed(5)
+root_net = torch.nn.Sequential(torch.nn.Linear(8, 8), RootHead())
+
+
+def root_loss(x):
+    return root_net(x).sum()

@@ -89,3 +89,10 @@ def test_dead_channels_of_a_convolution_are_counted_among_the_elements_given_a_g
     assert "3 of 8 unit(s) (dim 1) are dead" in diag.message
     assert "of the 256 element(s) that receive one" in diag.message  # max-pool: 1 in 4
     assert diag.indices == {"cnn dead units": [[0], [1], [2]]}
+
+
+def test_nan_made_by_a_models_backward_names_its_module():
+    report = gradscope.check(f"{DATA}/models.py:root_loss", shape={"x": "4,8"})
+    nan = _diags(report, "nan")
+    assert nan and nan[0].op == "sqrt" and nan[0].module == "root_net.1"
+    assert "the backward of `sqrt` in root_net.1 (" in nan[0].message
