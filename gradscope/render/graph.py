@@ -25,7 +25,10 @@ def _flow_text(stats: dict[str, Any] | None) -> str:
 def _label(node: Any) -> Text:
     if node.leaf:
         return Text.assemble((node.leaf, "bold cyan"), ("  input (AccumulateGrad)", "dim"))
-    text = Text.assemble((node.name, "bold"), f"  {printable(node.where)}" if node.where else "")
+    text = Text.assemble((node.name, "bold"))
+    if node.module is not None:  # a model's node: the module it ran in first
+        text.append(f"  {printable(node.module or 'top level')}", style="cyan")
+    text.append(f"  {printable(node.where)}" if node.where else "")
     if node.shape is not None:
         text.append(f"  shape {tuple(node.shape)}", style="dim")
     passed = [p for p in node.passed if p]
@@ -79,7 +82,8 @@ def dot(report: Any) -> str:
             label = f"{_dot_escape(n.leaf)}\\n(input)"  # escaped once: \\n is DOT's newline
             lines.append(f'  n{n.id} [label="{label}", shape=ellipse];')
             continue
-        parts = [n.name] + ([n.where] if n.where else [])
+        parts = [n.name] + ([n.module or "top level"] if n.module is not None else []) + (
+            [n.where] if n.where else [])
         if n.status:
             parts.append(MARK[n.status][0])
         label = "\\n".join(_dot_escape(p) for p in parts)

@@ -32,6 +32,7 @@ class GraphNode:
     passed: list[dict[str, Any] | None]
     children: list[int]
     leaf: str | None = None
+    module: str | None = None  # models: the module path it ran in ("" the top level)
 
 
 @dataclass
@@ -85,7 +86,8 @@ def _graph(request: Request) -> GraphReport:
                        list(n.shape) if n.shape is not None else None,  # graph twice gives
                        asdict(n.received) if n.received else None,  # the same JSON and DOT
                        [asdict(p) if p else None for p in n.passed],
-                       [number[c] for c in n.children if c in number], n.leaf)
+                       [number[c] for c in n.children if c in number], n.leaf,
+                       n.module if n.leaf is None else None)
              for n in walked]
     return GraphReport(target.text, target.target_kind, number.get(traced.root, 0), nodes,
                        findings.diagnostics(traced, cast, set(target.names)))

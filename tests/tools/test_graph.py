@@ -17,3 +17,16 @@ def test_graph_marks_round_and_clamp():
     dot = to_dot(report)
     assert dot.startswith("digraph gradscope {") and "VANISHING" in dot and "SATURATING" in dot
     assert dot.count("->") == sum(len(n.children) for n in report.nodes)
+    assert all(n.module is None for n in report.nodes)  # an expression has no modules
+
+
+def test_a_models_nodes_carry_their_module():
+    from tests.paths import DATA
+
+    report = graph(Request("check", f"{DATA}/models.py:dead_loss", Options(shape={"x": (4, 8)})))
+    relu = next(n for n in report.nodes if n.name == "ReluBackward0")
+    assert relu.module == "dead.1" and relu.status == "vanishing"
+    assert sorted(n.module for n in report.nodes if n.name == "AddmmBackward0") == [
+        "dead.0", "dead.2"]
+    assert all(n.module is None for n in report.nodes if n.leaf)
+    assert "ReluBackward0\\ndead.1" in to_dot(report)  # DOT labels name it too
