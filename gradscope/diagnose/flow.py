@@ -81,6 +81,7 @@ class Flow:
     # forward NaN introductions: (op, where, inputs below, count, module or None)
     forward_nan: list[tuple[str, str, tuple[str, ...], int, str | None]] = field(
         default_factory=list)
+    entered: list[str] = field(default_factory=list)  # models: module paths in forward order
 
     def walk(self) -> list[FlowNode]:
         """Nodes in backward order (root first), each once."""
@@ -163,6 +164,7 @@ class Tracer:
         self.handles: list[Any] = []
         self.root = id(out.grad_fn) if out.grad_fn is not None else None
         self.forward_nan = list(seen.forward_nan)
+        self.entered = list(seen.entered)
         for fn in grad_nodes(out.grad_fn):
             op, kind = _classify(fn.name())
             src_op, text = seen.where.get(id(fn), (None, ""))
@@ -183,7 +185,7 @@ class Tracer:
         self.handles = []
         for node in self.nodes.values():
             _judge(node)
-        return Flow(self.nodes, self.root, self.forward_nan)
+        return Flow(self.nodes, self.root, self.forward_nan, self.entered)
 
 
 def _recorder(node: FlowNode, keep_grads: bool, norms: bool):

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gradscope.render.cells import fmt, printable
 from gradscope.report.model import InputReport, Report
-from gradscope.report.modules import MODEL_TENSORS, module_of, wrong_from
+from gradscope.report.modules import MODEL_TENSORS, forward_sorted, module_of, wrong_from
 
 STYLE = {"ok": "green", "mismatch": "bold red", "inconclusive": "bold red",
          "undefined": "red", "nondifferentiable": "yellow", "vanishing": "yellow",
@@ -30,16 +30,17 @@ MODEL_DETAIL = 3  # failing tensors of a model that get a per-element table (all
 
 def detailed(report: Report) -> list[InputReport]:
     """The tensors that get their own per-element table: all with --full, else the failing
-    ones nearest the output (last in parameter order: where wrong gradients start)."""
+    ones nearest the output (last in forward order: where wrong gradients start)."""
     if report.full:
         return list(report.inputs)
-    failing = [i for i in report.inputs if i.status not in QUIET]
+    ordered = forward_sorted(report.inputs, report.forward_order)
+    failing = [i for i in ordered if i.status not in QUIET]
     return failing[::-1][:MODEL_DETAIL]
 
 
 def where_wrong(report: Report) -> Text | None:
     """The line that says where the wrong gradients start."""
-    found = wrong_from(report.inputs)
+    found = wrong_from(report.inputs, report.forward_order)
     if found is None:
         return None
     last, after, before = found
@@ -47,7 +48,7 @@ def where_wrong(report: Report) -> Text | None:
     if after:
         text.append(f": the bug sits between it and {printable(after)} (which passes)")
     if before:
-        text.append(f"; {before} failing tensor(s) before it in parameter order may only "
+        text.append(f"; {before} failing tensor(s) before it in forward order may only "
                     "inherit its error, since gradients flow backward")
     failing = sum(1 for i in report.inputs if i.status not in QUIET)
     if failing > MODEL_DETAIL:

@@ -19,7 +19,7 @@ def causes(report: Report) -> list[str]:
              for d in report.diagnostics if d.kind in FAILING_KINDS]
     patterns = {d.inputs[0]: d.summary for d in report.diagnostics
                 if d.kind == "mismatch_pattern" and d.inputs and d.summary}
-    start = wrong_from(report.inputs)
+    start = wrong_from(report.inputs, report.forward_order)
     if start is not None:  # a model: the wrong tensor nearest the output leads, the rest count
         name, _, before = start
         cause = patterns.get(name, "mismatch")

@@ -135,6 +135,9 @@ class Report:
     full: bool = False  # --full: tables show every reported element
     # the status of every module path among the tensors' names (`blocks.2.attn`), worst first
     modules: list[dict[str, Any]] = field(default_factory=list)
+    # models: module paths in the order the forward first ran them (where wrong gradients
+    # start follows it; empty: parameter order)
+    forward_order: list[str] = field(default_factory=list)
     # --const inputs: data, never differentiated: name → {"shape", "dtype", "origin"}
     constants: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -41,10 +41,28 @@ def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda e: first[e["module"]])
 
 
-def wrong_from(inputs: list[InputReport]) -> tuple[str, str | None, int] | None:
-    """Where wrong gradients start: the failing tensor last in parameter order (wrong
+def forward_sorted(inputs: list[InputReport], order: list[str]) -> list[InputReport]:
+    """The tensors in the order the forward used their modules (`order`: module paths as the
+    forward first ran them; a tensor whose module did not run itself goes with its nearest
+    enclosing one that did), parameter order within a module and without an order."""
+    rank = {m: k for k, m in enumerate(order)}
+
+    def key(item: InputReport) -> int:
+        parts = module_of(item.name).split(".") if module_of(item.name) else []
+        for depth in range(len(parts), -1, -1):
+            if ".".join(parts[:depth]) in rank:
+                return rank[".".join(parts[:depth])]
+        return -1  # a plain input: used first
+    return sorted(inputs, key=key) if order else list(inputs)
+
+
+def wrong_from(inputs: list[InputReport], order: list[str] | None = None
+               ) -> tuple[str, str | None, int] | None:
+    """Where wrong gradients start: the failing tensor last in forward order (wrong
     gradients flow backward, so every tensor before a bug inherits it), the passing tensor
-    after it (the bug sits between the two), and how many failing tensors come before it."""
+    after it (the bug sits between the two), and how many failing tensors come before it.
+    Without `order` (module paths as the forward ran them), parameter order stands in."""
+    inputs = forward_sorted(inputs, order or [])
     failing = [k for k, i in enumerate(inputs) if i.status == "mismatch"]
     if not failing or len(inputs) <= MODEL_TENSORS:
         return None

@@ -176,6 +176,7 @@ def _flow(report: Report, target: Any, judge: Judge, bound: Bound, options: Opti
                             anomaly=True, ours=usercode.OURS, keep_grads=options.intermediates)
     if traced is None:
         return []
+    report.forward_order = traced.entered
     values = judge.fd.values if judge.fd is not None else bound.exact
     confirmed = vanishing.confirm(target.forward, values, flow.vanishing_inputs(traced),
                                   backward.upstream)

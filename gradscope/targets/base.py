@@ -30,6 +30,7 @@ class Sourced:
         default_factory=list)
     modules: Mapping[int, str] = field(default_factory=dict)
     keep: list[Any] = field(default_factory=list)  # grad_fns the ids above belong to
+    entered: list[str] = field(default_factory=list)  # models: module paths in forward order
 
 
 @runtime_checkable

@@ -34,6 +34,7 @@ class Watched:
     # (op, module path, user line, leaf names below, count): ops that made NaN/inf from finite
     origins: list[tuple[str, str, str, tuple[str, ...], int]] = field(default_factory=list)
     keep: list[Any] = field(default_factory=list)  # the grad_fns, so that their ids stay theirs
+    entered: list[str] = field(default_factory=list)  # module paths, in the order first run
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -108,6 +109,8 @@ def _hooks(root: torch.nn.Module, seen: Watched, stack: list[str]) -> list[Any]:
             for t in _tensors(args):  # made by the caller: the caller's
                 _claim(seen, t.grad_fn, stack[-1])
             stack.append(name)
+            if name not in seen.entered:
+                seen.entered.append(name)
 
         def leave(_module: Any, _args: Any, out: Any, name: str = name) -> None:
             for t in _tensors(out):  # made inside and returned: this module's
@@ -144,6 +147,7 @@ def sourced(target: PythonTarget) -> Callable[[Mapping[str, torch.Tensor]], Sour
             out = target.forward(values)
         born = [(op, line, inputs, count, module or None)
                 for op, module, line, inputs, count in seen.origins]
-        return Sourced(out, {}, born, seen.modules if target.module is not None else {},
-                       seen.keep)
+        if target.module is None:
+            return Sourced(out, {}, born, keep=seen.keep)
+        return Sourced(out, {}, born, seen.modules, seen.keep, seen.entered)
     return forward

@@ -142,3 +142,24 @@ small_quant.blocks[1] = QuantBlock(16)
 
 def small_quant_loss(x: torch.Tensor) -> torch.Tensor:
     return small_quant(x).pow(2).mean()
+
+
+class DefinedLate(nn.Module):
+    """Its blocks are defined in the opposite order to the one its forward runs them in: the
+    typo'd block is defined first but runs last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.late = TypoBlock(16)
+        self.early = Block(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.late(self.early(x))
+
+
+torch.manual_seed(5)
+defined_late = DefinedLate()
+
+
+def defined_late_loss(x: torch.Tensor) -> torch.Tensor:
+    return defined_late(x).pow(2).mean()

@@ -131,3 +131,15 @@ def test_a_bare_round_names_its_line_its_module_and_the_tensors_it_starves():
     assert starved in diag.message
     assert "small_quant.blocks.0 (12 tensors)" in diag.message  # the rest, grouped
     assert report.passed  # a warning: autograd is right that round passes nothing
+
+
+def test_where_wrong_gradients_start_follows_the_forward_not_the_definition_order():
+    report = gradscope.check(f"{STACK}:defined_late_loss", at=X)
+    assert not report.passed
+    assert report.forward_order[:3] == ["", "defined_late", "defined_late.early"]
+    out = text(report, "table")
+    assert ("wrong gradients start at defined_late.late.fc1.bias: the bug sits between it and "
+            "defined_late.late.fc2.weight") in " ".join(out.split())
+    failing = {i.name for i in report.inputs if i.status == "mismatch"}
+    assert "defined_late.early.qkv.weight" in failing  # before the bug in the forward
+    assert not any(n.startswith("defined_late.late.fc2") for n in failing)
