@@ -107,6 +107,32 @@ def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None =
     return Holder(rebuilt(fn, copies), copies), note
 
 
+def copied(module: torch.nn.Module) -> tuple[torch.nn.Module, str]:
+    """A deep copy of a module given as the target, and a note when it cannot be copied (the
+    original is used then; a forward in train mode updates its buffers)."""
+    try:
+        return copy.deepcopy(module), ""
+    except Exception as exc:
+        return module, (f"the module could not be copied ({type(exc).__name__}), so it was "
+                        "evaluated itself: in train mode its buffers (batch norm running "
+                        "statistics) were updated by gradscope's evaluations")
+
+
+def batch_statistics(root: torch.nn.Module) -> list[str]:
+    """A note naming the batch-norm layers that will normalise with the batch's own
+    statistics (train mode, running statistics tracked)."""
+    found = [name or type(m).__name__ for name, m in root.named_modules()
+             if m.training and getattr(m, "track_running_stats", False)
+             and isinstance(getattr(m, "running_mean", None), torch.Tensor)]
+    if not found:
+        return []
+    shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+    return [f"batch norm in train mode ({shown}): it normalises with the batch's own "
+            "statistics, so each gradient includes every sample's effect through the batch "
+            "mean and variance; its running statistics are updated on gradscope's copy only; "
+            "--eval checks it with the running statistics"]
+
+
 def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
     """`args` with each TopLevel name (`--arg model=net`) replaced by the object of that name
     at the top level of the file that defines `obj`."""

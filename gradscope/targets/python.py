@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import TargetError, UsageError
-from gradscope.targets.closures import Holder, holder, top_level
+from gradscope.targets.closures import Holder, batch_statistics, copied, holder, top_level
 from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
 
@@ -142,6 +142,7 @@ class PythonTarget:
     traced_around: None = None  # user code: every point is evaluated in full
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # --const: data inputs
     output: int | str | None = None  # --output-index / --output-key: which output is checked
+    owned: bool = False  # `module` is gradscope's own (a copy or an instance it built)
 
     def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
         """Make these inputs data (--const): passed as given, never differentiated."""
@@ -196,8 +197,8 @@ class PythonTarget:
         if not own:
             return
         # our own: copies a function's modules were made into, or an instance we built
-        ours = isinstance(self.module, Holder) or inspect.isclass(self.obj)
-        self.module = (self.module if ours else copy.deepcopy(self.module)).to(dtype)
+        self.module = (self.module if self.owned else copy.deepcopy(self.module)).to(dtype)
+        self.owned = True
         self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
                            if p.requires_grad}
         name = str(dtype).removeprefix("torch.")
@@ -207,19 +208,21 @@ class PythonTarget:
     def set_mode(self, mode: str | None) -> None:
         """--mode: check the modules in train or eval mode, on a copy when the user's own
         would change (said in the notes); None keeps each module's own mode."""
-        if self.module is None or mode is None:
+        if self.module is None:
             return
         training = mode == "train"
-        if all(m.training == training for m in self.module.modules()):
+        if mode is None or all(m.training == training for m in self.module.modules()):
+            self.notes += batch_statistics(self.module)
             return
-        ours = isinstance(self.module, Holder) or inspect.isclass(self.obj)
-        if not ours:
+        if not self.owned:
             self.module = copy.deepcopy(self.module)
+            self.owned = True
             self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
                                if p.requires_grad}
         self.module.train(training)
         self.notes.append(f"modules checked in {mode} mode (--mode {mode}); your module is not "
                           "changed")
+        self.notes += batch_statistics(self.module)
 
     def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
         """A module's first input shaped for its first layer (targets/shapes.py)."""
@@ -304,7 +307,7 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
         given = {n: v for n, v in target.args.items() if isinstance(v, torch.nn.Module)}
         held, note = holder(obj, given)
         if held is not None:
-            target.module = held
+            target.module, target.owned = held, True
             target.parameters = {n: p.detach() for n, p in held.named_parameters()
                                  if p.requires_grad}
         target.notes += [note] if note else []
@@ -316,10 +319,10 @@ def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
         params = _signature(obj.forward, skip=0 if _has_setup_context(obj) else 1, text=text)
         target = PythonTarget(text, obj, "autograd_function", params, dict(args))
     elif inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
-        with user_code(f"{obj.__name__}({_kwargs_text(init)})",
+        with user_code(f"{obj.__name__}({', '.join(f'{k}={v!r}' for k, v in init.items())})",
                        hint=lambda exc: _init_hint(obj, exc)):
             instance = obj(**init)
-        target = _module_target(instance, text, args)
+        target = _module_target(instance, text, args, built=True)
     elif isinstance(obj, torch.nn.Module):
         if init:
             raise UsageError(f"{text} is already an nn.Module instance; --init is for classes")
@@ -339,10 +342,14 @@ def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
     return target
 
 
-def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any]) -> PythonTarget:
+def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
+                   built: bool = False) -> PythonTarget:
     params = _signature(module.forward, 0, text)
-    target = PythonTarget(text, module, "module", params, dict(args), module=module)
-    target.parameters = {n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    # a copy: a forward in train mode updates buffers (batch norm's running statistics)
+    own, note = (module, "") if built else copied(module)
+    target = PythonTarget(text, module, "module", params, dict(args), module=own,
+                          owned=own is not module, notes=[note] if note else [])
+    target.parameters = {n: p.detach() for n, p in own.named_parameters() if p.requires_grad}
     if any(p.grad is not None for p in module.parameters()):
         target.notes.append("the module's parameters already held .grad; gradscope works on its "
                             "own copies, so those .grad values were neither used nor changed")
@@ -375,10 +382,6 @@ def _has_setup_context(cls: type) -> bool:
     own = getattr(cls, "setup_context", None)
     base = getattr(torch.autograd.Function, "setup_context", None)
     return own is not None and own is not base
-
-
-def _kwargs_text(init: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in init.items())
 
 
 def _init_hint(cls: type, exc: BaseException) -> str | None:

@@ -75,3 +75,15 @@ def test_arg_names_an_object_of_the_targets_file(capsys):
         in err and "models.py" in err
     code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=import")
     assert code == 2 and "is not a Python literal" in err
+
+
+def test_a_module_instance_in_train_mode_keeps_its_running_statistics():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).double()
+    before = {n: b.clone() for n, b in net.named_buffers()}
+    report = gradscope.check(net, torch.randn(5, 4, dtype=torch.float64))
+    assert report.passed  # the dtype matched: before, the user's own module was evaluated
+    assert all(torch.equal(b, before[n]) for n, b in net.named_buffers())
+    assert any(n.startswith("batch norm in train mode (1)") for n in report.notes)
+    evaluated = gradscope.check(net, torch.randn(5, 4, dtype=torch.float64), mode="eval")
+    assert not any("batch norm" in n for n in evaluated.notes) and net.training
