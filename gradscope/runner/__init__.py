@@ -17,7 +17,7 @@ import torch
 from gradscope._version import __version__
 from gradscope.diagnose.layers import quiet_layers
 from gradscope.errors import TargetError, UsageError
-from gradscope.inputs.bind import DTYPES, Bound, bind, defaulted, grad_value
+from gradscope.inputs.bind import DTYPES, Bound, bind, defaulted, device_of, grad_value
 from gradscope.options import Request
 from gradscope.report import build
 from gradscope.report.model import Report
@@ -46,7 +46,7 @@ def prepare(request: Request) -> tuple[Any, Bound]:
         options = options.updated(grad=None)
     convert = getattr(target, "convert", None)
     if convert is not None:  # a module in another dtype: checked on a converted copy
-        convert(DTYPES[options.dtype])
+        convert(DTYPES[options.dtype], device_of(options.device))
     set_mode = getattr(target, "set_mode", None)
     if set_mode is not None:
         set_mode(options.mode)

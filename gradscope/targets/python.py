@@ -27,6 +27,7 @@ from gradscope.errors import TargetError, UsageError
 from gradscope.targets.closures import Holder, batch_statistics, copied, holder, top_level
 from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
+from gradscope.targets.signature import OPEN, Param, signature
 
 # frames that are not the user's: gradscope itself, torch, the import machinery
 OURS = (str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent),
@@ -107,24 +108,6 @@ def contained(during: str = "the check"):
 
 
 # ---------------------------------------------------------------- the target
-SCALAR_ANNOTATIONS = ("float", "int", "bool", "str", "complex")
-
-
-@dataclass
-class Param:
-    name: str
-    default: Any = inspect.Parameter.empty
-    annotation: Any = inspect.Parameter.empty
-    keyword: bool = False  # keyword-only: passed by name
-
-    @property
-    def scalar(self) -> str | None:
-        """The name of a non-tensor annotation (float, int, bool, str), else None."""
-        note = self.annotation
-        name = note if isinstance(note, str) else getattr(note, "__name__", None)
-        return name if name in SCALAR_ANNOTATIONS else None
-
-
 @dataclass
 class PythonTarget:
     """A user's Function, Module or function, with its tensor inputs named."""
@@ -186,24 +169,30 @@ class PythonTarget:
     def domain(self, name: str) -> tuple[float, float] | None:
         return None
 
-    def convert(self, dtype: torch.dtype) -> None:
-        """Run on a copy of the module in the check's dtype when its parameters or buffers
-        are in another (never the user's object; said once in the header)."""
+    def convert(self, dtype: torch.dtype, device: torch.device | None = None) -> None:
+        """Run on a copy of the module in the check's dtype (and on its device) when its
+        parameters or buffers are in another (never the user's object; said once)."""
         if self.module is None:
             return
-        floating = [t for t in (*self.module.parameters(), *self.module.buffers())
-                    if t.is_floating_point()]
-        own = sorted({str(t.dtype).removeprefix("torch.") for t in floating if t.dtype != dtype})
-        if not own:
+        tensors = [*self.module.parameters(), *self.module.buffers()]
+        own = sorted({str(t.dtype).removeprefix("torch.") for t in tensors
+                      if t.is_floating_point() and t.dtype != dtype})
+        elsewhere = device is not None and any(
+            t.device.type != device.type or (device.index is not None
+                                             and t.device.index != device.index)
+            for t in tensors)
+        if not own and not elsewhere:
             return
         # our own: copies a function's modules were made into, or an instance we built
-        self.module = (self.module if self.owned else copy.deepcopy(self.module)).to(dtype)
+        self.module = (self.module if self.owned else copy.deepcopy(self.module)).to(
+            device=device if elsewhere else None, dtype=dtype)
         self.owned = True
         self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
                            if p.requires_grad}
         name = str(dtype).removeprefix("torch.")
-        self.notes.append(f"checked on a {name} copy of the module (its own dtype: "
-                          f"{', '.join(own)}); the module itself is not changed")
+        where = f" on {device}" if elsewhere else ""
+        self.notes.append(f"checked on a {name} copy of the module{where} (its own dtype: "
+                          f"{', '.join(own) or name}); the module itself is not changed")
 
     def set_mode(self, mode: str | None) -> None:
         """--mode: check the modules in train or eval mode, on a copy when the user's own
@@ -316,7 +305,7 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
 
 def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]) -> PythonTarget:
     if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
-        params = _signature(obj.forward, skip=0 if _has_setup_context(obj) else 1, text=text)
+        params = signature(obj.forward, skip=0 if _has_setup_context(obj) else 1, text=text)
         target = PythonTarget(text, obj, "autograd_function", params, dict(args))
     elif inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
         with user_code(f"{obj.__name__}({', '.join(f'{k}={v!r}' for k, v in init.items())})",
@@ -328,7 +317,7 @@ def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
             raise UsageError(f"{text} is already an nn.Module instance; --init is for classes")
         target = _module_target(obj, text, args)
     elif callable(obj) and not inspect.isclass(obj):
-        target = PythonTarget(text, obj, "function", _signature(obj, 0, text), dict(args))
+        target = PythonTarget(text, obj, "function", signature(obj, 0, text), dict(args))
     else:
         raise UsageError(f"{text} is a {type(obj).__name__}; expected a torch.autograd.Function "
                          "subclass, an nn.Module (class or instance) or a function")
@@ -344,7 +333,7 @@ def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
 
 def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
                    built: bool = False) -> PythonTarget:
-    params = _signature(module.forward, 0, text)
+    params = signature(module.forward, 0, text)
     # a copy: a forward in train mode updates buffers (batch norm's running statistics)
     own, note = (module, "") if built else copied(module)
     target = PythonTarget(text, module, "module", params, dict(args), module=own,
@@ -354,28 +343,6 @@ def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
         target.notes.append("the module's parameters already held .grad; gradscope works on its "
                             "own copies, so those .grad values were neither used nor changed")
     return target
-
-
-OPEN = Param("*")  # the end of a parameter list that takes more positional arguments
-
-
-def _signature(fn: Callable[..., Any], skip: int, text: str) -> list[Param]:
-    """forward's parameters (ctx/self skipped); OPEN last where more positional arguments are
-    taken (`*args`, or a builtin whose signature cannot be read): the API's arguments name
-    them input0, input1, …"""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):  # builtins such as torch.sigmoid
-        return [OPEN]
-    params = []
-    for p in list(sig.parameters.values())[skip:]:
-        if p.kind is p.VAR_KEYWORD:
-            continue
-        if p.kind is p.VAR_POSITIONAL:
-            params.append(OPEN)
-            continue
-        params.append(Param(p.name, p.default, p.annotation, p.kind is p.KEYWORD_ONLY))
-    return params
 
 
 def _has_setup_context(cls: type) -> bool:

@@ -87,3 +87,17 @@ def test_a_module_instance_in_train_mode_keeps_its_running_statistics():
     assert any(n.startswith("batch norm in train mode (1)") for n in report.notes)
     evaluated = gradscope.check(net, torch.randn(5, 4, dtype=torch.float64), mode="eval")
     assert not any("batch norm" in n for n in evaluated.notes) and net.training
+
+
+def test_a_module_on_another_device_is_moved_as_a_copy():
+    from gradscope.targets import resolve
+
+    target = resolve(models.loss)
+    target.convert(torch.float64, torch.device("meta"))  # any other device: no GPU in CI
+    assert all(p.device.type == "meta" for p in target.module.parameters())
+    assert all(p.device.type == "meta" for p in target.parameters.values())
+    assert any("float64 copy of the module on meta" in n for n in target.notes)
+    assert models.model[0].weight.device.type == "cpu"
+    same = resolve(models.loss)
+    same.convert(torch.float32, torch.device("cpu"))  # already there, in that dtype
+    assert not any("copy of the module" in n for n in same.notes)
