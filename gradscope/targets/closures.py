@@ -141,10 +141,18 @@ def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
         scope = vars(inspect.getmodule(obj)) if inspect.getmodule(obj) is not None else {}
     out = dict(args)
     for name, value in args.items():
-        if isinstance(value, TopLevel):
-            if value.name not in scope:
-                where = text.rpartition(":")[0] or f"{text}'s module"
-                raise UsageError(f"--arg {name}={value.name}: `{value.name}` is neither a Python "
-                                 f"literal nor a name defined at the top of {where}")
-            out[name] = scope[value.name]
+        if not isinstance(value, TopLevel):
+            continue
+        first, *rest = value.name.split(".")
+        where = text.rpartition(":")[0] or f"{text}'s module"
+        if first not in scope:
+            raise UsageError(f"--arg {name}={value.name}: `{first}` is neither a Python "
+                             f"literal nor a name defined at the top of {where}")
+        found = scope[first]
+        for k, attr in enumerate(rest):
+            if not hasattr(found, attr):
+                raise UsageError(f"--arg {name}={value.name}: "
+                                 f"`{'.'.join([first, *rest[:k]])}` has no attribute `{attr}`")
+            found = getattr(found, attr)
+        out[name] = found
     return out

@@ -101,3 +101,13 @@ def test_a_module_on_another_device_is_moved_as_a_copy():
     same = resolve(models.loss)
     same.convert(torch.float32, torch.device("cpu"))  # already there, in that dtype
     assert not any("copy of the module" in n for n in same.notes)
+
+
+def test_arg_follows_attributes_of_a_named_object(capsys):
+    from tests.command import run
+
+    code, out, _ = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=scorer.proj",
+                       "--shape", "batch=4,8")
+    assert code == 0 and "model.weight" in out
+    code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=scorer.prj")
+    assert code == 2 and "`scorer` has no attribute `prj`" in err
