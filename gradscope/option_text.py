@@ -62,8 +62,8 @@ def check_shape(shape: tuple[int, ...], what: str, limit: int = MAX_ELEMENTS) ->
 
 @dataclass(frozen=True)
 class TopLevel:
-    """`--arg model=net` (or `trainer.model`): the object of that name at the top level of the
-    target's own file, attributes followed (looked up once it is loaded, never evaluated)."""
+    """`--arg model=net`: the nn.Module named `net` at the top level of the target's own file
+    (looked up once the file is loaded, never evaluated; nothing else is reached by name)."""
 
     name: str
 
@@ -74,9 +74,9 @@ def parse_literal(text: str, what: str, names: bool = False) -> Any:
     try:
         return ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, RecursionError, MemoryError):
-        parts = text.strip().split(".")
-        if names and all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        if names and text.strip().isidentifier() and not keyword.iskeyword(text.strip()):
             return TopLevel(text.strip())
-        allowed = ", or a name defined at the top of the target's file" if names else ""
+        allowed = ", or the name of an nn.Module defined at the top of the target's file" \
+            if names else ""
         raise UsageError(f"{what}: {text!r} is not a Python literal (numbers, strings, "
                          f"lists, tuples, dicts, True/False/None){allowed}") from None

@@ -88,7 +88,7 @@ class Options:
         "a table NAME = VALUE (or one VALUE)", commands=("jvp",), metavar="[NAME=]VALUE"))
     arg: dict[str, Any] = field(default_factory=dict, metadata=_about(
         "--arg", "Non-tensor argument of a Python target (repeatable), e.g. --arg n=4; a "
-        "bare name is an object of the target's file (--arg model=net).", list,
+        "bare name is an nn.Module of the target's file (--arg model=net).", list,
         (dict,), "a table NAME = literal", metavar="NAME=LITERAL"))
     init: dict[str, Any] = field(default_factory=dict, metadata=_about(
         "--init", "Constructor argument of an nn.Module class target (repeatable).", list,

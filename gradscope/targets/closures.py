@@ -143,16 +143,13 @@ def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
     for name, value in args.items():
         if not isinstance(value, TopLevel):
             continue
-        first, *rest = value.name.split(".")
         where = text.rpartition(":")[0] or f"{text}'s module"
-        if first not in scope:
-            raise UsageError(f"--arg {name}={value.name}: `{first}` is neither a Python "
-                             f"literal nor a name defined at the top of {where}")
-        found = scope[first]
-        for k, attr in enumerate(rest):
-            if not hasattr(found, attr):
-                raise UsageError(f"--arg {name}={value.name}: "
-                                 f"`{'.'.join([first, *rest[:k]])}` has no attribute `{attr}`")
-            found = getattr(found, attr)
+        found = scope.get(value.name)
+        if not isinstance(found, torch.nn.Module):  # a model by name, nothing else
+            what = "is not defined" if value.name not in scope else \
+                f"is a {type(found).__name__}, not an nn.Module"
+            raise UsageError(f"--arg {name}={value.name}: `{value.name}` {what} at the top of "
+                             f"{where}; --arg takes a Python literal, or the name of an "
+                             "nn.Module defined there")
         out[name] = found
     return out

@@ -71,8 +71,7 @@ def test_arg_names_an_object_of_the_targets_file(capsys):
     assert code == 0 and "model.2.bias" in out
     code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=modle",
                        "--shape", "batch=4,8")
-    assert code == 2 and "`modle` is neither a Python literal nor a name defined at the top" \
-        in err and "models.py" in err
+    assert code == 2 and "`modle` is not defined at the top of" in err and "models.py" in err
     code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=import")
     assert code == 2 and "is not a Python literal" in err
 
@@ -103,11 +102,13 @@ def test_a_module_on_another_device_is_moved_as_a_copy():
     assert not any("copy of the module" in n for n in same.notes)
 
 
-def test_arg_follows_attributes_of_a_named_object(capsys):
+def test_arg_reaches_only_modules_by_name(capsys):
     from tests.command import run
 
-    code, out, _ = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=scorer.proj",
-                       "--shape", "batch=4,8")
-    assert code == 0 and "model.weight" in out
-    code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=scorer.prj")
-    assert code == 2 and "`scorer` has no attribute `prj`" in err
+    # `torch` is imported in the file, `loss` is a function there: neither is a model
+    for value, what in (("torch", "is a module, not an nn.Module"),
+                        ("loss", "is a function, not an nn.Module")):
+        code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", f"model={value}")
+        assert code == 2 and what in err
+    code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=os.system")
+    assert code == 2 and "is not a Python literal" in err
