@@ -15,6 +15,7 @@ import copy
 import inspect
 import os
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -184,8 +185,10 @@ class PythonTarget:
         if not own and not elsewhere:
             return
         # our own: copies a function's modules were made into, or an instance we built
-        self.module = (self.module if self.owned else copy.deepcopy(self.module)).to(
-            device=device if elsewhere else None, dtype=dtype)
+        with warnings.catch_warnings():  # torch's own note when a ScriptModule is converted
+            warnings.simplefilter("ignore")
+            self.module = (self.module if self.owned else copy.deepcopy(self.module)).to(
+                device=device if elsewhere else None, dtype=dtype)
         self.owned = True
         self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
                            if p.requires_grad}

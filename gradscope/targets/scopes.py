@@ -118,8 +118,11 @@ def _hooks(root: torch.nn.Module, seen: Watched, stack: list[str]) -> list[Any]:
             if len(stack) > 1:
                 stack.pop()
 
-        handles.append(module.register_forward_pre_hook(enter))
-        handles.append(module.register_forward_hook(leave, always_call=True))
+        try:
+            first = module.register_forward_pre_hook(enter)
+        except RuntimeError:  # a ScriptModule takes no hooks: its ops go to its caller
+            continue
+        handles += [first, module.register_forward_hook(leave, always_call=True)]
     return handles
 
 

@@ -74,3 +74,27 @@ def test_hooks_are_removed_and_the_mode_left():
         pass
     assert not net._forward_hooks and not net._forward_pre_hooks
     assert not torch.overrides._get_current_function_mode()
+
+
+def test_a_scripted_submodule_takes_no_hooks_and_its_ops_go_to_its_caller():
+    scripted = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh()))
+    net = torch.nn.Sequential(torch.nn.Linear(3, 3), scripted)
+    leaves = _leaves(net, x=torch.randn(2, 3))
+    with watching(net, leaves) as seen:
+        out = _call(net, leaves, leaves["x"]).sum()
+    assert seen.entered == ["", "0"]  # "1" is scripted: no hooks
+    tanh = [fn for fn in grad_nodes(out.grad_fn) if fn.name() == "TanhBackward0"]
+    assert [seen.modules.get(id(fn)) for fn in tanh] == [""]
+
+
+def test_a_scripted_submodule_is_checked_and_converted_quietly():
+    import warnings
+
+    import gradscope
+
+    scripted = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh()))
+    net = torch.nn.Sequential(torch.nn.Linear(3, 3), scripted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = gradscope.check(net, torch.randn(2, 3))
+    assert report.passed and len(report.inputs) == 5
