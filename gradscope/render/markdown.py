@@ -12,8 +12,34 @@ from gradscope.render.cells import (
     md,
     md_code,
 )
+from gradscope.render.model import consolidated, detailed, is_model, where_wrong
 from gradscope.report.headline import headline
 from gradscope.report.model import InputReport, Report, UpstreamCheck
+from gradscope.report.modules import grouped, module_of
+
+
+def _model_summary(report: Report) -> list[str]:
+    """A model's one table: a row per module path (bold, with its roll-up) and per tensor."""
+    lines = ["| module / tensor | shape | checked | rel. error | ‖grad‖ | zeros | status |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    by_module: dict[str, list[InputReport]] = {}
+    for item in report.inputs:
+        by_module.setdefault(module_of(item.name), []).append(item)
+    for entry in report.modules:
+        status = entry["status"]
+        mark = f"**✗ {status}**" if status in ("mismatch", "inconclusive") else status
+        lines.append(f"| **{md(entry['module'] or 'all tensors')}** | | "
+                     f"{entry['checked']:,}/{entry['total']:,} | | | | {mark} |")
+        for item in by_module.get(entry["module"], []):
+            cells = [md(item.name), "×".join(map(str, item.shape)) or "()",
+                     f"{item.checked:,}/{item.total:,}",
+                     fmt(item.max_rel_error) if item.max_rel_error is not None else "—",
+                     fmt(item.grad_norm) if item.grad_norm is not None else "—",
+                     f"{100 * item.zero_fraction:.0f}%" if item.zero_fraction is not None
+                     else "—", f"**{item.status}**" if item.status != "ok" else "ok"]
+            lines.append("| " + " | ".join(cells) + " |")
+    start = where_wrong(report)
+    return [*lines, "", *([md(start.plain), ""] if start is not None else [])]
 
 
 def _input(item: InputReport) -> list[str]:
@@ -72,7 +98,10 @@ def render(report: Report) -> str:
         held = ", ".join(f"`{md_code(n)}` {tuple(c['shape'])} {c['dtype']}"
                          for n, c in report.constants.items())
         lines += [f"data inputs (--const, not differentiated): {held}", ""]
-    for item in report.inputs:
+    model = is_model(report)
+    if model:
+        lines += _model_summary(report)
+    for item in detailed(report) if model else report.inputs:
         lines += _input(item)
     if report.forward is not None:
         f = report.forward
@@ -94,12 +123,15 @@ def render(report: Report) -> str:
         lines.append("")
     if report.diagnostics:
         lines += ["### Diagnostics", ""]
-        lines += [f"- **{d.kind}** `{md_code(d.where)}` ({d.count} element(s), inputs "
-                  f"{', '.join(d.inputs)}): {md(d.message)} *Hint:* {md(d.hint)}"
-                  for d in report.diagnostics]
+        lines += [f"- **{d.kind}** `{md_code(d.where if d.module is None else d.module)}` "
+                  f"({d.count} element(s), inputs "
+                  f"{grouped(d.inputs) if model else ', '.join(d.inputs)}): {md(d.message)} "
+                  f"*Hint:* {md(d.hint)}" for d in report.diagnostics]
         lines.append("")
     if report.accumulation:
         lines += [f"- --repeat {report.accumulation['repeat']}: "
                   f"{md(report.accumulation['note'])}"]
-    lines += [f"- note: {md(n)}" for n in report.notes]
+    notes = consolidated(report.notes, [i.name for i in report.inputs]) if model \
+        else report.notes
+    lines += [f"- note: {md(n)}" for n in notes]
     return "\n".join(lines).rstrip() + "\n"

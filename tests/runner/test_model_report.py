@@ -143,3 +143,13 @@ def test_where_wrong_gradients_start_follows_the_forward_not_the_definition_orde
     failing = {i.name for i in report.inputs if i.status == "mismatch"}
     assert "defined_late.early.qkv.weight" in failing  # before the bug in the forward
     assert not any(n.startswith("defined_late.late.fc2") for n in failing)
+
+
+def test_markdown_of_a_model_is_the_summary_table_too(passing):
+    out = passing.to_markdown()
+    assert "| module / tensor | shape | checked |" in out and "| index |" not in out
+    assert len(out.splitlines()) <= 120  # one row per tensor and module, not 39 tables
+    assert "| **small.blocks.1.fc1** |" in out and "| small.blocks.1.fc1.weight | 64×16 |" in out
+    failing = gradscope.check(f"{STACK}:small_typo_loss", at=X).to_markdown()
+    assert "wrong gradients start at small_typo.blocks.1.fc1.bias" in failing
+    assert failing.count("| index |") == 3  # the failing tensors nearest the output
