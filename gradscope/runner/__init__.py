@@ -39,17 +39,17 @@ def prepare(request: Request) -> tuple[Any, Bound]:
     options = request.options.validate()
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
                      positional=request.positional)
-    if options.order == 2:
-        # --grad is the inner upstream; the outer one, whose VJP is checked, is ones
-        inner = grad_value(options)
-        target = SecondOrderTarget(target, inner.tensor if inner is not None else None)
-        options = options.updated(grad=None)
     convert = getattr(target, "convert", None)
     if convert is not None:  # a module in another dtype: checked on a converted copy
         convert(DTYPES[options.dtype], device_of(options.device))
     set_mode = getattr(target, "set_mode", None)
     if set_mode is not None:
         set_mode(options.mode)
+    if options.order == 2:
+        # --grad is the inner upstream; the outer one, whose VJP is checked, is ones
+        inner = grad_value(options)
+        target = SecondOrderTarget(target, inner.tensor if inner is not None else None)
+        options = options.updated(grad=None)
     if options.output_index is not None and options.output_key is not None:
         raise UsageError("--output-index and --output-key both pick the output: give one")
     choice = options.output_index if options.output_index is not None else options.output_key
@@ -199,7 +199,12 @@ def _nonfinite(backward: engines.Backward) -> list[str]:
 
 def _guessed(target: Any, options: Any) -> list[str]:
     guessed = getattr(target, "guessed", None)
-    return guessed(set(options.at) | set(target.given)) if guessed else []
+    found = guessed(set(options.at) | set(target.given)) if guessed else []
+    base = getattr(target, "base", target)  # --order 2 wraps the target
+    if options.mode is not None and getattr(base, "module", None) is None:
+        found.append(f"--mode {options.mode} had nothing to switch: the target reaches no "
+                     "nn.Module")
+    return found
 
 
 @contextmanager

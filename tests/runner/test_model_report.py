@@ -153,3 +153,12 @@ def test_markdown_of_a_model_is_the_summary_table_too(passing):
     failing = gradscope.check(f"{STACK}:small_typo_loss", at=X).to_markdown()
     assert "wrong gradients start at small_typo.blocks.1.fc1.bias" in failing
     assert failing.count("| index |") == 3  # the failing tensors nearest the output
+
+
+def test_order_2_converts_and_switches_the_model_it_wraps():
+    report = gradscope.check(f"{MODELS}:default_loss", shape={"x": "4,8"}, order=2, mode="train")
+    assert report.passed
+    assert any("float64 copy of the module" in n for n in report.notes)
+    assert any(n.startswith("modules checked in train mode") for n in report.notes)
+    plain = gradscope.check("x**2", mode="eval")
+    assert any("--mode eval had nothing to switch" in n for n in plain.notes)
