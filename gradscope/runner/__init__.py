@@ -134,6 +134,9 @@ def _run(request: Request) -> Report:
     with _timed(timings, "autograd"), shape_hint(bound):
         backward = engines.autograd(target, bound, options.intermediates)
         engines.deterministic(target, bound, backward.engine.output)
+        learn = getattr(target, "learn_graph", None)
+        if learn is not None:  # which custom Functions finite differences must evaluate
+            learn(backward.engine.output)
     with _timed(timings, "symbolic"):
         symbolic = engines.symbolic(target, bound.exact, backward.upstream)
     computed = engines.computed_in(bound, backward)

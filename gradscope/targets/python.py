@@ -26,6 +26,7 @@ import torch
 
 from gradscope.errors import TargetError, UsageError
 from gradscope.targets.closures import Holder, batch_statistics, copied, holder, top_level
+from gradscope.targets.functions import has_setup_context, old_style, values_only
 from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param, signature
@@ -127,6 +128,7 @@ class PythonTarget:
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # --const: data inputs
     output: int | str | None = None  # --output-index / --output-key: which output is checked
     owned: bool = False  # `module` is gradscope's own (a copy or an instance it built)
+    functions: list[type] = field(default_factory=list)  # old-style Functions (functions.py)
 
     def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
         """Make these inputs data (--const): passed as given, never differentiated."""
@@ -257,7 +259,18 @@ class PythonTarget:
         return picked(out, self.text, self.output)
 
     def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-        return self.forward(values), []
+        """Values for finite differences: old-style Functions run as their forward, so that
+        the evaluation can be vmapped (targets/functions.py)."""
+        with values_only(self.functions):
+            return self.forward(values), []
+
+    def learn_graph(self, output: torch.Tensor) -> None:
+        """Find the old-style Functions in the graph of autograd's own evaluation."""
+        self.functions = old_style(output)
+        if self.functions and self.module is not None:  # a model: why it was fast after all
+            names = ", ".join(sorted(c.__name__ for c in self.functions))
+            self.notes.append(f"finite differences evaluate {names} (ctx in forward, which "
+                              "vmap refuses) through its forward, so that they are batched")
 
     def _forward_hint(self, exc: BaseException) -> str | None:
         known = _known_hint(exc)
@@ -308,7 +321,7 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
 
 def _build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]) -> PythonTarget:
     if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
-        params = signature(obj.forward, skip=0 if _has_setup_context(obj) else 1, text=text)
+        params = signature(obj.forward, skip=0 if has_setup_context(obj) else 1, text=text)
         target = PythonTarget(text, obj, "autograd_function", params, dict(args))
     elif inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
         with user_code(f"{obj.__name__}({', '.join(f'{k}={v!r}' for k, v in init.items())})",
@@ -346,12 +359,6 @@ def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
         target.notes.append("the module's parameters already held .grad; gradscope works on its "
                             "own copies, so those .grad values were neither used nor changed")
     return target
-
-
-def _has_setup_context(cls: type) -> bool:
-    own = getattr(cls, "setup_context", None)
-    base = getattr(torch.autograd.Function, "setup_context", None)
-    return own is not None and own is not base
 
 
 def _init_hint(cls: type, exc: BaseException) -> str | None:

@@ -163,3 +163,34 @@ defined_late = DefinedLate()
 
 def defined_late_loss(x: torch.Tensor) -> torch.Tensor:
     return defined_late(x).pow(2).mean()
+
+
+class OldTypoGELU(torch.autograd.Function):
+    """The same typo, written the old way (ctx in forward), as most real code is."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return F.gelu(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+        pdf = torch.exp(-x * x) / math.sqrt(2 * math.pi)  # typo: should be -x * x / 2
+        return grad * (cdf + x * pdf)
+
+
+class OldTypoBlock(Block):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x))
+        return x + self.fc2(OldTypoGELU.apply(self.fc1(self.norm2(x))))
+
+
+torch.manual_seed(1)
+small_old_typo = Stack(depth=3, dim=16)
+small_old_typo.blocks[1] = OldTypoBlock(16)
+
+
+def small_old_typo_loss(x: torch.Tensor) -> torch.Tensor:
+    return small_old_typo(x).pow(2).mean()

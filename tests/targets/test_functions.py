@@ -1,0 +1,57 @@
+"""Old-style custom Functions (ctx in forward) evaluated through their forward for finite
+differences: batched with vmap, the same values as the per-column loop, restored after."""
+
+from __future__ import annotations
+
+import torch
+
+import gradscope
+from gradscope.targets.functions import old_style, values_only
+from gradscope.targets.python import PythonTarget
+from tests.data.models import Scaled, UsesScaled
+from tests.data.stack import OldTypoGELU, TypoGELU
+from tests.paths import ROOT
+
+STACK = ROOT / "tests" / "data" / "stack.py"
+
+
+def test_only_old_style_functions_in_the_graph_are_found():
+    x = torch.randn(3, requires_grad=True)
+    out = Scaled.apply(x) + TypoGELU.apply(x)  # TypoGELU has setup_context: vmap takes it
+    found = old_style(out)  # by name: copies of the file loaded by other tests count too
+    assert Scaled in found and {c.__name__ for c in found} == {"Scaled"}
+    assert old_style(torch.tanh(x)) == []
+
+
+def test_values_only_runs_forward_and_restores_apply():
+    x = torch.randn(4)
+    with values_only([Scaled]):
+        assert "apply" in vars(Scaled)
+        batched = torch.func.vmap(lambda v: Scaled.apply(v))(torch.stack([x, 2 * x]))
+    assert "apply" not in vars(Scaled)
+    assert torch.equal(batched, torch.stack([2 * x, 4 * x]))
+    y = torch.randn(2, requires_grad=True)
+    Scaled.apply(y).sum().backward()  # the real Function again
+    assert torch.equal(y.grad, torch.full((2,), 2.0))
+
+
+def test_the_same_estimates_as_the_per_column_loop(monkeypatch):
+    torch.manual_seed(0)
+    x, net = torch.randn(3, 4), UsesScaled()
+    batched = gradscope.check(net, x)
+    monkeypatch.setattr(PythonTarget, "learn_graph", lambda self, output: None)
+    looped = gradscope.check(net, x)
+    assert batched.passed and looped.passed
+    for a, b in zip(batched.inputs, looped.inputs, strict=True):
+        assert a.name == b.name
+        assert torch.allclose(torch.tensor(a.finite_difference),
+                              torch.tensor(b.finite_difference), rtol=1e-9, atol=1e-12)
+    assert any("evaluate Scaled" in n for n in batched.notes)
+
+
+def test_an_old_style_typo_is_found_as_in_the_functorch_style():
+    report = gradscope.check(f"{STACK}:small_old_typo_loss", at={"x": "randn(2,4,16)"})
+    names = [i.name for i in report.inputs]
+    failing = {i.name for i in report.inputs if i.status == "mismatch"}
+    assert failing == set(names[:names.index("small_old_typo.blocks.1.fc2.weight")])
+    assert "apply" not in vars(OldTypoGELU)
