@@ -60,8 +60,7 @@ def old_style(output: torch.Tensor) -> list[type]:
     class elsewhere is included too, which is harmless: its apply gives the same values)."""
     names = {type(node).__name__ for node in grad_nodes(output.grad_fn)}
     return [cls for cls in set(_subclasses(torch.autograd.Function))
-            if f"{cls.__name__}Backward" in names and not has_setup_context(cls)
-            and "forward" in vars(cls)]
+            if f"{cls.__name__}Backward" in names and not has_setup_context(cls)]
 
 
 def _direct(cls: Any, *args: Any) -> Any:

@@ -270,7 +270,7 @@ class PythonTarget:
         if self.functions and self.module is not None:  # a model: why it was fast after all
             names = ", ".join(sorted(c.__name__ for c in self.functions))
             self.notes.append(f"finite differences evaluate {names} (ctx in forward, which "
-                              "vmap refuses) through its forward, so that they are batched")
+                              "vmap refuses) through forward itself, so that they are batched")
 
     def _forward_hint(self, exc: BaseException) -> str | None:
         known = _known_hint(exc)

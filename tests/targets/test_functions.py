@@ -55,3 +55,14 @@ def test_an_old_style_typo_is_found_as_in_the_functorch_style():
     failing = {i.name for i in report.inputs if i.status == "mismatch"}
     assert failing == set(names[:names.index("small_old_typo.blocks.1.fc2.weight")])
     assert "apply" not in vars(OldTypoGELU)
+
+
+def test_a_subclass_that_overrides_only_backward_is_found_and_runs_its_parents_forward():
+    from tests.data.corpus import SwishMissingTerm
+
+    x = torch.randn(5, requires_grad=True)
+    assert SwishMissingTerm in old_style(SwishMissingTerm.apply(x).sum())
+    with values_only([SwishMissingTerm]):
+        batched = torch.func.vmap(SwishMissingTerm.apply)(torch.stack([x.detach()] * 2))
+    assert torch.allclose(batched[0], x.detach() * torch.sigmoid(x.detach()))
+    assert "apply" not in vars(SwishMissingTerm)
