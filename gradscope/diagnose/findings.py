@@ -25,19 +25,20 @@ def diagnostics(flow: Flow, values: Mapping[str, torch.Tensor],
     is a known piecewise-constant one, or when the function is confirmed not to be constant in
     an input below it (`confirmed`); `grads` (autograd's) tell which inputs it starves."""
     out: list[Diagnostic] = []
+    zero = zero_gradients(grads)  # once: every finding below may name the starved inputs
     for node in flow.walk():
         inputs = inputs_below(flow, node)
         if node.status == "vanishing" and (node.kind == "vanishing"
                                            or set(inputs) & (confirmed or set())):
-            out.append(_vanishing(node, inputs, grads))
+            out.append(_vanishing(node, inputs, zero))
         elif node.kind == "saturation" and node.blocked is not None \
                 and node.status in ("saturating", "vanishing") and bool(node.blocked.any()):
-            found = _saturation(node, inputs, values, grads)
+            found = _saturation(node, inputs, values, zero)
             out += [found] if found is not None else []
         elif node.status == "nan":
             out.append(_backward_nan(node, inputs))
     for op, where, inputs, count, module in flow.forward_nan:
-        place = f"`{op}` in {_module(module)} ({where})" if module is not None else f"`{where}`"
+        place = _place(op, module, where, where)
         out.append(Diagnostic(
             kind="nan", op=op, where=where, inputs=list(inputs), count=count, module=module,
             message=(f"the forward of {place} produced NaN or infinity at {count} element(s) "
@@ -51,11 +52,16 @@ def _module(path: str | None) -> str:
     return path or "the top level"
 
 
-def _place(node: FlowNode) -> str:
-    """`round(x)` for an expression; `round` in blocks.1 (stack.py:86: …) in a model."""
-    if node.module is None:
-        return f"`{node.label()}`"
-    return f"`{node.op}` in {_module(node.module)}" + (f" ({node.where})" if node.where else "")
+def _place(op: str, module: str | None, where: str, label: str) -> str:
+    """`round(x)` (the label) for an expression; `round` in blocks.1 (stack.py:86: …) in a
+    model."""
+    if module is None:
+        return f"`{label}`"
+    return f"`{op}` in {_module(module)}" + (f" ({where})" if where else "")
+
+
+def _node_place(node: FlowNode) -> str:
+    return _place(node.op, node.module, node.where, node.label())
 
 
 def _hint(op: str, flow: str) -> str | None:
@@ -65,22 +71,26 @@ def _hint(op: str, flow: str) -> str | None:
     return row.hint if row is not None and row.flow == flow else None
 
 
-def starved(inputs: list[str], grads: Mapping[str, torch.Tensor] | None) -> list[str] | None:
-    """The inputs among `inputs` whose whole gradient is zero (None: not known)."""
+def zero_gradients(grads: Mapping[str, torch.Tensor] | None) -> frozenset[str] | None:
+    """The inputs whose whole gradient is exactly zero (None: gradients not known)."""
     if grads is None:
         return None
-    return [n for n in inputs if n in grads and not bool(torch.count_nonzero(grads[n]))]
+    return frozenset(n for n, g in grads.items() if not bool(torch.count_nonzero(g)))
 
 
-def _vanishing(node: FlowNode, inputs: list[str],
-               grads: Mapping[str, torch.Tensor] | None) -> Diagnostic:
+def starved(inputs: list[str], zero: frozenset[str] | None) -> list[str] | None:
+    """The inputs among `inputs` whose whole gradient is zero (None: not known)."""
+    return None if zero is None else [n for n in inputs if n in zero]
+
+
+def _vanishing(node: FlowNode, inputs: list[str], zero: frozenset[str] | None) -> Diagnostic:
     snippet = _hint(node.op, "vanishing")
     hint = (f"to let gradient through, use a straight-through estimator: `{snippet}` "
             "(or a custom autograd.Function whose backward returns grad_output)"
             if snippet else "this op's backward returns zeros; check that this is "
                             "intended, or replace it with a differentiable surrogate")
     count = node.received.nonzero if node.received else 0
-    cut = starved(inputs, grads)
+    cut = starved(inputs, zero)
     if cut is None or set(cut) == set(inputs):
         what = f"the gradient of {grouped(inputs) or 'its inputs'} vanishes here"
     else:
@@ -91,7 +101,7 @@ def _vanishing(node: FlowNode, inputs: list[str],
     return Diagnostic(
         kind="vanishing_gradient", op=node.op, where=node.label(), inputs=inputs, count=count,
         module=node.module,
-        message=(f"{_place(node)} ({node.name}) receives a non-zero gradient ({count} "
+        message=(f"{_node_place(node)} ({node.name}) receives a non-zero gradient ({count} "
                  f"element(s)) and passes on only zeros: {what}"),
         hint=hint)
 
@@ -119,37 +129,37 @@ def dead_units(node: FlowNode) -> tuple[torch.Tensor, int] | None:
 
 
 def _saturation(node: FlowNode, inputs: list[str], values: Mapping[str, torch.Tensor],
-                grads: Mapping[str, torch.Tensor] | None) -> Diagnostic | None:
-    blocked = node.blocked
-    assert blocked is not None
+                zero: frozenset[str] | None) -> Diagnostic | None:
+    blocked, passing = node.blocked, node.passing  # the recorder sets both together
+    assert blocked is not None and passing is not None
     count, total = int(blocked.sum()), blocked.numel()
-    hint = _hint(node.op, "saturation") or "these elements receive no gradient"
+    own_hint = _hint(node.op, "saturation")
+    hint = own_hint or "these elements receive no gradient"
     if node.module is None:
         key = _index_key(blocked, inputs, values, node)
         return Diagnostic(
             kind="saturation", op=node.op, where=node.label(), inputs=inputs, count=count,
-            message=(f"`{node.label()}` passes no gradient for {count} of {total} "
+            message=(f"{_node_place(node)} passes no gradient for {count} of {total} "
                      "element(s): they are saturated (outside the op's linear range)"),
             hint=hint, indices={key: mask_indices(blocked)})
-    units = dead_units(node)
-    dead = units[0] if units is not None else None
+    dead, dim = dead_units(node) or (None, None)
     n_dead = int(dead.sum()) if dead is not None else 0
     # counted among the elements that receive a gradient (a max-pool after it passes one in 4)
-    receiving = int((blocked | node.passing).sum()) if node.passing is not None else total
+    receiving = int((blocked | passing).sum())
     if not n_dead and count < SATURATED * receiving:
         return None  # ordinary for a relu layer: half its elements blocked, every unit alive
-    message = (f"{_place(node)} passes no gradient for {count} of the {receiving} element(s) "
-               f"that receive one ({count / max(receiving, 1):.0%} saturated)")
+    message = (f"{_node_place(node)} passes no gradient for {count} of the {receiving} "
+               f"element(s) that receive one ({count / max(receiving, 1):.0%} saturated)")
     indices = None
     if dead is not None and n_dead:
-        cut = starved(inputs, grads) or []
-        message += (f"; {n_dead} of {dead.numel()} unit(s) (dim {units[1]}) are dead for this "
+        cut = starved(inputs, zero) or []
+        message += (f"; {n_dead} of {dead.numel()} unit(s) (dim {dim}) are dead for this "
                     "batch: none of their elements passes a gradient"
                     + (f", and {grouped(cut)} get no gradient at all" if cut else ""))
         indices = {f"{_module(node.module)} dead units": mask_indices(dead)}
-    if _hint(node.op, "saturation") is None and n_dead:
-        hint = ("dead units come back with a smaller learning rate, another initialisation "
-                "of the layer before, or a leaky activation")
+        if own_hint is None:
+            hint = ("dead units come back with a smaller learning rate, another "
+                    "initialisation of the layer before, or a leaky activation")
     return Diagnostic(kind="saturation", op=node.op, where=node.label(), inputs=inputs,
                       count=count, module=node.module, message=message, hint=hint,
                       indices=indices)
@@ -160,7 +170,7 @@ def _backward_nan(node: FlowNode, inputs: list[str]) -> Diagnostic:
     return Diagnostic(
         kind="nan", op=node.op, where=node.label(), inputs=inputs, count=bad,
         module=node.module,
-        message=(f"the backward of {_place(node)} ({node.name}) turns a finite gradient into "
+        message=(f"the backward of {_node_place(node)} ({node.name}) turns a finite gradient into "
                  "NaN or infinity: its derivative is infinite or undefined at these inputs "
                  "(e.g. sqrt or log at 0, pow with a fractional exponent at 0)"),
         hint="keep the input away from that point (e.g. sqrt(x + eps)) or clamp it")

@@ -12,32 +12,33 @@ from gradscope.render.cells import (
     md,
     md_code,
 )
-from gradscope.render.model import consolidated, detailed, is_model, where_wrong
+from gradscope.render.model import (
+    SUMMARY_COLUMNS,
+    consolidated,
+    detailed,
+    is_model,
+    summary_rows,
+    where_wrong,
+)
 from gradscope.report.headline import headline
 from gradscope.report.model import InputReport, Report, UpstreamCheck
-from gradscope.report.modules import grouped, module_of
+from gradscope.report.modules import grouped
 
 
 def _model_summary(report: Report) -> list[str]:
     """A model's one table: a row per module path (bold, with its roll-up) and per tensor."""
-    lines = ["| module / tensor | shape | checked | rel. error | ‖grad‖ | zeros | status |",
-             "|---|---|---:|---:|---:|---:|---|"]
-    by_module: dict[str, list[InputReport]] = {}
-    for item in report.inputs:
-        by_module.setdefault(module_of(item.name), []).append(item)
-    for entry in report.modules:
-        status = entry["status"]
-        mark = f"**✗ {status}**" if status in ("mismatch", "inconclusive") else status
-        lines.append(f"| **{md(entry['module'] or 'all tensors')}** | | "
-                     f"{entry['checked']:,}/{entry['total']:,} | | | | {mark} |")
-        for item in by_module.get(entry["module"], []):
-            cells = [md(item.name), "×".join(map(str, item.shape)) or "()",
-                     f"{item.checked:,}/{item.total:,}",
-                     fmt(item.max_rel_error) if item.max_rel_error is not None else "—",
-                     fmt(item.grad_norm) if item.grad_norm is not None else "—",
-                     f"{100 * item.zero_fraction:.0f}%" if item.zero_fraction is not None
-                     else "—", f"**{item.status}**" if item.status != "ok" else "ok"]
-            lines.append("| " + " | ".join(cells) + " |")
+    lines = ["| " + " | ".join(name for name, _ in SUMMARY_COLUMNS) + " |",
+             "|" + "|".join("---:" if justify == "right" else "---"
+                            for _, justify in SUMMARY_COLUMNS) + "|"]
+    for row in summary_rows(report):
+        if row.module:
+            name = f"**{md(row.name or 'all tensors')}**"
+            status = f"**✗ {row.status}**" if row.status in ("mismatch", "inconclusive") \
+                else row.status
+        else:
+            name = md(row.name)
+            status = f"**{row.status}**" if row.status != "ok" else "ok"
+        lines.append("| " + " | ".join([name, *row.cells, status]) + " |")
     start = where_wrong(report)
     return [*lines, "", *([md(start.plain), ""] if start is not None else [])]
 

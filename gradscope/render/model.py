@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from rich import box
 from rich.table import Table
@@ -57,33 +58,58 @@ def where_wrong(report: Report) -> Text | None:
     return text
 
 
-def summary_table(report: Report) -> Table:
-    table = Table(title="tensors by module", title_justify="left", box=box.SIMPLE_HEAD)
-    for column, justify in (("module / tensor", "left"), ("shape", "left"),
-                            ("checked", "right"), ("rel. error", "right"),
-                            ("‖grad‖", "right"), ("zeros", "right"), ("status", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+SUMMARY_COLUMNS = (("module / tensor", "left"), ("shape", "left"), ("checked", "right"),
+                   ("rel. error", "right"), ("‖grad‖", "right"), ("zeros", "right"),
+                   ("status", "left"))
+
+
+@dataclass
+class SummaryRow:
+    """One row of a model's summary: a module path's roll-up or one of its tensors."""
+
+    name: str  # the module path ("" for all tensors) or the tensor's full name
+    depth: int  # the module path's depth (a tensor: its module's)
+    module: bool
+    cells: list[str]  # shape, checked, rel. error, ‖grad‖, zeros
+    status: str
+
+
+def summary_rows(report: Report) -> Iterable[SummaryRow]:
+    """Module roll-ups in order, each followed by its own tensors (the terminal and markdown
+    summary tables both)."""
     by_module: dict[str, list[InputReport]] = {}
     for item in report.inputs:
         by_module.setdefault(module_of(item.name), []).append(item)
     for entry in report.modules:
         path = entry["module"]
         depth = path.count(".") + 1 if path else 0
-        label = path or "all tensors"
-        status = entry["status"]
-        table.add_row(Text("  " * max(depth - 1, 0) + label, style="bold"), "",
-                      f"{entry['checked']:,}/{entry['total']:,}", "", "", "",
-                      Text(("✗ " if status in ("mismatch", "inconclusive") else "")
-                           + status, style=STYLE.get(status, "")))
+        yield SummaryRow(path, depth, True,
+                         ["", f"{entry['checked']:,}/{entry['total']:,}", "", "", ""],
+                         entry["status"])
         for item in by_module.get(path, []):
-            leaf = item.name.rpartition(".")[2] if path else item.name
-            table.add_row(Text("  " * depth + leaf), "×".join(map(str, item.shape)) or "()",
-                          f"{item.checked:,}/{item.total:,}",
-                          fmt(item.max_rel_error) if item.max_rel_error is not None else "—",
-                          fmt(item.grad_norm) if item.grad_norm is not None else "—",
-                          f"{100 * item.zero_fraction:.0f}%"
-                          if item.zero_fraction is not None else "—",
-                          Text(item.status, style=STYLE.get(item.status, "")))
+            yield SummaryRow(item.name, depth, False, [
+                "×".join(map(str, item.shape)) or "()", f"{item.checked:,}/{item.total:,}",
+                fmt(item.max_rel_error) if item.max_rel_error is not None else "—",
+                fmt(item.grad_norm) if item.grad_norm is not None else "—",
+                f"{100 * item.zero_fraction:.0f}%" if item.zero_fraction is not None else "—"],
+                item.status)
+
+
+def summary_table(report: Report) -> Table:
+    table = Table(title="tensors by module", title_justify="left", box=box.SIMPLE_HEAD)
+    for column, justify in SUMMARY_COLUMNS:
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in summary_rows(report):
+        if row.module:
+            failed = "✗ " if row.status in ("mismatch", "inconclusive") else ""
+            label = Text("  " * max(row.depth - 1, 0) + (row.name or "all tensors"),
+                         style="bold")
+            status = Text(failed + row.status, style=STYLE.get(row.status, ""))
+        else:
+            leaf = row.name.rpartition(".")[2] if row.depth else row.name
+            label = Text("  " * row.depth + leaf)
+            status = Text(row.status, style=STYLE.get(row.status, ""))
+        table.add_row(label, *row.cells, status)
     return table
 
 

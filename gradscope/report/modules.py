@@ -17,14 +17,19 @@ def module_of(name: str) -> str:
     return name.rpartition(".")[0]
 
 
+def _parts(name: str) -> list[str]:
+    """`blocks.0.fc1.weight` → [blocks, 0, fc1]; a plain input name → []."""
+    path = module_of(name)
+    return path.split(".") if path else []
+
+
 def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
     """Per module path (each prefix of a tensor's module, the root "" holding the plain
     inputs): its status (the worst of its tensors'), tensors, and elements compared / all."""
     found: dict[str, dict[str, Any]] = {}
     first: dict[str, tuple[int, int]] = {}  # where a module first appears, and its depth
     for position, item in enumerate(inputs):
-        path = module_of(item.name)
-        parts = path.split(".") if path else []
+        parts = _parts(item.name)
         for k in range(len(parts) + 1):
             key = ".".join(parts[:k])
             first.setdefault(key, (position, k))
@@ -48,7 +53,7 @@ def forward_sorted(inputs: list[InputReport], order: list[str]) -> list[InputRep
     rank = {m: k for k, m in enumerate(order)}
 
     def key(item: InputReport) -> int:
-        parts = module_of(item.name).split(".") if module_of(item.name) else []
+        parts = _parts(item.name)
         for depth in range(len(parts), -1, -1):
             if ".".join(parts[:depth]) in rank:
                 return rank[".".join(parts[:depth])]
@@ -77,11 +82,11 @@ def grouped(names: list[str], limit: int = 8) -> str:
     (`blocks.0 (12 tensors), blocks.1.fc1.weight, x`)."""
     if len(names) <= 4:
         return ", ".join(names)
-    depth = max(len(module_of(n).split(".")) if module_of(n) else 0 for n in names)
+    depth = max(len(_parts(n)) for n in names)
     while True:
         groups: dict[str, list[str]] = {}
         for name in names:
-            parts = module_of(name).split(".") if module_of(name) else []
+            parts = _parts(name)
             key = ".".join(parts[:depth]) if parts else name
             groups.setdefault(key, []).append(name)
         if len(groups) <= limit or depth <= 1:

@@ -138,12 +138,13 @@ def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
     at the top level of the file that defines `obj`."""
     scope = getattr(obj, "__globals__", None)
     if scope is None:
-        scope = vars(inspect.getmodule(obj)) if inspect.getmodule(obj) is not None else {}
+        module = inspect.getmodule(obj)
+        scope = vars(module) if module is not None else {}
+    where = text.rpartition(":")[0] or f"{text}'s module"
     out = dict(args)
     for name, value in args.items():
         if not isinstance(value, TopLevel):
             continue
-        where = text.rpartition(":")[0] or f"{text}'s module"
         found = scope.get(value.name)
         if not isinstance(found, torch.nn.Module):  # a model by name, nothing else
             what = "is not defined" if value.name not in scope else \

@@ -186,15 +186,12 @@ class PythonTarget:
             for t in tensors)
         if not own and not elsewhere:
             return
-        # our own: copies a function's modules were made into, or an instance we built
+        name = str(dtype).removeprefix("torch.")
+        module = self._changeable(f"in {name}")
         with warnings.catch_warnings():  # torch's own note when a ScriptModule is converted
             warnings.simplefilter("ignore")
-            self.module = (self.module if self.owned else copy.deepcopy(self.module)).to(
-                device=device if elsewhere else None, dtype=dtype)
-        self.owned = True
-        self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
-                           if p.requires_grad}
-        name = str(dtype).removeprefix("torch.")
+            module.to(device=device if elsewhere else None, dtype=dtype)
+        self.take_parameters()
         where = f" on {device}" if elsewhere else ""
         self.notes.append(f"checked on a {name} copy of the module{where} (its own dtype: "
                           f"{', '.join(own) or name}); the module itself is not changed")
@@ -208,15 +205,31 @@ class PythonTarget:
         if mode is None or all(m.training == training for m in self.module.modules()):
             self.notes += batch_statistics(self.module)
             return
-        if not self.owned:
-            self.module = copy.deepcopy(self.module)
-            self.owned = True
-            self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
-                               if p.requires_grad}
-        self.module.train(training)
+        self._changeable(f"in {mode} mode").train(training)
         self.notes.append(f"modules checked in {mode} mode (--mode {mode}); your module is not "
                           "changed")
         self.notes += batch_statistics(self.module)
+
+    def _changeable(self, how: str) -> torch.nn.Module:
+        """The module, as gradscope's own copy (a function's modules were copied, an instance
+        copied or built at the start; only a module that could not be copied is the user's)."""
+        assert self.module is not None
+        if not self.owned:
+            try:
+                self.module = copy.deepcopy(self.module)
+            except Exception as exc:
+                raise UsageError(f"{self.text} cannot be checked {how}: its module cannot be "
+                                 f"copied ({type(exc).__name__}), and gradscope never changes "
+                                 "yours") from None
+            self.owned = True
+            self.take_parameters()
+        return self.module
+
+    def take_parameters(self) -> None:
+        """The module's trainable parameters, as the tensors finite differences perturb."""
+        assert self.module is not None
+        self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
+                           if p.requires_grad}
 
     def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
         """A module's first input shaped for its first layer (targets/shapes.py)."""
@@ -313,8 +326,7 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
         held, note = holder(obj, given)
         if held is not None:
             target.module, target.owned = held, True
-            target.parameters = {n: p.detach() for n, p in held.named_parameters()
-                                 if p.requires_grad}
+            target.take_parameters()
         target.notes += [note] if note else []
     return target
 
@@ -353,8 +365,8 @@ def _module_target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
     # a copy: a forward in train mode updates buffers (batch norm's running statistics)
     own, note = (module, "") if built else copied(module)
     target = PythonTarget(text, module, "module", params, dict(args), module=own,
-                          owned=own is not module, notes=[note] if note else [])
-    target.parameters = {n: p.detach() for n, p in own.named_parameters() if p.requires_grad}
+                          owned=built or own is not module, notes=[note] if note else [])
+    target.take_parameters()
     if any(p.grad is not None for p in module.parameters()):
         target.notes.append("the module's parameters already held .grad; gradscope works on its "
                             "own copies, so those .grad values were neither used nor changed")

@@ -50,10 +50,9 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 class _Watch(TorchFunctionMode):
-    def __init__(self, seen: Watched, stack: list[str], leaves: Mapping[int, str],
-                 ours: tuple[str, ...]) -> None:
+    def __init__(self, seen: Watched, stack: list[str], leaves: Mapping[int, str]) -> None:
         super().__init__()
-        self.seen, self.stack, self.leaves, self.ours = seen, stack, leaves, ours
+        self.seen, self.stack, self.leaves = seen, stack, leaves
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -75,9 +74,10 @@ class _Watch(TorchFunctionMode):
         count = sum(int((~torch.isfinite(t)).sum()) for t in made)
         self.seen.origins.append((name, scope, self._line(), self._below(made), count))
 
-    def _line(self) -> str:
+    @staticmethod
+    def _line() -> str:
         for frame in reversed(traceback.extract_stack()):
-            if not frame.filename.startswith(self.ours):
+            if not frame.filename.startswith(OURS):
                 short = frame.filename.rsplit("/", 1)[-1]
                 return f"{short}:{frame.lineno}: {(frame.line or '').strip()}"
         return ""
@@ -127,15 +127,15 @@ def _hooks(root: torch.nn.Module, seen: Watched, stack: list[str]) -> list[Any]:
 
 
 @contextmanager
-def watching(root: torch.nn.Module | None, leaves: Mapping[str, torch.Tensor],
-             ours: tuple[str, ...] = OURS) -> Iterator[Watched]:
+def watching(root: torch.nn.Module | None, leaves: Mapping[str, torch.Tensor]
+             ) -> Iterator[Watched]:
     """Watch the forward run inside: module paths of `root`'s submodules (none when root is
     None: only the NaN origins), the leaves named as in `leaves`."""
     seen, stack = Watched(), [""]
     handles = _hooks(root, seen, stack) if root is not None else []
     names = {id(t): n for n, t in leaves.items()}
     try:
-        with _Watch(seen, stack, names, ours):
+        with _Watch(seen, stack, names):
             yield seen
     finally:
         for handle in handles:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import gradscope
-from gradscope.diagnose.findings import dead_units, starved, unit_dim
+from gradscope.diagnose.findings import dead_units, starved, unit_dim, zero_gradients
 from gradscope.diagnose.flow import FlowNode
 from gradscope.report.modules import grouped
 from tests.paths import DATA
@@ -26,7 +26,8 @@ def test_a_vanishing_op_tells_the_starved_inputs_from_those_that_keep_a_path():
 
 def test_starved_means_an_all_zero_gradient():
     grads = {"a": torch.zeros(3), "b": torch.tensor([0.0, 1.0])}
-    assert starved(["a", "b"], grads) == ["a"] and starved(["a"], None) is None
+    assert starved(["a", "b"], zero_gradients(grads)) == ["a"]
+    assert starved(["a"], zero_gradients(None)) is None
 
 
 def _node(blocked: torch.Tensor, passing: torch.Tensor) -> FlowNode:
