@@ -61,3 +61,11 @@ def test_a_models_weight_is_not_sampled_for_what_its_copies_move():
 def test_the_same_size_without_activations_is_sampled_by_its_copies():
     fd = _fd("sum((x - mean(x))**2)", 40_000)  # each column moves whole copies
     assert sample_size(fd, "x", max_fd=100_000, sample=1000) == 1000
+
+
+def test_elementwise_work_the_flop_counter_misses_keeps_the_copy_cap():
+    # tanh and pow keep two input-sized tensors (activations above the input's size) but
+    # count no flops: the columns' real cost is elementwise, so the copy cap samples them
+    fd = _fd("sum(tanh(x - mean(x))**2)", 40_000)
+    assert fd.activations() > 40_000 and fd.flops() == 0
+    assert sample_size(fd, "x", max_fd=100_000, sample=1000) == 1000
