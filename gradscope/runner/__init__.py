@@ -181,7 +181,7 @@ def _header(request: Request, target: Any, bound: Bound, backward: engines.Backw
         output=build.summary(backward.engine.output, *limit),
         upstream=build.summary(backward.upstream, *limit), inputs=[], diagnostics=[],
         device=str(bound.device), seed=options.seed, fail_on=options.fail_on,
-        notes=[*target.notes, *_guessed(target, options),
+        notes=[*target.notes, *_guessed(target, options), *_mode_note(target, options),
                *engines.precision_note(bound, computed),
                *differences.notes],
         tolerances={"rtol": tol.rtol, "atol": tol.atol, "eps": differences.fd.eps},
@@ -202,12 +202,15 @@ def _nonfinite(backward: engines.Backward) -> list[str]:
 
 def _guessed(target: Any, options: Any) -> list[str]:
     guessed = getattr(target, "guessed", None)
-    found = guessed(set(options.at) | set(target.given)) if guessed else []
+    return guessed(set(options.at) | set(target.given)) if guessed else []
+
+
+def _mode_note(target: Any, options: Any) -> list[str]:
+    """--mode asked of a target without modules: said, not silently ignored."""
     base = getattr(target, "base", target)  # --order 2 wraps the target
-    if options.mode is not None and getattr(base, "module", None) is None:
-        found.append(f"--mode {options.mode} had nothing to switch: the target reaches no "
-                     "nn.Module")
-    return found
+    if options.mode is None or getattr(base, "module", None) is not None:
+        return []
+    return [f"--mode {options.mode} had nothing to switch: the target reaches no nn.Module"]
 
 
 @contextmanager

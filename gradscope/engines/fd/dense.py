@@ -23,10 +23,10 @@ from gradscope.engines.fd.stencil import (
 )
 from gradscope.tensors import branch_changed
 
-# What torch says about its own vmap internals (a fallback, an out= resize): not the user's
-# business, since the batching is gradscope's.
 MODEL_BATCH = 256  # columns per vmapped call of a whole model
 MODEL_BATCH_ELEMENTS = 1 << 25  # activations one such call may hold (256 MB in float64)
+# What torch says about its own vmap internals (a fallback, an out= resize): not the user's
+# business, since the batching is gradscope's.
 VMAP_NOTES = ("There is a performance drop because we have not yet implemented the batching",
               "An output with one or more elements was resized")
 
