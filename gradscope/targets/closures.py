@@ -147,10 +147,9 @@ def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
             continue
         found = scope.get(value.name)
         if not isinstance(found, torch.nn.Module):  # a model by name, nothing else
-            what = "is not defined" if value.name not in scope else \
-                f"is a {type(found).__name__}, not an nn.Module"
-            raise UsageError(f"--arg {name}={value.name}: `{value.name}` {what} at the top of "
-                             f"{where}; --arg takes a Python literal, or the name of an "
-                             "nn.Module defined there")
+            what = f"is not defined at the top of {where}" if value.name not in scope else \
+                f"at the top of {where} is a {type(found).__name__}, not an nn.Module"
+            raise UsageError(f"--arg {name}={value.name}: `{value.name}` {what}; --arg takes a "
+                             "Python literal, or the name of an nn.Module defined there")
         out[name] = found
     return out
