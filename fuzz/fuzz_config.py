@@ -23,7 +23,7 @@ CANARY = os.path.join(tempfile.gettempdir(), "gradscope_fuzz_config_canary")
 
 def one_input(data: bytes) -> None:
     from gradscope.errors import UsageError
-    from gradscope.tools.config import load
+    from gradscope.suite.config import load
 
     text = data.decode("utf-8", "replace")
     with tempfile.TemporaryDirectory() as folder:
@@ -41,7 +41,7 @@ def _outputs(name: str) -> None:
     from rich.console import Console
 
     from gradscope.render.suite import junit_xml, markdown, show
-    from gradscope.tools.results import CheckResult, SuiteReport
+    from gradscope.suite.results import CheckResult, SuiteReport
 
     suite = SuiteReport(name, [CheckResult(name, name, "check", "error", 0.0, error=name)])
     ET.fromstring(junit_xml(suite))  # raises on malformed XML
@@ -61,7 +61,7 @@ def main() -> None:
     except ImportError:
         sys.exit("atheris is not installed: pip install atheris")
     with atheris.instrument_imports():
-        import gradscope.tools.config  # noqa: F401
+        import gradscope.suite.config  # noqa: F401
     atheris.Setup(sys.argv, one_input)
     atheris.Fuzz()
 

@@ -48,7 +48,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(gradcheck, name)
     if name == "run_config":
-        from gradscope.tools.suite import run_config
+        from gradscope.suite.run import run_config
 
         return run_config
     if name in _API:

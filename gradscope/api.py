@@ -1,5 +1,7 @@
-"""The Python API: one function per command, each returning the Report (never prints, never
-exits). The CLI and the run config make the same calls through `runner.run`.
+"""The Python API — the one front door: one function per command, each returning the Report
+(never prints, never exits). `run(request)` is what `check`/`vjp`/`jacobian` call once they
+have made a Request from their keywords; the CLI and the run config call it with theirs, and
+`graph`/`sweep` likewise for those commands.
 
     report = gradscope.vjp("3*a + 2*b*b + log(c)", a=..., b=..., c=..., grad=[0.1, 1, 1e-4])
     report = gradscope.check(KillHead, torch.randn(3, 8), 2)   # tensors and non-tensor args
@@ -14,11 +16,10 @@ repeat, order, intermediates, max_elements_total, max_fd, sample).
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from gradscope.errors import UsageError
+from gradscope.errors import UnknownName, UsageError
 from gradscope.options import SPECS, Request, from_values
 from gradscope.report.model import Report
 
@@ -49,8 +50,6 @@ def request(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str
     """Keywords that name an option are options; the others are inputs by name. An input
     whose name is also an option's (`eps`, `seed`) goes in `inputs={...}`, which holds
     inputs only."""
-    from gradscope.runner import run  # noqa: F401  (torch is imported on first use only)
-
     keywords = dict(keywords)
     explicit = keywords.pop("inputs", None) or {}
     if not isinstance(explicit, Mapping):
@@ -74,7 +73,7 @@ def _ambiguous(command: str, target: Any, given: Mapping[str, Any],
     if not isinstance(target, str) or not given:
         return
     from gradscope.expr.parse import parse
-    from gradscope.targets.python import is_python_target
+    from gradscope.targets.loading import is_python_target
 
     if is_python_target(target):
         return
@@ -89,24 +88,41 @@ def _ambiguous(command: str, target: Any, given: Mapping[str, Any],
                          f"(a keyword `{both[0]}=` then sets the option)")
 
 
+def run(request: Request) -> Report:
+    """One check as a Request says (command, target, options): what every way in calls."""
+    from gradscope.runner import run as stages
+
+    return stages(request)
+
+
+def graph(request: Request) -> Any:
+    """`gradscope graph`: the backward graph with the gradient through every node."""
+    from gradscope.tools.graph import graph as build
+
+    return build(request)
+
+
+def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Any:
+    """`gradscope sweep`: one input moved over [lo, hi], f and both derivatives."""
+    from gradscope.tools.sweep import sweep as build
+
+    return build(request, var, lo, hi, points)
+
+
 def _run(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str, Any]
          ) -> Report:
-    from gradscope.runner import run
-
     try:
         return run(request(command, target, args, keywords))
-    except UsageError as exc:
-        unknown = re.match(r"--at names `(\w+)`, which is not an input of the target; "
-                           r"inputs are: (.*)", str(exc))
-        if unknown is None:
+    except UnknownName as exc:
+        if exc.option != "--at":
             raise
-        raise UsageError(_unknown_keyword(command, *unknown.groups())) from exc
+        raise UsageError(_unknown_keyword(command, exc.name, exc.known)) from exc
 
 
-def _unknown_keyword(command: str, name: str, inputs: str) -> str:
+def _unknown_keyword(command: str, name: str, inputs: tuple[str, ...]) -> str:
     """An unknown keyword in the API's words: neither an option nor an input, and the
     closest names of either."""
-    close = difflib.get_close_matches(name, [*SPECS, *inputs.split(", ")], n=2)
+    close = difflib.get_close_matches(name, [*SPECS, *inputs], n=2)
     hint = f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
     return (f"gradscope.{command}() got `{name}=`, which is neither one of its options nor an "
-            f"input of the target (inputs: {inputs or 'none'}){hint}")
+            f"input of the target (inputs: {', '.join(inputs) or 'none'}){hint}")

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gradscope.engines.fd.policy import DEFAULT_EPS, MAX_EPS, MIN_EPS
 from gradscope.errors import UsageError
 from gradscope.option_text import MAX_ELEMENTS, parse_assignment, parse_literal, parse_shape
-from gradscope.verdict.tolerance import DEFAULT_EPS, tolerance_help
+from gradscope.verdict.tolerance import tolerance_help
 
 COMMANDS = ("check", "jvp", "jacobian")
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -23,7 +24,6 @@ FAIL_ON = ("mismatch", "warning", "never")
 MODES = ("train", "eval")
 ANY_INPUT = "*"  # key of a shape or tangent given without a NAME
 INPUT_NAME = r"[A-Za-z_][\w.]*"  # an input or parameter name (`x`, `blocks.0.weight`)
-MIN_EPS = 1e-12  # a relative step below this measures round-off, not the derivative
 VALUE_HELP = ("1.5, 1,2,3, [[1,2],[3,4]], or randn(2,6), rand(3), uniform(lo,hi,2,3), ones(3), "
               "zeros(3), linspace(lo,hi,n), arange(n)")
 RUNS = COMMANDS  # the commands that run all three engines
@@ -188,9 +188,10 @@ class Options:
             value = getattr(self, name)
             if value is not None and not 0 <= value < float("inf"):  # NaN fails both
                 raise UsageError(f"{called(name)} must be a finite number >= 0, got {value}")
-        if self.eps is not None and not MIN_EPS <= self.eps <= 0.1:
-            raise UsageError(f"{called('eps')} must be in [{MIN_EPS:g}, 0.1] (a relative step; "
-                             f"smaller ones drown in round-off), got {self.eps}")
+        if self.eps is not None and not MIN_EPS <= self.eps <= MAX_EPS:
+            raise UsageError(f"{called('eps')} must be in [{MIN_EPS:g}, {MAX_EPS:g}] (a "
+                             "relative step; smaller ones drown in round-off), got "
+                             f"{self.eps}")
         for name, spec in SPECS.items():
             value = getattr(self, name)
             if spec.minimum is not None and value < spec.minimum:
@@ -234,6 +235,7 @@ class Request:
     positional: tuple[Any, ...] = ()  # API: a callable's arguments in order
     base: Path | None = None  # folder that relative file targets are resolved against
     progress: Callable[[str, int], Callable[[int], None] | None] | None = None
+    notes: tuple[str, ...] = ()  # said first in the report (defaults taken from a config)
 
     def __post_init__(self) -> None:
         _choice("command", self.command, COMMANDS)

@@ -42,7 +42,7 @@ def configured(values: dict[str, Any], command: str) -> tuple[dict[str, Any], st
     """For `check`, `jvp` and `jacobian`: the top-level [tool.gradscope] defaults of the
     nearest pyproject.toml for the options the command line did not give (as `gradscope run`
     takes them), and a note naming them."""
-    from gradscope.tools.config import defaults_near
+    from gradscope.suite.config import defaults_near
 
     ctx = values.get("ctx")
     if ctx is None:
@@ -75,16 +75,15 @@ def checker(command: str) -> Callable[..., None]:
             check_output(output)
             taken, note = configured(values, command)
             options = options_from(values, taken)
-            from gradscope.runner import run
+            from gradscope import api
 
             progress = Progress(f"gradscope {command} {values['target'][:60]}")
             try:
-                report = run(Request(command, values["target"], options,
-                                     progress=progress.bars()))
+                report = api.run(Request(command, values["target"], options,
+                                         progress=progress.bars(),
+                                         notes=(note,) if note else ()))
             finally:
                 progress.stop()
-            if note:
-                report.notes.insert(0, note)
             verdict = "passed" if report.passed else "FAILED"
             emit(report, _format(values), output,
                  f"gradscope {report.command}: {verdict}; report written to {output}")
@@ -98,10 +97,10 @@ def graph(**values: Any) -> None:
     with reported():
         check_output(values["output"])
         check_output(values["dot"], "--dot")
+        from gradscope import api
         from gradscope.render.graph import dot
-        from gradscope.tools.graph import graph as build
 
-        report = build(Request("check", values["target"], options_from(values)))
+        report = api.graph(Request("check", values["target"], options_from(values)))
         if values["dot"] is not None:
             write_file(values["dot"], dot(report), "--dot")
         emit(report, _format(values), values["output"], f"report written to {values['output']}",
@@ -117,11 +116,11 @@ def sweep(**values: Any) -> None:
         except ValueError:
             raise UsageError(f"--range {values['range_']!r}: expected LO,HI such as -2,2") \
                 from None
+        from gradscope import api
         from gradscope.render.graph import save_plot
-        from gradscope.tools.sweep import sweep as run_sweep
 
         request = Request("check", values["target"], options_from(values))
-        report = run_sweep(request, values["var"], lo, hi, values["points"])
+        report = api.sweep(request, values["var"], lo, hi, values["points"])
         if values["plot"] is not None:
             save_plot(report, values["plot"])
         emit(report, _format(values), values["output"], f"report written to {values['output']}",
@@ -134,7 +133,7 @@ def run_config(**values: Any) -> None:
         check_output(output)
         check_output(junit, "--junit-xml")
         check_output(summary, "--summary")
-        from gradscope.tools.suite import run_config as run
+        from gradscope.suite.run import run_config as run
 
         progress = Progress("gradscope run")
         try:
@@ -158,7 +157,7 @@ def _ci_outputs(suite: Any, summary: Path | None) -> None:
     """The markdown summary (--summary FILE), and on GitHub Actions the annotations (stderr,
     so that stdout stays the report) and the step summary."""
     from gradscope import render
-    from gradscope.tools import github
+    from gradscope.suite import github
 
     markdown = render.text(suite, "markdown") if summary is not None or github.active() else ""
     if summary is not None:

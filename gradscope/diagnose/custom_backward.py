@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 
 from gradscope.engines.autograd import AutogradEngine
-from gradscope.inputs.text import seed_for
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
+from gradscope.rng import generator
 from gradscope.verdict.tolerance import Tolerance
 
 ALPHA, BETA = 0.75, -1.25
@@ -54,8 +53,8 @@ def classify_failure(exc: BaseException, target: str) -> Diagnostic | None:
 
 
 def _random(shape: torch.Size, like: torch.Tensor, seed: int, label: str) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed_for(seed, label))
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(like.device, like.dtype)
+    return torch.randn(shape, generator=generator(seed, label), dtype=torch.float64).to(
+        like.device, like.dtype)
 
 
 def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int,
@@ -91,7 +90,7 @@ def determinism(autograd: AutogradEngine, upstream: torch.Tensor, first: Mapping
                 target: str, tolerance: float = 0.0) -> Diagnostic | None:
     """Two backward calls with one upstream must agree (within `tolerance`, gradcheck's
     nondet_tol: atomics in a CUDA kernel may reorder a sum)."""
-    again = autograd.vjp(upstream)
+    again = autograd.vjp(upstream.clone())  # (backward may write into what it is given)
     bad = {n: ~(((g - first[n]).abs() <= tolerance) | (torch.isnan(g) & torch.isnan(first[n])))
            for n, g in again.items()}
     bad = {n: m for n, m in bad.items() if bool(m.any())}
@@ -118,20 +117,21 @@ def inplace(before: torch.Tensor, after: torch.Tensor, target: str) -> Diagnosti
         indices={"upstream": mask_indices(changed)})
 
 
-def backward_checks(text: str, judge: Any, upstream: torch.Tensor, before: torch.Tensor,
-                    ag_grads: Mapping[str, torch.Tensor], nondet_tol: float = 0.0
-                    ) -> list[Diagnostic]:
-    """Linearity, determinism and in-place checks of a user's backward; tells `judge` where
-    backward is not linear (such elements are never excused as surrogates)."""
+def backward_checks(text: str, autograd: AutogradEngine, upstream: torch.Tensor,
+                    after: torch.Tensor, grads: Mapping[str, torch.Tensor], tol: Tolerance,
+                    seed: int, nondet_tol: float = 0.0
+                    ) -> tuple[tuple[Diagnostic, ...], dict[str, torch.Tensor]]:
+    """Linearity, determinism and in-place checks of a user's backward (`upstream` as given,
+    `after`: the copy backward received): the diagnostics of those that failed, and per input
+    where backward is not linear (such elements are never excused as surrogates)."""
     diagnostics = []
-    mutated = inplace(before, upstream, text)
+    mutated = inplace(upstream, after, text)
     if mutated:
         diagnostics.append(mutated)
-    nondeterministic = determinism(judge.autograd, before, ag_grads, text, nondet_tol)
+    nondeterministic = determinism(autograd, upstream, grads, text, nondet_tol)
     if nondeterministic:
         diagnostics.append(nondeterministic)
-    nonlinear, masks = linearity(judge.autograd, judge.tol, judge.seed, text)
+    nonlinear, masks = linearity(autograd, tol, seed, text)
     if nonlinear:
         diagnostics.append(nonlinear)
-    judge.nonlinear = masks  # such elements are failures, never surrogates
-    return diagnostics
+    return tuple(diagnostics), masks

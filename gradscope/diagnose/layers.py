@@ -5,15 +5,28 @@ mismatch: autograd may be right that almost nothing reaches them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from gradscope.report.model import Diagnostic, InputReport
+from gradscope.report.model import Diagnostic
 from gradscope.report.modules import module_of
 
 QUIET_RATIO = 1e-3  # a layer this much below a neighbour is quiet (the larger neighbour: a run
 # of quiet layers must not hide one another)
 
 
-def quiet_layers(inputs: list[InputReport]) -> list[Diagnostic]:
+@dataclass(frozen=True)
+class LayerStats:
+    """One tensor's gradient in numbers: what quiet layers are found from."""
+
+    name: str
+    role: str
+    shape: tuple[int, ...]
+    total: int
+    grad_norm: float | None
+
+
+def quiet_layers(inputs: Iterable[LayerStats]) -> list[Diagnostic]:
     """One diagnostic per layer (a module holding a weight matrix directly) whose gradient
     norm is below QUIET_RATIO × a neighbouring such layer's, in parameter order."""
     norms: dict[str, float] = {}

@@ -54,6 +54,22 @@ class Relation:
         return f"{self.text}{f': {self.reading}' if self.reading else ''}"
 
 
+# what to look for, per relation (the `mismatch_pattern` diagnostic's hint)
+HINTS = {
+    "factor": "look for a constant in backward: a division by a size, a minus sign, a 2 of a "
+              "square; if the scaling is deliberate, declare it with --surrogate NAME",
+    "zero": "a path to this input is cut: a .detach(), torch.no_grad(), an in-place write or "
+            "a zero returned by backward",
+    "transposed": "check the .t()/.transpose in backward against the forward's layout",
+    "permuted": "check the permute/transpose calls in backward against the forward's",
+    "swapped": "return one gradient per forward input, in the forward's order",
+    "additive": "backward adds a term the forward does not have",
+    "ignored": "backward should give zero where the forward discards the input (as autograd "
+               "of `result[:, :n] = 0` does)",
+    "subset": "compare the branch of backward these elements take with the others'",
+}
+
+
 def number(x: float) -> str:
     """A factor as people write it: −0.5, 0.25, 3 (a true minus sign)."""
     text = f"{x:.4g}"

@@ -1,17 +1,20 @@
-"""The Engine protocol: the questions every engine answers about one target at fixed inputs,
-each in its own way and without asking another engine.
+"""What every engine answers and how: the `Engine` protocol (the questions about one target at
+fixed inputs, each engine answering in its own way without asking another) and `Answer`, one
+engine's answer for one input, which the comparison lays beside autograd.
 
-* `AutogradEngine` — what PyTorch computes (`y.backward(v)`, forward-mode AD);
-* `SymbolicEngine` — sympy derivatives of an expression, evaluated with torch;
-* `FiniteDifferences` — central differences with Richardson extrapolation and error bounds
-  (its `estimate(name)` keeps the per-element error and kink masks the comparison needs).
+* `AutogradEngine` — what PyTorch computes (`y.backward(v)`, forward-mode AD): the thing
+  being checked;
+* `SymbolicEngine` — sympy derivatives of an expression, evaluated with torch (exact);
+* `FiniteDifferences` — central differences with Richardson extrapolation and error bounds.
 
-The runner lays their answers side by side; `verdict/` judges them.
+The runner turns each reference engine's answers into `Answer`s (runner/references.py, one
+adapter and one registration per engine); `verdict/` judges them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -28,3 +31,16 @@ class Engine(Protocol):
     def jvp(self, tangents: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """J·t summed over the inputs, shaped like the output."""
         ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One reference engine's answer for one input (a VJP, a Jacobian (out_numel, in_numel),
+    or a JVP): its `values`; its own `error` bound where it is an estimate; `kink`, where its
+    answer is no derivative (a stencil straddled a kink, jump or pole; broadcast against the
+    values); `checked`, the elements it answered (a sample; None: all)."""
+
+    values: torch.Tensor
+    error: torch.Tensor | None = None
+    kink: torch.Tensor | None = None
+    checked: torch.Tensor | None = None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from gradscope.errors import UsageError
+from gradscope.errors import EvaluationError, UsageError
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS
 
@@ -56,8 +56,7 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
             wrong = op.floats_for_integers(op.slots(args, node.names))
             if wrong and not isinstance(exc, UsageError):  # class indices given as floats
                 first_line += f"; {op.integers_hint(wrong[0])}"
-            raise UsageError(f"cannot compute `{expr.text(node)}` on shapes {shapes}: "
-                             f"{first_line}") from None
+            raise EvaluationError(expr.text(node), shapes, first_line) from None
         if visit is not None:
             visit(node, args, out)
         return out

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from gradscope.errors import UsageError
+from gradscope.errors import UnknownName, UsageError
 from gradscope.inputs.text import InputValue, parse_value, random_value
 from gradscope.option_text import MAX_ELEMENTS
 from gradscope.options import ANY_INPUT, Options
@@ -23,14 +23,50 @@ from gradscope.tensors import all_finite
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # name → torch dtype
 
 
-@dataclass
+@dataclass(frozen=True)
+class Upstream:
+    """The upstream vector v of `y.backward(v)`, read once: the --grad value, or none given,
+    which means ones shaped like the output (the default: the one place that says so)."""
+
+    given: InputValue | None = None
+
+    @property
+    def ones(self) -> bool:
+        return self.given is None
+
+    @property
+    def source(self) -> str:
+        """How the report names it: "ones" (the default) or "--grad"."""
+        return "ones" if self.given is None else "--grad"
+
+    def tensor_for(self, output: torch.Tensor) -> torch.Tensor:
+        """v for this output: ones, or --grad, which must be shaped like it."""
+        if self.given is None:
+            return torch.ones_like(output.detach())
+        tensor = self.given.tensor
+        if tuple(tensor.shape) != tuple(output.shape):
+            raise UsageError(f"--grad has shape {shape_text(tensor.shape)} but the output has "
+                             f"shape {shape_text(output.shape)}; they must be equal "
+                             "(y.backward(v) needs v shaped like y)")
+        return tensor.to(device=output.device, dtype=output.dtype)
+
+    @classmethod
+    def read(cls, options: Options) -> Upstream:
+        """--grad as given (none: ones)."""
+        if options.grad is None:
+            return cls()
+        return cls(value_of(options.grad, "--grad", options.seed, ":grad",
+                            options.max_elements_total))
+
+
+@dataclass(frozen=True)
 class Bound:
     """The tensors of one run: how each input was made, the inputs in the run's dtype and
-    device, the --grad value (None: ones), and the named tangents (None: none given)."""
+    device, the upstream (--grad or ones), and the named tangents (None: none given)."""
 
     values: dict[str, InputValue]
     cast: dict[str, torch.Tensor]
-    grad: InputValue | None
+    upstream: Upstream
     tangent: dict[str, Any] | None
     dtype: torch.dtype
     device: torch.device
@@ -42,8 +78,9 @@ class Bound:
         return {n: t.to(torch.float64) for n, t in self.cast.items()}
 
 
-def bind(options: Options, target: Any) -> Bound:
-    """The inputs of `target` from `options` (names checked against the target's first)."""
+def bind(options: Options, target: Any, upstream: Upstream | None = None) -> Bound:
+    """The inputs of `target` from `options` (names checked against the target's first);
+    `upstream`: the table's (default: --grad as the options give it)."""
     names = target.names
     at = {**target.given, **options.at}
     tangent = _named_tangents(options.tangent, names)
@@ -62,18 +99,16 @@ def bind(options: Options, target: Any) -> Bound:
                           ("--surrogate", dict.fromkeys(options.surrogate))):
         for name in given:
             if name != ANY_INPUT and name not in names:
-                inputs = ", ".join(names) or "none (every parameter is given by --arg)"
                 also = " (it is given by --arg too)" if name in options.arg else ""
-                raise UsageError(f"{option} names `{name}`, which is not an input of the "
-                                 f"target{also}; inputs are: {inputs}")
+                raise UnknownName(option, name, names, also)
     dtype, device = DTYPES[options.dtype], device_of(options.device)
     constants = {n: constant_of(v, n, options) for n, v in options.const.items()}
     if constants:
         _hold(target, constants, dtype, device)
         if not target.names:
             raise UsageError("every input is --const: nothing is left to differentiate")
-    grad = grad_value(options)
-    values = _inputs(options, target, at, grad)
+    upstream = Upstream.read(options) if upstream is None else upstream
+    values = _inputs(options, target, at, upstream.given)
     held = selected_out(options, tuple(values))
     if held:  # --only/--skip: the others are data, at the values they were given
         if len(held) == len(values):
@@ -89,7 +124,7 @@ def bind(options: Options, target: Any) -> Bound:
             raise UsageError(f"--at {name}: its values overflow {options.dtype} (largest "
                              f"finite {torch.finfo(dtype).max:g}); scale them or use a wider "
                              "--dtype")
-    return Bound(values, cast, grad, tangent, dtype, device, constants)
+    return Bound(values, cast, upstream, tangent, dtype, device, constants)
 
 
 def selected_out(options: Options, names: tuple[str, ...]) -> list[str]:
@@ -127,13 +162,6 @@ def constant_of(raw: Any, name: str, options: Options) -> InputValue:
     if not isinstance(raw, torch.Tensor) and bool((t == torch.round(t)).all()):
         return InputValue(t.to(torch.int64), value.origin)
     return value
-
-
-def grad_value(options: Options) -> InputValue | None:
-    """--grad as given (None: the default, ones)."""
-    if options.grad is None:
-        return None
-    return value_of(options.grad, "--grad", options.seed, ":grad", options.max_elements_total)
 
 
 def _named_tangents(tangent: Mapping[str, Any] | None, names: tuple[str, ...]
@@ -255,7 +283,7 @@ def _shape_of(name: str, options: Options, target: Any, given: Mapping[str, Inpu
     shape = options.shape.get(name, options.shape.get(ANY_INPUT))
     if shape is not None:
         return tuple(shape), ""
-    told = target.suggested_shape(name) if hasattr(target, "suggested_shape") else None
+    told = target.suggested_shape(name)
     if told is not None:
         return told
     if target.is_elementwise:
@@ -274,18 +302,6 @@ def _shape_of(name: str, options: Options, target: Any, given: Mapping[str, Inpu
 def defaulted(bound: Bound) -> list[str]:
     """The inputs whose shape was the default (for hints when the target then fails)."""
     return [n for n, v in bound.values.items() if DEFAULTED in v.origin]
-
-
-def upstream_for(grad: torch.Tensor | InputValue | None, output: torch.Tensor) -> torch.Tensor:
-    """The upstream vector for y.backward(v): ones, or --grad, which must be shaped like y."""
-    if grad is None:
-        return torch.ones_like(output.detach())
-    tensor = grad.tensor if isinstance(grad, InputValue) else grad
-    if tuple(tensor.shape) != tuple(output.shape):
-        raise UsageError(f"--grad has shape {shape_text(tensor.shape)} but the output has "
-                         f"shape {shape_text(output.shape)}; they must be equal "
-                         "(y.backward(v) needs v shaped like y)")
-    return tensor.to(device=output.device, dtype=output.dtype)
 
 
 def tangents_for(tangent: Mapping[str, Any] | None, leaves: Mapping[str, torch.Tensor],

@@ -10,7 +10,6 @@ pipeline casts them to the requested dtype and device.
 from __future__ import annotations
 
 import ast
-import hashlib
 import math
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.option_text import FORMS, GENERATORS, MAX_DIMS, MAX_ELEMENTS, check_shape
+from gradscope.rng import generator
 
 MAX_VALUE_TEXT = 2_000_000
 
@@ -28,12 +28,6 @@ class InputValue:
 
     tensor: torch.Tensor
     origin: str
-
-
-def seed_for(seed: int, name: str) -> int:
-    """A per-name seed, so adding an input never changes the values of the others."""
-    digest = hashlib.sha256(f"{seed}:{name}".encode()).hexdigest()
-    return int(digest[:12], 16)
 
 
 def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
@@ -132,7 +126,7 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
         check_shape(shape, what, limit)
         return shape
 
-    gen = torch.Generator().manual_seed(seed_for(seed, name))
+    gen = generator(seed, name)
     origin = f"{src} seed={seed}" if fname in ("randn", "rand", "uniform", "randint") else src
     if fname == "randn":
         tensor = torch.randn(shape_from(nums), generator=gen, dtype=torch.float64)
@@ -177,7 +171,7 @@ def random_value(shape: tuple[int, ...], seed: int, name: str,
                            limit=limit) if shape else _scalar_randn(seed, name)
     lo, hi = domain
     if not shape:
-        gen = torch.Generator().manual_seed(seed_for(seed, name))
+        gen = generator(seed, name)
         t = lo + (hi - lo) * torch.rand((), generator=gen, dtype=torch.float64)
         return InputValue(t, f"uniform({lo:g},{hi:g}) seed={seed}")
     return parse_value(f"uniform({lo:g},{hi:g},{dims})", f"input {name}", seed=seed, name=name,
@@ -185,5 +179,5 @@ def random_value(shape: tuple[int, ...], seed: int, name: str,
 
 
 def _scalar_randn(seed: int, name: str) -> InputValue:
-    gen = torch.Generator().manual_seed(seed_for(seed, name))
+    gen = generator(seed, name)
     return InputValue(torch.randn((), generator=gen, dtype=torch.float64), f"randn() seed={seed}")

@@ -9,12 +9,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-TABLE_ROWS = 24  # a tensor with more elements shows its worst rows only
-WORST_ROWS = 12
-STYLE = {"ok": "green", "mismatch": "bold red", "nondifferentiable": "yellow",
-         "undefined": "magenta", "vanishing": "yellow", "surrogate": "cyan",
-         "inconclusive": "bold red", "not run": "dim", "unchecked": "dim"}  # colour repeats
-# the word, never replaces it
+from gradscope.report.build import TABLE_ROWS, WORST_ROWS, flat  # noqa: F401  (re-exported)
+from gradscope.report.status import Status
+
+
+def style(status: Any) -> str:
+    """The colour of a status word (it repeats the word, never replaces it)."""
+    try:
+        return Status(status).style
+    except ValueError:
+        return ""
 
 
 
@@ -26,22 +30,6 @@ def fmt(x: Any, digits: int = 6) -> str:
     if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
         return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
     return f"{x:.{digits}g}"
-
-
-def flat(values: Any) -> list:
-    if values is None:
-        return []
-    if not isinstance(values, list):
-        return [values]
-    out: list = []
-    stack = [values]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(reversed(item))
-        else:
-            out.append(item)
-    return out
 
 
 def shape_text(shape: Sequence[int]) -> str:

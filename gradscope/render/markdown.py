@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from gradscope.render.cells import (
-    TABLE_ROWS,
-    WORST_ROWS,
-    flat,
-    fmt,
-    index_of,
-    index_text,
-    md,
-    md_code,
-)
-from gradscope.render.model import (
+from gradscope.render.cells import flat, fmt, index_of, index_text, md, md_code
+from gradscope.render.summary import (
     SUMMARY_COLUMNS,
     consolidated,
     detailed,
-    is_model,
     summary_rows,
     where_wrong,
 )
@@ -33,8 +23,7 @@ def _model_summary(report: Report) -> list[str]:
     for row in summary_rows(report):
         if row.module:
             name = f"**{md(row.name or 'all tensors')}**"
-            status = f"**✗ {row.status}**" if row.status in ("mismatch", "inconclusive") \
-                else row.status
+            status = f"**✗ {row.status}**" if row.status.fails else str(row.status)
         else:
             name = md(row.name)
             status = f"**{row.status}**" if row.status != "ok" else "ok"
@@ -49,39 +38,28 @@ def _input(item: InputReport) -> list[str]:
     if item.formula:
         lines += [f"VJP formula: `{md_code(item.formula)}`", ""]
     shape = item.jacobian_shape or item.shape
-    statuses = flat(item.element_status) if isinstance(item.element_status, list) \
-        else [item.element_status]
-    cols = {k: flat(getattr(item, k)) if isinstance(getattr(item, k), list)
-            else [getattr(item, k)] for k in ("autograd", "symbolic", "finite_difference",
-                                              "error")}
-    positions = list(range(len(statuses)))
-    if len(positions) > TABLE_ROWS:
-        positions = positions[:WORST_ROWS] if item.elements_reported == "worst" else sorted(
-            positions, key=lambda p: (statuses[p] == "ok", -(cols["error"][p] or 0.0)
-                                      if isinstance(cols["error"][p], float) else 0.0)
-        )[:WORST_ROWS]
-    lines += ["| index | autograd | symbolic | finite diff | abs error | status |",
-              "|---|---:|---:|---:|---:|---|"]
-    for p in positions:
+    statuses = flat(item.element_status) or [item.status] * len(item.rows)
+    columns = [flat(c.values) for c in item.columns.values()] + [flat(item.error)]
+    lines += ["| index | " + " | ".join(c.label for c in item.columns.values())
+              + " | abs error | status |",
+              "|---|" + "---:|" * (len(columns)) + "---|"]
+    for p in item.rows:
         index = item.indices[p] if item.indices is not None else index_of(p, shape)
-        row = [index_text(index)] + [fmt(cols[k][p]) if p < len(cols[k]) else "—"
-                                      for k in ("autograd", "symbolic", "finite_difference",
-                                                "error")]
-        status = statuses[p]
+        row = [index_text(index)] + [fmt(c[p]) if p < len(c) else "—" for c in columns]
+        status = statuses[p] if p < len(statuses) else item.status
         row.append(f"**{status}**" if status != "ok" else status)
         lines.append("| " + " | ".join(md(c) for c in row) + " |")
     counts = ", ".join(f"{n} {s}" for s, n in item.status_counts.items())
     lines += ["", f"{counts}; max abs error {fmt(item.max_abs_error)}"]
-    if item.symbolic_skipped:
-        lines.append(f"symbolic skipped: {md(item.symbolic_skipped)}")
-    if item.finite_difference_skipped:
-        lines.append(f"finite differences skipped: {md(item.finite_difference_skipped)}")
+    for column in item.columns.values():
+        if column.skipped:
+            lines.append(f"{column.label} skipped: {md(column.skipped)}")
     return [*lines, ""]
 
 
 def _result(check: UpstreamCheck) -> str:
-    word = check.result or ("ok" if check.passed else "mismatch")
-    return f"**{word}**" if word == "mismatch" else word
+    word = check.result
+    return f"**{word}**" if word.fails else str(word)
 
 
 def render(report: Report) -> str:
@@ -99,7 +77,7 @@ def render(report: Report) -> str:
         held = ", ".join(f"`{md_code(n)}` {tuple(c['shape'])} {c['dtype']}"
                          for n, c in report.constants.items())
         lines += [f"data inputs (--const, not differentiated): {held}", ""]
-    model = is_model(report)
+    model = report.model
     if model:
         lines += _model_summary(report)
     for item in detailed(report) if model else report.inputs:

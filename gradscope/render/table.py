@@ -15,28 +15,25 @@ from rich.table import Table
 from rich.text import Text
 
 from gradscope.render.cells import (
-    STYLE,
     TABLE_ROWS,
-    WORST_ROWS,
     flat,
     fmt,
     index_of,
     index_text,
     printable,
     shape_text,
+    style,
 )
-from gradscope.render.model import (
+from gradscope.render.summary import (
     consolidated,
     detailed,
     header_rows,
-    is_model,
     summary_table,
     where_wrong,
 )
 from gradscope.report.headline import headline
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.modules import grouped
-from gradscope.report.status import RANK
 
 
 def _preview(summary: TensorSummary, limit: int = 6) -> str:
@@ -64,7 +61,7 @@ def header(report: Report) -> Panel:
             report.upstream_source
         grid.add_row("upstream", f"shape {shape_text(report.upstream.shape)}  "
                      f"{_preview(report.upstream)}  ({source})")
-    if is_model(report):
+    if report.model:
         for label, value in header_rows(report):
             grid.add_row(Text(label), Text(value))
     else:
@@ -88,38 +85,25 @@ def header(report: Report) -> Panel:
 
 def _statuses(item: InputReport) -> list[str]:
     if item.element_status is None:  # nothing was compared (backward failed)
-        n = len(flat(item.finite_difference)) or len(flat(item.values))
-        return [item.status] * n
-    return flat(item.element_status) if isinstance(item.element_status, list) \
-        else [item.element_status]
+        n = max((len(flat(c.values)) for c in item.columns.values()), default=0)
+        return [item.status] * (n or len(flat(item.values)))
+    return flat(item.element_status)
 
 
-def _rows(item: InputReport, full: bool = False) -> tuple[list[int], int]:
-    """Which reported elements to show (positions into the reported arrays) and how many
-    elements the tensor has; `full` (--full): every one."""
-    statuses = _statuses(item)
-    errors = flat(item.error) if isinstance(item.error, list) else [item.error]
-    errors += [None] * (len(statuses) - len(errors))
+def _total(item: InputReport) -> int:
     total = 1
     for s in (item.jacobian_shape or item.shape):
         total *= s
-    positions = list(range(len(statuses)))
-    if len(positions) <= TABLE_ROWS or full:
-        return positions, total
-    if item.elements_reported == "all":
-        positions.sort(key=lambda p: (-RANK.get(statuses[p], 0),
-                                      -(errors[p] if isinstance(errors[p], float) else 0.0)))
-    return positions[:WORST_ROWS], total
+    return total
 
 
-def input_table(item: InputReport, full: bool = False) -> Table:
-    positions, total = _rows(item, full)
+def input_table(item: InputReport) -> Table:
+    positions = item.rows
     statuses = _statuses(item)
-    columns = {k: flat(getattr(item, k)) if isinstance(getattr(item, k), list)
-               else [getattr(item, k)]
-               for k in ("autograd", "symbolic", "finite_difference", "error")}
+    columns = {k: flat(c.values) for k, c in item.columns.items()}
+    errors = flat(item.error)
     shape = item.jacobian_shape or item.shape
-    values = flat(item.values) if isinstance(item.values, list) else [item.values]
+    values = flat(item.values)
     jac_out = len(shape) - len(item.shape) if item.jacobian_shape else 0
 
     title = Text.assemble((item.name, "bold"), f" · {item.role} · shape {shape_text(item.shape)}")
@@ -129,13 +113,12 @@ def input_table(item: InputReport, full: bool = False) -> Table:
         title.append(" · VJP = ")
         title.append(item.formula, style="cyan")
     title.append(" · ")
-    title.append(item.status, style=STYLE.get(item.status, ""))
+    title.append(item.status, style=style(item.status))
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False)
     table.add_column("out ← in" if item.jacobian_shape else "index", style="dim")
     table.add_column("value", justify="right")
-    table.add_column("autograd", justify="right")
-    table.add_column("symbolic", justify="right")
-    table.add_column("finite diff", justify="right")
+    for column in item.columns.values():
+        table.add_column(column.label, justify="right")
     table.add_column("|error|", justify="right")
     table.add_column("status", no_wrap=True)
     for p in positions:
@@ -151,21 +134,20 @@ def input_table(item: InputReport, full: bool = False) -> Table:
             label = index_text(index)
             value = values[p] if p < len(values) else None
         status = statuses[p] if p < len(statuses) else ""
-        cells = [fmt(columns[k][p]) if p < len(columns[k]) else "—"
-                 for k in ("autograd", "symbolic", "finite_difference")]
-        err = columns["error"][p] if p < len(columns["error"]) else None
-        table.add_row(label, fmt(value), *cells, fmt(err),
-                      Text(status, style=STYLE.get(status, "")))
+        cells = [fmt(v[p]) if p < len(v) else "—" for v in columns.values()]
+        err = errors[p] if p < len(errors) else None
+        table.add_row(label, fmt(value), *cells, fmt(err), Text(status, style=style(status)))
     caption = []
+    total = _total(item)
     if len(positions) < total:
         caption.append(f"showing {len(positions)} of {total:,} elements, worst first")
     if item.status_counts:
         caption.append(", ".join(f"{n:,} {s}" for s, n in item.status_counts.items()))
     caption.append(f"max |error| {fmt(item.max_abs_error)}")
-    if item.autograd_skipped:
-        caption.append(f"autograd: {item.autograd_skipped}")
-    if item.finite_difference_skipped:
-        caption.append(f"finite differences skipped: {item.finite_difference_skipped}")
+    for k, column in enumerate(item.columns.values()):
+        if column.failed:  # the engine being checked first: its failure is the finding
+            what = column.label if k == 0 else f"{column.label} skipped"
+            caption.append(f"{what}: {column.skipped}")
     table.caption = " · ".join(caption)
     table.caption_justify = "left"
     return table
@@ -173,19 +155,19 @@ def input_table(item: InputReport, full: bool = False) -> Table:
 
 def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, title=Text.assemble(("forward mode J·t", "bold"), " · ",
-                                      (fwd.status, STYLE.get(fwd.status, ""))),
+                                      (fwd.status, style(fwd.status))),
                   title_justify="left")
-    for name in ("output index", "autograd", "symbolic", "finite diff", "status"):
-        table.add_column(name, justify="left" if name in ("output index", "status") else "right",
-                         no_wrap=name == "status")
-    ag, sym, fd = flat(fwd.autograd), flat(fwd.symbolic), flat(fwd.finite_difference)
-    statuses = flat(fwd.element_status) if isinstance(fwd.element_status, list) \
-        else [fwd.element_status]
-    for p in range(min(len(ag), TABLE_ROWS)):
+    table.add_column("output index", justify="left")
+    for column in fwd.columns.values():
+        table.add_column(column.label, justify="right")
+    table.add_column("status", no_wrap=True)
+    columns = [flat(c.values) for c in fwd.columns.values()]
+    statuses = flat(fwd.element_status)
+    for p in range(min(len(columns[0]) or len(statuses), TABLE_ROWS)):
         index = fwd.indices[p] if fwd.indices is not None else index_of(p, out_shape)
-        table.add_row(index_text(index), fmt(ag[p]), fmt(sym[p]) if sym else "—",
-                      fmt(fd[p]) if fd else "—",
-                      Text(statuses[p], style=STYLE.get(statuses[p], "")))
+        status = statuses[p] if p < len(statuses) else fwd.status
+        table.add_row(index_text(index), *(fmt(v[p]) if p < len(v) else "—" for v in columns),
+                      Text(status, style=style(status)))
     tangents = "; ".join(f"{n} = {_preview(TensorSummary([], v))}" for n, v in fwd.tangent.items())
     table.caption = f"tangent {tangents} · max |error| {fmt(fwd.max_abs_error)}"
     table.caption_justify = "left"
@@ -219,9 +201,9 @@ def checks_table(report: Report) -> Table | None:
     for name in ("check", "result", "max |error|", "mismatches"):
         table.add_column(name)
     for c in report.upstream_checks:
-        word = c.result or ("ok" if c.passed else "mismatch")
+        word = c.result
         ran = word != "not run"
-        table.add_row(c.label, Text(word, style=STYLE.get(word, "")),
+        table.add_row(c.label, Text(word, style=style(word)),
                       fmt(c.max_abs_error) if ran else "—", str(c.mismatches) if ran else "—")
     return table
 
@@ -231,7 +213,7 @@ def diagnostics_panel(report: Report) -> Panel | None:
         return None
     parts: list[RenderableType] = []
     shown_diagnostics, left = report.diagnostics, 0
-    if is_model(report) and not report.full:  # a model: those about the detailed tensors
+    if report.model and not report.full:  # a model: those about the detailed tensors
         keep = {i.name for i in detailed(report)}
         shown_diagnostics = [d for d in report.diagnostics if d.kind != "mismatch_pattern"
                              or not d.inputs or set(d.inputs) & keep]
@@ -241,7 +223,7 @@ def diagnostics_panel(report: Report) -> Panel | None:
         place = d.where if d.module is None else (d.module or "top level")
         line = Text.assemble((f"{d.kind}", "bold yellow"), f"  {printable(place)}  ")
         if d.inputs:
-            names = grouped(d.inputs) if is_model(report) else ", ".join(d.inputs)
+            names = grouped(d.inputs) if report.model else ", ".join(d.inputs)
             line.append(f"({d.count} element(s); inputs {names})", style="dim")
         parts.append(line)
         parts.append(Text(f"  {printable(d.message)}"))
@@ -278,14 +260,14 @@ def verdict(report: Report) -> Text:
 
 def renderables(report: Report) -> Iterable[RenderableType]:
     yield header(report)
-    model = is_model(report)
+    model = report.model
     if model:
         yield summary_table(report)
         start = where_wrong(report)
         if start is not None:
             yield start
     for item in detailed(report) if model else report.inputs:
-        yield input_table(item, report.full)
+        yield input_table(item)
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
     for extra in (intermediates_table(report), checks_table(report), diagnostics_panel(report)):

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import torch
 
 from gradscope.report.model import TensorSummary
-from gradscope.report.status import RANK_OF_CODE, STATUS_NAMES
+from gradscope.report.status import ELEMENT, Status
 from gradscope.tensors import multi_index
 
 
@@ -23,8 +23,27 @@ class Judged(Protocol):
 
 
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
+TABLE_ROWS = 24  # a table of a tensor with more reported elements shows its worst rows only
+WORST_ROWS = 12
 HEAD_ELEMENTS = 20  # how many leading values a trimmed output/upstream shows
 MAX_INDICES = 20  # indices listed per input in one diagnostic
+
+
+def flat(values: Any) -> list:
+    """Nested lists (or one value, or None: nothing) as one flat list."""
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        return [values]
+    out: list = []
+    stack = [values]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
 
 
 def plain(t: torch.Tensor | None) -> Any:
@@ -52,8 +71,8 @@ def worst_indices(cmp: Judged, max_elements: int, full: bool) -> torch.Tensor | 
     else:
         # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full
         # sort of a million elements costs more than all three engines together.
-        lut = torch.tensor([float(RANK_OF_CODE[code]) for code in range(len(RANK_OF_CODE))],
-                           dtype=torch.float64, device=err.device)
+        lut = torch.tensor([float(s.rank) for s in ELEMENT], dtype=torch.float64,
+                           device=err.device)
         rank = lut[cmp.status.reshape(-1).to(torch.int64)]
         top = float(err.max()) if n else 0.0
         key = rank * 2.0 + (err / (2.0 * top) if top > 0 else 0.0)
@@ -103,7 +122,7 @@ def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:
 
 def statuses(cmp: Judged, idx: torch.Tensor | None) -> Any:
     codes = cmp.status if idx is None else cmp.status.reshape(-1)[idx]
-    names = [STATUS_NAMES[int(c)] for c in codes.reshape(-1).tolist()]
+    names = [ELEMENT[int(c)] for c in codes.reshape(-1).tolist()]
     if idx is not None or codes.ndim == 1:
         return names
     if codes.ndim == 0:
@@ -127,3 +146,21 @@ def indices_of(idx: torch.Tensor | None, shape: Sequence[int]) -> list[list[int]
 def mask_indices(mask: torch.Tensor, limit: int = MAX_INDICES) -> list[list[int]]:
     flat = torch.nonzero(mask.reshape(-1)).reshape(-1)[:limit].tolist()
     return [multi_index(i, tuple(mask.shape)) for i in flat]
+
+
+def rows(statuses: Sequence[Status], errors: Sequence[Any], worst_first: bool,
+         full: bool) -> list[int]:
+    """The rows a table shows, as positions into the reported elements: all of them when few
+    (or --full), else the WORST_ROWS worst — by status, then error — or the first ones when
+    the elements reported are already the worst, worst first."""
+    positions = list(range(len(statuses)))
+    if len(positions) <= TABLE_ROWS or full:
+        return positions
+    if not worst_first:
+        positions.sort(key=lambda p: (-Status(statuses[p]).rank, -_number(errors, p)))
+    return positions[:WORST_ROWS]
+
+
+def _number(errors: Sequence[Any], p: int) -> float:
+    value = errors[p] if p < len(errors) else None
+    return value if isinstance(value, float) else 0.0

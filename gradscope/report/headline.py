@@ -1,10 +1,12 @@
-"""The one line that says why a report failed, naming the cause the body explains: the
-relation a mismatch follows, the input nothing was compared for, the custom-backward check
-that failed. Every renderer leads with it, so a headline never contradicts its body."""
+"""The one line that says why a report failed, written from the report's failures (the same
+list `passed` is decided by), naming the cause the body explains: the relation a mismatch
+follows, where a model's wrong gradients start, the input nothing was compared for, the
+custom-backward check that failed. Every renderer leads with it, so a headline never
+contradicts its body."""
 
 from __future__ import annotations
 
-from gradscope.report.model import Report
+from gradscope.report.model import Failure, Report
 from gradscope.report.modules import wrong_from
 from gradscope.report.status import FAILING_KINDS
 
@@ -13,43 +15,38 @@ MAX_CAUSES = 4
 
 def causes(report: Report) -> list[str]:
     """Why the report failed, most specific first (empty when it passed)."""
-    if report.passed:
-        return []
-    found = [f"{d.kind.replace('_', ' ')} ({d.count} element(s))"
-             for d in report.diagnostics if d.kind in FAILING_KINDS]
+    failures = report.failures
+    found = [f"{f.kind.replace('_', ' ')} ({f.count} element(s))"
+             for f in failures if f.kind in FAILING_KINDS]
     patterns = {d.inputs[0]: d.summary for d in report.diagnostics
                 if d.kind == "mismatch_pattern" and d.inputs and d.summary}
     start = wrong_from(report.inputs, report.forward_order)
     if start is not None:  # a model: the wrong tensor nearest the output leads, the rest count
         name, _, before = start
-        cause = patterns.get(name, "mismatch")
-        found.append(f"wrong gradients start at {name}: {cause}" + (
+        found.append(f"wrong gradients start at {name}: {patterns.get(name, 'mismatch')}" + (
             f" ({before} tensor(s) before it fail too)" if before else ""))
-    for item in report.inputs if start is None else []:
-        if item.status == "mismatch":
-            n = item.status_counts.get("mismatch", 0)
-            found.append(f"{item.name}: {patterns[item.name]}" if item.name in patterns
-                         else f"{item.name}: {n:,} mismatching element(s)" if n
-                         else f"{item.name}: mismatch ({item.autograd_skipped or 'see below'})")
-        elif item.status == "inconclusive":
-            why = item.finite_difference_skipped or "no engine compared any element"
-            found.append(f"{item.name}: inconclusive, nothing was compared ({why})")
-    if not any(i.status in ("mismatch", "inconclusive") for i in report.inputs):
-        for check in report.upstream_checks:
-            if not check.passed:
-                bad = [n for n, s in check.statuses.items() if s == "mismatch"]
-                found.append(f"{check.label}: {check.mismatches:,} mismatch(es) in "
-                             f"{', '.join(bad)}")
-    if report.nonfinite and not report.allow_nan:
-        found.append(f"NaN or inf at the given inputs in {', '.join(report.nonfinite)} "
-                     "(--allow-nan accepts it)")
-    if report.forward is not None and report.forward.status == "mismatch":
-        found.append("forward mode J·t: mismatch")
-    if not found and report.fail_on == "warning":
-        kinds = sorted({d.kind for d in report.diagnostics})
-        statuses = sorted({i.status for i in report.inputs if i.status != "ok"})
-        found.append("--fail-on warning: " + ", ".join(kinds + statuses))
+    inputs = [f for f in failures if f.kind in ("mismatch", "inconclusive")]
+    found += [_input(f, patterns) for f in inputs if start is None]
+    if not inputs:
+        found += [f"{f.subject}: {f.count:,} mismatch(es) in {f.detail}"
+                  for f in failures if f.kind == "check"]
+    found += [f"NaN or inf at the given inputs in {f.subject} (--allow-nan accepts it)"
+              for f in failures if f.kind == "nonfinite"]
+    found += [f"{f.subject}: mismatch" for f in failures if f.kind == "forward"]
+    if not found:
+        found += [f"{f.subject}: {f.detail}" for f in failures if f.kind == "warning"]
     return found
+
+
+def _input(failure: Failure, patterns: dict[str, str | None]) -> str:
+    name = failure.subject
+    if failure.kind == "inconclusive":
+        return f"{name}: inconclusive, nothing was compared ({failure.detail})"
+    if patterns.get(name):
+        return f"{name}: {patterns[name]}"
+    if failure.count:
+        return f"{name}: {failure.count:,} mismatching element(s)"
+    return f"{name}: mismatch ({failure.detail or 'see below'})"
 
 
 def headline(report: Report) -> str:

@@ -1,7 +1,10 @@
 """The Report: the one data model every command returns and every renderer reads.
 
-Plain dataclasses of plain Python values (nested lists, floats, strings), so `--format json` is
-`dataclasses.asdict` plus number encoding, and nothing else describes a result twice.
+Frozen dataclasses of plain Python values (nested lists, floats, strings), built once at the
+end of a run and never changed after: a stage that wants a different report makes a new one
+(`dataclasses.replace`). `--format json` is `dataclasses.asdict`, with each input's engine
+columns laid out under the contract's keys (`autograd`, `symbolic`, `finite_difference`, and
+`<engine>_skipped`), plus number encoding.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradscope.report.status import Status
+
 SCHEMA = "gradscope.report/1"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TensorSummary:
     """A tensor shown in the header (output, upstream)."""
 
@@ -22,29 +27,71 @@ class TensorSummary:
     elements_reported: str = "all"  # or "head": values holds the first elements, flattened
 
 
-@dataclass
-class InputReport:
+@dataclass(frozen=True)
+class Column:
+    """One engine's answer for one tensor, as reported: its values (the reported elements),
+    its own error bound where it has one (finite differences), why it is missing (`skipped`,
+    values None) and how it was computed (`mode`: elementwise, dense, sampled)."""
+
+    values: Any = None
+    error: Any = None
+    skipped: str | None = None
+    mode: str | None = None
+    label: str = ""  # its heading in a table ("finite diff")
+    # `skipped` is a failure of an engine that should have answered (finite differences that
+    # failed at a perturbed point, a backward that failed), not an engine that does not apply
+    failed: bool = False
+
+
+def _columns_dict(columns: dict[str, Column], modes: bool) -> dict[str, Any]:
+    """The contract's keys for some engine columns: `name` (values) first, then
+    `name_skipped` (and `name_mode`; `name_error` where an engine has an error bound)."""
+    out: dict[str, Any] = {name: c.values for name, c in columns.items()}
+    for name, c in columns.items():
+        out[f"{name}_skipped"] = c.skipped
+        if modes:
+            out[f"{name}_mode"] = c.mode
+        if c.error is not None:
+            out[f"{name}_error"] = c.error
+    return out
+
+
+class _Columns:
+    """`item.autograd`, `item.symbolic_skipped`, …: an engine's column read by its name."""
+
+    columns: dict[str, Column]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        columns = self.__dict__.get("columns") or {}
+        if name in columns:
+            return columns[name].values
+        engine, _, part = name.rpartition("_")
+        if engine in columns and part in ("skipped", "mode", "error"):
+            return getattr(columns[engine], part)
+        if part == "skipped" or (part == "mode" and engine):
+            return None
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+
+@dataclass(frozen=True)
+class InputReport(_Columns):
     name: str
     role: str
     shape: list[int]
     values: Any
-    autograd: Any
-    symbolic: Any
-    finite_difference: Any
+    columns: dict[str, Column]  # engine name → its column (autograd first)
     formula: str | None
     max_abs_error: float
-    status: str
+    status: Status
     elements_reported: str = "all"
     indices: list[list[int]] | None = None
     element_status: Any = None
-    error: Any = None
+    error: Any = None  # |autograd − reference| per reported element
     status_counts: dict[str, int] = field(default_factory=dict)
     origin: str = "given"
-    symbolic_skipped: str | None = None
-    finite_difference_skipped: str | None = None
-    finite_difference_mode: str | None = None
     jacobian_shape: list[int] | None = None
-    autograd_skipped: str | None = None
     # per tensor, for the model summary: elements an engine compared / all, max |autograd −
     # finite differences| / max |finite differences|, ‖autograd‖, the fraction of exact zeros
     checked: int = 0
@@ -52,9 +99,18 @@ class InputReport:
     max_rel_error: float | None = None
     grad_norm: float | None = None
     zero_fraction: float | None = None
+    # positions into the reported arrays of the rows a table shows, worst first (chosen once,
+    # when the report is built, for every renderer)
+    rows: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in ("columns", "rows")}
+        head = {k: data.pop(k) for k in ("name", "role", "shape", "values")}
+        return head | _columns_dict(self.columns, modes=True) | data
 
 
-@dataclass
+@dataclass(frozen=True)
 class Diagnostic:
     kind: str
     op: str
@@ -72,7 +128,7 @@ class Diagnostic:
     module: str | None = None  # models: the module path where it happens ("" the top level)
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpstreamCheck:
     """One extra verdict of `check`: a random upstream vector, or the full Jacobian."""
 
@@ -80,29 +136,43 @@ class UpstreamCheck:
     passed: bool
     max_abs_error: float
     mismatches: int
-    statuses: dict[str, str]
+    statuses: dict[str, Status]
     # ok, mismatch, surrogate, ... (the worst over its inputs), or "not run": no engine
     # compared anything for it (its max_abs_error then means nothing)
-    result: str = ""
+    result: Status = Status.OK
 
 
-@dataclass
-class ForwardReport:
+@dataclass(frozen=True)
+class ForwardReport(_Columns):
     tangent: dict[str, Any]
-    autograd: Any
-    symbolic: Any
-    finite_difference: Any
-    status: str
+    columns: dict[str, Column]
+    status: Status
     max_abs_error: float
     element_status: Any = None
     elements_reported: str = "all"
     indices: list[list[int]] | None = None
-    symbolic_skipped: str | None = None
-    finite_difference_skipped: str | None = None
-    autograd_skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name != "columns"}
+        return {"tangent": data.pop("tangent")} | _columns_dict(self.columns, modes=False) | data
 
 
-@dataclass
+@dataclass(frozen=True)
+class Failure:
+    """One reason a run fails. `kind`: `mismatch` or `inconclusive` (an input), a failing
+    diagnostic's kind (`nonlinear_backward`, …), `check` (a named check), `nonfinite` (NaN or
+    inf at the given inputs), `forward` (forward mode), `warning` (--fail-on warning).
+    `subject`: what failed (an input, a check's label, ...); `count`: elements where counted;
+    `detail`: what the headline adds (why nothing was compared, the inputs of a check, ...)."""
+
+    kind: str
+    subject: str
+    count: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class Report:
     command: str
     target: str
@@ -140,19 +210,25 @@ class Report:
     forward_order: list[str] = field(default_factory=list)
     # --const inputs: data, never differentiated: name → {"shape", "dtype", "origin"}
     constants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # why the run fails (empty: it passed); `passed` is `not failures`, and the headline is
+    # written from them
+    failures: list[Failure] = field(default_factory=list)
+    # a model (a target with parameters, or more tensors than a handful): summary first
+    model: bool = False
 
     @property
     def skipped(self) -> list[str]:
         """The inputs a reference engine that should have judged them did not (finite
         differences failed or were refused): their verdict rests on less than it says."""
-        return [i.name for i in self.inputs if i.finite_difference_skipped]
+        return [i.name for i in self.inputs
+                if any(c.failed for n, c in i.columns.items() if n != "autograd")]
 
     @property
     def mismatches(self) -> int:
         return sum(i.status_counts.get("mismatch", 0) for i in self.inputs)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
         for optional in ("forward", "accumulation", "intermediates", "user_output"):
             if data[optional] is None:
                 del data[optional]
@@ -177,3 +253,16 @@ class Report:
         from gradscope.render import text
 
         return text(self, "table", width)
+
+
+def _plain(value: Any) -> Any:
+    """A field as plain data: dataclasses through their own to_dict where they have one."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        own = getattr(value, "to_dict", None)
+        return own() if own is not None else {f.name: _plain(getattr(value, f.name))
+                                               for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -4,12 +4,19 @@ it. Plain data in, plain data out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gradscope.report.model import InputReport
-from gradscope.report.status import RANK
+from gradscope.report.status import Status
 
 MODEL_TENSORS = 8  # a report with more tensors than this is a model: summary first
+
+
+def is_model(roles: Mapping[str, str]) -> bool:
+    """Whether a target's tensors (name → role) make a model report: a module parameter among
+    them, or more tensors than a handful (a summary first, tables for the failing ones)."""
+    return len(roles) > MODEL_TENSORS or any(r == "parameter" for r in roles.values())
 
 
 def module_of(name: str) -> str:
@@ -33,14 +40,14 @@ def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
         for k in range(len(parts) + 1):
             key = ".".join(parts[:k])
             first.setdefault(key, (position, k))
-            entry = found.setdefault(key, {"module": key, "status": "ok", "tensors": 0,
+            entry = found.setdefault(key, {"module": key, "status": Status.OK, "tensors": 0,
                                            "checked": 0, "total": 0, "failing": []})
             entry["tensors"] += 1
             entry["checked"] += item.checked
             entry["total"] += item.total
-            if RANK.get(item.status, 0) > RANK.get(entry["status"], 0):
+            if item.status.rank > entry["status"].rank:
                 entry["status"] = item.status
-            if item.status in ("mismatch", "inconclusive"):
+            if item.status.fails:
                 entry["failing"].append(item.name)
     # in the order the tensors come (named_parameters: definition order), parents first
     return sorted(found.values(), key=lambda e: first[e["module"]])
@@ -68,11 +75,11 @@ def wrong_from(inputs: list[InputReport], order: list[str] | None = None
     after it (the bug sits between the two), and how many failing tensors come before it.
     Without `order` (module paths as the forward ran them), parameter order stands in."""
     inputs = forward_sorted(inputs, order or [])
-    failing = [k for k, i in enumerate(inputs) if i.status == "mismatch"]
+    failing = [k for k, i in enumerate(inputs) if i.status == Status.MISMATCH]
     if not failing or len(inputs) <= MODEL_TENSORS:
         return None
     last = failing[-1]
-    after = next((i.name for i in inputs[last + 1:] if i.status == "ok"), None)
+    after = next((i.name for i in inputs[last + 1:] if i.status == Status.OK), None)
     return inputs[last].name, after, len(failing) - 1
 
 

@@ -1,14 +1,17 @@
 """TARGET → Target: what the engines need to know about the thing being checked.
 
 `resolve` turns expression text, `file.py:NAME`, `package.module:NAME` or a Python object into a
-Target (`base.Target`): an `ExpressionTarget` (expression.py), a `PythonTarget` (python.py), or,
-for `--order 2`, a `SecondOrderTarget` (second_order.py) around either.
+`base.Target`: an `ExpressionTarget` (expression.py), or one of the kinds of user code in
+`KINDS` — a Function (function.py), a Module (module.py), a plain function (callable.py). A new
+kind is one module with a `build(obj, text, args, init)` that returns its Target (None: not
+its kind), and one line in `KINDS`. `--order 2` wraps any of them (second_order.py).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +19,30 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr.parse import parse
-from gradscope.targets import loading
-from gradscope.targets import python as usercode
+from gradscope.targets import function, loading, module, plain
+from gradscope.targets.base import Target
+from gradscope.targets.closures import top_level
+from gradscope.targets.code import CodeTarget
 from gradscope.targets.expression import ExpressionTarget
 from gradscope.targets.second_order import SecondOrderTarget
+from gradscope.targets.signature import OPEN, Param
+
+Builder = Callable[[Any, str, Mapping[str, Any], Mapping[str, Any]], CodeTarget | None]
+# the kinds of user code, tried in order (a Function class before any callable)
+KINDS: list[Builder] = [function.build, module.build, plain.build]
 
 
 def resolve(target: object, *, args: Mapping[str, Any] | None = None,
             init: Mapping[str, Any] | None = None, base: Path | None = None,
-            positional: tuple[Any, ...] = ()):
+            positional: tuple[Any, ...] = ()) -> Target:
     """Turn a TARGET into a Target: expression text, `file.py:NAME`, `package.module:NAME`,
     or (from the API) a Function subclass, nn.Module, or function."""
+    args, init = dict(args or {}), dict(init or {})
     if isinstance(target, str):
         text = target.strip()
-        if usercode.is_python_target(text):
+        if loading.is_python_target(text):
             obj, _ = loading.load(text, base)
-            return usercode.build(obj, text, args or {}, init or {}, positional)
+            return code_target(obj, text, args, init, positional)
         if text.endswith(".py"):
             raise UsageError(missing_name(text, base))
         if positional:
@@ -44,9 +55,54 @@ def resolve(target: object, *, args: Mapping[str, Any] | None = None,
         return ExpressionTarget(text, parse(text))
     if callable(target) or isinstance(target, torch.nn.Module):
         name = getattr(target, "__qualname__", None) or type(target).__name__
-        return usercode.build(target, name, args or {}, init or {}, positional)
+        return code_target(target, name, args, init, positional)
     raise UsageError(f"a target is an expression string, a torch.autograd.Function, an "
                      f"nn.Module or a function; got {type(target).__name__}")
+
+
+def code_target(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
+                positional: tuple[Any, ...] = ()) -> CodeTarget:
+    """The first kind in KINDS that takes `obj`, with its arguments bound: `positional` (API)
+    are forward's arguments in order (tensors become inputs, anything else an argument)."""
+    args = top_level(obj, args, text)
+    made = next((m for m in (build(obj, text, args, init) for build in KINDS) if m), None)
+    if made is None:
+        raise UsageError(f"{text} is a {type(obj).__name__}; expected a torch.autograd.Function "
+                         "subclass, an nn.Module (class or instance) or a function")
+    if init and not made.takes_init:
+        raise UsageError("--init gives constructor arguments to an nn.Module class only")
+    known = {p.name for p in made.params}
+    for name in args:
+        if name not in known:
+            raise UsageError(f"--arg names `{name}`, which is not a parameter of {text}; "
+                             f"parameters: {', '.join(p.name for p in made.params) or 'none'}")
+    _bind_positional(made, text, positional)
+    made.hold_modules()
+    return made
+
+
+def _bind_positional(target: CodeTarget, text: str, positional: tuple[Any, ...]) -> None:
+    if target.params and target.params[-1] is OPEN:  # *args: the arguments name themselves
+        fixed = target.params[:-1]
+        extra = max(0, len(positional) - len(fixed))
+        if not fixed and not extra:
+            raise UsageError(f"cannot read the parameters of {text}: call it from the Python "
+                             "API with its arguments, or wrap it in a def with named ones")
+        target.params = fixed + [Param(f"input{i}") for i in range(len(fixed),
+                                                                    len(fixed) + extra)]
+    params = [p for p in target.params if not p.keyword]
+    if len(positional) > len(params):
+        raise UsageError(f"{text} takes {len(params)} argument(s), got {len(positional)}")
+    for param, value in zip(params, positional, strict=False):
+        if isinstance(value, torch.Tensor):
+            target.given[param.name] = value
+        else:
+            target.args[param.name] = value
+    for param in params:
+        if param.scalar and param.name not in target.args \
+                and param.default is inspect.Parameter.empty:
+            raise UsageError(f"{text}: `{param.name}` is annotated {param.scalar} and has no "
+                             f"default; give it with --arg {param.name}=…")
 
 
 def missing_name(text: str, base: Path | None) -> str:
@@ -65,4 +121,4 @@ def missing_name(text: str, base: Path | None) -> str:
             f"torch.autograd.Function, an nn.Module or a function){names}")
 
 
-__all__ = ["ExpressionTarget", "SecondOrderTarget", "resolve"]
+__all__ = ["KINDS", "ExpressionTarget", "SecondOrderTarget", "Target", "resolve"]

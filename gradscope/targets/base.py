@@ -1,21 +1,25 @@
-"""The Target protocol: what the runner and the engines may ask of the thing being checked.
+"""The Target interface: everything the runner, the engines and the diagnoses may ask of the
+thing being checked, as capability methods with defaults. A target kind overrides what it
+can do (an expression has a symbolic form, user code runs in a sandbox, a module converts
+and switches modes); nothing outside `targets/` asks which class a target is.
 
-Every target (an expression, Python code, a second-order wrapper, and later a model) offers the
-same members; engines receive only the callables they need (`forward`, `traced`), never the
-target itself, so they stay independent of how it was written.
+Engines receive only the callables they need (`forward`, `traced`), never the target itself,
+so they stay independent of how it was written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
-# forward(values) -> output, with every input a tensor by name
+from gradscope.errors import UsageError
+
 # traced(values) -> (output, branch ids of the kinky ops in a fixed order)
-Traced = tuple[torch.Tensor, list[torch.Tensor]]
+TracedOutput = tuple[torch.Tensor, list[torch.Tensor]]
+TracedFn = Callable[[Mapping[str, torch.Tensor]], TracedOutput]
 
 
 @dataclass
@@ -33,38 +37,148 @@ class Sourced:
     entered: list[str] = field(default_factory=list)  # models: module paths in forward order
 
 
-@runtime_checkable
-class Target(Protocol):
+@dataclass(frozen=True)
+class SymbolicForm:
+    """What the symbolic engine needs of a target: its expression IR and the values of its
+    data inputs (--const)."""
+
+    expression: Any  # expr.ir.Expression
+    constants: Mapping[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class FlowSource:
+    """How to learn a target's graph for the gradient-flow analysis: a forward that maps
+    grad_fn nodes to their source, whether it needs anomaly mode (file:line of user code),
+    and whether autograd's own backward can be watched instead of a second one."""
+
+    forward: Callable[[Mapping[str, torch.Tensor]], Sourced]
+    anomaly: bool
+    watch_first: bool = False  # expressions: the user's backward itself records the flow
+
+
+class Target:
+    """Defaults for every capability; a target kind overrides what it offers."""
+
     text: str  # how the user named it, for headers and diagnostics
-    kind: str  # "expression", "function", "module", ...
+    kind: str  # the report's target_kind: "expression", "module", ...
 
+    def __init__(self, text: str, kind: str) -> None:
+        self.text, self.kind = text, kind
+        self.given: dict[str, torch.Tensor] = {}  # tensors the API passed by position
+        self.parameters: dict[str, torch.Tensor] = {}  # a module's, checked with the inputs
+        self.constants: dict[str, torch.Tensor] = {}  # --const: data, never differentiated
+        self.notes: list[str] = []
+        self.branch_sites: list[Any] = []  # kinky op applications (expressions)
+
+    # ------------------------------------------------------------ what it is called with
     @property
-    def target_kind(self) -> str: ...
+    def names(self) -> tuple[str, ...]:
+        """The differentiable inputs and parameters, in order."""
+        raise NotImplementedError
 
-    @property
-    def names(self) -> tuple[str, ...]: ...  # the inputs, in order
+    def roles(self) -> dict[str, str]:
+        return {n: ("parameter" if n in self.parameters else "input") for n in self.names}
 
-    @property
-    def notes(self) -> list[str]: ...
+    def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
+        """Make these inputs data (--const, or left out by --only/--skip)."""
+        self.constants = dict(constants)
 
-    @property
-    def elementwise_inputs(self) -> set[str]: ...  # inputs the output depends on elementwise
+    def domain(self, name: str) -> tuple[float, float] | None:
+        """Where default random values of `name` should lie (None: anywhere)."""
+        return None
 
-    @property
-    def is_elementwise(self) -> bool: ...
+    def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
+        """A shape for a random `name` that the target tells (a module's first layer)."""
+        return None
 
-    # tensors the target brings (API positionals; a Module's parameters) and its kinky ops
-    given: dict[str, torch.Tensor]
-    parameters: dict[str, torch.Tensor]
-    branch_sites: list
+    def guessed(self, given: set[str]) -> list[str]:
+        """Notes on inputs made random tensors by guess."""
+        return []
+
+    def largest(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, str, tuple]:
+        """The largest intermediate these input shapes make: (elements, where, shape);
+        (0, "", ()) where the target cannot tell before running."""
+        return 0, "", ()
+
+    # ------------------------------------------------------------ how it is prepared
+    def convert(self, dtype: torch.dtype, device: torch.device | None = None) -> None:
+        """Run in the check's dtype and device (a module's own parameters in another)."""
+
+    def set_mode(self, mode: str | None) -> None:
+        """--mode: switch the modules it reaches (none: said in a note)."""
+        if mode is not None:
+            self.notes.append(f"--mode {mode} had nothing to switch: the target reaches no "
+                              "nn.Module")
+
+    def pick_output(self, choice: int | str) -> None:
+        """--output-index/--output-key: which of several outputs is checked."""
+        raise UsageError("--output-index/--output-key pick among the outputs of Python code; "
+                         "an expression has one output")
+
+    # ------------------------------------------------------------ how it is evaluated
+    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def traced(self, values: Mapping[str, torch.Tensor]) -> TracedOutput:
+        """Values for finite differences, with the branch id of every kinky op."""
+        return self.forward(values), []
+
     # traced_around(base) for targets that reuse work between nearby points (expressions),
     # else None: see engines.fd.engine.Around
-    traced_around: Callable[..., Any] | None
+    traced_around: Callable[..., Any] | None = None
 
-    def roles(self) -> dict[str, str]: ...  # name → "input" or "parameter"
+    @property
+    def elementwise_inputs(self) -> set[str]:
+        """Inputs each output element depends on through its own element only (declared)."""
+        return set()
 
-    def domain(self, name: str) -> tuple[float, float] | None: ...  # where random values lie
+    @property
+    def is_elementwise(self) -> bool:
+        return False
 
-    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor: ...
+    @property
+    def readable(self) -> bool:
+        """Whether gradscope can read the target's structure (an expression declares which
+        inputs are elementwise; code is probed for it instead)."""
+        return False
 
-    def traced(self, values: Mapping[str, torch.Tensor]) -> Traced: ...
+    @property
+    def runs_user_code(self) -> bool:
+        """The user's own code runs: its forward may be random, its backward hand-written
+        (checked for linearity, determinism and writes into grad_output)."""
+        return False
+
+    @property
+    def checks_backward(self) -> bool:
+        """Its backward is the user's own (a custom Function somewhere in user code): checked
+        for linearity in grad_output, determinism and writes into grad_output."""
+        return False
+
+    def symbolic(self) -> SymbolicForm | str:
+        """The symbolic form, or why there is none."""
+        return ("Python code has no symbolic form (autograd is compared with finite "
+                "differences)")
+
+    def flow_source(self) -> FlowSource | None:
+        """How the gradient-flow analysis learns the graph (None: it does not)."""
+        return None
+
+    def for_values(self, output: torch.Tensor) -> tuple[TracedFn, list[str]]:
+        """The traced function finite differences evaluate, learned from autograd's own
+        `output` (its graph), and notes on what was learned."""
+        return self.traced, []
+
+    def marker(self) -> str | None:
+        """A surrogate declaration on the target itself (gradscope.surrogate)."""
+        return None
+
+    def perturbed_failure(self, exc: BaseException) -> str:
+        """Why finite differences failed, from what the target raised at a perturbed point."""
+        last = _last_line(exc)
+        return f"the target failed at a perturbed point: {last}"
+
+
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[-1][:160] if text else type(exc).__name__

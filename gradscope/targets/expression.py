@@ -6,7 +6,7 @@ elementwise (for the finite-difference engine), all read from the op table.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
@@ -17,7 +17,7 @@ from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value
 from gradscope.expr.to_torch import evaluate
-from gradscope.targets.base import Sourced
+from gradscope.targets.base import FlowSource, Sourced, SymbolicForm, Target
 from gradscope.tensors import all_finite
 
 # Finite differences keep subexpressions evaluated at the base point for reuse up to this
@@ -34,17 +34,16 @@ class Branch:
     inputs: tuple[str, ...]
 
 
-@dataclass
-class ExpressionTarget:
-    text: str
-    expression: ir.Expression
-    kind: str = "expression"
-    branch_sites: list[Branch] = field(default_factory=list, init=False)
-    given: dict[str, torch.Tensor] = field(default_factory=dict, init=False)  # none: by name
-    parameters: dict[str, torch.Tensor] = field(default_factory=dict, init=False)
-    constants: dict[str, torch.Tensor] = field(default_factory=dict, init=False)  # --const
-    _kinky: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)
-    _sites: dict[int, int] = field(default_factory=dict, repr=False, init=False)
+class ExpressionTarget(Target):
+    """An expression: evaluated from its IR in torch, differentiated by sympy from the same IR,
+    its kinks and elementwise structure read from the op table."""
+
+    def __init__(self, text: str, expression: ir.Expression) -> None:
+        super().__init__(text, "expression")
+        self.expression = expression
+        self._kinky: dict[tuple[int, int], bool] = {}
+        self._sites: dict[int, int] = {}
+        self.__post_init__()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -62,15 +61,14 @@ class ExpressionTarget:
         return {**values, **self.constants} if self.constants else values
 
     @property
-    def target_kind(self) -> str:
-        return self.kind
+    def readable(self) -> bool:
+        return True
 
-    @property
-    def notes(self) -> list[str]:
-        return []
+    def symbolic(self) -> SymbolicForm:
+        return SymbolicForm(self.expression, {n: c.detach() for n, c in self.constants.items()})
 
-    def roles(self) -> dict[str, str]:
-        return dict.fromkeys(self.names, "input")
+    def flow_source(self) -> FlowSource:
+        return FlowSource(self.sourced, anomaly=False, watch_first=True)
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return evaluate(self.expression, self._with(values))

@@ -13,7 +13,14 @@ from typing import Any
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.targets.python import relative_path, user_code
+from gradscope.usercode import relative_path, user_code
+
+
+def is_python_target(text: str) -> bool:
+    """`file.py:NAME` or `package.module:NAME`."""
+    head, sep, tail = text.strip().rpartition(":")
+    return bool(sep) and bool(head) and tail.isidentifier() and (
+        head.endswith(".py") or all(part.isidentifier() for part in head.split(".")))
 
 
 def load(text: str, base: Path | None = None) -> tuple[Any, str]:

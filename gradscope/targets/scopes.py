@@ -20,8 +20,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradscope.targets.base import Sourced
-from gradscope.targets.python import OURS, PythonTarget
 from gradscope.tensors import all_finite, grad_nodes
+from gradscope.usercode import OURS
 
 MAX_ORIGINS = 5  # forward NaN origins kept: the first is where it starts, the rest follow it
 
@@ -142,15 +142,16 @@ def watching(root: torch.nn.Module | None, leaves: Mapping[str, torch.Tensor]
             handle.remove()
 
 
-def sourced(target: PythonTarget) -> Callable[[Mapping[str, torch.Tensor]], Sourced]:
+def sourced(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+            module: torch.nn.Module | None) -> Callable[[Mapping[str, torch.Tensor]], Sourced]:
     """The forward for the gradient-flow analysis of user code: file:line comes from anomaly
-    mode, module paths and forward NaN origins from watching it."""
-    def forward(values: Mapping[str, torch.Tensor]) -> Sourced:
-        with watching(target.module, values) as seen:
-            out = target.forward(values)
-        born = [(op, line, inputs, count, module or None)
-                for op, module, line, inputs, count in seen.origins]
-        if target.module is None:
+    mode, module paths (of `module`'s submodules) and forward NaN origins from watching it."""
+    def watched(values: Mapping[str, torch.Tensor]) -> Sourced:
+        with watching(module, values) as seen:
+            out = forward(values)
+        born = [(op, line, inputs, count, where or None)
+                for op, where, line, inputs, count in seen.origins]
+        if module is None:
             return Sourced(out, {}, born, keep=seen.keep)
         return Sourced(out, {}, born, seen.modules, seen.keep, seen.entered)
-    return forward
+    return watched

@@ -4,76 +4,61 @@ the engines check double backward the way gradgradcheck does."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
-from gradscope.inputs.bind import upstream_for
+from gradscope.inputs.bind import Upstream
+from gradscope.targets.base import Target, TracedOutput
 
 
-@dataclass
-class SecondOrderTarget:
-    """`--order 2`: the target whose output is the first-order VJP (with `create_graph=True`),
-    so the engines check double backward the way gradgradcheck does."""
+class SecondOrderTarget(Target):
+    """The first-order VJP of `base` for the inner upstream `upstream` (None: ones), its
+    inputs concatenated into one output: its backward is double backward."""
 
-    base: Any
-    upstream: Any = None  # the inner upstream value (None: ones)
-    branch_sites: list = field(default_factory=list)
-    traced_around: None = None  # every point is evaluated in full
-
-    @property
-    def given(self) -> dict[str, torch.Tensor]:
-        return self.base.given
-
-    @property
-    def parameters(self) -> dict[str, torch.Tensor]:
-        return self.base.parameters
-
-    @property
-    def text(self) -> str:
-        return f"∂/∂inputs of VJP[{self.base.text}]"
-
-    @property
-    def kind(self) -> str:
-        return self.base.kind
-
-    @property
-    def target_kind(self) -> str:
-        return f"{self.base.target_kind} (order 2)"
+    def __init__(self, base: Target, upstream: Upstream | None = None) -> None:
+        super().__init__(f"∂/∂inputs of VJP[{base.text}]", f"{base.kind} (order 2)")
+        self.base = base
+        self.upstream = upstream or Upstream()
+        self.given, self.parameters = base.given, base.parameters
+        self.notes = [*base.notes, "order 2: the output is the first-order VJP, concatenated "
+                      "over the inputs; its backward is double backward"]
 
     @property
     def names(self) -> tuple[str, ...]:
         return self.base.names
 
-    def hold(self, constants: Any) -> None:
-        self.base.hold(constants)
-
-    @property
-    def notes(self) -> list[str]:
-        return [*self.base.notes, "order 2: the output is the first-order VJP, concatenated over "
-                "the inputs; its backward is double backward"]
-
     def roles(self) -> dict[str, str]:
         return self.base.roles()
 
-    @property
-    def elementwise_inputs(self) -> set[str]:
-        return set()
-
-    @property
-    def is_elementwise(self) -> bool:
-        return False
+    def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
+        self.base.hold(constants)
 
     def domain(self, name: str) -> tuple[float, float] | None:
         return self.base.domain(name)
+
+    def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
+        return self.base.suggested_shape(name)
+
+    def guessed(self, given: set[str]) -> list[str]:
+        return self.base.guessed(given)
+
+    @property
+    def runs_user_code(self) -> bool:
+        return self.base.runs_user_code
+
+    def symbolic(self) -> str:
+        return ("--order 2 differentiates torch's own first-order VJP, which has no symbolic "
+                "form (autograd is compared with finite differences)")
+
+    def perturbed_failure(self, exc: BaseException) -> str:
+        return self.base.perturbed_failure(exc)
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         leaves = {k: v if v.requires_grad else v.detach().requires_grad_() for k, v in
                   values.items()}
         with torch.enable_grad():
             out = self.base.forward(leaves)
-            v = upstream_for(self.upstream, out)
+            v = self.upstream.tensor_for(out)
             grads = torch.autograd.grad(out, list(leaves.values()), v, create_graph=True,
                                         allow_unused=True)
         flat = torch.cat([g.reshape(-1) if g is not None else torch.zeros_like(x).reshape(-1)
@@ -84,5 +69,5 @@ class SecondOrderTarget:
             flat = flat + sum((x * 0).sum() for x in leaves.values())
         return flat
 
-    def traced(self, values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+    def traced(self, values: Mapping[str, torch.Tensor]) -> TracedOutput:
         return self.forward(values).detach(), []

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
 from gradscope.errors import GradscopeError
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
@@ -160,7 +161,7 @@ def _options(call: Call, eps: float, atol: float, rtol: float, nondet_tol: float
     given = {"eps": eps, "atol": atol, "rtol": rtol}
     for key, value in given.items():  # torch's defaults: gradscope's (tighter, dtype-aware)
         if value != TORCH_DEFAULTS[key]:
-            options[key] = min(max(value, 1e-12), 0.1) if key == "eps" else value
+            options[key] = clamped(value) if key == "eps" else value
     return options
 
 
@@ -200,7 +201,7 @@ def _fast_agrees(call: Call, options: dict[str, Any], atol: float, rtol: float) 
     ag = sum(float((g.double() * u.double()).sum()) for g, u in zip(grads, us, strict=True)
              if g is not None)
     fd = _differences(call, call.outputs, getattr(torch, options["dtype"]),
-                      options.get("eps", 1e-4))
+                      options.get("eps", DEFAULT_EPS))
     with torch.no_grad():
         along = fd.directional(dict(zip(call.names, us, strict=True)))
     vd = v.double()
@@ -220,8 +221,7 @@ def _differences(call: Call, outputs: list[int], dtype: torch.dtype, eps: float)
         return fn(*[values[n] for n in names]), []
 
     values = {n: t.detach() for n, t in zip(names, call.tensors(), strict=True)}
-    return FiniteDifferences(traced, values, eps=min(max(eps, 1e-12), 0.1), elementwise=set(),
-                             dtype=dtype)
+    return FiniteDifferences(traced, values, eps=clamped(eps), elementwise=set(), dtype=dtype)
 
 
 def _tolerance(options: dict[str, Any]) -> tuple[float, float]:
@@ -309,7 +309,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
 def _backward(call: Call, kw: dict[str, Any]) -> None:
     options = _options(call, kw["eps"], kw["atol"], kw["rtol"], kw["nondet_tol"])
     if not call.outputs:
-        problem = _zero_jacobian(call, options.get("eps", 1e-4), _tolerance(options)[0])
+        problem = _zero_jacobian(call, options.get("eps", DEFAULT_EPS), _tolerance(options)[0])
         if problem:
             raise GradcheckError(problem)
         return

@@ -9,14 +9,11 @@ from typing import Any
 
 from gradscope._version import __version__
 from gradscope.diagnose import findings, flow
-from gradscope.errors import TargetError, UsageError
-from gradscope.inputs.bind import upstream_for
+from gradscope.errors import UsageError
 from gradscope.options import Request
 from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare, seeded
-from gradscope.targets import ExpressionTarget, scopes
-from gradscope.targets import python as usercode
-from gradscope.targets.python import contained
+from gradscope.usercode import OURS, contained, user_code
 
 
 @dataclass
@@ -54,12 +51,6 @@ class GraphReport:
         return {"schema": data.pop("schema"), "version": data.pop("version"), **data}
 
 
-def _sourced(target: Any):
-    if isinstance(target, ExpressionTarget):
-        return target.sourced, False
-    return scopes.sourced(target), True
-
-
 @contained("graph")
 def graph(request: Request) -> GraphReport:
     """The backward graph of the target at the request's inputs, with gradient flow."""
@@ -68,18 +59,17 @@ def graph(request: Request) -> GraphReport:
 
 
 def _graph(request: Request) -> GraphReport:
-    target, bound = prepare(request)
-    cast = bound.cast
+    prepared = prepare(request)
+    target, cast = prepared.target, prepared.bound.cast
     out = target.forward(cast)
-    upstream = upstream_for(bound.grad, out)
-    forward, anomaly = _sourced(target)
-    try:
-        traced = flow.trace(forward, cast, upstream.detach(), anomaly=anomaly,
-                            ours=usercode.OURS, norms=True)
-    except (UsageError, TargetError):
-        raise
-    except Exception as exc:
-        raise usercode.user_error(exc, "backward") from None
+    upstream = prepared.bound.upstream.tensor_for(out)
+    source = target.flow_source()
+    if source is None:
+        raise UsageError("gradscope graph shows a first-order backward graph; --order 2 has "
+                         "none of its own")
+    with user_code("backward"):
+        traced = flow.trace(source.forward, cast, upstream.detach(), anomaly=source.anomaly,
+                            ours=OURS, norms=True)
     walked = list(traced.walk())
     number = {n.id: k for k, n in enumerate(walked)}  # ids in walk order, not addresses:
     nodes = [GraphNode(number[n.id], n.name, n.op, n.label(), n.kind, n.status,  # the same
@@ -89,5 +79,5 @@ def _graph(request: Request) -> GraphReport:
                        [number[c] for c in n.children if c in number], n.leaf,
                        n.module if n.leaf is None else None)
              for n in walked]
-    return GraphReport(target.text, target.target_kind, number.get(traced.root, 0), nodes,
+    return GraphReport(target.text, target.kind, number.get(traced.root, 0), nodes,
                        findings.diagnostics(traced, cast, set(target.names)))

@@ -11,14 +11,14 @@ from typing import Any
 import torch
 
 from gradscope._version import __version__
+from gradscope.engines.fd.policy import scalar_step
 from gradscope.engines.fd.stencil import central
 from gradscope.errors import UsageError
-from gradscope.inputs.bind import upstream_for
 from gradscope.options import Request
 from gradscope.report import build
 from gradscope.runner import prepare, seeded
 from gradscope.targets import resolve
-from gradscope.targets.python import contained
+from gradscope.usercode import contained
 
 MAX_POINTS = 5000
 
@@ -69,7 +69,8 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swe
     shapes = {**{n: () for n in target.names if n not in given}, **options.shape}
     swept = replace(request, options=options.updated(shape=shapes,
                                                      at={**options.at, var: "0"}))
-    _, bound = prepare(swept)
+    prepared = prepare(swept)
+    target, bound = prepared.target, prepared.bound  # converted and switched as asked
     cast = bound.cast
     dtype, device = cast[var].dtype, cast[var].device
     xs = torch.linspace(lo, hi, points, dtype=torch.float64)
@@ -79,7 +80,7 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swe
 
     def phi(x: torch.Tensor) -> torch.Tensor:
         out = target.forward({**cast, var: x.to(dtype)})
-        return (upstream_for(bound.grad, out) * out).sum()
+        return (bound.upstream.tensor_for(out) * out).sum()
 
     def at(x: float) -> torch.Tensor:
         with torch.no_grad():
@@ -92,7 +93,7 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swe
             value = phi(point)
             (g,) = torch.autograd.grad(value, point, allow_unused=True) if value.requires_grad \
                 else (None,)
-        h = options.eps * max(1.0, abs(x)) if options.eps else spacing / 2
+        h = scalar_step(x, options.eps) if options.eps else spacing / 2
         f_vals.append(float(value.detach()))
         ag_vals.append(float(g) if g is not None else 0.0)
         fd_vals.append(central(at, x, h))

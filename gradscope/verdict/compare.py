@@ -1,75 +1,82 @@
-"""The per-element verdict when the engines are laid side by side.
+"""The per-element verdict when autograd is laid beside the reference engines' answers.
 
 An element is `undefined` when any engine (or the function itself, in the finite-difference
-stencil) is not finite there; `nondifferentiable` when its finite-difference stencil straddles
-a kink, jump or pole; `mismatch` when autograd differs from the symbolic result or from the
-finite-difference estimate by more than `atol + rtol·|reference|` (plus the finite-difference
-error estimate); otherwise `ok`.
+stencil) is not finite there; `nondifferentiable` when a reference's answer there is no
+derivative (its stencil straddles a kink, jump or pole); `mismatch` when autograd differs from
+a reference by more than `atol + rtol·|reference|` (plus FD_ERROR_FACTOR × the reference's own
+error bound, where it is an estimate); otherwise `ok`. A reference that answered only some
+elements (a sample) judges those; the others rest on the other references, or are `unchecked`
+when there is none.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
+from gradscope.engines.base import Answer
 from gradscope.report.status import (
-    COMPARED,
+    ELEMENT,
     MISMATCH,
     NONDIFFERENTIABLE,
     OK,
     SEVERITY,
-    STATUS_NAMES,
     SURROGATE,
     UNCHECKED,
     UNDEFINED,
     VANISHING,
+    Status,
 )
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
-    status: torch.Tensor  # int8 codes, shaped like the compared arrays
+    status: torch.Tensor  # int8 codes (Status.code), shaped like the compared arrays
     error: torch.Tensor  # |autograd − reference|, the larger over the references present
-    hist: list[int] | None = field(default=None, repr=False)  # count per status code
+    # count per status code, computed once when first asked (one pass serves counts(),
+    # worst() and max_abs_error()); a memo, not state: it follows from `status`
+    hist: list[int] | None = field(default=None, repr=False, compare=False)
 
     def _histogram(self) -> list[int]:
-        # one pass over the statuses serves counts(), worst() and max_abs_error()
         if self.hist is None:
             codes = self.status.reshape(-1).to(torch.int64)
-            self.hist = torch.bincount(codes, minlength=len(STATUS_NAMES)).tolist()
+            object.__setattr__(self, "hist",
+                               torch.bincount(codes, minlength=len(ELEMENT)).tolist())
+        assert self.hist is not None
         return self.hist
 
     def counts(self) -> dict[str, int]:
         hist = self._histogram()
-        return {STATUS_NAMES[c]: hist[c] for c in STATUS_NAMES if hist[c]}
+        return {s.value: hist[s.code] for s in ELEMENT if hist[s.code]}
+
+    def has(self, status: Status) -> bool:
+        return bool(self._histogram()[status.code])
 
     def compared(self) -> bool:
         """Whether an engine judged any element (ok, mismatch, surrogate, vanishing), as
         opposed to all of them unchecked, undefined or at a kink."""
-        counts = self.counts()
-        return any(counts.get(s) for s in COMPARED)
-
-    def worst(self) -> str:
         hist = self._histogram()
-        for code in SEVERITY:
-            if hist[code]:
-                return STATUS_NAMES[code]
-        return "ok"
+        return any(hist[s.code] for s in ELEMENT if s.compared)
+
+    def worst(self) -> Status:
+        hist = self._histogram()
+        return next((s for s in SEVERITY if hist[s.code]), Status.OK)
 
     def surrogate(self, where: torch.Tensor) -> Comparison:
         """Re-mark as `surrogate` the mismatches under `where` (broadcast to the statuses):
-        the caller found the forward flat there (a straight-through estimator, a spiking
-        surrogate) or the user declared the gradient a surrogate."""
+        the forward is flat there (a straight-through estimator, a spiking surrogate) or the
+        user declared the gradient a surrogate."""
         status = self.status.clone()
         status[(status == MISMATCH) & where.to(status.device).expand(status.shape)] = SURROGATE
         return Comparison(status, self.error)
 
     def vanishing(self, autograd: torch.Tensor) -> Comparison:
-        """Re-mark as `vanishing` the `ok` elements whose gradient is exactly zero: the caller
-        has found a vanishing op (round, floor, ...) between them and the output."""
+        """Re-mark as `vanishing` the `ok` elements whose gradient is exactly zero: a vanishing
+        op (round, floor, ...) lies between them and the output."""
         status = self.status.clone()
         status[(status == OK) & (autograd.to(status.device) == 0)] = VANISHING
         return Comparison(status, self.error)
@@ -85,18 +92,40 @@ class Comparison:
             self.status == UNCHECKED)
         return float(torch.where(skipped, 0.0, self.error).max())
 
+    def reshaped(self, shape: Sequence[int]) -> Comparison:
+        return Comparison(self.status.reshape(tuple(shape)), self.error.reshape(tuple(shape)),
+                          self.hist)
 
-def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
-            finite: torch.Tensor | None, finite_error: torch.Tensor | None,
-            kink: torch.Tensor | None, tol: Tolerance,
-            checked: torch.Tensor | None = None) -> Comparison:
-    """Per-element status of `autograd` against the engines that ran (None = did not run).
-    `checked` masks the elements finite differences estimated (a sampled input)."""
-    if checked is not None and finite is not None:
-        return _compare_sampled(autograd, symbolic, finite, finite_error, kink, tol, checked)
+
+def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
+            kink: torch.Tensor | None = None) -> Comparison:
+    """Per-element status of `autograd` against the references' answers (none: every
+    element `unchecked`, never `ok`). `kink`: where the forward itself has a kink, jump or
+    pole (as finite differences found it), whichever references judge the view."""
+    if kink is not None and answers:  # (nothing compared: unchecked, kink or not)
+        answers = [Answer(a.values, a.error, kink if a.kink is None else a.kink | kink,
+                          a.checked) for a in answers]
+    partial = next((a for a in answers if a.checked is not None), None)
+    if partial is None:
+        return _compare(autograd, answers, tol)
+    others = [a for a in answers if a is not partial]
+    checked = partial.checked.to(autograd.device)  # type: ignore[union-attr]
+    masked = Answer(torch.where(checked, partial.values.to(autograd.device), 0.0),
+                    torch.where(checked, partial.error.to(autograd.device), 0.0)
+                    if partial.error is not None else None, partial.kink)
+    within = _compare(autograd, [*others, masked], tol)
+    outside = _compare(autograd, others, tol)
+    status = torch.where(checked, within.status, outside.status)
+    if not others:  # outside the sample nothing judged: unchecked (undefined where autograd is)
+        ag_defined = torch.isfinite(autograd.detach())
+        status = torch.where(checked, status, torch.where(ag_defined, UNCHECKED, UNDEFINED)
+                             .to(status.dtype))
+    return Comparison(status, torch.where(checked, within.error, outside.error))
+
+
+def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) -> Comparison:
     ag = autograd.detach().to(torch.float64)
-    references = [(r, s) for r, s in ((symbolic, None), (finite, finite_error)) if r is not None]
-    if not references:  # nothing was checked: say so rather than `ok`
+    if not answers:  # nothing was checked: say so rather than `ok`
         status = torch.full(ag.shape, UNCHECKED, dtype=torch.int8, device=ag.device)
         status.masked_fill_(~torch.isfinite(ag), UNDEFINED)
         return Comparison(status, torch.zeros_like(ag))
@@ -106,12 +135,13 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
     error: torch.Tensor | None = None
     bad: torch.Tensor | None = None
     defined: torch.Tensor | None = None  # None: every element is defined
-    for reference, slack in references:
-        ref = reference.to(ag.device, torch.float64)
+    kink: torch.Tensor | None = None
+    for answer in answers:
+        ref = answer.values.to(ag.device, torch.float64)
         diff = torch.sub(ag, ref).abs_()
         limit = ref.abs().mul_(tol.rtol).add_(tol.atol)
-        if slack is not None:
-            limit.add_(slack.to(ag.device, torch.float64), alpha=FD_ERROR_FACTOR)
+        if answer.error is not None:
+            limit.add_(answer.error.to(ag.device, torch.float64), alpha=FD_ERROR_FACTOR)
         over = diff > limit  # NaN compares False; such elements become `undefined` below
         bad = over if bad is None else bad.logical_or_(over)
         if not math.isfinite(float(diff.sum())):
@@ -119,6 +149,8 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
             defined = ok if defined is None else defined.logical_and_(ok)
             diff.masked_fill_(~ok, 0.0)
         error = diff if error is None else torch.maximum(error, diff, out=error)
+        if answer.kink is not None:
+            kink = answer.kink if kink is None else kink | answer.kink
     assert error is not None and bad is not None
     status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
     uniform = True
@@ -133,29 +165,8 @@ def compare(autograd: torch.Tensor, symbolic: torch.Tensor | None,
     if defined is not None:
         status.masked_fill_(~defined, UNDEFINED)
         uniform = False
-    cmp = Comparison(status, error)
+    hist = None
     if uniform:  # every element ok: the histogram is known without a pass
-        cmp.hist = [0] * len(STATUS_NAMES)
-        cmp.hist[OK] = status.numel()
-    return cmp
-
-
-def _compare_sampled(autograd: torch.Tensor, symbolic: torch.Tensor | None,
-                     finite: torch.Tensor, finite_error: torch.Tensor | None,
-                     kink: torch.Tensor | None, tol: Tolerance,
-                     checked: torch.Tensor) -> Comparison:
-    """Finite differences judge the sampled elements; the others rest on the symbolic engine,
-    or are `unchecked` when there is none (their NaN estimate is not 'undefined')."""
-    checked = checked.to(autograd.device)
-    fd = torch.where(checked, finite.to(autograd.device), 0.0)
-    err = torch.where(checked, finite_error.to(autograd.device), 0.0) \
-        if finite_error is not None else None
-    with_fd = compare(autograd, symbolic, fd, err, kink, tol)
-    without = compare(autograd, symbolic, None, None, None, tol)
-    status = torch.where(checked, with_fd.status, without.status)
-    if symbolic is None:
-        ag_defined = torch.isfinite(autograd.detach())
-        status = torch.where(checked, status, torch.where(ag_defined, UNCHECKED, UNDEFINED)
-                             .to(status.dtype))
-    error = torch.where(checked, with_fd.error, without.error)
-    return Comparison(status, error)
+        hist = [0] * len(ELEMENT)
+        hist[OK] = status.numel()
+    return Comparison(status, error, hist)

@@ -1,25 +1,58 @@
-"""The verdict of a report and what it means for the exit code, `--fail-on` included: the one
-place that decides pass or fail."""
+"""Why a run fails — the one place that decides it: a `Failure` for each input that mismatches
+or had nothing compared, each failing custom-backward check, each named check that failed, NaN
+or inf at the given inputs (unless allowed), forward mode, and with `--fail-on warning` any
+diagnostic or status other than ok. A report passes when it has no failure."""
 
 from __future__ import annotations
 
-from gradscope.report.model import Report
-from gradscope.report.status import FAILING_KINDS
+from collections.abc import Iterable, Mapping, Sequence
+
+from gradscope.report.model import Diagnostic, Failure, Report, UpstreamCheck
+from gradscope.report.status import FAILING_KINDS, Status
+
+NOTHING_COMPARED = "no engine compared any element"
 
 
-def passed(report: Report) -> bool:
-    """Whether every check passed, per the report's `fail_on` (mismatch or warning)."""
-    # a mismatch, or an input that nothing was compared for (a hollow pass is a failure)
-    failed = any(i.status in ("mismatch", "inconclusive") for i in report.inputs)
-    failed |= any(d.kind in FAILING_KINDS for d in report.diagnostics)
-    failed |= any(not c.passed for c in report.upstream_checks)
-    failed |= report.forward is not None and report.forward.status == "mismatch"
-    failed |= bool(report.nonfinite) and not report.allow_nan
-    if report.fail_on == "warning":
-        failed |= bool(report.diagnostics)
-        failed |= any(i.status != "ok" for i in report.inputs)
-        failed |= report.forward is not None and report.forward.status != "ok"
-    return not failed
+def failures(*, statuses: Mapping[str, Status], mismatches: Mapping[str, int],
+             unjudged: Mapping[str, str], findings: Iterable[Diagnostic],
+             checks: Sequence[UpstreamCheck], forward: Status | None,
+             nonfinite: Sequence[str], allow_nan: bool) -> list[Failure]:
+    """The failures of a judged run, whatever --fail-on says (`unjudged`: input → why no
+    engine compared it)."""
+    out = [Failure(d.kind, d.kind, d.count) for d in findings if d.kind in FAILING_KINDS]
+    for name, status in statuses.items():
+        if status == Status.MISMATCH:
+            out.append(Failure("mismatch", name, mismatches.get(name, 0)))
+        elif status == Status.INCONCLUSIVE:
+            out.append(Failure("inconclusive", name, 0, unjudged.get(name) or NOTHING_COMPARED))
+    for check in checks:
+        if not check.passed:
+            bad = [n for n, s in check.statuses.items() if s == Status.MISMATCH]
+            out.append(Failure("check", check.label, check.mismatches, ", ".join(bad)))
+    out += nonfinite_failures(nonfinite, allow_nan)
+    if forward == Status.MISMATCH:
+        out.append(Failure("forward", "forward mode J·t"))
+    return out
+
+
+def nonfinite_failures(nonfinite: Sequence[str], allow_nan: bool) -> list[Failure]:
+    """NaN or inf in the output or autograd's gradient at the given inputs, unless allowed."""
+    if not nonfinite or allow_nan:
+        return []
+    return [Failure("nonfinite", ", ".join(nonfinite))]
+
+
+def warnings(diagnostics: Iterable[Diagnostic], statuses: Iterable[Status],
+             forward: Status | None) -> list[Failure]:
+    """--fail-on warning: any diagnostic, any input not `ok` and forward mode not `ok` fail."""
+    kinds = sorted({d.kind for d in diagnostics})
+    words = sorted({str(s) for s in statuses if s != Status.OK})
+    if forward is not None and forward != Status.OK:
+        words.append(f"forward mode {forward}")
+    if not kinds and not words:
+        return []
+    return [Failure("warning", "--fail-on warning", len(kinds) + len(words),
+                    ", ".join(kinds + words))]
 
 
 def fails(report: Report) -> bool:

@@ -1,5 +1,5 @@
-"""Tolerances per dtype, the default finite-difference step, and how far a finite-difference
-estimate may be off: the numbers every comparison is judged with."""
+"""Tolerances per dtype and how far a finite-difference estimate may be off: the numbers every
+comparison is judged with (the finite-difference step is engines/fd/policy.py's)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (2e-2, 2e-3),
     "bfloat16": (1e-1, 2e-2),
 }
-# Relative finite-difference step (float64 unless the target forbids it): h = eps·max(1, |x|).
-DEFAULT_EPS = 1e-4
 # How many estimated error bounds a finite-difference value may be off before it counts.
 FD_ERROR_FACTOR = 3.0
 

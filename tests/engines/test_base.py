@@ -8,9 +8,9 @@ import torch
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Engine
 from gradscope.engines.fd import FiniteDifferences
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.targets import resolve
-from gradscope.verdict.tolerance import DEFAULT_EPS
 
 EXPR = "sin(x) * y + sum(exp(x) * y**2)"
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import gradscope
 from gradscope.engines.fd import FiniteDifferences
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.targets import resolve
-from gradscope.verdict.tolerance import DEFAULT_EPS
 from tests.strategies import smooth
 
 _KINKY = ["abs({})", "relu({} - 0.3)", "clamp({}, -0.5, 0.5)", "maximum({}, 0.2)"]
@@ -74,7 +74,7 @@ def test_supported_shapes_of_expression_use_columns_and_others_fall_back():
                        ("sum(softmax(x, 0))", False)]:
         fd = _fd(resolve(expr), x, True)
         fd.estimate("x")
-        assert (fd.column_fn["x"] is not None) == used, expr
+        assert (fd.batcher.column_fn["x"] is not None) == used, expr
 
 
 def test_dense_check_uses_linear_work_and_agrees():
@@ -104,7 +104,7 @@ def test_an_evaluator_failure_mid_way_falls_back_to_vmap_batches(monkeypatch):
     monkeypatch.setattr(IncrementalColumns, "__call__", flaky)
     fd = _fd(target, x, True)
     col = fd.estimate("x")
-    assert calls[:2] == [1, 6000] and fd.column_fn["x"] is None
+    assert calls[:2] == [1, 6000] and fd.batcher.column_fn["x"] is None
     assert torch.allclose(col.partial, want, rtol=1e-9, atol=1e-12)
 
 
@@ -127,6 +127,6 @@ def test_ties_of_max_and_min_follow_torch_first_occurrence():
         x = {"x": torch.tensor(values, dtype=torch.float64)}
         fast, slow = _fd(target, x, True), _fd(target, x, False)
         a, b = fast.estimate("x"), slow.estimate("x")
-        assert fast.column_fn["x"] is not None, expr
+        assert fast.batcher.column_fn["x"] is not None, expr
         assert torch.equal(a.kink, b.kink), expr
         assert torch.allclose(a.partial, b.partial, atol=1e-9, equal_nan=True), expr

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.inputs.bind import bind, tangents_for, upstream_for, value_of
+from gradscope.inputs.bind import Upstream, bind, tangents_for, value_of
 from gradscope.options import Options, Request, from_values
 from gradscope.runner import prepare
 from gradscope.targets import resolve
@@ -15,7 +15,7 @@ from gradscope.targets import resolve
 def test_bind_builds_seeded_inputs_in_the_domain_and_casts_them():
     options = from_values({"shape": {"c": (4,)}, "dtype": "float32", "seed": 3})
     bound = bind(options, resolve("log(c) * x"))
-    assert bound.grad is None and tuple(bound.cast) == ("c", "x")
+    assert bound.upstream.ones and tuple(bound.cast) == ("c", "x")
     assert bound.values["c"].tensor.shape == (4,) and bool((bound.values["c"].tensor > 0).all())
     assert bound.values["x"].tensor.shape == (4,)  # its sibling's, in an elementwise expression
     assert all(t.dtype == torch.float32 for t in bound.cast.values())
@@ -53,11 +53,13 @@ def test_given_tensors_must_be_finite_and_real():
 
 def test_upstream_must_match_the_output_shape():
     out = torch.zeros(2, 3)
-    assert torch.equal(upstream_for(None, out), torch.ones(2, 3))
-    grad = value_of("1,2,3", "--grad", 0, ":grad")
+    assert torch.equal(Upstream().tensor_for(out), torch.ones(2, 3))
+    assert Upstream().ones and Upstream().source == "ones"
+    grad = Upstream(value_of("1,2,3", "--grad", 0, ":grad"))
+    assert grad.source == "--grad" and not grad.ones
     with pytest.raises(UsageError, match=r"--grad has shape \(3,\) but the output has shape "
                                          r"\(2, 3\)"):
-        upstream_for(grad, out)
+        grad.tensor_for(out)
 
 
 def test_tangents_broadcast_to_their_input_and_default_to_zeros():
@@ -70,9 +72,9 @@ def test_tangents_broadcast_to_their_input_and_default_to_zeros():
 
 
 def test_order_two_moves_grad_inside_and_checks_with_ones():
-    target, bound = prepare(Request("check", "x**3", Options(at={"x": "1,2"}, grad="1,3",
-                                                             order=2)))
-    assert bound.grad is None  # the outer upstream is ones
+    prepared = prepare(Request("check", "x**3", Options(at={"x": "1,2"}, grad="1,3", order=2)))
+    target, bound = prepared.target, prepared.bound
+    assert bound.upstream.ones  # the outer upstream is ones
     out = target.forward(bound.cast)
     assert torch.allclose(out, torch.tensor([3.0, 36.0], dtype=torch.float64))  # 3·x²·v
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from gradscope.render.cells import fence, md, md_code, printable, xml_safe
 from gradscope.render.suite import junit_xml, markdown, show
-from gradscope.tools.results import CheckResult, SuiteReport
+from gradscope.suite.results import CheckResult, SuiteReport
 
 HOSTILE = "evil\x1b[2J[bold]<script>x</script>|\x07`name"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gradscope
-from gradscope.inputs.text import seed_for
+from gradscope.rng import seed_for
 from tests.paths import DATA
 
 

@@ -8,20 +8,28 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gradscope.engines.base import Answer
 from gradscope.report.status import (
+    ELEMENT,
     MISMATCH,
     NONDIFFERENTIABLE,
     OK,
-    STATUS_NAMES,
     UNCHECKED,
     UNDEFINED,
 )
-from gradscope.verdict.compare import compare
+from gradscope.verdict.compare import compare as compare_answers
 from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance
 
 
 def _t(*v):
     return torch.tensor(v, dtype=torch.float64)
+
+
+def compare(ag, sym, fd, err, kink, tol, checked=None):
+    """The symbolic engine's answer (exact) and finite differences' (with an error bound)."""
+    answers = [Answer(sym)] if sym is not None else []
+    answers += [Answer(fd, err, checked=checked)] if fd is not None else []
+    return compare_answers(ag, answers, tol, kink)
 
 
 TOL = Tolerance.for_dtype("float64")
@@ -122,4 +130,19 @@ def test_compare_matches_the_elementwise_definition(case):
     status, error = _naive(ag, sym, fd, err, kink, TOL)
     assert c.status.tolist() == status
     assert c.error.tolist() == error
-    assert c.counts() == {STATUS_NAMES[k]: status.count(k) for k in set(status)}
+    assert c.counts() == {ELEMENT[k].value: status.count(k) for k in set(status)}
+
+
+def test_a_sample_judges_its_elements_and_leaves_the_others_unchecked():
+    checked = torch.tensor([True, False, True])
+    c = compare(_t(1, 2, 3), None, _t(1, 99, 4), _t(0, 0, 0), None, TOL, checked)
+    assert c.status.tolist() == [OK, UNCHECKED, MISMATCH]
+    with_symbolic = compare(_t(1, 2, 3), _t(1, 2.5, 3), _t(1, 99, 3), _t(0, 0, 0), None, TOL,
+                            checked)
+    assert with_symbolic.status.tolist() == [OK, MISMATCH, OK]  # the exact engine judges all
+
+
+def test_any_number_of_references_each_can_find_a_mismatch():
+    third = Answer(_t(1, 2.5))  # a new engine is one more answer in the list
+    c = compare_answers(_t(1, 2), [Answer(_t(1, 2)), Answer(_t(1, 2), _t(0, 0)), third], TOL)
+    assert c.status.tolist() == [OK, MISMATCH] and c.max_abs_error() == 0.5

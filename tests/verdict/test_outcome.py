@@ -1,41 +1,65 @@
-"""The one place that decides pass or fail, --fail-on included."""
+"""The one place that decides pass or fail, --fail-on included: failures from statuses,
+failing diagnostics, named checks, NaN at the given inputs and forward mode; warnings only
+with --fail-on warning."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from gradscope.report.model import Diagnostic, InputReport, Report, TensorSummary, UpstreamCheck
-from gradscope.verdict.outcome import fails, passed
-
-
-def _report(status: str = "ok", fail_on: str = "mismatch", diagnostics=(), checks=()):
-    item = InputReport("x", "input", [1], [1.0], [1.0], None, [1.0], None, 0.0, status)
-    return Report("check", "x", "expression", "float64", True, TensorSummary([1], [1.0]),
-                  TensorSummary([1], [1.0]), [item], list(diagnostics), fail_on=fail_on,
-                  upstream_checks=list(checks))
+from gradscope.report.model import Diagnostic, Report, TensorSummary, UpstreamCheck
+from gradscope.report.status import Status
+from gradscope.verdict.outcome import fails, failures, nonfinite_failures, warnings
 
 
 def _diag(kind: str) -> Diagnostic:
     return Diagnostic(kind, "op", "where", ["x"], 1, "message", "hint")
 
 
-@pytest.mark.parametrize("report, ok", [
-    (_report(), True),
-    (_report("mismatch"), False),
-    (_report("nondifferentiable"), True),
-    (_report("nondifferentiable", "warning"), False),
-    (_report(diagnostics=[_diag("vanishing_gradient")]), True),
-    (_report(diagnostics=[_diag("vanishing_gradient")], fail_on="warning"), False),
-    (_report(diagnostics=[_diag("nonlinear_backward")]), False),  # whatever --fail-on says
-    (_report(checks=[UpstreamCheck("random upstream #1", False, 1.0, 1, {})]), False),
+def _failures(status=Status.OK, diagnostics=(), checks=(), forward=None, nonfinite=(),
+              allow_nan=False):
+    return failures(statuses={"x": status}, mismatches={"x": 3}, unjudged={},
+                    findings=diagnostics, checks=list(checks), forward=forward,
+                    nonfinite=list(nonfinite), allow_nan=allow_nan)
+
+
+@pytest.mark.parametrize("kwargs, kinds", [
+    ({}, []),
+    ({"status": Status.MISMATCH}, ["mismatch"]),
+    ({"status": Status.INCONCLUSIVE}, ["inconclusive"]),
+    ({"status": Status.NONDIFFERENTIABLE}, []),
+    ({"diagnostics": [_diag("vanishing_gradient")]}, []),
+    ({"diagnostics": [_diag("nonlinear_backward")]}, ["nonlinear_backward"]),
+    ({"checks": [UpstreamCheck("random upstream #1", False, 1.0, 1,
+                               {"x": Status.MISMATCH}, Status.MISMATCH)]}, ["check"]),
+    ({"forward": Status.MISMATCH}, ["forward"]),
+    ({"forward": Status.NONDIFFERENTIABLE}, []),
+    ({"nonfinite": ["output"]}, ["nonfinite"]),
+    ({"nonfinite": ["output"], "allow_nan": True}, []),
 ])
-def test_passed(report, ok):
-    assert passed(report) is ok
+def test_failures(kwargs, kinds):
+    assert [f.kind for f in _failures(**kwargs)] == kinds
+
+
+def test_an_input_nothing_compared_says_why():
+    (found,) = failures(statuses={"x": Status.INCONCLUSIVE}, mismatches={},
+                        unjudged={"x": "the target failed at a perturbed point"}, findings=(),
+                        checks=[], forward=None, nonfinite=[], allow_nan=False)
+    assert found.detail == "the target failed at a perturbed point"
+
+
+def test_warnings_name_every_diagnostic_kind_and_status():
+    assert warnings([], [Status.OK], Status.OK) == []
+    (found,) = warnings([_diag("saturation"), _diag("saturation")],
+                        [Status.OK, Status.NONDIFFERENTIABLE], None)
+    assert found.kind == "warning" and found.detail == "saturation, nondifferentiable"
+    assert nonfinite_failures(["x"], False)[0].subject == "x"
 
 
 def test_never_turns_a_failed_report_into_exit_zero_but_keeps_it_failed():
-    report = _report("mismatch", "never")
-    report.passed = passed(report)
+    summary = TensorSummary([1], [1.0])
+    report = Report("check", "x", "expression", "float64", False, summary, summary, [], [],
+                    fail_on="never")
     assert report.passed is False and fails(report) is False
-    report.fail_on = "mismatch"
-    assert fails(report) is True
+    assert fails(replace(report, fail_on="mismatch")) is True

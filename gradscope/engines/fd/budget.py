@@ -39,7 +39,7 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     # perturbed copy with it); where the counted operations do not dominate everything a
     # column moves or keeps (elementwise work, which FlopCounterMode does not count), the
     # copy-work cap bounds the columns as well
-    model = width is None and fd.flops() > max(n_in, n_out, fd.activations())
+    model = width is None and fd.flops() > max(n_in, n_out, fd.point.activations())
     work = n_in if model else int(MAX_DENSE_WORK // (4.0 * per_column))
     by_flops = n_in if width is not None else _flop_share(fd, n_in)
     if n_in <= max_fd and n_in <= work and stored and n_in <= by_flops:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 
 EPS64 = float(torch.finfo(torch.float64).eps)
+Progress = Callable[[int], None]  # told how many elements or columns were just estimated
 REFINE_FACTOR = 100.0
 REFINE_ROUNDS = 2
 # A column whose extrapolation error stays above this fraction of its size has not converged.

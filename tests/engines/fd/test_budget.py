@@ -6,8 +6,8 @@ import torch
 
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size, sampled_note
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.targets import resolve
-from gradscope.verdict.tolerance import DEFAULT_EPS
 
 
 def _fd(expr: str, n: int) -> FiniteDifferences:
@@ -53,7 +53,7 @@ def test_a_models_weight_is_not_sampled_for_what_its_copies_move():
     # 25,600 elements: 4 × 25,600² element moves would pass the copy budget of an expression's
     # column (2e9), but a model's column costs its activations, which the flop budget counts
     fd = _model_fd(160)
-    assert fd.activations() > 160 * 160
+    assert fd.point.activations() > 160 * 160
     assert sample_size(fd, "w", max_fd=100_000, sample=1000) is None
     assert sample_size(fd, "w", max_fd=20_000, sample=1000) == 1000
 
@@ -67,5 +67,5 @@ def test_elementwise_work_the_flop_counter_misses_keeps_the_copy_cap():
     # tanh and pow keep two input-sized tensors (activations above the input's size) but
     # count no flops: the columns' real cost is elementwise, so the copy cap samples them
     fd = _fd("sum(tanh(x - mean(x))**2)", 40_000)
-    assert fd.activations() > 40_000 and fd.flops() == 0
+    assert fd.point.activations() > 40_000 and fd.flops() == 0
     assert sample_size(fd, "x", max_fd=100_000, sample=1000) == 1000

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gradscope.engines.fd.batcher import Batcher
 from gradscope.engines.fd.engine import FiniteDifferences
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.engines.fd.stencil import TWO_POINT_FROM
 from gradscope.targets import resolve
-from gradscope.verdict.tolerance import DEFAULT_EPS
 from tests.paths import DATA
 
 
@@ -46,11 +47,13 @@ def test_large_elementwise_input_costs_two_calls_whatever_its_size():
 def test_elementwise_refinement_extrapolates_only_the_doubted_elements():
     x = torch.linspace(-1, 1, 1000, dtype=torch.float64)
     fd, _ = _fd("exp(3*x)", x=x.tolist(), two_point_from=1)
-    col = fd.estimate("x")
-    before = col.partial.clone()
+    first = fd.estimate("x")
+    before = first.partial.clone()
     doubted = torch.zeros(1000, dtype=torch.bool)
     doubted[[3, 500, 999]] = True
-    assert fd.refine("x", doubted) == 3
+    col, count = fd.refine(first, doubted)
+    assert count == 3 and col is not first and torch.equal(first.partial, before)
+    assert bool((first.points == 2).all())  # estimates are immutable: a new one is made
     assert col.forward_calls == 2 + 4
     assert col.points[doubted].tolist() == [4, 4, 4] and int((col.points == 2).sum()) == 997
     want = 3 * torch.exp(3 * x)
@@ -59,7 +62,7 @@ def test_elementwise_refinement_extrapolates_only_the_doubted_elements():
     two_point = (before[doubted] - want[doubted]).abs() / want[doubted]
     assert bool((refined < 1e-11).all()) and bool((two_point > 1e-9).all())
     assert bool((col.error[doubted] < 1e-7 * want[doubted]).all())
-    assert fd.refine("x", doubted) == 0  # already refined
+    assert fd.refine(col, doubted) == (col, 0)  # already refined
 
 
 def test_dense_input_uses_vmap_batches():
@@ -111,7 +114,7 @@ def test_jump_without_branch_info_is_caught_by_convergence():
     # the two-point estimate at the jump is huge (1/2h) and not yet known to be wrong; a
     # comparison doubts it, and the extrapolated estimate then shows it never converges
     assert float(col.partial[0]) > 1e3 and col.kink.tolist() == [False, False]
-    fd.refine("x", torch.tensor([True, True]))
+    col, _ = fd.refine(col, torch.tensor([True, True]))
     assert col.kink.tolist() == [True, False]
 
 
@@ -137,14 +140,15 @@ def test_loop_fallback_when_vmap_fails():
 
 def test_dense_columns_start_with_two_points_and_refine_on_demand():
     fd, _ = _fd("sum(exp(x))", x=[0.1, 0.2, 0.3])
-    col = fd.estimate("x")
-    assert col.points.tolist() == [2, 2, 2] and col.forward_calls == 6
-    assert fd.refine("x", torch.tensor([False, True, False])) == 1
+    first = fd.estimate("x")
+    assert first.points.tolist() == [2, 2, 2] and first.forward_calls == 6
+    col, count = fd.refine(first, torch.tensor([False, True, False]))
+    assert count == 1 and first.points.tolist() == [2, 2, 2]
     assert col.points.tolist() == [2, 4, 2] and col.forward_calls == 10
     x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
     assert torch.allclose(col.partial[0], torch.exp(x), rtol=1e-7)
     assert float(col.error[0, 1]) > float(col.error[0, 0])  # now with a truncation bound
-    assert fd.refine("x", torch.tensor([False, True, False])) == 0  # already refined
+    assert fd.refine(col, torch.tensor([False, True, False]))[1] == 0  # already refined
 
 
 def test_python_jump_is_found_after_refinement():
@@ -231,7 +235,7 @@ def test_a_lower_precision_output_is_read_in_float64_with_its_round_off():
     fd = FiniteDifferences(fn, {"x": x}, eps=5e-3, elementwise=set(),
                            round_off=torch.float32)
     est = fd.estimate("x")
-    assert fd.out.dtype == torch.float64 and fd.machine_eps == torch.finfo(torch.float32).eps
+    assert fd.out.dtype == torch.float64 and fd.point.machine_eps == torch.finfo(torch.float32).eps
     grad, err = est.vjp(torch.ones(5, dtype=torch.float64))
     exact = 1 - torch.tanh(x) ** 2
     assert bool(((grad - exact).abs() <= 3 * err + 1e-5).all())
@@ -247,8 +251,8 @@ def _wide(values):
 def test_batches_count_activations_and_halve_on_allocation_failure(monkeypatch):
     x = torch.linspace(-1, 1, 40, dtype=torch.float64)
     fd = FiniteDifferences(_wide, {"x": x}, eps=DEFAULT_EPS, elementwise=set())
-    assert fd.activations() >= 40 * 200  # the hidden layer, not just 40 in and 40 out
-    original = FiniteDifferences._perturb_copies
+    assert fd.point.activations() >= 40 * 200  # the hidden layer, not just 40 in and 40 out
+    original = Batcher._copies
     sizes = []
 
     def scarce(self, name, x, idx, h, points):
@@ -258,14 +262,14 @@ def test_batches_count_activations_and_halve_on_allocation_failure(monkeypatch):
                                "can't allocate memory")
         return original(self, name, x, idx, h, points)
 
-    monkeypatch.setattr(FiniteDifferences, "_perturb_copies", scarce)
+    monkeypatch.setattr(Batcher, "_copies", scarce)
     grad, _ = fd.estimate("x").vjp(torch.ones(40, dtype=torch.float64))
     exact = (torch.linspace(0.1, 1.0, 200, dtype=torch.float64)
              / torch.cosh(x.unsqueeze(-1) * torch.linspace(0.1, 1.0, 200,
                                                            dtype=torch.float64)) ** 2).mean(-1)
     assert torch.allclose(grad, exact, rtol=1e-6)
-    assert fd.memory_cap["x"] <= 8 and max(sizes) > 8  # it tried, halved and remembered
+    assert fd.batcher.memory_cap["x"] <= 8 and max(sizes) > 8  # tried, halved, remembered
     with pytest.raises(RuntimeError, match="boom"):  # other errors are not retried
-        monkeypatch.setattr(FiniteDifferences, "_perturb_copies",
+        monkeypatch.setattr(Batcher, "_copies",
                             lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
         FiniteDifferences(_wide, {"x": x}, eps=DEFAULT_EPS, elementwise=set()).estimate("x")

@@ -78,8 +78,8 @@ class SuiteReport:
 
 
 def run_one(spec: Any) -> CheckResult:
-    """One check (a tools.config.CheckSpec) → its result; nothing it raises escapes."""
-    from gradscope.runner import run
+    """One check (a suite.config.CheckSpec) → its result; nothing it raises escapes."""
+    from gradscope.api import run
 
     tic = time.perf_counter()
     req = spec.request

@@ -11,7 +11,7 @@ import torch
 import gradscope
 from gradscope.errors import TargetError, UsageError
 from gradscope.targets import resolve
-from gradscope.targets.python import is_python_target
+from gradscope.targets.loading import is_python_target
 from tests.paths import EXAMPLES
 
 SEEDS = f"{EXAMPLES}/seed_functions.py"

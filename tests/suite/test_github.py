@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.tools.config import defaults_near, nearest
+from gradscope.suite.config import defaults_near, nearest
 from tests.command import run as _main
 from tests.paths import DATA, ROOT
 

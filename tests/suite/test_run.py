@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradscope.tools.suite import run_config
+from gradscope.suite.run import run_config
 from tests.command import run as _cli
 from tests.paths import EXAMPLES
 

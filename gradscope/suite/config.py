@@ -14,7 +14,7 @@ from typing import Any
 
 from gradscope.errors import UsageError
 from gradscope.options import COMMANDS, SPECS, Request, from_values
-from gradscope.tools.precheck import precheck
+from gradscope.suite.precheck import precheck
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,19 +12,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.render.cells import fmt, printable
+from gradscope.render.cells import fmt, printable, style
 from gradscope.report.model import InputReport, Report
-from gradscope.report.modules import MODEL_TENSORS, forward_sorted, module_of, wrong_from
-
-STYLE = {"ok": "green", "mismatch": "bold red", "inconclusive": "bold red",
-         "undefined": "red", "nondifferentiable": "yellow", "vanishing": "yellow",
-         "surrogate": "cyan", "unchecked": "dim"}
-QUIET = ("ok", "nondifferentiable", "unchecked", "surrogate", "vanishing")
-
-
-def is_model(report: Report) -> bool:
-    return len(report.inputs) > MODEL_TENSORS
-
+from gradscope.report.modules import forward_sorted, module_of, wrong_from
+from gradscope.report.status import Status
 
 MODEL_DETAIL = 3  # failing tensors of a model that get a per-element table (all: --full)
 
@@ -35,7 +26,7 @@ def detailed(report: Report) -> list[InputReport]:
     if report.full:
         return list(report.inputs)
     ordered = forward_sorted(report.inputs, report.forward_order)
-    failing = [i for i in ordered if i.status not in QUIET]
+    failing = [i for i in ordered if not i.status.quiet]
     return failing[::-1][:MODEL_DETAIL]
 
 
@@ -51,7 +42,7 @@ def where_wrong(report: Report) -> Text | None:
     if before:
         text.append(f"; {before} failing tensor(s) before it in forward order may only "
                     "inherit its error, since gradients flow backward")
-    failing = sum(1 for i in report.inputs if i.status not in QUIET)
+    failing = sum(1 for i in report.inputs if not i.status.quiet)
     if failing > MODEL_DETAIL:
         text.append(f" (per-element tables for the {MODEL_DETAIL} nearest the output; "
                     "--full for all)", style="dim")
@@ -71,7 +62,7 @@ class SummaryRow:
     depth: int  # the module path's depth (a tensor: its module's)
     module: bool
     cells: list[str]  # shape, checked, rel. error, ‖grad‖, zeros
-    status: str
+    status: Status
 
 
 def summary_rows(report: Report) -> Iterable[SummaryRow]:
@@ -101,14 +92,14 @@ def summary_table(report: Report) -> Table:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in summary_rows(report):
         if row.module:
-            failed = "✗ " if row.status in ("mismatch", "inconclusive") else ""
+            failed = "✗ " if row.status.fails else ""
             label = Text("  " * max(row.depth - 1, 0) + (row.name or "all tensors"),
                          style="bold")
-            status = Text(failed + row.status, style=STYLE.get(row.status, ""))
+            status = Text(failed + row.status, style=style(row.status))
         else:
             leaf = row.name.rpartition(".")[2] if row.depth else row.name
             label = Text("  " * row.depth + leaf)
-            status = Text(row.status, style=STYLE.get(row.status, ""))
+            status = Text(row.status, style=style(row.status))
         table.add_row(label, *row.cells, status)
     return table
 

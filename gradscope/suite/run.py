@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gradscope.errors import UsageError
-from gradscope.tools.config import CheckSpec, check_number, load, read, refuse
-from gradscope.tools.results import CheckResult, SuiteReport, run_one
-from gradscope.tools.workers import DEFAULT_TIMEOUT, Job, Pool, in_order
+from gradscope.suite.config import CheckSpec, check_number, load, read, refuse
+from gradscope.suite.results import CheckResult, SuiteReport, run_one
+from gradscope.suite.workers import DEFAULT_TIMEOUT, Job, Pool, in_order
 
 
 def select(specs: list[CheckSpec], pattern: str | None) -> list[CheckSpec]:

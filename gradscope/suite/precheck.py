@@ -56,7 +56,7 @@ def _value(value: Any, where: str) -> None:
 def _input_names(target: str, base: Path, args: set[str]) -> list[str] | None:
     """The target's input names where they are known without running it, else None."""
     from gradscope.expr.parse import parse
-    from gradscope.targets.python import is_python_target
+    from gradscope.targets.loading import is_python_target
 
     if not is_python_target(target):
         return list(parse(target).inputs)

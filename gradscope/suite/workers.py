@@ -1,7 +1,7 @@
 """Checks of `gradscope run` in worker processes: user code that exits, crashes, hangs or eats
 memory fails its own check (outcome `error`, exit 3) and the others still run.
 
-Each worker is a fresh `python -m gradscope.tools.workers` process (never a re-run of the
+Each worker is a fresh `python -m gradscope.suite.workers` process (never a re-run of the
 caller's `__main__`, as multiprocessing's spawn would do) that imports torch once and runs
 checks one after another, answering over its stdin/stdout with pickled messages; a worker that
 dies or passes a check's timeout is killed and replaced. The user's own writes to fd 1 go
@@ -25,7 +25,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import IO, Any
 
-from gradscope.tools.results import CheckResult, run_one
+from gradscope.suite.results import CheckResult, run_one
 
 DEFAULT_TIMEOUT = 900.0  # seconds a check may take in a worker (a generous CI default)
 POLL = 0.2  # seconds between looks at the clock while waiting
@@ -60,7 +60,7 @@ class Validate:
 @dataclass
 class Job:
     index: int
-    spec: Any  # tools.config.CheckSpec
+    spec: Any  # suite.config.CheckSpec
     timeout: float
 
 
@@ -88,7 +88,7 @@ def serve(threads: int, memory_mb: int | None) -> None:
             results.flush()
             os._exit(0)  # nothing left to flush: skip the interpreter's teardown (~0.5 s)
         if isinstance(job, Validate):
-            from gradscope.tools.config import deep_errors
+            from gradscope.suite.config import deep_errors
 
             send(results, deep_errors(job.specs))
             continue
@@ -98,8 +98,8 @@ def serve(threads: int, memory_mb: int | None) -> None:
 def _warm_up() -> None:
     """Imports, sympy's first derivative and torch's first kernels (~1 s), paid while the
     parent reads the config rather than by a worker's first check."""
+    from gradscope.api import run
     from gradscope.options import Options, Request
-    from gradscope.runner import run
 
     with contextlib.suppress(Exception):  # a warm-up only: the checks report real problems
         run(Request("check", "sum(sin(x) * y) + softmax(x)", Options(shape={"*": (3,)})))
@@ -126,7 +126,7 @@ class Pool:
         self.workers: list[_Worker] = []
 
     def _start(self) -> _Worker:
-        command = [sys.executable, "-m", "gradscope.tools.workers", str(self.threads),
+        command = [sys.executable, "-m", "gradscope.suite.workers", str(self.threads),
                    str(self.memory_mb or 0)]
         # the worker imports this very gradscope, whatever the caller did to sys.path
         home = str(Path(__file__).resolve().parents[2])
@@ -258,6 +258,6 @@ def in_order(results: Iterator[tuple[int, CheckResult]], count: int,
 
 if __name__ == "__main__":
     # run as `python -m`: use the module's own classes, the ones the parent's pickles name
-    from gradscope.tools import workers
+    from gradscope.suite import workers
 
     workers.serve(int(sys.argv[1]), int(sys.argv[2]) or None)

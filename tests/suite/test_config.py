@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gradscope.errors import UsageError
-from gradscope.tools.config import load
+from gradscope.suite.config import load
 
 
 def _write(tmp_path: Path, body: str) -> Path:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gradscope.cli import main
-from gradscope.tools.suite import run_config
+from gradscope.suite.run import run_config
 from tests.paths import DATA
 
 HOSTILE = f"{DATA}/hostile.py"

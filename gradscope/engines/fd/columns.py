@@ -1,0 +1,128 @@
+"""Dense inputs: one Jacobian column per element. Every column gets a two-point difference
+first (half of gradcheck's cost per column is what makes dense inputs affordable); `refine`
+makes a new estimate whose doubted columns are extrapolated from four points with an error
+bound. Kinks and unconverged columns are retried with smaller steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from gradscope.engines.fd.batcher import Batcher
+from gradscope.engines.fd.point import Point
+from gradscope.engines.fd.result import ColumnEstimate
+from gradscope.engines.fd.stencil import (
+    REFINE_ERROR,
+    REFINE_FACTOR,
+    REFINE_ROUNDS,
+    UNCONVERGED,
+    Progress,
+    col_max,
+    numel,
+)
+
+
+@dataclass
+class _Work:
+    """The columns of one input while they are being estimated (the estimate is frozen
+    from it when every round is done)."""
+
+    partial: torch.Tensor  # (n_out, n_in)
+    error: torch.Tensor
+    kink: torch.Tensor  # flat (n_in,)
+    points: torch.Tensor  # (n_in,) int8
+    kink_by_branch: dict[int, torch.Tensor] = field(default_factory=dict)  # flat masks
+    forward_calls: int = 0
+
+
+class ColumnEstimator:
+    def __init__(self, point: Point, batcher: Batcher) -> None:
+        self.point, self.batcher = point, batcher
+
+    def estimate(self, name: str, progress: Progress | None = None) -> ColumnEstimate:
+        """Two-point differences for every column of `name`."""
+        x = self.point.values[name]
+        n_in, n_out = x.numel(), numel(self.point.out_shape)
+        zeros = torch.zeros(n_out, n_in, dtype=self.point.dtype, device=x.device)
+        work = _Work(zeros, zeros.clone(), torch.zeros(n_in, dtype=torch.bool, device=x.device),
+                     torch.zeros(n_in, dtype=torch.int8, device=x.device))
+        self._rounds(work, name, torch.arange(n_in, device=x.device),
+                     self.point.step(name).reshape(-1), 2, progress)
+        note = (f"per-element loop ({self.batcher.vmap_failed})" if self.batcher.vmap_failed
+                else "vmap batches")
+        return self._frozen(work, name, note)
+
+    def refine(self, est: ColumnEstimate, mask: torch.Tensor) -> tuple[ColumnEstimate, int]:
+        """A new estimate whose two-point columns under `mask` (input-shaped) are refined to
+        four points, and how many were."""
+        assert est.points is not None
+        todo = torch.nonzero(mask.reshape(-1).to(est.points.device) & (est.points == 2))
+        todo = todo.reshape(-1)
+        if not todo.numel():
+            return est, 0
+        work = _Work(est.partial.clone(), est.error.clone(), est.kink.reshape(-1).clone(),
+                     est.points.clone(),
+                     {k: m.reshape(-1).clone() for k, m in est.kink_by_branch.items()},
+                     est.forward_calls)
+        self._rounds(work, est.name, todo, self.point.step(est.name).reshape(-1)[todo].clone(),
+                     4, None)
+        return self._frozen(work, est.name, est.note), int(todo.numel())
+
+    def _frozen(self, work: _Work, name: str, note: str) -> ColumnEstimate:
+        x = self.point.values[name]
+        by_branch = {k: m.reshape(x.shape) for k, m in work.kink_by_branch.items()
+                     if bool(m.any())}
+        return ColumnEstimate(name, tuple(x.shape), self.point.out_shape, work.partial,
+                              work.error, work.kink.reshape(x.shape), by_branch,
+                              work.forward_calls, note, work.points)
+
+    def _rounds(self, work: _Work, name: str, todo: torch.Tensor, h: torch.Tensor,
+                points: int, progress: Progress | None) -> None:
+        """Estimate the columns `todo` (steps `h`), retrying kinks and unconverged columns
+        with smaller steps, keeping per column the trustworthy estimate."""
+        x = self.point.values[name]
+        n_in, n_out = x.numel(), numel(self.point.out_shape)
+        step = torch.zeros(n_in, dtype=self.point.dtype, device=x.device)
+        step[todo] = h
+        first_round = torch.ones(n_in, dtype=torch.bool, device=x.device)
+        for round_ in range(REFINE_ROUNDS + 1):
+            retry = []
+            for idx in self.batcher.chunks(todo, n_in, n_out, name):
+                use = points if round_ == 0 else 4
+                needs = self._keep(work, name, x, idx, step[idx], use, first_round)
+                retry.append(idx[needs])
+                if progress is not None and round_ == 0:
+                    progress(len(idx))
+            todo = torch.cat(retry) if retry else todo[:0]
+            if round_ == REFINE_ROUNDS or todo.numel() == 0:
+                break
+            step[todo] = step[todo] / REFINE_FACTOR
+        extrapolated = work.points == 4
+        unconverged = col_max(work.error) > UNCONVERGED * (col_max(work.partial.abs()) + 1)
+        work.kink |= extrapolated & unconverged
+
+    def _keep(self, work: _Work, name: str, x: torch.Tensor, idx: torch.Tensor,
+              h: torch.Tensor, use: int, first_round: torch.Tensor) -> torch.Tensor:
+        """One batch of columns: keep per column the trustworthy estimate (whatever the first
+        round gave, then off-kink first, then the smaller error); returns which to retry."""
+        est, e, kinks = self.batcher.perturb(name, x, idx, h, use)
+        work.forward_calls += use * len(idx)
+        new_kink = torch.zeros(len(idx), dtype=torch.bool, device=x.device)
+        for m in kinks.values():
+            new_kink |= m
+        col_err, old_err = col_max(e), col_max(work.error[:, idx])
+        better = first_round[idx] | (~new_kink & (work.kink[idx] | (col_err < old_err)))
+        first_round[idx] = False
+        keep = idx[better]
+        work.partial[:, keep], work.error[:, keep] = est[:, better], e[:, better]
+        work.kink[keep] = new_kink[better]
+        work.points[keep] = use
+        for k in set(work.kink_by_branch) | set(kinks):
+            mask = work.kink_by_branch.setdefault(
+                k, torch.zeros(x.numel(), dtype=torch.bool, device=x.device))
+            mask[keep] = kinks[k][better] if k in kinks else False
+        needs = new_kink.clone()
+        if use == 4:  # only an extrapolated estimate knows its truncation error
+            needs |= col_err > REFINE_ERROR * (col_max(est.abs()) + 1)
+        return needs

@@ -1,0 +1,43 @@
+"""Inputs too large for one column per element: four-point columns for a seeded sample of their
+elements only (random projections over every element cover the rest: verdict/checks.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.engines.fd.batcher import Batcher
+from gradscope.engines.fd.point import Point
+from gradscope.engines.fd.result import ColumnEstimate
+from gradscope.engines.fd.stencil import UNCONVERGED, Progress, col_max, numel
+
+
+def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
+           progress: Progress | None = None) -> ColumnEstimate:
+    """Four-point columns for `count` elements of `name` drawn with `seed`."""
+    x = point.values[name]
+    n_in, n_out = x.numel(), numel(point.out_shape)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(n_in, generator=gen)[:count].sort().values.to(x.device)
+    h = point.step_at(name, idx)  # the sampled elements' steps only (not n_in of them)
+    jac = torch.zeros(n_out, len(idx), dtype=point.dtype, device=x.device)
+    err = torch.zeros_like(jac)
+    kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
+    by_branch: dict[int, torch.Tensor] = {}
+    calls, start = 0, 0
+    for chunk in batcher.chunks(idx, n_in, n_out, name):
+        est, e, kinks = batcher.perturb(name, x, chunk, h[start:start + len(chunk)], 4)
+        calls += 4 * len(chunk)
+        if progress is not None:
+            progress(len(chunk))
+        stop = start + len(chunk)
+        jac[:, start:stop], err[:, start:stop] = est, e
+        for k, m in kinks.items():
+            kink[chunk[m]] = True
+            mask = by_branch.setdefault(k, torch.zeros(x.shape, dtype=torch.bool,
+                                                       device=x.device))
+            mask.view(-1)[chunk[m]] = True
+        start = stop
+    kink[idx] |= col_max(err) > UNCONVERGED * (col_max(jac.abs()) + 1)
+    return ColumnEstimate(name, tuple(x.shape), point.out_shape, jac, err, kink.reshape(x.shape),
+                          by_branch, calls, f"{len(idx):,} of {n_in:,} elements sampled "
+                          "(seeded)", indices=idx)

@@ -1,0 +1,20 @@
+"""The one way gradscope draws its own random numbers: a seed per purpose, derived from the run's
+seed and a label, so adding an input or a check never changes the numbers of another."""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+
+def seed_for(seed: int, label: str) -> int:
+    """A seed for one purpose (an input's name, ':upstream0', ':sample:x', ...)."""
+    digest = hashlib.sha256(f"{seed}:{label}".encode()).hexdigest()
+    return int(digest[:12], 16)
+
+
+def generator(seed: int, label: str) -> torch.Generator:
+    """A CPU generator seeded for `label` (draw on the CPU, then move: the same numbers on
+    every device)."""
+    return torch.Generator().manual_seed(seed_for(seed, label))

@@ -1,0 +1,293 @@
+"""The report stage: the Report built once, from every earlier stage's values — one entry per
+input with a column per engine (its worst elements when large, and the rows a table shows),
+the header, the named checks, forward mode, accumulation, intermediate gradients, the
+diagnostics, the notes in their order, a model's module roll-up, and the failures, to which
+`--fail-on warning` adds every warning. `passed` is `not failures`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from gradscope._version import __version__
+from gradscope.engines.base import Answer
+from gradscope.report import build
+from gradscope.report.model import Column, ForwardReport, InputReport, Report
+from gradscope.report.modules import is_model, rollup
+from gradscope.report.status import Status
+from gradscope.runner.diagnoses import Diagnoses
+from gradscope.runner.evidence import Evidence, View
+from gradscope.runner.excuses import Excuses
+from gradscope.runner.judgement import Verdict
+from gradscope.runner.prepare import Prepared
+from gradscope.verdict import outcome
+from gradscope.verdict.compare import Comparison
+
+AUTOGRAD = "autograd"  # the engine being checked: its column comes first
+
+
+def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: Verdict,
+             diagnoses: Diagnoses) -> Report:
+    options, target = prepared.options, prepared.target
+    inputs = _inputs(prepared, evidence, verdict, diagnoses)
+    diagnostics = list(diagnoses.diagnostics)
+    failures = list(verdict.failures)
+    if options.fail_on == "warning":
+        failures += outcome.warnings(diagnostics, [i.status for i in inputs],
+                                     verdict.forward_status)
+    model = is_model(target.roles())
+    limit = options.max_elements, options.full
+    traced = evidence.backward.flow
+    return Report(
+        command=prepared.request.command, target=target.text, target_kind=target.kind,
+        dtype=options.dtype, passed=not failures, version=__version__,
+        output=build.summary(evidence.backward.engine.output, *limit),
+        upstream=build.summary(evidence.backward.upstream, *limit), inputs=inputs,
+        diagnostics=diagnostics, device=str(prepared.bound.device), seed=options.seed,
+        fail_on=options.fail_on, tolerances=_tolerances(evidence),
+        upstream_checks=list(verdict.checks), forward=_forward(prepared, evidence, verdict),
+        accumulation=_accumulation(prepared, evidence, verdict),
+        intermediates=_intermediates(traced, options) if options.intermediates and traced
+        else None,
+        notes=_notes(prepared, evidence, diagnoses), timings=dict(evidence.timings),
+        upstream_source=prepared.bound.upstream.source, declared=dict(excuses.declared),
+        nonfinite=evidence.nonfinite, allow_nan=options.allow_nan, full=options.full,
+        modules=rollup(inputs) if model else [],
+        forward_order=list(traced.entered) if traced is not None else [],
+        constants={n: {"shape": list(c.tensor.shape),
+                       "dtype": str(c.tensor.dtype).removeprefix("torch."),
+                       "origin": c.origin} for n, c in prepared.bound.constants.items()},
+        failures=failures, model=model)
+
+
+def _tolerances(evidence: Evidence) -> dict[str, float]:
+    finite = evidence.finite
+    eps = finite.fd.eps if finite is not None and finite.fd is not None else 0.0
+    return {"rtol": evidence.tol.rtol, "atol": evidence.tol.atol, "eps": eps}
+
+
+def _notes(prepared: Prepared, evidence: Evidence, diagnoses: Diagnoses) -> list[str]:
+    """In order: the request's own, the target's, what was guessed, what autograd's graph
+    taught, precision, each engine's; then what the diagnoses add and the engines skipped."""
+    target, options = prepared.target, prepared.options
+    head = [*prepared.request.notes, *target.notes,
+            *target.guessed(set(options.at) | set(target.given)), *evidence.notes]
+    head += [n for r in evidence.references for n in r.notes]
+    tail = [*diagnoses.notes, *(n for r in evidence.references for n in r.closing)]
+    return head + tail
+
+
+# ------------------------------------------------------------------ per input
+def _inputs(prepared: Prepared, evidence: Evidence, verdict: Verdict,
+            diagnoses: Diagnoses) -> list[InputReport]:
+    view = evidence.table
+    if view is None:
+        return _failed_backward(prepared, evidence)
+    formulas = _formulas(prepared, evidence)
+    out = []
+    for name in prepared.target.names:
+        cmp = verdict.table[name]
+        if view.jacobian:
+            out.append(_jacobian_input(prepared, evidence, view, name, cmp, verdict))
+        else:
+            out.append(_input(prepared, evidence, view, name, cmp, verdict.statuses[name],
+                              formulas.get(name)))
+    return out
+
+
+def _formulas(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
+    for reference in evidence.references:
+        formulas = getattr(reference, "formulas", None)
+        if formulas is not None and reference.ran:
+            return formulas(prepared.target.names)
+    return {}
+
+
+def _columns(evidence: Evidence, name: str, autograd: torch.Tensor | None,
+             answers: Mapping[str, Answer], idx: torch.Tensor | None,
+             shape: list[int] | None = None) -> dict[str, Column]:
+    """autograd's column, then each reference's: its picked values (and error bound), or
+    why it has none."""
+    def shaped(t: torch.Tensor | None) -> torch.Tensor | None:
+        return t.reshape(shape) if t is not None and shape is not None else t
+
+    columns = {"autograd": Column(build.pick(shaped(autograd), idx), label=AUTOGRAD)}
+    for reference in evidence.references:
+        answer = answers.get(reference.name)
+        if answer is None:
+            why = reference.skipped.get(name)
+            columns[reference.name] = Column(skipped=why, mode=reference.mode(name),
+                                             label=reference.label,
+                                             failed=why is not None and reference.answers_all)
+            continue
+        columns[reference.name] = Column(
+            build.pick(shaped(answer.values), idx),
+            build.pick(shaped(answer.error), idx) if answer.error is not None else None,
+            mode=reference.mode(name), label=reference.label)
+    return columns
+
+
+def _input(prepared: Prepared, evidence: Evidence, view: View, name: str, cmp: Comparison,
+           status: Status, formula: str | None) -> InputReport:
+    options, bound = prepared.options, prepared.bound
+    idx = build.worst_indices(cmp, options.max_elements, options.full)
+    cast = bound.cast[name]
+    ag = view.autograd[name]
+    answers = view.answers[name]
+    estimate = next((a for a in answers.values() if a.error is not None), None)
+    element_status = build.statuses(cmp, idx)
+    error = build.pick(cmp.error, idx)
+    return InputReport(
+        name=name, role=prepared.target.roles().get(name, "input"), shape=list(cast.shape),
+        values=build.pick(cast, idx), columns=_columns(evidence, name, ag, answers, idx),
+        formula=formula, max_abs_error=cmp.max_abs_error(), status=status,
+        elements_reported="all" if idx is None else "worst",
+        indices=build.indices_of(idx, tuple(cast.shape)), element_status=element_status,
+        error=error, status_counts=cmp.counts(), origin=bound.values[name].origin,
+        rows=_rows(element_status, error, idx is not None, options.full),
+        **_stats(cmp, ag, estimate.values if estimate is not None else None))
+
+
+def _jacobian_input(prepared: Prepared, evidence: Evidence, view: View, name: str,
+                    cmp: Comparison, verdict: Verdict) -> InputReport:
+    """One input's Jacobian (out_shape + in_shape); its values are shown whole or not at all
+    (the worst elements of a Jacobian are not the input's own)."""
+    options, bound = prepared.options, prepared.bound
+    out_shape = list(evidence.backward.engine.output.shape)
+    jac_shape = out_shape + list(bound.cast[name].shape)
+    shaped = cmp.reshaped(jac_shape)
+    idx = build.worst_indices(shaped, options.max_elements, options.full)
+    ag = view.autograd[name]
+    answers = view.answers[name]
+    estimate = next((a for a in answers.values() if a.error is not None), None)
+    element_status = build.statuses(shaped, idx)
+    error = build.pick(shaped.error, idx)
+    return InputReport(
+        name=name, role=prepared.target.roles().get(name, "input"),
+        shape=list(bound.cast[name].shape),
+        values=build.pick(bound.cast[name], None) if idx is None else None,
+        columns=_columns(evidence, name, ag, answers, idx, jac_shape), formula=None,
+        max_abs_error=shaped.max_abs_error(), status=verdict.statuses[name],
+        elements_reported="all" if idx is None else "worst",
+        indices=build.indices_of(idx, tuple(jac_shape)), element_status=element_status,
+        error=error, status_counts=shaped.counts(), origin=bound.values[name].origin,
+        jacobian_shape=jac_shape, rows=_rows(element_status, error, idx is not None,
+                                             options.full),
+        **_stats(shaped, ag.reshape(jac_shape),
+                 estimate.values.reshape(jac_shape) if estimate is not None else None))
+
+
+def _rows(element_status: Any, error: Any, worst_first: bool, full: bool) -> list[int]:
+    return build.rows(build.flat(element_status), build.flat(error), worst_first, full)
+
+
+def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[str, Any]:
+    """One tensor in numbers, for the model summary."""
+    counts = cmp.counts()
+    total = cmp.status.numel()
+    a = ag.detach().to(torch.float64)
+    stats: dict[str, Any] = {
+        "checked": total - counts.get("unchecked", 0), "total": total,
+        "grad_norm": float(torch.linalg.vector_norm(a)) if a.numel() else 0.0,
+        "zero_fraction": float((a == 0).to(torch.float64).mean()) if a.numel() else 0.0}
+    if fd is not None and fd.shape == a.shape and a.numel():
+        # norm-wise: max |autograd − fd| / max |fd| (element-wise ratios explode where a
+        # gradient is 0 up to round-off, which says nothing)
+        f = fd.to(torch.float64)
+        both = torch.isfinite(a) & torch.isfinite(f)
+        if bool(both.any()):
+            scale = float(f[both].abs().max())
+            worst = float((a[both] - f[both]).abs().max())
+            stats["max_rel_error"] = worst / scale if scale > 0 else (0.0 if worst == 0
+                                                                       else float("inf"))
+    return stats
+
+
+def _failed_backward(prepared: Prepared, evidence: Evidence) -> list[InputReport]:
+    """Backward could not run: what the references say the gradient is."""
+    back, bound = evidence.backward, prepared.bound
+    assert back.failure is not None
+    reason = f"backward failed: {back.failure.message}"
+    answers = {r.name: r.vjp(back.upstream.to(torch.float64)) for r in evidence.references
+               if r.ran}
+    out = []
+    for name in prepared.target.names:
+        columns = {"autograd": Column(skipped=reason, label=AUTOGRAD, failed=True)}
+        for reference in evidence.references:
+            answer = answers.get(reference.name, {}).get(name)
+            why = reference.skipped.get(name)
+            columns[reference.name] = Column(
+                build.plain(answer.values) if answer is not None else None,
+                skipped=why, mode=reference.mode(name), label=reference.label,
+                failed=why is not None and reference.answers_all)
+        values = build.plain(bound.cast[name])
+        shown = next((c.values for c in columns.values() if c.values is not None), values)
+        out.append(InputReport(
+            name=name, role=prepared.target.roles().get(name, "input"),
+            shape=list(bound.cast[name].shape), values=values, columns=columns, formula=None,
+            max_abs_error=float("nan"), status=Status.MISMATCH, origin=bound.values[name].origin,
+            rows=build.rows([Status.MISMATCH] * len(build.flat(shown)), [], False,
+                            prepared.options.full)))
+    return out
+
+
+# ------------------------------------------------------------------ the rest
+def _forward(prepared: Prepared, evidence: Evidence, verdict: Verdict) -> ForwardReport | None:
+    fwd, cmp = evidence.forward, verdict.forward
+    if fwd is None:
+        return None
+    options = prepared.options
+    idx = build.worst_indices(cmp, options.max_elements, options.full) if cmp else None
+    given = prepared.bound.tangent or {}
+    columns = {"autograd": Column(build.pick(fwd.autograd, idx), skipped=fwd.autograd_skipped,
+                                  label=AUTOGRAD)}
+    for reference in evidence.references:
+        answer = fwd.answers.get(reference.name)
+        columns[reference.name] = Column(
+            build.pick(answer.values, idx) if answer is not None else None,
+            skipped=None if answer is not None else next(iter(reference.skipped.values()),
+                                                         None), label=reference.label)
+    reference_shape = tuple(evidence.backward.engine.output.shape)
+    return ForwardReport(
+        tangent={n: build.plain(t) for n, t in fwd.tangents.items() if n in given},
+        columns=columns, status=verdict.forward_status or Status.UNDEFINED,
+        max_abs_error=cmp.max_abs_error() if cmp else float("nan"),
+        element_status=build.statuses(cmp, idx) if cmp else None,
+        elements_reported="all" if idx is None else "worst",
+        indices=build.indices_of(idx, reference_shape))
+
+
+def _accumulation(prepared: Prepared, evidence: Evidence, verdict: Verdict
+                  ) -> dict[str, Any] | None:
+    acc = evidence.accumulation
+    if acc is None:
+        return None
+    n, limit = acc.repeat, prepared.options.max_elements
+    return {
+        "repeat": n,
+        "grad": {k: build.plain(v) if v.numel() <= limit else None
+                 for k, v in acc.summed.items()},
+        "equals_repeat_times_vjp": bool(verdict.accumulation_ok),
+        "note": (f".grad after {n} backward calls (retain_graph=True) is {n} × the VJP: "
+                 "gradients accumulate; call optimizer.zero_grad() or set .grad = None "
+                 "between steps"),
+    }
+
+
+def _intermediates(traced: Any, options: Any) -> list[dict[str, Any]]:
+    """The gradient w.r.t. every intermediate (non-leaf) tensor, root first."""
+    out = []
+    for node in traced.walk():
+        if node.leaf or node.grad is None:
+            continue
+        grad = node.grad
+        small = options.full or grad.numel() <= options.max_elements
+        out.append({"where": node.label(), "op": node.op, "node": node.name,
+                    "shape": list(grad.shape),
+                    "grad": build.plain(grad) if small else
+                    build.plain(grad.reshape(-1)[:build.HEAD_ELEMENTS]),
+                    "elements_reported": "all" if small else "head",
+                    "status": node.status or "ok"})
+    return out

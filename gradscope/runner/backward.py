@@ -1,0 +1,131 @@
+"""autograd's side of the evidence: exactly `y.backward(v)` on the prepared target (a custom
+backward torch refuses becomes a diagnostic, the user's own code raising is theirs), the
+gradient-flow trace of that backward or of one more watched one, the determinism of user code's
+forward, and the lowest precision the target computes in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from gradscope.diagnose import custom_backward, flow
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.errors import GradscopeError, UsageError
+from gradscope.report.model import Diagnostic
+from gradscope.runner.prepare import Prepared
+from gradscope.usercode import OURS, user_code
+
+
+@dataclass(frozen=True)
+class Backward:
+    """autograd's side: the engine, the upstream (as given: a hand-written backward gets its
+    own copy, `after`, which shows whether it wrote into it), the gradients (None when
+    backward failed, with `failure` saying how) and the gradient-flow trace."""
+
+    engine: AutogradEngine
+    upstream: torch.Tensor
+    after: torch.Tensor
+    grads: dict[str, torch.Tensor] | None
+    failure: Diagnostic | None
+    flow: flow.Flow | None
+
+
+def backward(prepared: Prepared) -> Backward:
+    """Exactly y.backward(v); a custom backward that torch refuses becomes a diagnostic."""
+    target, bound = prepared.target, prepared.bound
+    source = target.flow_source()
+    engine, tracer = _autograd(prepared, source)
+    upstream = bound.upstream.tensor_for(engine.output)
+    given = upstream.clone() if target.checks_backward else upstream
+    failure = grads = None
+    try:
+        with user_code("backward"):
+            try:
+                grads = engine.backward(given)
+            except (GradscopeError, SystemExit):
+                raise
+            except Exception as exc:  # torch's complaint about a custom backward
+                failure = custom_backward.classify_failure(exc, target.text)
+                if failure is None:
+                    raise
+    finally:
+        traced = tracer.finish() if tracer is not None else None
+    return Backward(engine, upstream, given, grads, failure, traced)
+
+
+def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tracer | None]:
+    """The autograd engine and, where the target's own backward can be watched (an
+    expression), the gradient-flow hooks on its graph: the user's `y.backward(v)` itself
+    records the flow (the hooks only look), so no second forward and backward is needed."""
+    target, cast = prepared.target, prepared.bound.cast
+    if source is None or not source.watch_first:
+        # code may write into its inputs: the leaves get their own storage then
+        return AutogradEngine(target.forward, cast, copy=not target.readable), None
+    seen: list[Any] = []
+
+    def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        seen.append(source.forward(values))
+        return seen[-1].output
+
+    engine = AutogradEngine(forward, cast, copy=False)  # torch ops never write into inputs
+    engine.forward = target.forward  # later forward-mode calls need no source map
+    return engine, flow.Tracer(seen[-1], engine.leaves,
+                               keep_grads=prepared.options.intermediates)
+
+
+def with_flow(prepared: Prepared, back: Backward) -> Backward:
+    """User code's flow: one more forward and backward, watched in anomaly mode (file:line)."""
+    source = prepared.target.flow_source()
+    if back.flow is not None or back.grads is None or source is None or source.watch_first:
+        return back
+    traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
+                        anomaly=source.anomaly, ours=OURS,
+                        keep_grads=prepared.options.intermediates)
+    return replace(back, flow=traced)
+
+
+def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
+    """Two evaluations of user code at the same inputs must agree, or finite differences
+    measure noise (dropout in train mode, sampling): refused with what to do instead. `first`
+    is autograd's own forward at these inputs; one more evaluation is compared with it."""
+    target = prepared.target
+    if not target.runs_user_code:
+        return
+    with torch.no_grad():
+        second = target.forward(dict(prepared.bound.cast))
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
+            or first.shape != second.shape or not first.is_floating_point():
+        return
+    a, b = first.detach().to(torch.float64), second.detach().to(torch.float64)
+    both = torch.isfinite(a) & torch.isfinite(b)
+    if not bool(both.any()):
+        return
+    gap = float((a[both] - b[both]).abs().max())
+    scale = max(float(a[both].abs().max()), 1.0)
+    if gap > 1e3 * torch.finfo(first.dtype).eps * scale:
+        raise UsageError(
+            f"{target.text} is random: two evaluations at the same inputs differ (by up to "
+            f"{gap:.3g}), so finite differences would measure the noise. Check it in eval "
+            "mode (--eval: dropout off), or seed or remove the randomness inside it")
+
+
+def computed_in(prepared: Prepared, output: torch.Tensor) -> torch.dtype:
+    """The lowest floating precision the target computes in: the check's dtype, or its
+    output's when that is lower (a forward ending in `.float()` for float64 inputs)."""
+    dtype = prepared.bound.dtype
+    if output.dtype.is_floating_point and \
+            torch.finfo(output.dtype).eps > torch.finfo(dtype).eps:
+        return output.dtype
+    return dtype
+
+
+def precision_note(prepared: Prepared, computed: torch.dtype) -> list[str]:
+    dtype = prepared.bound.dtype
+    if computed == dtype:
+        return []
+    name = str(computed).removeprefix("torch.")
+    return [f"the target computes in {name} (its output is {name} for {str(dtype)[6:]} "
+            f"inputs): tolerances and the finite-difference step and round-off follow {name}"]

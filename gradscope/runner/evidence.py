@@ -1,0 +1,347 @@
+"""The evidence stage: every engine run on the prepared target, and what the verdict will judge
+laid out as views — autograd beside each reference's answers for one question (the VJP for
+the table's upstream, for each seeded random upstream, the full Jacobian) — with the raw
+per-element comparison of each (before anything is excused). Two-point finite-difference
+estimates a raw comparison doubts are refined here, once, so every later stage rests on the
+same, final estimates. Also the forward-mode, accumulation and projection evidence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from gradscope.engines.base import Answer
+from gradscope.errors import GradscopeError, UsageError
+from gradscope.inputs.bind import tangents_for
+from gradscope.report.status import Status
+from gradscope.rng import generator, seed_for
+from gradscope.runner.backward import (
+    Backward,
+    backward,
+    computed_in,
+    deterministic,
+    precision_note,
+    with_flow,
+)
+from gradscope.runner.prepare import Prepared, shape_hint
+from gradscope.runner.references import PROJECTIONS, REFERENCES, Finite, Reference, Setup
+from gradscope.tensors import all_finite
+from gradscope.verdict.compare import Comparison, compare
+from gradscope.verdict.tolerance import Tolerance
+
+RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
+ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single vector already
+# weighs every output element independently, and a second costs a backward and compares
+JACOBIAN_CHECK_ENTRIES = 4096  # `check` also compares the full Jacobian up to this size
+MAX_JACOBIAN_ENTRIES = 250_000  # `jacobian` refuses larger Jacobians (all inputs together)
+
+
+@dataclass(frozen=True)
+class View:
+    """One question put to every engine: autograd's answer per input, each reference's
+    (input → engine → answer), and their raw comparison (input → statuses, nothing excused).
+    `upstream` None: the question is the Jacobian (out_numel, in_numel)."""
+
+    label: str
+    upstream: torch.Tensor | None
+    autograd: dict[str, torch.Tensor]
+    answers: dict[str, dict[str, Answer]]
+    raw: dict[str, Comparison]
+
+    @property
+    def jacobian(self) -> bool:
+        return self.upstream is None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """vᵀJt by finite differences along a random direction t over every element of a sampled
+    input, against (Jᵀv)·t from autograd, and the slack the difference is allowed."""
+
+    name: str
+    index: int
+    elements: int
+    difference: float
+    slack: float
+    kinked: bool
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Forward mode J·t: the tangents, torch forward AD's answer (or why it failed) and each
+    reference's."""
+
+    tangents: dict[str, torch.Tensor]
+    autograd: torch.Tensor | None
+    autograd_skipped: str | None
+    answers: dict[str, Answer]
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """.grad after `repeat` backward calls without zeroing (jvp --repeat)."""
+
+    repeat: int
+    summed: dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    backward: Backward
+    references: tuple[Reference, ...]
+    tol: Tolerance
+    computed: torch.dtype  # the lowest precision the target computes in
+    views: tuple[View, ...] = ()  # the table's first (absent when backward failed)
+    projections: tuple[Projection, ...] = ()
+    forward: Forward | None = None
+    accumulation: Accumulation | None = None
+    notes: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def table(self) -> View | None:
+        return self.views[0] if self.views else None
+
+    @property
+    def finite(self) -> Finite | None:
+        """The finite-difference reference: what the forward itself does near the inputs
+        (kinks, flat stretches), which only it measures."""
+        return next((r for r in self.references if isinstance(r, Finite)), None)
+
+    @property
+    def nonfinite(self) -> list[str]:
+        """Where the function or autograd is NaN/inf at the given inputs themselves."""
+        found = [] if all_finite(self.backward.engine.output.detach()) else ["output"]
+        return found + [n for n, g in (self.backward.grads or {}).items() if not all_finite(g)]
+
+
+def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None) -> Evidence:
+    """Run the engines and lay out the views."""
+    timings: dict[str, float] = {}
+    with _timed(timings, "autograd"), shape_hint(prepared.bound):
+        back = backward(prepared)
+        deterministic(prepared, back.engine.output)
+        for_values, learned = prepared.target.for_values(back.engine.output)
+        back = with_flow(prepared, back)
+    computed = computed_in(prepared, back.engine.output)
+    setup = Setup(prepared, back.engine.output, back.upstream, for_values, computed,
+                  progress=progress)
+    references: list[Reference] = []
+    for start in REFERENCES:
+        tic = time.perf_counter()
+        references.append(start(replace(setup, before=tuple(references))))
+        timings[references[-1].name] = time.perf_counter() - tic
+    tol = Tolerance.for_dtype(str(computed).removeprefix("torch."), prepared.options.rtol,
+                              prepared.options.atol)
+    evidence = Evidence(back, tuple(references), tol, computed,
+                        notes=(*learned, *precision_note(prepared, computed)), timings=timings)
+    if back.grads is None:
+        return evidence
+    return _laid_out(prepared, evidence)
+
+
+def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
+    """The views, refined once where a raw comparison doubted a two-point estimate; then
+    projections, forward mode and accumulation."""
+    command = prepared.request.command
+    jacobians = _jacobians(prepared, evidence) if command == "jacobian" or (
+        command == "check" and _entries(prepared, evidence) <= JACOBIAN_CHECK_ENTRIES) else None
+    views = _views(prepared, evidence, jacobians)
+    refined, count = _refined(evidence.references, views)
+    if count:
+        evidence = replace(evidence, references=refined)
+        views = _views(prepared, evidence, jacobians)
+    return replace(evidence, views=tuple(views), projections=_projections(prepared, evidence),
+                   forward=_forward(prepared, evidence),
+                   accumulation=_accumulation(prepared, evidence))
+
+
+# ------------------------------------------------------------------ views
+def _references_for(evidence: Evidence, view: str) -> list[Reference]:
+    """The references a view is judged against: all of them, except that autograd's VJP for
+    another upstream is judged against the exact ones where they ran (an estimate, compared
+    per element in the table already, adds only noise there)."""
+    ran = [r for r in evidence.references if r.ran]
+    if view == "random":
+        exact = [r for r in ran if r.exact]
+        return exact or ran
+    return ran
+
+
+def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
+          autograd: Mapping[str, torch.Tensor], answers: Mapping[str, Mapping[str, Answer]],
+          names: Sequence[str]) -> View:
+    """autograd against the answers, every element where the forward has a kink excepted
+    (whichever references answer this view)."""
+    per_input = {n: {e: a[n] for e, a in answers.items() if n in a} for n in names}
+    raw = {}
+    for name in names:
+        kinks = [k for r in evidence.references for k in [r.kink(name)] if k is not None]
+        kink = None
+        for k in kinks:
+            kink = k if kink is None else kink | k
+        if kink is not None and upstream is None:  # a Jacobian: a kinked column is kinked
+            kink = kink.reshape(1, -1)  # for every output element
+        raw[name] = compare(autograd[name], list(per_input[name].values()), evidence.tol, kink)
+    return View(label, upstream, dict(autograd), per_input, raw)
+
+
+def _views(prepared: Prepared, evidence: Evidence,
+           jacobians: tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]] | None
+           ) -> list[View]:
+    back, names = evidence.backward, prepared.target.names
+    command = prepared.request.command
+    assert back.grads is not None
+    views = []
+    if command != "jacobian":
+        v = back.upstream.to(torch.float64)
+        ones = prepared.bound.upstream.ones
+        answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
+        views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
+    if command == "check":
+        refs = _references_for(evidence, "random")
+        for label, v, grads in _random_upstreams(prepared, back):
+            answers = {r.name: r.vjp(v) for r in refs}
+            views.append(_view(evidence, label, v, grads, answers, names))
+    if jacobians is not None:
+        autograd, fixed = jacobians
+        answers = {**fixed, **{r.name: r.jacobian(tuple(back.engine.output.shape))
+                               for r in _references_for(evidence, "jacobian")
+                               if r.name not in fixed}}
+        views.append(_view(evidence, "full Jacobian", None, autograd, answers, names))
+    if command == "jacobian":  # the table is the Jacobian
+        views.insert(0, views.pop())
+    return views
+
+
+def _random_upstreams(prepared: Prepared, back: Backward
+                      ) -> list[tuple[str, torch.Tensor, dict[str, torch.Tensor]]]:
+    """The seeded random upstream vectors (uniform(-1, 1): mixed signs and scales, never
+    larger than the ones upstream whose absolute tolerance they share) and autograd's VJP
+    for each."""
+    output, seed = back.engine.output, prepared.options.seed
+    count = RANDOM_UPSTREAMS if output.numel() < ONE_RANDOM_UPSTREAM_FROM else 1
+    out = []
+    for k in range(count):
+        # drawn in float32 (randn in float64 costs seven times as much at a million elements)
+        v = torch.rand(output.shape, generator=generator(seed, f":upstream{k}"))
+        v = v.to(torch.float64).mul_(2.0).sub_(1.0).to(output.device)
+        label = (f"random upstream #{k + 1} (uniform(-1,1), seed "
+                 f"{seed_for(seed, f':upstream{k}')})")
+        # (a copy: a hand-written backward may write into what it is given)
+        out.append((label, v, back.engine.vjp(v.to(output.dtype, copy=True))))
+    return out
+
+
+def _entries(prepared: Prepared, evidence: Evidence) -> int:
+    leaves = evidence.backward.engine.leaves
+    return evidence.backward.engine.output.numel() * sum(leaves[n].numel()
+                                                         for n in prepared.target.names)
+
+
+def _jacobians(prepared: Prepared, evidence: Evidence
+               ) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]]:
+    """Autograd's Jacobian and the exact references' (computed once: refinement changes only
+    estimates)."""
+    entries = _entries(prepared, evidence)
+    if prepared.request.command == "jacobian" and entries > MAX_JACOBIAN_ENTRIES:
+        raise UsageError(f"the Jacobian has {entries:,} entries; `jacobian` is for small "
+                         f"sizes (at most {MAX_JACOBIAN_ENTRIES:,}); use `check` or `jvp`")
+    shape = tuple(evidence.backward.engine.output.shape)
+    exact = {r.name: r.jacobian(shape) for r in _references_for(evidence, "jacobian")
+             if r.exact}
+    return evidence.backward.engine.jacobian(), exact
+
+
+def _refined(references: Sequence[Reference], views: Sequence[View]
+             ) -> tuple[tuple[Reference, ...], int]:
+    """References whose two-point estimates behind any raw mismatch are refined."""
+    doubted: dict[str, torch.Tensor] = {}
+    finite = next((r for r in references if isinstance(r, Finite)), None)
+    if finite is None:
+        return tuple(references), 0
+    for view in views:
+        for name, cmp in view.raw.items():
+            est = finite.estimates.get(name)
+            if est is None or est.points is None or finite.name not in view.answers[name] \
+                    or not cmp.has(Status.MISMATCH):
+                continue
+            wrong = cmp.status == Status.MISMATCH.code
+            if view.jacobian:  # (out, in): a column is doubted when any of its entries is
+                wrong = wrong.any(0)
+            mask = wrong.reshape(est.points.shape).to(est.points.device) & (est.points == 2)
+            doubted[name] = doubted[name] | mask if name in doubted else mask
+    if not doubted:
+        return tuple(references), 0
+    new, count = finite.refined(doubted)
+    return tuple(new if r is finite else r for r in references), count
+
+
+# ------------------------------------------------------------------ more evidence
+def _projections(prepared: Prepared, evidence: Evidence) -> tuple[Projection, ...]:
+    """For a sampled input: vᵀJt from finite differences along random directions t over all
+    its elements, against (Jᵀv)·t from autograd — an element the sample missed still shows."""
+    finite, back, tol = evidence.finite, evidence.backward, evidence.tol
+    if finite is None or finite.fd is None or back.grads is None:
+        return ()
+    v = back.upstream.to(torch.float64)
+    out = []
+    for name in prepared.target.names:
+        est = finite.estimates.get(name)
+        if est is None or est.sampled is None:
+            continue
+        x = finite.fd.values[name]
+        g = back.grads[name].to(torch.float64)
+        for k in range(PROJECTIONS):
+            gen = generator(prepared.options.seed, f":proj:{name}:{k}")
+            t = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
+            d = finite.fd.directional({name: t})
+            # |g|·|t| = |g·t|, and the error is >= 0: one temporary each, not three (20M)
+            slack = (tol.atol + tol.rtol * float(torch.mul(g, t).abs_().sum())
+                     + 3 * float(torch.mul(v, d.error).abs_().sum()))
+            difference = abs(float((v * d.value).sum()) - float((g * t).sum()))
+            out.append(Projection(name, k, t.numel(), difference, slack, bool(d.kink.any())))
+    return tuple(out)
+
+
+def _forward(prepared: Prepared, evidence: Evidence) -> Forward | None:
+    """jvp --tangent: J·t from torch forward AD, beside the references'."""
+    bound, autograd = prepared.bound, evidence.backward.engine
+    if prepared.request.command != "jvp" or not bound.tangent:
+        return None
+    tangents = tangents_for(bound.tangent, autograd.leaves, prepared.options.seed)
+    try:
+        ag = autograd.jvp({n: t.to(autograd.leaves[n].dtype) for n, t in tangents.items()})
+        skipped = None
+    except GradscopeError:
+        raise
+    except Exception as exc:  # e.g. a custom Function without forward-mode support
+        ag, skipped = None, f"torch forward AD failed: {str(exc).splitlines()[0][:160]}"
+    answers = {r.name: a for r in evidence.references if r.ran
+               for a in [r.jvp(tangents)] if a is not None}
+    return Forward(tangents, ag, skipped, answers)
+
+
+def _accumulation(prepared: Prepared, evidence: Evidence) -> Accumulation | None:
+    """seeds/003: .grad after N backward calls with retain_graph=True."""
+    repeat = prepared.options.repeat
+    if prepared.request.command != "jvp" or repeat <= 1:
+        return None
+    back = evidence.backward
+    return Accumulation(repeat, back.engine.accumulate(back.upstream, repeat))
+
+
+@contextmanager
+def _timed(timings: dict[str, float], name: str):
+    tic = time.perf_counter()
+    yield
+    timings[name] = time.perf_counter() - tic
+
+
+__all__ = ["Backward", "Evidence", "View", "backward", "computed_in", "gather"]

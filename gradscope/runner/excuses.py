@@ -1,0 +1,137 @@
+"""The excuses stage: everything that may change what a disagreement means, computed up front
+from the evidence, before anything is judged — the inputs the user declared surrogates, where
+a hand-written backward is not linear in grad_output (never excused), which inputs lie below a
+vanishing op, and where the forward is flat (finite differences zero, no kink in the stencil)
+and, for the flat elements a raw comparison found wrong, whether the forward moves there at
+other values (a step: a surrogate may be at work) or ignores them altogether."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from gradscope.diagnose import custom_backward, flow, surrogates, vanishing
+from gradscope.report.model import Diagnostic
+from gradscope.report.status import Status
+from gradscope.runner.evidence import Evidence
+from gradscope.runner.prepare import Prepared
+
+
+@dataclass(frozen=True)
+class Excuses:
+    declared: dict[str, str] = field(default_factory=dict)  # input → why it is a surrogate
+    nonlinear: dict[str, torch.Tensor] = field(default_factory=dict)  # never surrogates
+    # the custom-backward checks that failed (in place, nondeterministic, not linear)
+    findings: tuple[Diagnostic, ...] = ()
+    # inputs below a vanishing point where the function is not constant (all such points,
+    # for the findings) and those below a known piecewise-constant op (their ok zeros are
+    # `vanishing`)
+    confirmed: frozenset[str] = frozenset()
+    vanishing: frozenset[str] = frozenset()
+    flat: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    stepped: dict[str, torch.Tensor] = field(default_factory=dict)  # flat, forward moves
+    ignored: dict[str, torch.Tensor] = field(default_factory=dict)  # probed, forward ignores
+
+
+def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
+    back = evidence.backward
+    declared = _declared(prepared, evidence)
+    if back.grads is None:
+        return Excuses(declared)
+    findings, nonlinear = _backward_checks(prepared, evidence)
+    confirmed, below_catalogue = _vanishing(prepared, evidence)
+    flat = {n: _flat(evidence, n, nonlinear) for n in prepared.target.names}
+    stepped, ignored = _probed(evidence, flat)
+    return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
+                   stepped, ignored)
+
+
+def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
+    """The inputs whose gradient the user declared a surrogate, and why: --surrogate, a
+    marker on the target itself, or a marked Function in the graph."""
+    engine = evidence.backward.engine
+    marks = surrogates.marked_inputs(engine.output, engine.leaves)
+    return surrogates.declared(prepared.options.surrogate, prepared.target.names,
+                               prepared.target.marker(), marks)
+
+
+def _backward_checks(prepared: Prepared, evidence: Evidence
+                     ) -> tuple[tuple[Diagnostic, ...], dict[str, torch.Tensor]]:
+    """Linearity, determinism and in-place checks of a hand-written backward."""
+    if not prepared.target.checks_backward:
+        return (), {}
+    back = evidence.backward
+    assert back.grads is not None
+    return custom_backward.backward_checks(
+        prepared.target.text, back.engine, back.upstream, back.after, back.grads,
+        evidence.tol, prepared.options.seed, prepared.options.nondet_tol)
+
+
+def _vanishing(prepared: Prepared, evidence: Evidence) -> tuple[frozenset[str], frozenset[str]]:
+    """Any op that blocks the gradient of an input the function really depends on is reported;
+    only a known piecewise-constant op marks elements `vanishing` (a zero from an unknown op
+    can be the true derivative, e.g. tanh saturated to 1.0)."""
+    traced = evidence.backward.flow
+    if traced is None:
+        return frozenset(), frozenset()
+    finite = evidence.finite
+    values = finite.fd.values if finite is not None and finite.fd is not None \
+        else prepared.bound.exact
+    confirmed = vanishing.confirm(prepared.target.forward, values,
+                                  flow.vanishing_inputs(traced), evidence.backward.upstream)
+    return frozenset(confirmed), frozenset(flow.vanishing_inputs(traced, catalogue_only=True))
+
+
+def _flat(evidence: Evidence, name: str, nonlinear: dict[str, torch.Tensor]
+          ) -> torch.Tensor | None:
+    """Input-shaped mask of the elements where the forward does not move: finite
+    differences estimated their column, it is zero within its error, and its stencil crossed
+    no kink or jump (None: no estimate)."""
+    finite = evidence.finite
+    est = finite.estimates.get(name) if finite is not None else None
+    if est is None:
+        return None
+    # "zero" is relative to the input's own derivatives: a model whose gradients are 1e-8
+    # everywhere has columns below atol that are not flat at all
+    tol = evidence.tol
+    values = est.partial[torch.isfinite(est.partial)]
+    scale = float(values.abs().max()) if values.numel() else 0.0
+    atol = tol.atol if scale <= tol.atol else min(tol.atol, tol.rtol * scale)
+    mask = ~est.nonconstant(atol) & ~est.kink
+    if est.checked is not None:
+        mask &= est.checked
+    if name in nonlinear:
+        mask &= ~nonlinear[name].to(mask.device)
+    return mask
+
+
+def _probed(evidence: Evidence, flat: dict[str, torch.Tensor | None]
+            ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """For the flat elements any raw comparison found wrong: does the forward move when the
+    element takes other values (a step: True in `stepped`) or not at any value tried (it
+    ignores them: True in `ignored`)? Only those are probed."""
+    finite = evidence.finite
+    stepped: dict[str, torch.Tensor] = {}
+    ignored: dict[str, torch.Tensor] = {}
+    if finite is None or finite.fd is None:
+        return stepped, ignored
+    for name, mask in flat.items():
+        if mask is None or not bool(mask.any()):
+            continue
+        wrong = torch.zeros_like(mask)
+        for view in evidence.views:
+            raw = view.raw[name]
+            if not raw.has(Status.MISMATCH):
+                continue
+            bad = raw.status == Status.MISMATCH.code
+            wrong |= (bad.any(0) if view.jacobian else bad).reshape(mask.shape).to(mask.device)
+        todo = torch.nonzero((mask & wrong).reshape(-1)).reshape(-1)
+        if not todo.numel():
+            continue
+        moves = finite.fd.depends(name, todo)
+        stepped[name] = torch.zeros_like(mask)
+        ignored[name] = torch.zeros_like(mask)
+        stepped[name].view(-1)[todo] = moves
+        ignored[name].view(-1)[todo] = ~moves
+    return stepped, ignored

@@ -1,0 +1,181 @@
+"""The verdict stage: each view's raw comparison with the excuses applied — mismatches where the
+forward is a step become `surrogate`, every mismatch of a declared input too, ok zeros below a
+vanishing op `vanishing` — then each input's status, the named checks (random upstreams, the
+full Jacobian, random projections), forward mode and accumulation, and the list of failures
+that decides the run: `passed = not failures`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+from gradscope.engines.base import Answer
+from gradscope.report.model import Failure, UpstreamCheck
+from gradscope.report.status import Status
+from gradscope.runner.evidence import Evidence, Projection, View
+from gradscope.runner.excuses import Excuses
+from gradscope.runner.prepare import Prepared
+from gradscope.verdict import checks, outcome
+from gradscope.verdict.compare import Comparison, compare
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The first comparison of an input that had a mismatch before a declaration excused it
+    (the table's, else a random upstream's, else the Jacobian's): autograd, its reference
+    (an exact one where it ran, with the reference's error bound) and the statuses. What the
+    relations between autograd and the derivative are read from."""
+
+    name: str
+    autograd: torch.Tensor
+    reference: torch.Tensor | None
+    error: torch.Tensor | None
+    comparison: Comparison
+    jacobian: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    table: dict[str, Comparison] = field(default_factory=dict)  # per input, excused
+    statuses: dict[str, Status] = field(default_factory=dict)  # per input
+    checks: tuple[UpstreamCheck, ...] = ()
+    forward: Comparison | None = None
+    forward_status: Status | None = None
+    accumulation_ok: bool | None = None
+    surrogate_elements: dict[str, torch.Tensor] = field(default_factory=dict)
+    seen: dict[str, Seen] = field(default_factory=dict)
+    failures: tuple[Failure, ...] = ()
+
+
+def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
+    if evidence.table is None:
+        return _failed_backward(prepared, evidence)
+    seen: dict[str, Seen] = {}
+    surrogate: dict[str, torch.Tensor] = {}
+    shapes = {n: tuple(t.shape) for n, t in prepared.bound.cast.items()}
+    judged = [{n: _excused(n, view, excuses, seen, surrogate, shapes[n]) for n in view.raw}
+              for view in evidence.views]
+    table = judged[0]
+    statuses = {n: _status(c) for n, c in table.items()}
+    named = [checks.named(view.label, cmps)
+             for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
+    named += [_projection(p, set(surrogate) | set(excuses.declared))
+              for p in evidence.projections]
+    forward, forward_status = _forward(evidence)
+    acc = _accumulation(evidence)
+    failures = outcome.failures(
+        statuses=statuses, mismatches={n: c.counts().get("mismatch", 0) for n, c in table.items()},
+        unjudged=_unjudged(evidence, table), findings=excuses.findings, checks=named,
+        forward=forward_status, nonfinite=evidence.nonfinite,
+        allow_nan=prepared.options.allow_nan)
+    return Verdict(table, statuses, tuple(named), forward, forward_status, acc, surrogate, seen,
+                   tuple(failures))
+
+
+def _excused(name: str, view: View, excuses: Excuses, seen: dict[str, Seen],
+             surrogate: dict[str, torch.Tensor], shape: tuple[int, ...]) -> Comparison:
+    """One input's raw comparison in one view, with its excuses applied (module doc)."""
+    cmp = view.raw[name]
+    ag = view.autograd[name]
+    flat = excuses.flat.get(name)
+    if flat is not None and cmp.has(Status.MISMATCH) and name in excuses.stepped:
+        wrong = cmp.status == Status.MISMATCH.code
+        wrong = wrong.any(0).reshape(flat.shape) if view.jacobian else wrong.reshape(flat.shape)
+        stepped = flat & wrong & excuses.stepped[name].to(flat.device)
+        cmp = cmp.surrogate(stepped.reshape(1, -1) if view.jacobian else stepped)
+    if cmp.has(Status.MISMATCH):
+        if name not in seen:
+            reference = _reference(view.answers[name])
+            seen[name] = Seen(name, ag, reference.values if reference else None,
+                              reference.error if reference else None, cmp, view.jacobian)
+        if name in excuses.declared:
+            cmp = cmp.surrogate(torch.ones((), dtype=torch.bool))
+    if cmp.has(Status.SURROGATE):
+        marked = cmp.status == Status.SURROGATE.code
+        marked = (marked.any(0) if view.jacobian else marked)
+        marked = marked.reshape(shape).to(torch.bool)
+        before = surrogate.get(name)
+        surrogate[name] = marked if before is None else before | marked
+    if name in excuses.vanishing and not view.jacobian:  # zero Jacobian entries are ordinary
+        cmp = cmp.vanishing(ag)
+    return cmp
+
+
+def _reference(answers: Mapping[str, Answer]) -> Answer | None:
+    """The answer relations are read from: an exact one where it ran (no error bound),
+    else the first."""
+    exact = [a for a in answers.values() if a.error is None]
+    return (exact or list(answers.values()) or [None])[0]
+
+
+def _unjudged(evidence: Evidence, table: Mapping[str, Comparison]) -> dict[str, str]:
+    """Why no engine compared an input: the last reference's reason that skipped it (the
+    estimate, whose failure is the telling one, before the exact engine's)."""
+    out = {}
+    for name in table:
+        why = [r.skipped[name] for r in reversed(evidence.references) if name in r.skipped]
+        if why:
+            out[name] = why[0]
+    return out
+
+
+def _status(cmp: Comparison) -> Status:
+    """The input's status: its worst element's, or `inconclusive` when no element was
+    compared at all (no engine covered any: a verdict that compared nothing never passes)."""
+    if cmp.has(Status.UNCHECKED) and not cmp.compared():
+        return Status.INCONCLUSIVE
+    return cmp.worst()
+
+
+def _projection(p: Projection, surrogates: set[str]) -> UpstreamCheck:
+    finite = math.isfinite(p.difference)
+    surrogate = p.name in surrogates
+    ok = p.kinked or surrogate or (p.difference <= p.slack and finite)
+    word = Status.NONDIFFERENTIABLE if p.kinked else Status.SURROGATE if surrogate else (
+        Status.OK if ok else Status.MISMATCH)
+    return UpstreamCheck(
+        f"random projection #{p.index + 1} of {p.name} (all {p.elements:,} elements)", ok,
+        p.difference if finite else float("nan"), 0 if ok else 1, {p.name: word}, word)
+
+
+def _forward(evidence: Evidence) -> tuple[Comparison | None, Status | None]:
+    fwd = evidence.forward
+    if fwd is None:
+        return None, None
+    estimate = next((a for a in fwd.answers.values() if a.error is not None), None)
+    reference = fwd.autograd if fwd.autograd is not None else \
+        (estimate.values if estimate is not None else None)
+    if reference is None:
+        return None, Status.UNDEFINED
+    cmp = compare(reference, list(fwd.answers.values()), evidence.tol)
+    return cmp, cmp.worst() if fwd.autograd is not None else Status.UNDEFINED
+
+
+def _accumulation(evidence: Evidence) -> bool | None:
+    """Whether .grad after N backward calls is N × the VJP (it is, unless backward keeps
+    state between calls)."""
+    acc, grads = evidence.accumulation, evidence.backward.grads
+    if acc is None or grads is None:
+        return None
+    gap = max(float((acc.summed[k].double() - acc.repeat * grads[k].double()).abs().max())
+              for k in acc.summed)
+    tol = evidence.tol
+    return gap <= tol.atol + tol.rtol * max(float(v.double().abs().max())
+                                            for v in acc.summed.values())
+
+
+def _failed_backward(prepared: Prepared, evidence: Evidence) -> Verdict:
+    """Backward could not run: every input is a mismatch, and the failure says why."""
+    names = prepared.target.names
+    statuses = dict.fromkeys(names, Status.MISMATCH)
+    failure = evidence.backward.failure
+    assert failure is not None
+    reason = f"backward failed: {failure.message}"
+    failures = [Failure(failure.kind, failure.kind,
+                        sum(prepared.bound.cast[n].numel() for n in names))]
+    failures += [Failure("mismatch", n, 0, reason) for n in names]  # (its count: none)
+    failures += outcome.nonfinite_failures(evidence.nonfinite, prepared.options.allow_nan)
+    return Verdict(statuses=statuses, failures=tuple(failures))

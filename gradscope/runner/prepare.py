@@ -1,0 +1,75 @@
+"""The first stage of every command (check, jvp, jacobian, graph, sweep): the request's options
+validated, its target resolved and made ready (converted, switched, wrapped for --order 2, its
+output picked), and the inputs bound — every size checked before anything is computed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from gradscope.errors import GradscopeError, UsageError
+from gradscope.inputs.bind import DTYPES, Bound, Upstream, bind, defaulted, device_of
+from gradscope.options import Options, Request
+from gradscope.targets import SecondOrderTarget, Target, resolve
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a run works on: the request, its validated options, the ready target and its
+    bound inputs (with the upstream the table shows)."""
+
+    request: Request
+    options: Options
+    target: Target
+    bound: Bound
+
+
+def prepare(request: Request) -> Prepared:
+    """The target (wrapped for --order 2) and its bound inputs."""
+    options = request.options.validate()
+    target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
+                     positional=request.positional)
+    # a module in another dtype is checked on a converted copy, in the mode asked for
+    target.convert(DTYPES[options.dtype], device_of(options.device))
+    target.set_mode(options.mode)
+    upstream = Upstream.read(options)
+    if options.order == 2:
+        # --grad is the inner upstream; the outer one, whose VJP is checked, is ones
+        target = SecondOrderTarget(target, upstream)
+        upstream, options = Upstream(), options.updated(grad=None)
+    if options.output_index is not None and options.output_key is not None:
+        raise UsageError("--output-index and --output-key both pick the output: give one")
+    choice = options.output_index if options.output_index is not None else options.output_key
+    if choice is not None:
+        target.pick_output(choice)
+    bound = bind(options, target, upstream)
+    with shape_hint(bound):
+        _bound_intermediates(target, bound, options.max_elements_total)
+    return Prepared(request, options, target, bound)
+
+
+@contextmanager
+def shape_hint(bound: Bound) -> Iterator[None]:
+    """An error about shapes while inputs had the default shape names them: the user did not
+    choose (3,), and the error would otherwise blame their code or their expression."""
+    try:
+        yield
+    except GradscopeError as exc:
+        names = defaulted(bound)
+        if not names or not exc.about_shapes:
+            raise
+        given = ", ".join(f"{n} had {tuple(bound.cast[n].shape)}" for n in names)
+        how = " ".join(f"--shape {n}=…" for n in names)
+        raise exc.with_hint(f"hint: the default shape was used, nobody's choice ({given}); "
+                            f"pass {how} (or --at)") from exc
+
+
+def _bound_intermediates(target: Target, bound: Bound, limit: int) -> None:
+    """Outputs and intermediates are bounded like inputs, before anything is computed: a
+    broadcast (8000×1 + 1×8000) or an outer product can make far more than it is given."""
+    count, where, shape = target.largest({n: tuple(t.shape) for n, t in bound.cast.items()})
+    if count > limit:
+        raise UsageError(f"`{where}` would make {count:,} elements (shape {shape}) from these "
+                         f"inputs; outputs and intermediates are limited like inputs to "
+                         f"{limit:,} (--max-elements-total)")

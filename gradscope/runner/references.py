@@ -1,0 +1,281 @@
+"""The reference engines a run lays beside autograd, each behind one adapter: how it starts on
+a prepared run, its answers (the VJP for an upstream, the Jacobian, J·t) as `Answer`s, why it
+has none for an input, and — finite differences — how doubted estimates are refined into a new
+reference. A new engine is its module in `engines/`, one adapter here, and one line in
+`REFERENCES`; the comparison, the report's columns and every renderer follow from the name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from gradscope.engines.base import Answer
+from gradscope.engines.fd import Estimate, FiniteDifferences
+from gradscope.engines.fd.budget import sample_size, sampled_note
+from gradscope.engines.fd.policy import eps_for, low_precision_eps
+from gradscope.engines.symbolic import SymbolicEngine
+from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.rng import seed_for
+from gradscope.runner.prepare import Prepared
+from gradscope.targets.base import SymbolicForm, TracedFn
+
+PROJECTIONS = 3  # random projections over every element of a sampled input
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What an engine starts from: the prepared run, autograd's output and the table's
+    upstream, the traced function finite differences evaluate, the lowest precision the target
+    computes in, the references started before it, and a progress reporter."""
+
+    prepared: Prepared
+    output: torch.Tensor
+    upstream: torch.Tensor
+    for_values: TracedFn
+    computed: torch.dtype
+    before: tuple[Reference, ...] = ()
+    progress: Callable[[str, int], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference engine's side of a run. `exact`: its answers carry no error (preferred
+    for the extra upstreams, where an estimate adds only noise); `skipped`: input → why it has
+    no answer for it; `notes`: for the report's header; `closing`: said at the end."""
+
+    name: str
+    label: str = ""  # the column's heading in a table
+    exact: bool = False
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    closing: tuple[str, ...] = ()
+
+    @property
+    def ran(self) -> bool:
+        """Whether it answers anything at all."""
+        return False
+
+    @property
+    def answers_all(self) -> bool:
+        """It should answer every input: an input it skipped is a failure to report (finite
+        differences), not an engine that does not apply (no symbolic form)."""
+        return False
+
+    def vjp(self, v: torch.Tensor, ones: bool = False) -> dict[str, Answer]:
+        return {}
+
+    def jacobian(self, out_shape: tuple[int, ...]) -> dict[str, Answer]:
+        return {}
+
+    def jvp(self, tangents: Mapping[str, torch.Tensor]) -> Answer | None:
+        return None
+
+    def mode(self, name: str) -> str | None:
+        return None
+
+    def kink(self, name: str) -> torch.Tensor | None:
+        """Input-shaped: where the forward itself has a kink, jump or pole near the input
+        (an estimating engine sees it; None: this engine cannot tell)."""
+        return None
+
+    def refined(self, doubted: Mapping[str, torch.Tensor]) -> tuple[Reference, int]:
+        """A reference with the doubted answers made more precise, and how many were."""
+        return self, 0
+
+
+# ------------------------------------------------------------------ the symbolic engine
+@dataclass(frozen=True)
+class Symbolic(Reference):
+    engine: SymbolicEngine | None = None
+    names: tuple[str, ...] = ()  # the inputs it answers for (not the --const ones)
+
+    @property
+    def ran(self) -> bool:
+        return self.engine is not None
+
+    def vjp(self, v: torch.Tensor, ones: bool = False) -> dict[str, Answer]:
+        if self.engine is None:
+            return {}
+        return {n: Answer(g) for n, g in self.engine.vjp(v.to(torch.float64)).items()}
+
+    def jacobian(self, out_shape: tuple[int, ...]) -> dict[str, Answer]:
+        if self.engine is None:
+            return {}
+        n_out = int(torch.tensor(out_shape).prod()) if out_shape else 1
+        basis = torch.eye(n_out, dtype=torch.float64, device=self.engine.device)
+        rows = [self.engine.vjp(b.reshape(out_shape)) for b in basis]
+        return {n: Answer(torch.stack([r[n].reshape(-1) for r in rows])) for n in self.names}
+
+    def jvp(self, tangents: Mapping[str, torch.Tensor]) -> Answer | None:
+        return Answer(self.engine.jvp(tangents)) if self.engine is not None else None
+
+    def formulas(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The VJP formula per input, in terms of an upstream symbol no input uses."""
+        if self.engine is None:
+            return {}
+        upstream = next((c for c in ("v", "v_", "upstream", "g_out") if c not in names), "v__")
+        try:
+            return self.engine.formulas(upstream)
+        except Exception:  # a formula is a courtesy; the numbers stand without it
+            return {}
+
+
+def symbolic(setup: Setup) -> Symbolic:
+    """The symbolic engine on the target's symbolic form (or why there is none)."""
+    prepared = setup.prepared
+    names = prepared.target.names
+    form = prepared.target.symbolic()
+    why = form if isinstance(form, str) else _symbolic_failure(form, setup)
+    if isinstance(why, SymbolicEngine):
+        return Symbolic("symbolic", "symbolic", exact=True, engine=why, names=names)
+    return Symbolic("symbolic", "symbolic", exact=True, skipped=dict.fromkeys(names, why),
+                    closing=(f"symbolic engine skipped: {why}",))
+
+
+def _symbolic_failure(form: SymbolicForm, setup: Setup) -> SymbolicEngine | str:
+    out_shape = tuple(setup.upstream.shape)
+    try:
+        engine = SymbolicEngine(form.expression, {**setup.prepared.bound.exact,
+                                                  **form.constants},
+                                constants=frozenset(form.constants))
+        if tuple(engine.output.shape) != out_shape:
+            return f"the symbolic output has shape {tuple(engine.output.shape)}, torch's " \
+                   f"{out_shape}"
+        # the VJP now, so that a failure shows here as a skip, not later as a crash
+        engine.vjp(setup.upstream.to(torch.float64))
+        return engine
+    except UsageError:
+        raise
+    except Exception as exc:  # the other two engines still give a verdict
+        first = str(exc).splitlines()[0][:120] if str(exc) else ""
+        return f"sympy could not handle this expression ({type(exc).__name__}: {first})"
+
+
+# ------------------------------------------------------------------ finite differences
+@dataclass(frozen=True)
+class Finite(Reference):
+    fd: FiniteDifferences | None = None
+    estimates: Mapping[str, Estimate | None] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> bool:
+        return any(e is not None for e in self.estimates.values())
+
+    @property
+    def answers_all(self) -> bool:
+        return True
+
+    def vjp(self, v: torch.Tensor, ones: bool = False) -> dict[str, Answer]:
+        out = {}
+        for name, est in self.estimates.items():
+            if est is not None:
+                values, error = est.vjp(v.to(torch.float64), ones=ones)
+                out[name] = Answer(values, error, est.kink, est.checked)
+        return out
+
+    def jacobian(self, out_shape: tuple[int, ...]) -> dict[str, Answer]:
+        out = {}
+        for name, est in self.estimates.items():
+            if est is not None:  # a column is at a kink (or sampled) for every output element
+                jac, err = est.jacobian()
+                checked = est.checked.reshape(1, -1) if est.checked is not None else None
+                out[name] = Answer(jac, err, est.kink.reshape(1, -1), checked)
+        return out
+
+    def jvp(self, tangents: Mapping[str, torch.Tensor]) -> Answer | None:
+        if self.fd is None:
+            return None
+        d = self.fd.directional(tangents)
+        return Answer(d.value, d.error, d.kink)
+
+    def mode(self, name: str) -> str | None:
+        est = self.estimates.get(name)
+        return est.mode if est is not None else None
+
+    def kink(self, name: str) -> torch.Tensor | None:
+        est = self.estimates.get(name)
+        return est.kink if est is not None else None
+
+    def refined(self, doubted: Mapping[str, torch.Tensor]) -> tuple[Finite, int]:
+        if self.fd is None:
+            return self, 0
+        estimates, count = dict(self.estimates), 0
+        for name, mask in doubted.items():
+            est = estimates.get(name)
+            if est is not None:
+                estimates[name], n = self.fd.refine(est, mask)
+                count += n
+        return (replace(self, estimates=estimates), count) if count else (self, 0)
+
+
+def finite(setup: Setup) -> Finite:
+    """Estimates for every input: each element, or a seeded sample past the budget."""
+    fd, notes = _engine(setup)
+    options = setup.prepared.options
+    estimates: dict[str, Estimate | None] = {}
+    skipped: dict[str, str] = {}
+    sampled: list[str] = []  # notes on sampled inputs come after the others
+    covered = any(r.exact and r.ran for r in setup.before)
+    for name in setup.prepared.target.names:
+        try:
+            count = sample_size(fd, name, options.max_fd, options.sample)
+            todo = fd.values[name].numel() if count is None else count
+            progress = setup.progress(f"finite differences for {name}", todo) \
+                if setup.progress and not fd.is_elementwise(name) else None
+            if count is None:
+                estimates[name] = fd.estimate(name, progress)
+                if name in fd.probed and fd.is_elementwise(name):
+                    notes.append(
+                        f"finite differences: the target is elementwise in {name} (each output "
+                        f"element moves with its own element of {name} only: {fd.probed[name]} "
+                        "probing calls showed it), so all its elements were perturbed at once")
+                continue
+            estimates[name] = fd.sampled(name, count, seed_for(options.seed, f":sample:{name}"),
+                                         progress)
+        except (TargetError, UsageError, RuntimeError) as exc:
+            # e.g. the user's forward fails at a perturbed point: the other engines still judge
+            # (and an input left with nothing compared is `inconclusive`, never a pass)
+            estimates[name] = None
+            skipped[name] = setup.prepared.target.perturbed_failure(exc)
+            continue
+        others = "the symbolic engine covers every element, " if covered \
+            else "the others are `unchecked`, "
+        sampled.append(sampled_note(name, count, fd.values[name].numel(), options.sample,
+                                    options.max_fd, fd.flops(), others, PROJECTIONS))
+    closing = tuple(f"finite differences skipped for {n}: {why}" for n, why in skipped.items())
+    return Finite("finite_difference", "finite diff", skipped=skipped, notes=(*notes, *sampled),
+                  closing=closing, fd=fd, estimates=estimates)
+
+
+def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
+    """Finite differences in float64; in the run's dtype when the target cannot take float64.
+    A target computing in a lower precision gets a step that suits it (policy.eps_for)."""
+    prepared = setup.prepared
+    bound, options, target = prepared.bound, prepared.options, prepared.target
+    lower = setup.computed != torch.float64 and setup.computed != bound.dtype
+    around = target.traced_around
+    try:
+        return FiniteDifferences(setup.for_values, bound.exact,
+                                 elementwise=target.elementwise_inputs,
+                                 eps=eps_for(options.eps, setup.computed, bound.dtype),
+                                 around=around, probe=not target.readable,
+                                 round_off=setup.computed if lower else None), []
+    except GradscopeError as exc:
+        if bound.dtype == torch.float64:
+            raise
+        first = str(exc).splitlines()[-1]
+        low_eps = options.eps or low_precision_eps(bound.dtype)
+        fd = FiniteDifferences(setup.for_values, {n: t.to(bound.dtype)
+                                                  for n, t in bound.exact.items()},
+                               elementwise=target.elementwise_inputs, eps=low_eps,
+                               dtype=bound.dtype, around=around, probe=not target.readable)
+        return fd, [f"finite differences ran in {options.dtype} (eps {low_eps:.3g}): the target "
+                    f"failed in float64 ({first})"]
+
+
+# The reference engines, in the order they start (and their columns appear).
+REFERENCES: tuple[Callable[[Setup], Reference], ...] = (symbolic, finite)

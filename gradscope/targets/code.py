@@ -1,0 +1,225 @@
+"""What every target made of the user's Python code shares: calling it the way the user would,
+with its tensor inputs named after forward's parameters and its non-tensor ones from `--arg`;
+the modules it holds (a module target's copy, or the modules a function reaches), checked on
+gradscope's own copies; the output it picks; and the sandbox every call runs in.
+
+The kinds themselves — `function.py` (torch.autograd.Function), `module.py` (nn.Module),
+`plain.py` (a plain function) — say only how they are built and called.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from gradscope.errors import GradscopeError, UsageError
+from gradscope.markers import marker_of
+from gradscope.targets.base import FlowSource, Target, TracedFn, _last_line
+from gradscope.targets.closures import Holder, batch_statistics
+from gradscope.targets.oldstyle import old_style, values_only
+from gradscope.targets.outputs import picked
+from gradscope.targets.shapes import module_input_shape
+from gradscope.targets.signature import Param
+from gradscope.usercode import known_hint, user_code
+
+
+class CodeTarget(Target):
+    """A user's Function, Module or function, with its tensor inputs named."""
+
+    def __init__(self, text: str, kind: str, obj: Any, params: list[Param],
+                 args: Mapping[str, Any]) -> None:
+        super().__init__(text, kind)
+        self.obj = obj
+        self.params = params  # forward's parameters in order (ctx/self excluded)
+        self.args = dict(args)  # non-tensor arguments (--arg)
+        self.module: torch.nn.Module | None = None
+        self.owned = False  # `module` is gradscope's own (a copy or an instance it built)
+        self.output: int | str | None = None  # --output-index / --output-key
+
+    # ------------------------------------------------------------ inputs
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Parameters without a default that are not --arg and not annotated as a number."""
+        return tuple(p.name for p in self.params if p.name not in self.args
+                     and p.name not in self.constants
+                     and p.default is inspect.Parameter.empty and p.scalar is None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.input_names + tuple(n for n in self.parameters if n not in self.constants)
+
+    def guessed(self, given: set[str]) -> list[str]:
+        """Notes for inputs made random tensors by guess: not annotated, not the first, and
+        not given (`f(x, n)` with n forgotten in --arg still runs, on a tensor)."""
+        unannotated = [p.name for p in self.params if p.name in self.input_names
+                       and p.annotation is inspect.Parameter.empty]
+        return [f"`{n}` has no annotation and was not given, so it got a random tensor; if it "
+                f"is a number or a flag, pass --arg {n}=…" for n in unannotated[1:]
+                if n not in given]
+
+    def suggested_shape(self, name: str) -> tuple[tuple[int, ...], str] | None:
+        """The first input shaped for the first layer of the module it holds (shapes.py)."""
+        first = self.input_names[0] if self.input_names else None
+        if self.module is None or name != first:
+            return None
+        return module_input_shape(self.module)
+
+    @property
+    def runs_user_code(self) -> bool:
+        return True
+
+    @property
+    def checks_backward(self) -> bool:
+        return True
+
+    def marker(self) -> str | None:
+        return marker_of(self.obj)
+
+    def pick_output(self, choice: int | str) -> None:
+        self.output = choice
+
+    takes_init = False  # --init: constructor arguments (a module class only)
+
+    def hold_modules(self) -> None:
+        """Hold copies of the modules the code reaches, once its arguments are known."""
+
+    # ------------------------------------------------------------ the modules it holds
+    def convert(self, dtype: torch.dtype, device: torch.device | None = None) -> None:
+        """Run on a copy of the module in the check's dtype (and on its device) when its
+        parameters or buffers are in another (never the user's object; said once)."""
+        if self.module is None:
+            return
+        tensors = [*self.module.parameters(), *self.module.buffers()]
+        own = sorted({str(t.dtype).removeprefix("torch.") for t in tensors
+                      if t.is_floating_point() and t.dtype != dtype})
+        elsewhere = device is not None and any(
+            t.device.type != device.type or (device.index is not None
+                                             and t.device.index != device.index)
+            for t in tensors)
+        if not own and not elsewhere:
+            return
+        name = str(dtype).removeprefix("torch.")
+        module = self._changeable(f"in {name}")
+        with warnings.catch_warnings():  # torch's own note when a ScriptModule is converted
+            warnings.simplefilter("ignore")
+            module.to(device=device if elsewhere else None, dtype=dtype)
+        self.take_parameters()
+        where = f" on {device}" if elsewhere else ""
+        self.notes.append(f"checked on a {name} copy of the module{where} (its own dtype: "
+                          f"{', '.join(own) or name}); the module itself is not changed")
+
+    def set_mode(self, mode: str | None) -> None:
+        """--mode: check the modules in train or eval mode, on a copy when the user's own
+        would change (said in the notes); None keeps each module's own mode."""
+        if self.module is None:
+            super().set_mode(mode)
+            return
+        training = mode == "train"
+        if mode is None or all(m.training == training for m in self.module.modules()):
+            self.notes += batch_statistics(self.module)
+            return
+        self._changeable(f"in {mode} mode").train(training)
+        self.notes.append(f"modules checked in {mode} mode (--mode {mode}); your module is not "
+                          "changed")
+        self.notes += batch_statistics(self.module)
+
+    def _changeable(self, how: str) -> torch.nn.Module:
+        """The module, as gradscope's own copy (a function's modules were copied, an instance
+        copied or built at the start; only a module that could not be copied is the user's)."""
+        assert self.module is not None
+        if not self.owned:
+            try:
+                self.module = copy.deepcopy(self.module)
+            except Exception as exc:
+                raise UsageError(f"{self.text} cannot be checked {how}: its module cannot be "
+                                 f"copied ({type(exc).__name__}), and gradscope never changes "
+                                 "yours") from None
+            self.owned = True
+            self.take_parameters()
+        return self.module
+
+    def take_parameters(self) -> None:
+        """The module's trainable parameters, as the tensors finite differences perturb."""
+        assert self.module is not None
+        self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
+                           if p.requires_grad}
+
+    # ------------------------------------------------------------ calling it
+    def _call_args(self, values: Mapping[str, torch.Tensor]
+                   ) -> tuple[list[Any], dict[str, Any]]:
+        call: list[Any] = []
+        named: dict[str, Any] = {}
+        for p in self.params:
+            if p.name in self.args:
+                value = self.args[p.name]
+            elif p.name in values:
+                value = values[p.name]
+            elif p.default is not inspect.Parameter.empty and not p.keyword:
+                value = p.default
+            else:
+                continue
+            if isinstance(value, torch.nn.Module) and isinstance(self.module, Holder):
+                value = getattr(self.module, p.name, value)  # our copy, not the user's
+            if p.keyword:
+                named[p.name] = value
+            else:
+                call.append(value)
+        return call, named
+
+    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        values = {**values, **self.constants} if self.constants else values
+        args, kwargs = self._call_args(values)
+        with user_code("forward", hint=self._forward_hint):
+            if self.module is not None:
+                params = {n: values[n] for n in self.parameters}
+                out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
+            else:
+                out = self.call(args, kwargs)
+        return picked(out, self.text, self.output)
+
+    def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """One call of the user's code with these arguments (no module held)."""
+        return self.obj(*args, **kwargs)
+
+    def for_values(self, output: torch.Tensor) -> tuple[TracedFn, list[str]]:
+        """Old-style Functions found in autograd's graph run as their forward while finite
+        differences evaluate values, so that the evaluation can be vmapped (oldstyle.py)."""
+        classes = old_style(output)
+
+        def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+            with values_only(classes):
+                return self.forward(values), []
+
+        notes = []
+        if classes and self.module is not None:  # a model: why it was fast after all
+            names = ", ".join(sorted({c.__name__ for c in classes}))
+            notes.append(f"finite differences evaluate {names} (ctx in forward, which vmap "
+                         "refuses) through forward itself, so that they are batched")
+        return traced, notes
+
+    def flow_source(self) -> FlowSource:
+        from gradscope.targets.scopes import sourced  # the watched forward of a model
+
+        return FlowSource(sourced(self.forward, self.module), anomaly=True)
+
+    def perturbed_failure(self, exc: BaseException) -> str:
+        """The user's code failing at a perturbed point is the target's; anything else that
+        escaped finite differences is gradscope's own and is never blamed on the user."""
+        if isinstance(exc, GradscopeError):
+            return super().perturbed_failure(exc)
+        return (f"gradscope's finite differences failed (an internal error, not the target's: "
+                f"{type(exc).__name__}: {_last_line(exc)}; please report it)")
+
+    def _forward_hint(self, exc: BaseException) -> str | None:
+        known = known_hint(exc)
+        if known or len(self.input_names) < 2:
+            return known
+        # A non-tensor parameter left out of --arg arrives as a random tensor.
+        return (f"gradscope passed tensors for {', '.join(self.input_names)}; give non-tensor "
+                "parameters with --arg NAME=LITERAL (e.g. --arg n=2), or an object of the file "
+                "by its name (--arg model=net)")

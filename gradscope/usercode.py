@@ -1,0 +1,101 @@
+"""The sandbox around the user's code: whatever it raises becomes a TargetError (exit 3) that
+shows the user's own frames only, with a hint where the mistake is a known one; leaving through
+`sys.exit` is a failure too. This is the one place that turns a user's SystemExit into a failure
+(a check must never pass, or end gradscope with the user's exit code, because the code exited);
+gradscope's own stop (errors.Stopped, from SIGTERM) passes through untouched."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from gradscope.errors import GradscopeError, Stopped, TargetError
+
+# frames that are not the user's: gradscope itself, torch, the import machinery
+OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve().parent),
+        "<frozen importlib", str(Path(inspect.__file__).resolve().parent))
+
+LEFT_HINT = ("the target called sys.exit() or raised SystemExit; gradscope counts a target "
+             "that leaves as one that failed (a check must never pass because the code exited)")
+
+
+def relative_path(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+def user_frames(exc: BaseException) -> list[str]:
+    """The user's frames of a traceback (gradscope's, torch's and the importer's left out),
+    each as its 'File …, line …, in …' line and the source line under it."""
+    lines = []
+    for frame in [f for f in traceback.extract_tb(exc.__traceback__)
+                  if not f.filename.startswith(OURS)][-6:]:
+        lines.append(f'  File "{relative_path(frame.filename)}", line {frame.lineno}, '
+                     f"in {frame.name}")
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    return lines
+
+
+def user_error(exc: BaseException, during: str, hint: str | None = None) -> TargetError:
+    """A TargetError whose message shows the user's frames and the error, nothing of ours."""
+    frames = user_frames(exc)
+    detail = str(exc).strip().splitlines()
+    first = detail[0] if detail else ""
+    lines = [f"the target's own code raised during {during}:", *frames,
+             f"{type(exc).__name__}: {first}".rstrip(": ")]
+    hint = hint or known_hint(exc)
+    if hint:
+        lines.append(f"hint: {hint}")
+    return TargetError("\n".join(lines), during=during, error=type(exc).__name__,
+                       detail=str(exc), frames=frames)
+
+
+def known_hint(exc: BaseException) -> str | None:
+    """A hint for mistakes whose torch or Python message is well known."""
+    text = str(exc)
+    if "before Module.__init__() call" in text or "has no attribute '_parameters'" in text \
+            or "has no attribute '_modules'" in text:
+        return "did you call super().__init__() first in your nn.Module's __init__?"
+    if "one of the variables needed for gradient computation has been modified" in text:
+        return ("a tensor saved for backward was changed in place; clone it before changing "
+                "it, or save a copy")
+    return None
+
+
+@contextmanager
+def user_code(during: str, hint: Callable[[BaseException], str | None] | None = None
+              ) -> Iterator[None]:
+    """Run the user's code: anything it raises is a TargetError (exit 3), and so is leaving
+    through sys.exit (SystemExit is no Exception, and would end gradscope with the user's exit
+    code: 0 on a failing check). Also wrapped around a whole run, where a SystemExit raised
+    inside torch's autograd engine (a custom backward) arrives."""
+    try:
+        yield
+    except (GradscopeError, Stopped):
+        raise
+    except SystemExit as exc:
+        raise user_error(exc, during, LEFT_HINT) from exc
+    except Exception as exc:
+        raise user_error(exc, during, hint(exc) if hint else None) from exc
+
+
+@contextmanager
+def contained(during: str = "the check") -> Iterator[None]:
+    """Around a whole run: only a SystemExit that escaped the narrower `user_code` (raised in
+    a custom backward, inside torch's autograd engine) is turned into a TargetError; every
+    other exception keeps its meaning."""
+    try:
+        yield
+    except Stopped:
+        raise
+    except SystemExit as exc:
+        raise user_error(exc, during, LEFT_HINT) from exc
