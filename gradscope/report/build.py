@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import torch
 
 from gradscope.report.model import TensorSummary
-from gradscope.report.status import ELEMENT, Status
+from gradscope.report.status import ELEMENT
 from gradscope.tensors import multi_index
 
 
@@ -148,19 +148,13 @@ def mask_indices(mask: torch.Tensor, limit: int = MAX_INDICES) -> list[list[int]
     return [multi_index(i, tuple(mask.shape)) for i in flat]
 
 
-def rows(statuses: Sequence[Status], errors: Sequence[Any], worst_first: bool,
-         full: bool) -> list[int]:
-    """The rows a table shows, as positions into the reported elements: all of them when few
-    (or --full), else the WORST_ROWS worst — by status, then error — or the first ones when
-    the elements reported are already the worst, worst first."""
-    positions = list(range(len(statuses)))
-    if len(positions) <= TABLE_ROWS or full:
-        return positions
-    if not worst_first:
-        positions.sort(key=lambda p: (-Status(statuses[p]).rank, -_number(errors, p)))
-    return positions[:WORST_ROWS]
-
-
-def _number(errors: Sequence[Any], p: int) -> float:
-    value = errors[p] if p < len(errors) else None
-    return value if isinstance(value, float) else 0.0
+def rows(cmp: Judged | None, idx: torch.Tensor | None, count: int, full: bool) -> list[int]:
+    """The rows a table shows, as positions into the `count` reported elements: all of them
+    when few (or --full), else the WORST_ROWS worst — by status, then error, ties by position
+    (the reported elements are worst first already when `idx` picked them)."""
+    if count <= TABLE_ROWS or full:
+        return list(range(count))
+    if idx is not None or cmp is None:
+        return list(range(WORST_ROWS))
+    picked = worst_indices(cmp, WORST_ROWS, False)
+    return list(range(WORST_ROWS)) if picked is None else picked.tolist()

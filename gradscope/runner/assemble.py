@@ -146,7 +146,8 @@ def _input(prepared: Prepared, evidence: Evidence, view: View, name: str, cmp: C
         elements_reported="all" if idx is None else "worst",
         indices=build.indices_of(idx, tuple(cast.shape)), element_status=element_status,
         error=error, status_counts=cmp.counts(), origin=bound.values[name].origin,
-        rows=_rows(element_status, error, idx is not None, options.full),
+        rows=build.rows(cmp, idx, cmp.status.numel() if idx is None else idx.numel(),
+                        options.full),
         **_stats(cmp, ag, estimate.values if estimate is not None else None))
 
 
@@ -173,14 +174,11 @@ def _jacobian_input(prepared: Prepared, evidence: Evidence, view: View, name: st
         elements_reported="all" if idx is None else "worst",
         indices=build.indices_of(idx, tuple(jac_shape)), element_status=element_status,
         error=error, status_counts=shaped.counts(), origin=bound.values[name].origin,
-        jacobian_shape=jac_shape, rows=_rows(element_status, error, idx is not None,
-                                             options.full),
+        jacobian_shape=jac_shape,
+        rows=build.rows(shaped, idx, shaped.status.numel() if idx is None else idx.numel(),
+                        options.full),
         **_stats(shaped, ag.reshape(jac_shape),
                  estimate.values.reshape(jac_shape) if estimate is not None else None))
-
-
-def _rows(element_status: Any, error: Any, worst_first: bool, full: bool) -> list[int]:
-    return build.rows(build.flat(element_status), build.flat(error), worst_first, full)
 
 
 def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[str, Any]:
@@ -228,8 +226,7 @@ def _failed_backward(prepared: Prepared, evidence: Evidence) -> list[InputReport
             name=name, role=prepared.target.roles().get(name, "input"),
             shape=list(bound.cast[name].shape), values=values, columns=columns, formula=None,
             max_abs_error=float("nan"), status=Status.MISMATCH, origin=bound.values[name].origin,
-            rows=build.rows([Status.MISMATCH] * len(build.flat(shown)), [], False,
-                            prepared.options.full)))
+            rows=build.rows(None, None, len(build.flat(shown)), prepared.options.full)))
     return out
 
 

@@ -7,7 +7,7 @@ halving a batch that runs out of memory."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,12 +28,13 @@ Columns = tuple[torch.Tensor, torch.Tensor, dict[int, torch.Tensor]]
 
 
 class Batcher:
-    """Columns of the Jacobian around `point`; `dense` names the inputs that are evaluated
-    column by column (the others are elementwise), for dropping an unused column evaluator."""
+    """Columns of the Jacobian around `point`; `elementwise` (shared with the engine, which
+    adds what probing finds) names the inputs perturbed all at once: the others are evaluated
+    column by column, and a column evaluator none of them can use is dropped."""
 
-    def __init__(self, point: Point, dense: Callable[[], list[str]]) -> None:
+    def __init__(self, point: Point, elementwise: set[str]) -> None:
         self.point = point
-        self.dense = dense
+        self.elementwise = elementwise
         self.vmap_failed: str | None = None  # why vmap could not be used (a loop then)
         self.memory_cap: dict[str, int] = {}  # input → columns per batch that fit in memory
         self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
@@ -84,7 +85,8 @@ class Batcher:
                 except Exception:  # the evaluator cannot take this expression (or a case it
                     fn = None  # does not foresee): the general batches instead
             self.column_fn[name] = fn
-            if all(self.column_fn.get(n, 0) is None for n in self.dense()):
+            dense = [n for n in self.point.values if n not in self.elementwise]
+            if all(self.column_fn.get(n, 0) is None for n in dense):
                 # no input can use it: drop the factory and the base node values it keeps
                 self._factory = None
         return self.column_fn[name]

@@ -57,8 +57,8 @@ class FiniteDifferences:
         self.elementwise = set(elementwise)
         self.probe = probe
         self.two_point_from = two_point_from
-        self.batcher = Batcher(self.point, lambda: [n for n in self.point.values
-                                                    if n not in self.elementwise])
+        # (the set itself, not a closure over self: no reference cycle keeps the estimates)
+        self.batcher = Batcher(self.point, self.elementwise)
         self.prober = Prober(self.point)
         self.columns = ColumnEstimator(self.point, self.batcher)
         self.elements = ElementwiseEstimator(self.point)
