@@ -59,9 +59,11 @@ def summary(t: torch.Tensor, max_elements: int, full: bool) -> TensorSummary:
     return TensorSummary(list(t.shape), plain(t.reshape(-1)[:HEAD_ELEMENTS]), "head")
 
 
-def worst_indices(cmp: Judged, max_elements: int, full: bool) -> torch.Tensor | None:
-    """Flat indices of the worst elements (most severe status, then largest error), or None
-    when every element is to be reported."""
+def worst_indices(cmp: Judged, max_elements: int, full: bool,
+                  count: int = WORST_ELEMENTS) -> torch.Tensor | None:
+    """Flat indices of the `count` worst elements (most severe status, then largest error),
+    worst first, or None when every element is to be reported (no more than
+    `max_elements`, or `full`)."""
     n = cmp.status.numel()
     if full or n <= max_elements:
         return None
@@ -76,7 +78,7 @@ def worst_indices(cmp: Judged, max_elements: int, full: bool) -> torch.Tensor | 
         rank = lut[cmp.status.reshape(-1).to(torch.int64)]
         top = float(err.max()) if n else 0.0
         key = rank * 2.0 + (err / (2.0 * top) if top > 0 else 0.0)
-    k = min(WORST_ELEMENTS, n)
+    k = min(count, n)
     values, order = _topk(key, k)
     # Equal keys: lowest index first, so the result does not depend on topk's choice among
     # ties at the cut or on its order (then two stable sorts: by index, then by key).
@@ -156,5 +158,5 @@ def rows(cmp: Judged | None, idx: torch.Tensor | None, count: int, full: bool) -
         return list(range(count))
     if idx is not None or cmp is None:
         return list(range(WORST_ROWS))
-    picked = worst_indices(cmp, WORST_ROWS, False)
+    picked = worst_indices(cmp, WORST_ROWS, False, WORST_ROWS)
     return list(range(WORST_ROWS)) if picked is None else picked.tolist()
