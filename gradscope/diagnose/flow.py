@@ -26,7 +26,7 @@ from gradscope.tensors import all_finite, grad_nodes
 
 
 @dataclass
-class Stats:
+class GradientStats:
     """How much gradient a tensor carries."""
 
     numel: int
@@ -39,7 +39,7 @@ class Stats:
         return self.nonfinite == 0
 
     @classmethod
-    def of(cls, t: torch.Tensor | None, norm: bool = False) -> Stats | None:
+    def of(cls, t: torch.Tensor | None, norm: bool = False) -> GradientStats | None:
         if t is None:
             return None
         d = t.detach()
@@ -62,8 +62,8 @@ class FlowNode:
     children: list[int] = field(default_factory=list)
     leaf: str | None = None  # input name, for AccumulateGrad
     shape: tuple[int, ...] | None = None
-    received: Stats | None = None
-    passed: list[Stats | None] = field(default_factory=list)
+    received: GradientStats | None = None
+    passed: list[GradientStats | None] = field(default_factory=list)
     status: str = ""  # vanishing | saturating | nan | ""
     blocked: torch.Tensor | None = None  # elements whose gradient this node zeroed
     grad: torch.Tensor | None = None  # gradient w.r.t. the node's output (the intermediate)
@@ -194,8 +194,8 @@ def _recorder(node: FlowNode, keep_grads: bool, norms: bool):
         if keep_grads and received is not None:
             node.grad = received.detach().clone()
         node.shape = tuple(received.shape) if received is not None else None
-        node.received = Stats.of(received, norms)
-        node.passed = [Stats.of(g, norms) for g in grad_inputs]
+        node.received = GradientStats.of(received, norms)
+        node.passed = [GradientStats.of(g, norms) for g in grad_inputs]
         first = grad_inputs[0] if grad_inputs else None
         # only a saturating op is judged on which elements it blocked
         if node.kind == "saturation" and received is not None and first is not None \

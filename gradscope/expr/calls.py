@@ -27,7 +27,7 @@ from gradscope.expr.ops import (
     REQUIRED,
     TENSORS,
     Op,
-    Param,
+    OpParam,
 )
 
 MAX_STATIC_INT = 1 << 31
@@ -37,7 +37,7 @@ KEYWORD_ALIASES = {"axis": "dim", "axes": "dims"}  # numpy spellings torch accep
 
 
 @dataclass
-class Bound:
+class BoundCall:
     args: tuple[ir.Node, ...]
     names: tuple[str, ...]
     params: tuple[tuple[str, Any], ...]
@@ -88,7 +88,7 @@ class Binder:
         self.op, self.name, self.snippet = op, name, snippet
         self.to_node, self.refuse = node, refuse
 
-    def bind(self, positional: list[ast.AST], keywords: list[ast.keyword]) -> Bound:
+    def bind(self, positional: list[ast.AST], keywords: list[ast.keyword]) -> BoundCall:
         given = self._match(positional, keywords)
         args: list[ir.Node] = []
         names: list[str] = []
@@ -115,7 +115,7 @@ class Binder:
             value = p.default if raw is REQUIRED else self._static(p, raw)
             params.append((p.name, value))
         has_optional = any(p.kind == OPTIONAL for p in tensors)
-        return Bound(tuple(args), tuple(names) if has_optional else (), tuple(params))
+        return BoundCall(tuple(args), tuple(names) if has_optional else (), tuple(params))
 
     def usage(self) -> str:
         parts = []
@@ -163,7 +163,7 @@ class Binder:
             given[key] = value
         return given
 
-    def _tensors(self, p: Param, raw: Any) -> list[ir.Node]:
+    def _tensors(self, p: OpParam, raw: Any) -> list[ir.Node]:
         if raw is REQUIRED:
             raise self.refuse(f"{self.name}() needs at least one tensor in `{p.name}`")
         if not isinstance(raw, list):
@@ -175,7 +175,7 @@ class Binder:
             raise self.refuse(f"`{p.name}` of {self.name}() takes 1 to {MAX_SEQUENCE} tensors")
         return [self.to_node(a, False) for a in raw]
 
-    def _static(self, p: Param, raw: Any) -> Any:
+    def _static(self, p: OpParam, raw: Any) -> Any:
         items = raw if isinstance(raw, list) else None
         value = [literal(a, self.refuse) for a in items] if items is not None \
             else literal(raw, self.refuse)
@@ -211,7 +211,7 @@ def _int(value: Any, limit: int = MAX_STATIC_INT) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= limit
 
 
-def check_static(p: Param, value: Any) -> Any:
+def check_static(p: OpParam, value: Any) -> Any:
     """The value for a static parameter; ValueError saying what is wrong with it."""
     if value is None and p.default is None:
         return None

@@ -6,7 +6,7 @@ quadratic cost; vmap batches it but does the same work). Along the way, though, 
 differ from the base point in a single element: `sin(x + h·e_i)` is `sin(x)` except at i. This
 evaluator runs a batch of B perturbations at once and keeps, per node, the cheapest exact form:
 
-* `Const`: the node does not depend on the moving input; its base value serves every column;
+* `Unmoved`: the node does not depend on the moving input; its base value serves every column;
 * `Single`: per column exactly one element differs from the base value: (position, new value),
   B numbers. Elementwise ops map it element by element; `sum`, `mean`, `logsumexp` and `norm`
   fold it into the base result incrementally, `max` and `min` compare it with the base slice's
@@ -39,7 +39,7 @@ class Unsupported(Exception):
 
 
 @dataclass
-class Const:
+class Unmoved:
     value: Any  # the base value (tensor) or a Python number
 
 
@@ -57,7 +57,7 @@ class Batch:
     data: torch.Tensor  # (B, *shape)
 
 
-Carried = Const | Single | Batch
+Carried = Unmoved | Single | Batch
 
 
 class IncrementalColumns:
@@ -103,13 +103,13 @@ class IncrementalColumns:
         if isinstance(node, ir.Var):
             x = self.values[node.name]
             if node.name != self.name:
-                return Const(x)
+                return Unmoved(x)
             return Single(tuple(x.shape), pos, moved, x)
         if isinstance(node, ir.Num | ir.Const):
-            return Const(float(node.value))
+            return Unmoved(float(node.value))
         assert isinstance(node, ir.Call)
         if id(node) not in self.moving:
-            return Const(self.node_values[id(node)])
+            return Unmoved(self.node_values[id(node)])
         op = OPS[node.op]
         base = self.node_values[id(node)]
         params = node.kwargs
@@ -131,9 +131,9 @@ class IncrementalColumns:
                   changed: dict[int, torch.Tensor]) -> Carried:
         if isinstance(node, ir.Num | ir.Const):
             if scalar:
-                return Const(float(node.value))
+                return Unmoved(float(node.value))
             dtype = self.values[self.name].dtype
-            return Const(torch.tensor(node.value, dtype=dtype, device=moved.device))
+            return Unmoved(torch.tensor(node.value, dtype=dtype, device=moved.device))
         return self._run(node, pos, moved, changed)
 
     def _elementwise(self, node: ir.Call, op: Any, args: list[Carried], base: torch.Tensor,

@@ -204,7 +204,7 @@ class _Builder:
                                     "are allowed")
         if not op.expression:
             raise calls.unknown(self.snippet(node), name, method=False)
-        def bind(op: Op, name: str) -> calls.Bound:
+        def bind(op: Op, name: str) -> calls.BoundCall:
             return calls.Binder(op, name, self.snippet(node),
                                 lambda a, cond: self.node(a, allow_compare=cond),
                                 lambda what: self.plain(node, what)

@@ -4,14 +4,15 @@ report objects and import nothing of gradscope but `report`; nothing in `report`
 back except `Report.to_json/to_markdown/to_text`, the contract's conveniences.
 
 `show` and `text` are the one output path of every command: what kind of report an object is
-comes from its `schema`.
+comes from its `schema`; the formats are `FORMATS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-FORMATS = ("table", "json", "markdown")
 _REPORT, _GRAPH, _SWEEP, _RUN = ("gradscope.report/1", "gradscope.graph/1", "gradscope.sweep/1",
                                  "gradscope.run/1")
 
@@ -36,32 +37,61 @@ def show(obj: Any, console: Any) -> None:
         show_suite(obj, console)
 
 
-def text(obj: Any, fmt: str, width: int = 120) -> str:
-    """`obj` as one document in `fmt` (graph and sweep have no markdown form: plain text)."""
-    if fmt == "json":
-        from gradscope.render.json import dumps
+def _table(obj: Any, width: int) -> str:
+    """What a terminal shows, as plain text (no colour, no padding)."""
+    from gradscope.render.console import record
 
-        return dumps(obj) + "\n"
-    if fmt == "markdown" and obj.schema == _REPORT:
+    return record(lambda console: show(obj, console), width).rstrip("\n") + "\n"
+
+
+def _json(obj: Any, width: int) -> str:
+    from gradscope.render.json import dumps
+
+    return dumps(obj) + "\n"
+
+
+def _markdown(obj: Any, width: int) -> str:
+    """A check's or a suite's own markdown; graph and sweep: a heading and their text in a
+    fenced block."""
+    if obj.schema == _REPORT:
         from gradscope.render.markdown import render
 
         return render(obj)
-    if fmt == "markdown" and obj.schema == _RUN:
+    if obj.schema == _RUN:
         from gradscope.render.suite import markdown
 
         return markdown(obj)
-    from gradscope.render.console import record
+    from gradscope.render.cells import fence, md_code
 
-    drawn = record(lambda console: show(obj, console), width)
-    if fmt == "markdown":  # graph and sweep: a heading and their text in a fenced block
-        from gradscope.render.cells import fence, md_code
+    drawn = _table(obj, width)
+    kind = "graph" if obj.schema == _GRAPH else "sweep"
+    marks = fence(drawn)
+    return f"## gradscope {kind}: `{md_code(obj.target)}`\n\n{marks}\n{drawn}{marks}\n"
 
-        kind = "graph" if obj.schema == _GRAPH else "sweep"
-        marks = fence(drawn)
-        return f"## gradscope {kind}: `{md_code(obj.target)}`\n\n{marks}\n{drawn}\n{marks}\n"
-    return drawn.rstrip("\n") + "\n"
+
+@dataclass(frozen=True)
+class Format:
+    """An output format: how a report object becomes one document (`write(obj, width)`), and
+    whether a terminal shows it with rich instead (colour, boxes)."""
+
+    write: Callable[[Any, int], str]
+    rich: bool = False
+
+
+# The formats `--format` offers (its choices are generated from here), in order. A new format
+# is a renderer module and one line here.
+FORMATS: dict[str, Format] = {
+    "table": Format(_table, rich=True),
+    "json": Format(_json),
+    "markdown": Format(_markdown),
+}
+
+
+def text(obj: Any, fmt: str, width: int = 120) -> str:
+    """`obj` as one document in `fmt`."""
+    return FORMATS[fmt].write(obj, width)
 
 
 def is_rich(obj: Any, fmt: str) -> bool:
     """Whether `fmt` is shown with rich on a terminal rather than written as a document."""
-    return fmt == "table"
+    return FORMATS[fmt].rich

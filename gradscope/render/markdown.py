@@ -50,7 +50,7 @@ def _input(item: InputReport) -> list[str]:
         row.append(f"**{status}**" if status != "ok" else status)
         lines.append("| " + " | ".join(md(c) for c in row) + " |")
     counts = ", ".join(f"{n} {s}" for s, n in item.status_counts.items())
-    lines += ["", f"{counts}; max abs error {fmt(item.max_abs_error)}"]
+    lines += ["", f"{counts + '; ' if counts else ''}max abs error {fmt(item.max_abs_error)}"]
     for column in item.columns.values():
         if column.skipped:
             lines.append(f"{column.label} skipped: {md(column.skipped)}")

@@ -7,7 +7,7 @@ that decides the run: `passed = not failures`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -62,8 +62,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     statuses = {n: _status(c) for n, c in table.items()}
     named = [checks.named(view.label, cmps)
              for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
-    named += [_projection(p, set(surrogate) | set(excuses.declared))
-              for p in evidence.projections]
+    named += [c for check in CHECKS for c in check(evidence, excuses, surrogate)]
     forward, forward_status = _forward(evidence)
     acc = _accumulation(evidence)
     failures = outcome.failures(
@@ -130,9 +129,23 @@ def _status(cmp: Comparison) -> Status:
     return cmp.worst()
 
 
-def _projection(p: Projection, surrogates: set[str]) -> UpstreamCheck:
+def projections(evidence: Evidence, excuses: Excuses,
+                surrogate: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
+    """Random projections over every element of a sampled input: passing where they agree
+    within their slack, and where a kink or a surrogate explains the difference."""
+    excused = set(surrogate) | set(excuses.declared)
+    return [_projection(p, p.name in excused) for p in evidence.projections]
+
+
+# The named checks beyond each view's own (a random upstream, the full Jacobian): functions of
+# the evidence, the excuses and the surrogate elements found, each returning UpstreamChecks
+# that name themselves; a failing one fails the run. A new check is a function and its line.
+CHECKS: tuple[Callable[[Evidence, Excuses, Mapping[str, torch.Tensor]],
+                       list[UpstreamCheck]], ...] = (projections,)
+
+
+def _projection(p: Projection, surrogate: bool) -> UpstreamCheck:
     finite = math.isfinite(p.difference)
-    surrogate = p.name in surrogates
     ok = p.kinked or surrogate or (p.difference <= p.slack and finite)
     word = Status.NONDIFFERENTIABLE if p.kinked else Status.SURROGATE if surrogate else (
         Status.OK if ok else Status.MISMATCH)

@@ -10,24 +10,19 @@ its kind), and one line in `KINDS`. `--order 2` wraps any of them (second_order.
 from __future__ import annotations
 
 import ast
-import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr.parse import parse
 from gradscope.targets import function, loading, module, plain
 from gradscope.targets.base import Target
 from gradscope.targets.closures import top_level
-from gradscope.targets.code import CodeTarget
 from gradscope.targets.expression import ExpressionTarget
 from gradscope.targets.second_order import SecondOrderTarget
-from gradscope.targets.signature import OPEN, Param
 
-Builder = Callable[[Any, str, Mapping[str, Any], Mapping[str, Any]], CodeTarget | None]
+Builder = Callable[[Any, str, Mapping[str, Any], Mapping[str, Any]], Target | None]
 # the kinds of user code, tried in order (a Function class before any callable)
 KINDS: list[Builder] = [function.build, module.build, plain.build]
 
@@ -53,56 +48,26 @@ def resolve(target: object, *, args: Mapping[str, Any] | None = None,
         if init:
             raise UsageError("--init gives constructor arguments to an nn.Module class only")
         return ExpressionTarget(text, parse(text))
-    if callable(target) or isinstance(target, torch.nn.Module):
-        name = getattr(target, "__qualname__", None) or type(target).__name__
-        return code_target(target, name, args, init, positional)
-    raise UsageError(f"a target is an expression string, a torch.autograd.Function, an "
-                     f"nn.Module or a function; got {type(target).__name__}")
+    name = getattr(target, "__qualname__", None) or type(target).__name__
+    return code_target(target, name, args, init, positional, api=True)
 
 
 def code_target(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any],
-                positional: tuple[Any, ...] = ()) -> CodeTarget:
+                positional: tuple[Any, ...] = (), api: bool = False) -> Target:
     """The first kind in KINDS that takes `obj`, with its arguments bound: `positional` (API)
     are forward's arguments in order (tensors become inputs, anything else an argument)."""
     args = top_level(obj, args, text)
     made = next((m for m in (build(obj, text, args, init) for build in KINDS) if m), None)
     if made is None:
+        if api:
+            raise UsageError(f"a target is an expression string, a torch.autograd.Function, "
+                             f"an nn.Module or a function; got {type(obj).__name__}")
         raise UsageError(f"{text} is a {type(obj).__name__}; expected a torch.autograd.Function "
                          "subclass, an nn.Module (class or instance) or a function")
     if init and not made.takes_init:
         raise UsageError("--init gives constructor arguments to an nn.Module class only")
-    known = {p.name for p in made.params}
-    for name in args:
-        if name not in known:
-            raise UsageError(f"--arg names `{name}`, which is not a parameter of {text}; "
-                             f"parameters: {', '.join(p.name for p in made.params) or 'none'}")
-    _bind_positional(made, text, positional)
-    made.hold_modules()
+    made.bind_arguments(args, positional)
     return made
-
-
-def _bind_positional(target: CodeTarget, text: str, positional: tuple[Any, ...]) -> None:
-    if target.params and target.params[-1] is OPEN:  # *args: the arguments name themselves
-        fixed = target.params[:-1]
-        extra = max(0, len(positional) - len(fixed))
-        if not fixed and not extra:
-            raise UsageError(f"cannot read the parameters of {text}: call it from the Python "
-                             "API with its arguments, or wrap it in a def with named ones")
-        target.params = fixed + [Param(f"input{i}") for i in range(len(fixed),
-                                                                    len(fixed) + extra)]
-    params = [p for p in target.params if not p.keyword]
-    if len(positional) > len(params):
-        raise UsageError(f"{text} takes {len(params)} argument(s), got {len(positional)}")
-    for param, value in zip(params, positional, strict=False):
-        if isinstance(value, torch.Tensor):
-            target.given[param.name] = value
-        else:
-            target.args[param.name] = value
-    for param in params:
-        if param.scalar and param.name not in target.args \
-                and param.default is inspect.Parameter.empty:
-            raise UsageError(f"{text}: `{param.name}` is annotated {param.scalar} and has no "
-                             f"default; give it with --arg {param.name}=…")
 
 
 def missing_name(text: str, base: Path | None) -> str:

@@ -71,7 +71,24 @@ class Target:
         self.notes: list[str] = []
         self.branch_sites: list[Any] = []  # kinky op applications (expressions)
 
+    takes_init = False  # --init: constructor arguments (a module class)
+
     # ------------------------------------------------------------ what it is called with
+    def bind_arguments(self, args: Mapping[str, Any], positional: tuple[Any, ...]) -> None:
+        """--arg values and the API's positional arguments: tensors for the inputs in order;
+        a target that takes no other argument refuses the rest."""
+        if args:
+            raise UsageError(f"--arg gives non-tensor arguments; {self.text} takes none")
+        names = self.names
+        if len(positional) > len(names):
+            raise UsageError(f"{self.text} takes {len(names)} argument(s), got "
+                             f"{len(positional)}")
+        for name, value in zip(names, positional, strict=False):
+            if not isinstance(value, torch.Tensor):
+                raise UsageError(f"{self.text}: `{name}` takes a tensor, got "
+                                 f"{type(value).__name__}")
+            self.given[name] = value
+
     @property
     def names(self) -> tuple[str, ...]:
         """The differentiable inputs and parameters, in order."""

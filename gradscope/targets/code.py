@@ -24,7 +24,7 @@ from gradscope.targets.closures import Holder, batch_statistics
 from gradscope.targets.oldstyle import old_style, values_only
 from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
-from gradscope.targets.signature import Param
+from gradscope.targets.signature import OPEN, Param
 from gradscope.usercode import known_hint, user_code
 
 
@@ -83,7 +83,43 @@ class CodeTarget(Target):
     def pick_output(self, choice: int | str) -> None:
         self.output = choice
 
-    takes_init = False  # --init: constructor arguments (a module class only)
+    def bind_arguments(self, args: Mapping[str, Any], positional: tuple[Any, ...]) -> None:
+        """--arg names must be forward's parameters; the API's positional arguments are
+        forward's in order (tensors become inputs, anything else an argument); then the
+        modules the code reaches are held."""
+        known = {p.name for p in self.params}
+        for name in args:
+            if name not in known:
+                raise UsageError(f"--arg names `{name}`, which is not a parameter of "
+                                 f"{self.text}; parameters: "
+                                 f"{', '.join(p.name for p in self.params) or 'none'}")
+        self._bind_positional(positional)
+        self.hold_modules()
+
+    def _bind_positional(self, positional: tuple[Any, ...]) -> None:
+        text = self.text
+        if self.params and self.params[-1] is OPEN:  # *args: the arguments name themselves
+            fixed = self.params[:-1]
+            extra = max(0, len(positional) - len(fixed))
+            if not fixed and not extra:
+                raise UsageError(f"cannot read the parameters of {text}: call it from the "
+                                 "Python API with its arguments, or wrap it in a def with "
+                                 "named ones")
+            self.params = fixed + [Param(f"input{i}") for i in range(len(fixed),
+                                                                      len(fixed) + extra)]
+        params = [p for p in self.params if not p.keyword]
+        if len(positional) > len(params):
+            raise UsageError(f"{text} takes {len(params)} argument(s), got {len(positional)}")
+        for param, value in zip(params, positional, strict=False):
+            if isinstance(value, torch.Tensor):
+                self.given[param.name] = value
+            else:
+                self.args[param.name] = value
+        for param in params:
+            if param.scalar and param.name not in self.args \
+                    and param.default is inspect.Parameter.empty:
+                raise UsageError(f"{text}: `{param.name}` is annotated {param.scalar} and has "
+                                 f"no default; give it with --arg {param.name}=…")
 
     def hold_modules(self) -> None:
         """Hold copies of the modules the code reaches, once its arguments are known."""

@@ -57,7 +57,7 @@ class GradcheckError(_torch_gradcheck.GradcheckError):
 
 
 @dataclass
-class Call:
+class GradcheckCall:
     """One gradcheck call: the function, its arguments, which of them are checked."""
 
     func: Callable[..., Any]
@@ -70,7 +70,7 @@ class Call:
     complex: bool = False  # a complex input or output: torch's gradcheck runs it whole
 
     @classmethod
-    def of(cls, func: Callable[..., Any], inputs: Any) -> Call:
+    def of(cls, func: Callable[..., Any], inputs: Any) -> GradcheckCall:
         args = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
         checked = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
                    and a.requires_grad and (a.is_floating_point() or a.is_complex())]
@@ -152,7 +152,7 @@ def _names(func: Callable[..., Any], count: int, checked: list[int]) -> list[str
     return names
 
 
-def _options(call: Call, eps: float, atol: float, rtol: float, nondet_tol: float
+def _options(call: GradcheckCall, eps: float, atol: float, rtol: float, nondet_tol: float
              ) -> dict[str, Any]:
     dtypes = {call.args[i].dtype for i in call.checked}
     dtype = str(dtypes.pop()).removeprefix("torch.") if len(dtypes) == 1 else "float64"
@@ -179,13 +179,13 @@ def _failure(report: Report) -> str | None:
     return f"gradscope: gradcheck failed: {cause}\n{failing_text(report)}"
 
 
-def _full(call: Call, options: dict[str, Any]) -> Report:
+def _full(call: GradcheckCall, options: dict[str, Any]) -> Report:
     from gradscope.api import check
 
     return check(call.wrapped(), *call.tensors(), **options)
 
 
-def _fast_agrees(call: Call, options: dict[str, Any], atol: float, rtol: float) -> bool:
+def _fast_agrees(call: GradcheckCall, options: dict[str, Any], atol: float, rtol: float) -> bool:
     """vᵀ(J·u) by the finite-difference engine's four-point directional derivative against
     (Jᵀv)·u by one backward, for seeded random u (over every checked element) and v (over
     every output element)."""
@@ -210,7 +210,7 @@ def _fast_agrees(call: Call, options: dict[str, Any], atol: float, rtol: float) 
     return math.isfinite(ag) and math.isfinite(projected) and abs(ag - projected) <= slack
 
 
-def _differences(call: Call, outputs: list[int], dtype: torch.dtype, eps: float) -> Any:
+def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float) -> Any:
     """The finite-difference engine over func's checked tensors (by name), outputs `outputs`."""
     from gradscope.engines.fd import FiniteDifferences
 
@@ -231,7 +231,7 @@ def _tolerance(options: dict[str, Any]) -> tuple[float, float]:
     return tol.atol, tol.rtol
 
 
-def _zero_jacobian(call: Call, eps: float, atol: float) -> str | None:
+def _zero_jacobian(call: GradcheckCall, eps: float, atol: float) -> str | None:
     """No output is differentiable: gradcheck asserts the numerical Jacobian is zero."""
     if not call.float_outputs:
         return None
@@ -248,7 +248,8 @@ def _zero_jacobian(call: Call, eps: float, atol: float) -> str | None:
     return None
 
 
-def _plumbing(func: Callable[..., Any], inputs: Any, call: Call, kw: dict[str, Any]) -> None:
+def _plumbing(func: Callable[..., Any], inputs: Any, call: GradcheckCall,
+              kw: dict[str, Any]) -> None:
     """torch's own checks of autograd plumbing, in fast mode, when asked for (undefined
     grads only matter where a custom Function's backward receives them)."""
     extra = {k: kw[k] for k in ("check_batched_grad", "check_batched_forward_grad",
@@ -267,7 +268,7 @@ def _plumbing(func: Callable[..., Any], inputs: Any, call: Call, kw: dict[str, A
                              f"failed: {exc}") from exc
 
 
-def _custom_functions(call: Call) -> bool:
+def _custom_functions(call: GradcheckCall) -> bool:
     """Whether the graph of func holds a custom autograd.Function (its backward is the
     user's, so undefined grads are the user's to handle)."""
     if not call.outputs:
@@ -289,7 +290,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     """torch.autograd.gradcheck's signature and semantics, gradscope's check (module doc):
     True, or GradcheckError (raise_exception) / False."""
     kw = dict(locals())
-    call = Call.of(func, inputs)
+    call = GradcheckCall.of(func, inputs)
     if call.complex:
         kw.pop("func"), kw.pop("inputs")
         return TORCH_GRADCHECK(func, inputs, **kw)
@@ -306,7 +307,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     return True
 
 
-def _backward(call: Call, kw: dict[str, Any]) -> None:
+def _backward(call: GradcheckCall, kw: dict[str, Any]) -> None:
     options = _options(call, kw["eps"], kw["atol"], kw["rtol"], kw["nondet_tol"])
     if not call.outputs:
         problem = _zero_jacobian(call, options.get("eps", DEFAULT_EPS), _tolerance(options)[0])
@@ -324,7 +325,7 @@ def _backward(call: Call, kw: dict[str, Any]) -> None:
 
 
 @dataclass
-class Stats:
+class DropInStats:
     """What the drop-in did in this process (the pytest plugin's summary line)."""
 
     passed: int = 0
@@ -335,7 +336,7 @@ class Stats:
         return self.passed + self.failed
 
 
-STATS = Stats()
+STATS = DropInStats()
 
 
 def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
@@ -351,7 +352,7 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     (inputs, grad_outputs) ↦ the VJP of func, with create_graph=True. Missing grad_outputs are
     seeded random tensors that require grad (checked too, as torch does)."""
     args = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
-    call = Call.of(func, args)
+    call = GradcheckCall.of(func, args)
     outs = call.wrapped_outputs()
     if grad_outputs is None:
         gen = torch.Generator().manual_seed(FAST_SEED)

@@ -43,7 +43,7 @@ from gradscope.expr.ops.base import (
     VANISHES,
     Build,
     Op,
-    Param,
+    OpParam,
 )
 
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
@@ -137,5 +137,5 @@ __all__ = [
     "VANISHES",
     "Build",
     "Op",
-    "Param",
+    "OpParam",
 ]

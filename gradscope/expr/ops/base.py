@@ -37,7 +37,7 @@ REQUIRED = object()
 
 
 @dataclass(frozen=True)
-class Param:
+class OpParam:
     name: str
     kind: str  # TENSOR, OPTIONAL, TENSORS or one of STATIC_KINDS
     default: Any = REQUIRED  # a number for a TENSOR: filled in as a constant
@@ -54,7 +54,7 @@ def _integer(a: Any) -> bool:
     return isinstance(a, Tensor) and not a.is_floating_point() and a.dtype != torch.bool
 
 
-def signature(text: str, **choices: tuple[str, ...]) -> tuple[Param, ...]:
+def signature(text: str, **choices: tuple[str, ...]) -> tuple[OpParam, ...]:
     """Parse a row's signature, written as torch documents it:
     `"input, dim: dims = None, keepdim: bool = False"`. A bare name is a tensor, `name?` an
     optional tensor, `*name` the rest of the positional arguments (`*tensors` tensors, `*shape:
@@ -79,7 +79,7 @@ def signature(text: str, **choices: tuple[str, ...]) -> tuple[Param, ...]:
         else:
             kind = kind or TENSOR
         assert kind in (TENSOR, OPTIONAL, TENSORS, *STATIC_KINDS), kind
-        params.append(Param(name, kind, default, choices.get(name, ()), star))
+        params.append(OpParam(name, kind, default, choices.get(name, ()), star))
     return tuple(params)
 
 
@@ -127,7 +127,7 @@ class Op:
     # How an expression may call it: torch's parameters (None: `arity` positional tensors and,
     # with takes_dim, an optional dim), other names (`clip`, `linalg.det`), and the tensor
     # methods beyond those torch has under the row's names (`x.t()`).
-    signature: tuple[Param, ...] | None = None
+    signature: tuple[OpParam, ...] | None = None
     aliases: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
     # The same function written with other rows, for the symbolic engine (losses, layer_norm,
@@ -155,7 +155,7 @@ class Op:
 
     # cached: apply() reads them at every evaluation of every node (finite differences too)
     @cached_property
-    def params(self) -> tuple[Param, ...]:
+    def params(self) -> tuple[OpParam, ...]:
         """The signature, with the default one of rows that give none."""
         if self.signature is not None:
             return self.signature
@@ -163,11 +163,11 @@ class Op:
         if self.takes_dim:
             lo = hi = 1
         names = ("input", "other", "third")[:hi] if hi <= 3 else ()
-        params = tuple(Param(n, TENSOR if i < lo else OPTIONAL) for i, n in enumerate(names))
-        return params + ((Param("dim", "dim", None),) if self.takes_dim else ())
+        params = tuple(OpParam(n, TENSOR if i < lo else OPTIONAL) for i, n in enumerate(names))
+        return params + ((OpParam("dim", "dim", None),) if self.takes_dim else ())
 
     @cached_property
-    def tensor_params(self) -> tuple[Param, ...]:
+    def tensor_params(self) -> tuple[OpParam, ...]:
         return tuple(p for p in self.params if p.tensor)
 
     def slots(self, args: Sequence[Any], names: Sequence[str]) -> list[Any]:

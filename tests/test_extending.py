@@ -1,0 +1,136 @@
+"""The recipes of docs/architecture.md, carried out: a new engine, a new target kind, a new
+output format and a new check, each added with one piece of code and one registration line, and
+nothing else of gradscope changed — the comparison, the verdict, the JSON report and the tables
+follow."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import gradscope
+from gradscope import render, targets
+from gradscope.engines.base import Answer
+from gradscope.report.model import UpstreamCheck
+from gradscope.runner import judgement, references
+from gradscope.runner.references import Reference, Setup
+from gradscope.targets.base import Target
+
+
+# ------------------------------------------------------------------ a new engine
+@dataclass(frozen=True)
+class Functorch(Reference):
+    """A reference from torch.func.vjp (functional autograd, another path than y.backward);
+    `scale` lets the test plant a wrong one."""
+
+    forward: object = None
+    values: Mapping[str, torch.Tensor] | None = None
+    scale: float = 1.0
+
+    @property
+    def ran(self) -> bool:
+        return True
+
+    def vjp(self, v: torch.Tensor, ones: bool = False) -> dict[str, Answer]:
+        assert self.values is not None
+        names = list(self.values)
+
+        def f(*xs: torch.Tensor) -> torch.Tensor:
+            return self.forward(dict(zip(names, xs, strict=True)))  # type: ignore[operator]
+
+        _, pull = torch.func.vjp(f, *self.values.values())
+        return {n: Answer(g * self.scale) for n, g in zip(names, pull(v), strict=True)}
+
+
+def _registered(monkeypatch: pytest.MonkeyPatch, scale: float) -> None:
+    def functorch(setup: Setup) -> Functorch:
+        prepared = setup.prepared
+        return Functorch("functorch", "torch.func", exact=True, forward=prepared.target.forward,
+                         values=prepared.bound.exact, scale=scale)
+
+    monkeypatch.setattr(references, "REFERENCES", (*references.REFERENCES, functorch))
+
+
+def test_a_new_engine_is_one_adapter_and_one_registration(monkeypatch):
+    _registered(monkeypatch, 1.0)
+    report = gradscope.jvp("sin(x) * y", x="0.5,1", y="2,3")
+    assert report.passed and list(report.inputs[0].columns) == [
+        "autograd", "symbolic", "finite_difference", "functorch"]
+    data = json.loads(report.to_json())["inputs"][0]
+    assert data["functorch"] == data["symbolic"] and data["functorch_skipped"] is None
+    assert "torch.func" in report.to_text()  # the table has its column
+
+
+def test_a_new_engine_takes_part_in_the_verdict(monkeypatch):
+    _registered(monkeypatch, 2.0)  # a wrong reference: its disagreement alone fails the run
+    report = gradscope.jvp("sin(x) * y", x="0.5,1", y="2,3")
+    assert not report.passed and report.inputs[0].status == "mismatch"
+
+
+# ------------------------------------------------------------------ a new target kind
+@dataclass
+class Quadratic:
+    """xᵀAx with a matrix A: not callable, not a module — no kind of gradscope's takes it."""
+
+    a: torch.Tensor
+
+
+class QuadraticTarget(Target):
+    def __init__(self, obj: Quadratic, text: str) -> None:
+        super().__init__(text, "quadratic")
+        self.parameters = {"a": obj.a.detach()}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ("x", "a")
+
+    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        x, a = values["x"], values["a"]
+        return x @ a @ x
+
+
+def build_quadratic(obj: object, text: str, args: Mapping, init: Mapping) -> Target | None:
+    return QuadraticTarget(obj, text) if isinstance(obj, Quadratic) else None
+
+
+def test_a_new_target_kind_is_one_module_and_one_registration(monkeypatch):
+    with pytest.raises(gradscope.UsageError, match="got Quadratic"):
+        gradscope.check(Quadratic(torch.eye(3)), torch.ones(3))
+    monkeypatch.setattr(targets, "KINDS", [build_quadratic, *targets.KINDS])
+    report = gradscope.check(Quadratic(torch.randn(3, 3, dtype=torch.float64)),
+                             torch.randn(3, dtype=torch.float64))
+    assert report.passed and report.target_kind == "quadratic"
+    assert {i.name: i.role for i in report.inputs} == {"x": "input", "a": "parameter"}
+    assert report.model  # a parameter: a model's summary
+
+
+# ------------------------------------------------------------------ a new output format
+def test_a_new_output_format_is_one_writer_and_one_registration(monkeypatch):
+    def csv(report, width: int) -> str:
+        return "".join(f"{i.name},{i.status},{i.max_abs_error}\n" for i in report.inputs)
+
+    monkeypatch.setitem(render.FORMATS, "csv", render.Format(csv))
+    report = gradscope.check("x * y", x="1,2", y="3,4")
+    assert render.text(report, "csv").splitlines()[0].startswith("x,ok,")
+    assert not render.is_rich(report, "csv")
+
+
+# ------------------------------------------------------------------ a new check
+def test_a_new_check_is_one_function_and_one_registration(monkeypatch):
+    def small_gradients(evidence, excuses, surrogate) -> list[UpstreamCheck]:
+        """A house rule: every gradient below 10 in size."""
+        grads = evidence.backward.grads or {}
+        worst = max(float(g.abs().max()) for g in grads.values())
+        return [UpstreamCheck("gradients below 10", worst < 10, worst, int(worst >= 10),
+                              {}, gradscope.report.status.Status.OK if worst < 10
+                              else gradscope.report.status.Status.MISMATCH)]
+
+    monkeypatch.setattr(judgement, "CHECKS", (*judgement.CHECKS, small_gradients))
+    assert gradscope.check("x * 2", x="1,2").passed
+    failing = gradscope.check("x * 20", x="1,2")
+    assert not failing.passed and failing.failures[-1].subject == "gradients below 10"
+    assert "gradients below 10" in failing.to_text()
