@@ -188,3 +188,103 @@ def test_files_and_functions_stay_readable():
                 if size > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {size}")
     assert not long, "\n".join(long)
+
+
+# The values the stages of a run pass on (and the report they build) are frozen: no stage can
+# change what another made.
+FROZEN = ("gradscope.runner", "gradscope.report.model", "gradscope.engines.base",
+          "gradscope.engines.fd.result", "gradscope.verdict.compare", "gradscope.inputs.bind",
+          "gradscope.targets.base", "gradscope.render")
+
+
+def _dataclasses(path: Path) -> list[tuple[str, bool]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for deco in node.decorator_list:
+            call = deco if isinstance(deco, ast.Call) else None
+            name = (call.func if call else deco)
+            if isinstance(name, ast.Name) and name.id == "dataclass":
+                frozen = call is not None and any(
+                    k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value
+                    for k in call.keywords)
+                found.append((node.name, frozen))
+    return found
+
+
+def test_stage_values_are_frozen():
+    thawed = [f"{name}: {cls}" for name, path in MODULES.items()
+              if name.startswith(FROZEN) for cls, frozen in _dataclasses(path) if not frozen]
+    assert not thawed, "mutable dataclasses among the stage values:\n" + "\n".join(thawed)
+
+
+TARGET_CLASSES = {"Target", "ExpressionTarget", "CodeTarget", "FunctionTarget", "ModuleTarget",
+                  "CallableTarget", "SecondOrderTarget"}
+
+
+def test_nothing_outside_targets_asks_which_class_a_target_is():
+    found = []
+    for name, path in MODULES.items():
+        if name.startswith("gradscope.targets"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+                if names & TARGET_CLASSES:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) \
+                    and node.left.attr == "kind" and isinstance(node.left.value, ast.Name) \
+                    and node.left.value.id == "target":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} (target.kind)")
+    assert not found, "\n".join(found)
+
+
+OUR_ERRORS = {"GradscopeError", "UsageError", "TargetError", "UnknownName", "EvaluationError"}
+
+
+def test_gradscope_never_parses_its_own_messages():
+    """An `except` of one of our errors reads its fields, never its text (`str(exc)` in a
+    regular expression, a comparison or a substring test)."""
+    found = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ExceptHandler) or node.name is None:
+                continue
+            caught = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)} \
+                if node.type is not None else set()
+            if not caught & OUR_ERRORS:
+                continue
+            for inner in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+                text = isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) \
+                    and inner.func.id == "str" and len(inner.args) == 1 \
+                    and isinstance(inner.args[0], ast.Name) and inner.args[0].id == node.name
+                if text and _read(inner, node):
+                    found.append(f"{path.relative_to(ROOT)}:{inner.lineno}")
+    assert not found, "messages of our own errors parsed at:\n" + "\n".join(found)
+
+
+def _read(call: ast.Call, handler: ast.ExceptHandler) -> bool:
+    """Whether `str(exc)` is matched, compared or searched (rather than passed on whole)."""
+    for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+        if isinstance(node, ast.Compare) and any(c is call for c in ast.walk(node)):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" \
+                and any(a is call for a in node.args):
+            return True
+    return False
+
+
+def test_class_names_are_unique():
+    seen: dict[str, str] = {}
+    twice = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                if node.name in seen:
+                    twice.append(f"{node.name}: {seen[node.name]} and {name}")
+                seen[node.name] = name
+    assert not twice, "\n".join(twice)

@@ -54,7 +54,7 @@ SUMMARY_COLUMNS = (("module / tensor", "left"), ("shape", "left"), ("checked", "
                    ("status", "left"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class SummaryRow:
     """One row of a model's summary: a module path's roll-up or one of its tensors."""
 

@@ -22,7 +22,7 @@ TracedOutput = tuple[torch.Tensor, list[torch.Tensor]]
 TracedFn = Callable[[Mapping[str, torch.Tensor]], TracedOutput]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Sourced:
     """A forward's output with what its evaluation learned of the graph: each grad_fn's op
     and source text (expressions), the module it ran in (models), and the ops whose output
