@@ -13,6 +13,7 @@ from gradscope.render.summary import (
 from gradscope.report.headline import headline
 from gradscope.report.model import InputReport, Report, UpstreamCheck
 from gradscope.report.modules import grouped
+from gradscope.report.status import Status
 
 
 def _model_summary(report: Report) -> list[str]:
@@ -26,7 +27,7 @@ def _model_summary(report: Report) -> list[str]:
             status = f"**✗ {row.status}**" if row.status.fails else str(row.status)
         else:
             name = md(row.name)
-            status = f"**{row.status}**" if row.status != "ok" else "ok"
+            status = f"**{row.status}**" if row.status != Status.OK else str(row.status)
         lines.append("| " + " | ".join([name, *row.cells, status]) + " |")
     start = where_wrong(report)
     return [*lines, "", *([md(start.plain), ""] if start is not None else [])]
@@ -47,7 +48,7 @@ def _input(item: InputReport) -> list[str]:
         index = item.indices[p] if item.indices is not None else index_of(p, shape)
         row = [index_text(index)] + [fmt(c[p]) if p < len(c) else "—" for c in columns]
         status = statuses[p] if p < len(statuses) else item.status
-        row.append(f"**{status}**" if status != "ok" else status)
+        row.append(f"**{status}**" if status != Status.OK else str(status))
         lines.append("| " + " | ".join(md(c) for c in row) + " |")
     counts = ", ".join(f"{n} {s}" for s, n in item.status_counts.items())
     lines += ["", f"{counts + '; ' if counts else ''}max abs error {fmt(item.max_abs_error)}"]

@@ -10,11 +10,12 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.render.cells import fence, fmt, md, md_code, printable, style, xml_safe
+from gradscope.render.cells import fence, fmt, md, md_code, printable, xml_safe
 from gradscope.render.console import record
 from gradscope.render.markdown import render as report_markdown
 from gradscope.render.table import render
 from gradscope.report.headline import headline
+from gradscope.report.status import Status
 
 OUTCOME_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red",
                  "raised": "bold magenta"}
@@ -44,7 +45,7 @@ def summary_table(suite: Any) -> Table:
     counts = suite.to_dict()["counts"]
     word = "PASSED" if suite.passed else "FAILED"
     table.caption = f"{word}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
-    table.caption_style = style("ok") if suite.passed else style("mismatch")
+    table.caption_style = (Status.OK if suite.passed else Status.MISMATCH).style
     table.caption_justify = "left"
     return table
 

@@ -34,6 +34,7 @@ from gradscope.render.summary import (
 from gradscope.report.headline import headline
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.modules import grouped
+from gradscope.report.status import Status
 
 
 def _preview(summary: TensorSummary, limit: int = 6) -> str:
@@ -202,7 +203,7 @@ def checks_table(report: Report) -> Table | None:
         table.add_column(name)
     for c in report.upstream_checks:
         word = c.result
-        ran = word != "not run"
+        ran = word != Status.NOT_RUN
         table.add_row(c.label, Text(word, style=style(word)),
                       fmt(c.max_abs_error) if ran else "—", str(c.mismatches) if ran else "—")
     return table

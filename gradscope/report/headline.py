@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gradscope.report.model import Failure, Report
 from gradscope.report.modules import wrong_from
-from gradscope.report.status import FAILING_KINDS
+from gradscope.report.status import FAILING_KINDS, Status
 
 MAX_CAUSES = 4
 
@@ -25,7 +25,7 @@ def causes(report: Report) -> list[str]:
         name, _, before = start
         found.append(f"wrong gradients start at {name}: {patterns.get(name, 'mismatch')}" + (
             f" ({before} tensor(s) before it fail too)" if before else ""))
-    inputs = [f for f in failures if f.kind in ("mismatch", "inconclusive")]
+    inputs = [f for f in failures if f.kind in (Status.MISMATCH, Status.INCONCLUSIVE)]
     found += [_input(f, patterns) for f in inputs if start is None]
     if not inputs:
         found += [f"{f.subject}: {f.count:,} mismatch(es) in {f.detail}"
@@ -40,7 +40,7 @@ def causes(report: Report) -> list[str]:
 
 def _input(failure: Failure, patterns: dict[str, str | None]) -> str:
     name = failure.subject
-    if failure.kind == "inconclusive":
+    if failure.kind == Status.INCONCLUSIVE:
         return f"{name}: inconclusive, nothing was compared ({failure.detail})"
     if patterns.get(name):
         return f"{name}: {patterns[name]}"

@@ -225,7 +225,7 @@ class Report:
 
     @property
     def mismatches(self) -> int:
-        return sum(i.status_counts.get("mismatch", 0) for i in self.inputs)
+        return sum(i.status_counts.get(Status.MISMATCH, 0) for i in self.inputs)
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}

@@ -187,7 +187,7 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
     total = cmp.status.numel()
     a = ag.detach().to(torch.float64)
     stats: dict[str, Any] = {
-        "checked": total - counts.get("unchecked", 0), "total": total,
+        "checked": total - counts.get(Status.UNCHECKED, 0), "total": total,
         "grad_norm": float(torch.linalg.vector_norm(a)) if a.numel() else 0.0,
         "zero_fraction": float((a == 0).to(torch.float64).mean()) if a.numel() else 0.0}
     if fd is not None and fd.shape == a.shape and a.numel():

@@ -66,7 +66,8 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     forward, forward_status = _forward(evidence)
     acc = _accumulation(evidence)
     failures = outcome.failures(
-        statuses=statuses, mismatches={n: c.counts().get("mismatch", 0) for n, c in table.items()},
+        statuses=statuses, mismatches={n: c.counts().get(Status.MISMATCH, 0)
+                                      for n, c in table.items()},
         unjudged=_unjudged(evidence, table), findings=excuses.findings, checks=named,
         forward=forward_status, nonfinite=evidence.nonfinite,
         allow_nan=prepared.options.allow_nan)
@@ -189,6 +190,6 @@ def _failed_backward(prepared: Prepared, evidence: Evidence) -> Verdict:
     reason = f"backward failed: {failure.message}"
     failures = [Failure(failure.kind, failure.kind,
                         sum(prepared.bound.cast[n].numel() for n in names))]
-    failures += [Failure("mismatch", n, 0, reason) for n in names]  # (its count: none)
+    failures += [Failure(Status.MISMATCH, n, 0, reason) for n in names]  # (no count)
     failures += outcome.nonfinite_failures(evidence.nonfinite, prepared.options.allow_nan)
     return Verdict(statuses=statuses, failures=tuple(failures))

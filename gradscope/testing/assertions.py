@@ -14,6 +14,7 @@ from typing import Any
 
 from gradscope.api import check
 from gradscope.report.model import Report
+from gradscope.report.status import Status
 
 
 def assert_gradients(fn: Any, *inputs: Any, grad: Any = None, atol: float | None = None,
@@ -33,6 +34,6 @@ def failing_text(report: Report, width: int = 110) -> str:
     """The report as plain text, keeping only the inputs that are not all `ok`."""
     from dataclasses import replace
 
-    bad = [i for i in report.inputs if i.status not in ("ok", "surrogate")]
+    bad = [i for i in report.inputs if i.status not in (Status.OK, Status.SURROGATE)]
     trimmed = replace(report, inputs=bad or report.inputs)
     return trimmed.to_text(width=width)

@@ -36,6 +36,7 @@ from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
 from gradscope.errors import GradscopeError
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
+from gradscope.report.status import Status
 from gradscope.tensors import grad_nodes
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
@@ -43,7 +44,7 @@ _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
 TORCH_GRADCHECK = _torch_gradcheck.gradcheck
 TORCH_GRADGRADCHECK = _torch_gradcheck.gradgradcheck
 TORCH_DEFAULTS = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
-STRICT = ("mismatch", "undefined", "nondifferentiable", "inconclusive")  # input statuses
+STRICT = (Status.MISMATCH, Status.UNDEFINED, Status.NONDIFFERENTIABLE, Status.INCONCLUSIVE)
 FAST_SEED = 0x5EED
 
 
@@ -169,7 +170,7 @@ def _failure(report: Report) -> str | None:
     """Why the drop-in fails this report (strict where gradcheck is), None when it passes."""
     declared = set(report.declared)
     bad = [i for i in report.inputs if i.status in STRICT
-           or (i.status_counts.get("surrogate") and i.name not in declared)]
+           or (i.status_counts.get(Status.SURROGATE) and i.name not in declared)]
     if report.passed and not bad:
         return None
     from gradscope.testing.assertions import failing_text

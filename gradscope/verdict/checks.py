@@ -14,7 +14,7 @@ from gradscope.verdict.compare import Comparison
 
 def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
     """The check `label` over its inputs' comparisons."""
-    mismatches = sum(c.counts().get("mismatch", 0) for c in cmps.values())
+    mismatches = sum(c.counts().get(Status.MISMATCH, 0) for c in cmps.values())
     largest = max((c.max_abs_error() for c in cmps.values()), default=0.0)
     statuses = {n: c.worst() if c.compared() else Status.NOT_RUN for n, c in cmps.items()}
     ran = [s for s in statuses.values() if s != Status.NOT_RUN]

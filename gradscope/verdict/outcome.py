@@ -22,9 +22,10 @@ def failures(*, statuses: Mapping[str, Status], mismatches: Mapping[str, int],
     out = [Failure(d.kind, d.kind, d.count) for d in findings if d.kind in FAILING_KINDS]
     for name, status in statuses.items():
         if status == Status.MISMATCH:
-            out.append(Failure("mismatch", name, mismatches.get(name, 0)))
+            out.append(Failure(Status.MISMATCH, name, mismatches.get(name, 0)))
         elif status == Status.INCONCLUSIVE:
-            out.append(Failure("inconclusive", name, 0, unjudged.get(name) or NOTHING_COMPARED))
+            out.append(Failure(Status.INCONCLUSIVE, name, 0,
+                               unjudged.get(name) or NOTHING_COMPARED))
     for check in checks:
         if not check.passed:
             bad = [n for n, s in check.statuses.items() if s == Status.MISMATCH]
