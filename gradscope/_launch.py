@@ -10,9 +10,11 @@ import os
 import signal
 import sys
 
+from gradscope.errors import Stopped
+
 
 def _terminate(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    raise Stopped(128 + signum)
 
 
 def _leave_quickly() -> None:

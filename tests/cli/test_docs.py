@@ -65,7 +65,6 @@ def test_readme_test_command_is_what_ci_runs():
         assert line.strip() in ci
 
 
-
 def test_usage_lines_are_conventional(capsys):
     for command, usage in (("check", "[OPTIONS] TARGET"), ("run", "[OPTIONS] [CONFIG]")):
         with pytest.raises(SystemExit):

@@ -1,0 +1,51 @@
+"""The typer application: commands, their help and version, options generated from the specs, flags
+that stand alone."""
+
+from __future__ import annotations
+
+import json
+
+from tests.command import SEED_ARGS, run
+from tests.paths import ROOT
+
+
+def test_version_and_help(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == "gradscope 0.1.0"
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "Exit codes" in out
+
+
+def test_vjp_is_jvp(capsys):
+    _, a, _ = run(capsys, *SEED_ARGS, "--json")
+    _, b, _ = run(capsys, "vjp", *SEED_ARGS[1:], "--json")
+    ja, jb = json.loads(a), json.loads(b)
+    ja.pop("timings"), jb.pop("timings")
+    assert ja == jb
+
+
+def test_surrogate_flag_alone_or_with_names(capsys):
+    from gradscope.cli.main import with_bare_values
+
+    assert with_bare_values(["check", "T", "--surrogate"]) == ["check", "T", "--surrogate=*"]
+    assert with_bare_values(["check", "T", "--surrogate", "--seed", "1"]) == [
+        "check", "T", "--surrogate=*", "--seed", "1"]
+    assert with_bare_values(["check", "T", "--surrogate", "x,w"]) == [
+        "check", "T", "--surrogate", "x,w"]
+    assert with_bare_values(["check", "--", "--surrogate"]) == ["check", "--", "--surrogate"]
+    assert with_bare_values(["check", "T", "--eval"]) == ["check", "T", "--mode=eval"]
+    assert with_bare_values(["check", "T", "--train"]) == ["check", "T", "--mode=train"]
+    target = f"{ROOT}/tests/data/corpus.py:grad_reverse"
+    code, out, _ = run(capsys, "check", target)
+    assert code == 1 and "−0.5 × the derivative" in out.replace("\n", " ")
+    code, out, _ = run(capsys, "check", target, "--surrogate")
+    assert code == 0 and "surrogate" in out
+    code, out, _ = run(capsys, "check", target, "--surrogate", "x", "--json")
+    assert code == 0 and json.loads(out)["inputs"][0]["status"] == "surrogate"
+    code, _, err = run(capsys, "check", target, "--surrogate", "y")
+    assert code == 2 and "--surrogate names `y`" in err and "inputs are: x" in err
+
+
+def test_no_private_typer_api():
+    source = (ROOT / "gradscope" / "cli" / "main.py").read_text()
+    assert "typer._click" not in source and "import click" not in source

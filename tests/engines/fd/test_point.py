@@ -1,0 +1,36 @@
+"""The base evaluation: the output read in the engine's dtype with the round-off of the precision
+it was computed in, and the cost of one evaluation counted, never timed."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.engines.fd.engine import FiniteDifferences
+from gradscope.engines.fd.policy import DEFAULT_EPS
+
+
+def test_cost_is_counted_not_timed():
+    import time
+
+    def traced(values):
+        time.sleep(0.01)  # a slow machine changes nothing below
+        return (values["x"] @ values["x"].T).sum().reshape(1), []
+
+    fd = FiniteDifferences(traced, {"x": torch.ones(4, 5, dtype=torch.float64)},
+                           eps=DEFAULT_EPS, elementwise=set())
+    assert fd.flops() == 2 * 4 * 5 * 4 and fd.flops() == fd.flops()
+    assert not hasattr(fd, "eval_seconds")
+
+
+def test_a_lower_precision_output_is_read_in_float64_with_its_round_off():
+    def fn(values):
+        return torch.tanh(values["x"]).float(), []
+
+    x = torch.linspace(-1, 1, 5, dtype=torch.float64)
+    fd = FiniteDifferences(fn, {"x": x}, eps=5e-3, elementwise=set(),
+                           round_off=torch.float32)
+    est = fd.estimate("x")
+    assert fd.out.dtype == torch.float64 and fd.point.machine_eps == torch.finfo(torch.float32).eps
+    grad, err = est.vjp(torch.ones(5, dtype=torch.float64))
+    exact = 1 - torch.tanh(x) ** 2
+    assert bool(((grad - exact).abs() <= 3 * err + 1e-5).all())

@@ -1,0 +1,28 @@
+"""A sample of columns: seeded (the same elements for the same seed), extrapolated from four
+points from the start, and marked as such."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.engines.fd import FiniteDifferences
+from gradscope.engines.fd.policy import DEFAULT_EPS
+
+
+def _fd(n: int) -> FiniteDifferences:
+    def traced(values):
+        x = values["x"]
+        return (x - x.mean()) ** 2, []
+
+    return FiniteDifferences(traced, {"x": torch.linspace(-1, 1, n, dtype=torch.float64)},
+                             eps=DEFAULT_EPS, elementwise=set())
+
+
+def test_the_same_seed_samples_the_same_columns_and_they_are_right():
+    a, b = _fd(50).sampled("x", 7, seed=3), _fd(50).sampled("x", 7, seed=3)
+    assert torch.equal(a.sampled, b.sampled) and a.sampled.numel() == 7
+    assert not torch.equal(a.sampled, _fd(50).sampled("x", 7, seed=4).sampled)
+    assert a.points is None and a.forward_calls == 4 * 7 and a.note.startswith("7 of 50")
+    x = torch.linspace(-1, 1, 50, dtype=torch.float64, requires_grad=True)
+    jac = torch.autograd.functional.jacobian(lambda t: (t - t.mean()) ** 2, x)
+    assert torch.allclose(a.partial, jac[:, a.sampled], atol=1e-9)

@@ -1,0 +1,52 @@
+"""The sandbox around user code: its errors with the user's frames only, a known hint where
+there is one, leaving through sys.exit a failure — and gradscope's own stop left alone."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gradscope.errors import Stopped, TargetError, UsageError
+from gradscope.usercode import LEFT_HINT, contained, known_hint, user_code, user_error
+
+
+def _users_code():
+    raise ValueError("bad value\nsecond line")
+
+
+def test_a_users_error_shows_their_frames_and_the_first_line_only():
+    with pytest.raises(TargetError) as info, user_code("forward"):
+        _users_code()
+    error = info.value
+    assert error.during == "forward" and error.error == "ValueError"
+    assert error.detail == "bad value\nsecond line"
+    assert str(error).startswith("the target's own code raised during forward:")
+    assert str(error).endswith("ValueError: bad value")  # the first line of the message
+    assert any("_users_code" in f for f in error.frames)  # tests/ is the user's here
+    assert "gradscope/usercode.py" not in str(error)
+
+
+def test_leaving_through_sys_exit_is_a_failure_never_an_exit():
+    for guard in (user_code("forward"), contained()):
+        with pytest.raises(TargetError) as info, guard:
+            sys.exit(0)
+        assert LEFT_HINT in str(info.value)
+
+
+def test_our_own_errors_and_stop_pass_through():
+    for error in (UsageError("ours"), Stopped(143)):
+        with pytest.raises(type(error)), user_code("forward"):
+            raise error
+    with pytest.raises(Stopped), contained():
+        raise Stopped(143)
+
+
+def test_known_hints():
+    assert "super().__init__()" in known_hint(AttributeError(
+        "'M' object has no attribute '_parameters'"))
+    assert "clone it" in known_hint(RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace"
+        " operation"))
+    assert known_hint(RuntimeError("anything else")) is None
+    assert "hint: mine" in str(user_error(RuntimeError("x"), "backward", "mine"))
