@@ -5,6 +5,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DATA = ROOT / "tests" / "data"
+SEEDS = f"{EXAMPLES}/seed_functions.py"  # the seeds' Functions and Module, written correctly
+BUGGY = f"{EXAMPLES}/buggy_functions.py"  # and as the seeds wrote them
 
 
 def load(path: Path, name: str):

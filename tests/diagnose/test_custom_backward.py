@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import gradscope
-from tests.paths import DATA, EXAMPLES
+from tests.paths import BUGGY, DATA, SEEDS
 
 BACKWARDS = DATA / "backwards.py"
-SEEDS = f"{EXAMPLES}/seed_functions.py"
-BUGGY = f"{EXAMPLES}/buggy_functions.py"
 
 
 def _kinds(report):

@@ -18,7 +18,8 @@ def _t(*v):
 def _elementwise() -> ElementwiseEstimate:
     # y = x * w with x (3,) broadcast over (2, 3): ∂y/∂x = w per output element
     partial = torch.tensor([[1.0, 2, 3], [4, 5, 6]], dtype=torch.float64)
-    return ElementwiseEstimate("x", (3,), (2, 3), partial, torch.full((2, 3), 1e-9, dtype=torch.float64),
+    error = torch.full((2, 3), 1e-9, dtype=torch.float64)
+    return ElementwiseEstimate("x", (3,), (2, 3), partial, error,
                                torch.tensor([False, True, False]))
 
 

@@ -1,0 +1,53 @@
+"""autograd's side of the evidence: exactly y.backward(v), a refused custom backward a
+diagnostic, user code's flow traced once more, a random forward refused, the precision the
+target computes in."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradscope.errors import TargetError, UsageError
+from gradscope.options import Options, Request
+from gradscope.runner.backward import backward, computed_in, deterministic, with_flow
+from gradscope.runner.prepare import prepare
+from tests.paths import DATA
+
+
+def _prepared(target: str, **options):
+    return prepare(Request("check", target, Options(**options)))
+
+
+def test_the_gradients_of_y_backward_v_and_the_flow_it_recorded():
+    prepared = _prepared("sum(round(x) * w)", at={"x": "0.2,1.7", "w": "1,2"})
+    back = backward(prepared)
+    assert back.grads["x"].tolist() == [0.0, 0.0] and back.grads["w"].tolist() == [0.0, 2.0]
+    assert back.flow is not None  # an expression's own backward was watched
+    assert with_flow(prepared, back) is back
+
+
+def test_user_codes_flow_needs_one_more_watched_backward():
+    prepared = _prepared(f"{DATA}/functions.py:floor_plus", at={"x": "0.5,1.5"})
+    back = backward(prepared)
+    assert back.flow is None
+    traced = with_flow(prepared, back).flow
+    assert traced is not None and any(n.status == "vanishing" for n in traced.walk())
+
+
+def test_a_refused_backward_and_a_raising_one():
+    back = backward(_prepared(f"{DATA}/backwards.py:WrongShape", shape={"*": (2, 3)}))
+    assert back.grads is None and back.failure.kind == "backward_shape"
+    with pytest.raises(TargetError, match="SystemExit"):
+        backward(_prepared(f"{DATA}/targets.py:ExitsInBackward"))
+
+
+def test_a_random_forward_is_refused():
+    prepared = _prepared(f"{DATA}/models.py:dropout_loss", mode="train")
+    with pytest.raises(UsageError, match="is random"):
+        deterministic(prepared, prepared.target.forward(prepared.bound.cast))
+
+
+def test_the_precision_the_target_computes_in():
+    prepared = _prepared(f"{DATA}/corpus.py:tanh_in_float32", at={"x": "0.5"})
+    assert computed_in(prepared, torch.zeros(1, dtype=torch.float32)) == torch.float32
+    assert computed_in(prepared, torch.zeros(1, dtype=torch.float64)) == torch.float64
