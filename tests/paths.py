@@ -17,3 +17,15 @@ def load(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)
+
+
+def python_prints(code: str) -> list[str]:
+    """What a fresh Python process running `code` (with this gradscope importable) prints,
+    split into words: for what must hold before anything else is imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, check=True).stdout.split()

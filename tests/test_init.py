@@ -3,22 +3,15 @@ resolves, an unknown one says so."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 import gradscope
-from tests.paths import ROOT
+from tests.paths import python_prints
 
 
 def test_importing_the_package_imports_no_torch():
-    probe = ("import sys, gradscope; print('torch' in sys.modules, 'sympy' in sys.modules,"
-             " gradscope.__version__)")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         env=env, check=True).stdout.split()
+    out = python_prints("import sys, gradscope; print('torch' in sys.modules, 'sympy' in "
+                        "sys.modules, gradscope.__version__)")
     assert out[:2] == ["False", "False"] and out[2] == gradscope.__version__
 
 

@@ -3,22 +3,15 @@ which `gradscope --help` needs) come without torch."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 import gradscope.engines.fd as fd
-from tests.paths import ROOT
+from tests.paths import python_prints
 
 
 def test_the_policy_needs_no_torch():
-    probe = ("import sys; import gradscope.engines.fd.policy as p, gradscope.options; "
-             "print('torch' in sys.modules, p.DEFAULT_EPS)")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         env=env, check=True).stdout.split()
+    out = python_prints("import sys; import gradscope.engines.fd.policy as p, "
+                        "gradscope.options; print('torch' in sys.modules, p.DEFAULT_EPS)")
     assert out == ["False", "0.0001"]
 
 

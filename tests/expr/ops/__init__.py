@@ -85,3 +85,24 @@ def symbolic_matches_torch_func(expr: str, options: dict[str, Any]) -> None:
     for name, want in zip(names, pull(v), strict=True):
         # rtol: torch's hardsigmoid backward multiplies by a float32 1/6
         assert torch.allclose(got[name], want, rtol=1e-7, atol=1e-10), name
+
+
+def family_tests(module: ModuleType) -> tuple[Any, Any, Any]:
+    """The three tests of an op family's test file, for `module`'s rows and lines."""
+    import pytest
+
+    cases = everyday(module)
+
+    def test_every_row_is_exercised() -> None:
+        assert cases and unexercised(module) == set()
+
+    @pytest.mark.parametrize("expr, options", cases, ids=ids(cases))
+    def test_engines_agree_in_float64_and_float32(expr: str, options: dict[str, Any]) -> None:
+        engines_agree(expr, options)
+
+    @pytest.mark.parametrize("expr, options", cases, ids=ids(cases))
+    def test_symbolic_vjp_matches_torch_func_vjp(expr: str, options: dict[str, Any]) -> None:
+        symbolic_matches_torch_func(expr, options)
+
+    return (test_every_row_is_exercised, test_engines_agree_in_float64_and_float32,
+            test_symbolic_vjp_matches_torch_func_vjp)

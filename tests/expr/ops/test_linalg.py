@@ -4,23 +4,8 @@ in float64 and float32, and the symbolic VJP matches torch.func.vjp."""
 
 from __future__ import annotations
 
-import pytest
-
 from gradscope.expr.ops import linalg
-from tests.expr.ops import engines_agree, everyday, ids, symbolic_matches_torch_func, unexercised
+from tests.expr.ops import family_tests
 
-CASES = everyday(linalg)
-
-
-def test_every_row_is_exercised():
-    assert CASES and unexercised(linalg) == set()
-
-
-@pytest.mark.parametrize("expr, options", CASES, ids=ids(CASES))
-def test_engines_agree_in_float64_and_float32(expr, options):
-    engines_agree(expr, options)
-
-
-@pytest.mark.parametrize("expr, options", CASES, ids=ids(CASES))
-def test_symbolic_vjp_matches_torch_func_vjp(expr, options):
-    symbolic_matches_torch_func(expr, options)
+(test_every_row_is_exercised, test_engines_agree_in_float64_and_float32,
+ test_symbolic_vjp_matches_torch_func_vjp) = family_tests(linalg)
