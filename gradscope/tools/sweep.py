@@ -23,7 +23,7 @@ from gradscope.usercode import contained
 MAX_POINTS = 5000
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepReport:
     target: str
     var: str
@@ -97,28 +97,29 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swe
         f_vals.append(float(value.detach()))
         ag_vals.append(float(g) if g is not None else 0.0)
         fd_vals.append(central(at, x, h))
-    report = SweepReport(target.text, var, xs.tolist(), f_vals, ag_vals, fd_vals,
-                         {n: build.plain(t) for n, t in cast.items() if n != var},
-                         options.eps or spacing / 2)
-    report.jumps, report.vanishing = _features(report)
-    return report
+    jumps, vanishing = _features(xs.tolist(), f_vals, ag_vals, fd_vals)
+    return SweepReport(target.text, var, xs.tolist(), f_vals, ag_vals, fd_vals,
+                       {n: build.plain(t) for n, t in cast.items() if n != var},
+                       options.eps or spacing / 2, jumps, vanishing)
 
 
-def _features(r: SweepReport) -> tuple[list[float], int]:
-    fd = torch.tensor(r.finite_difference, dtype=torch.float64)
-    ag = torch.tensor(r.autograd, dtype=torch.float64)
+def _features(xs: list[float], fs: list[float], ags: list[float], fds: list[float]
+              ) -> tuple[list[float], int]:
+    """Where the derivative jumps, and how many points autograd misses f's movement at."""
+    fd = torch.tensor(fds, dtype=torch.float64)
+    ag = torch.tensor(ags, dtype=torch.float64)
     finite = torch.isfinite(fd)
     typical = float(fd[finite].abs().median()) if bool(finite.any()) else 0.0
     scale = max(typical, 1.0)
     # A jump inside one stencil makes the difference quotient jump/step: far from autograd's
     # value and from the typical slope. A kink only averages two slopes and is not a spike.
     spike = (~finite) | ((fd - ag).abs() > 10 * scale)
-    jumps = [x for x, s in zip(r.x, spike.tolist(), strict=True) if s]
+    jumps = [x for x, s in zip(xs, spike.tolist(), strict=True) if s]
     # Autograd "misses" f when integrating its derivative recovers little of how much f moves
     # (round: f climbs 4 steps, the derivative integrates to 0). A flat stretch that f really
     # has (abs(x) + clamp(x, -1, 1) on [-1, 0]) is not vanishing.
-    f = torch.tensor(r.f, dtype=torch.float64)
-    x = torch.tensor(r.x, dtype=torch.float64)
+    f = torch.tensor(fs, dtype=torch.float64)
+    x = torch.tensor(xs, dtype=torch.float64)
     usable = torch.isfinite(f) & torch.isfinite(ag)
     variation = float(f[usable].diff().abs().sum()) if int(usable.sum()) > 1 else 0.0
     covered = float((ag[usable].abs()[1:] * x[usable].diff()).sum()) if int(usable.sum()) > 1 \
