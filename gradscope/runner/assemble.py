@@ -53,7 +53,7 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
         else None,
         notes=_notes(prepared, evidence, diagnoses), timings=dict(evidence.timings),
         upstream_source=prepared.bound.upstream.source, declared=dict(excuses.declared),
-        nonfinite=evidence.nonfinite, allow_nan=options.allow_nan, full=options.full,
+        nonfinite=list(evidence.nonfinite), allow_nan=options.allow_nan, full=options.full,
         modules=rollup(inputs) if model else [],
         forward_order=list(traced.entered) if traced is not None else [],
         constants={n: {"shape": list(c.tensor.shape),

@@ -104,6 +104,9 @@ class Evidence:
     accumulation: Accumulation | None = None
     notes: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    # where the function or autograd is NaN/inf at the given inputs themselves ("output",
+    # input names)
+    nonfinite: tuple[str, ...] = ()
 
     @property
     def table(self) -> View | None:
@@ -115,11 +118,6 @@ class Evidence:
         (kinks, flat stretches), which only it measures."""
         return next((r for r in self.references if isinstance(r, Finite)), None)
 
-    @property
-    def nonfinite(self) -> list[str]:
-        """Where the function or autograd is NaN/inf at the given inputs themselves."""
-        found = [] if all_finite(self.backward.engine.output.detach()) else ["output"]
-        return found + [n for n, g in (self.backward.grads or {}).items() if not all_finite(g)]
 
 
 def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None) -> Evidence:
@@ -141,10 +139,16 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
     tol = Tolerance.for_dtype(str(computed).removeprefix("torch."), prepared.options.rtol,
                               prepared.options.atol)
     evidence = Evidence(back, tuple(references), tol, computed,
-                        notes=(*learned, *precision_note(prepared, computed)), timings=timings)
+                        notes=(*learned, *precision_note(prepared, computed)), timings=timings,
+                        nonfinite=_nonfinite(back))
     if back.grads is None:
         return evidence
     return _laid_out(prepared, evidence)
+
+
+def _nonfinite(back: Backward) -> tuple[str, ...]:
+    found = [] if all_finite(back.engine.output.detach()) else ["output"]
+    return (*found, *(n for n, g in (back.grads or {}).items() if not all_finite(g)))
 
 
 def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:

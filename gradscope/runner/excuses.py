@@ -29,6 +29,7 @@ class Excuses:
     # `vanishing`)
     confirmed: frozenset[str] = frozenset()
     vanishing: frozenset[str] = frozenset()
+    # where the forward does not move (only computed for inputs a comparison found wrong)
     flat: dict[str, torch.Tensor | None] = field(default_factory=dict)
     stepped: dict[str, torch.Tensor] = field(default_factory=dict)  # flat, forward moves
     ignored: dict[str, torch.Tensor] = field(default_factory=dict)  # probed, forward ignores
@@ -41,7 +42,10 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
         return Excuses(declared)
     findings, nonlinear = _backward_checks(prepared, evidence)
     confirmed, below_catalogue = _vanishing(prepared, evidence)
-    flat = {n: _flat(evidence, n, nonlinear) for n in prepared.target.names}
+    # only where a raw comparison found a mismatch can flatness excuse anything
+    wrong = {n for view in evidence.views for n, c in view.raw.items() if c.has(Status.MISMATCH)}
+    flat = {n: _flat(evidence, n, nonlinear) if n in wrong else None
+            for n in prepared.target.names}
     stepped, ignored = _probed(evidence, flat)
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
                    stepped, ignored)
