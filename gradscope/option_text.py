@@ -15,7 +15,8 @@ from gradscope.errors import UsageError
 
 MAX_ELEMENTS = 20_000_000  # default --max-elements-total: per tensor and over a run's inputs
 MAX_DIMS = 8
-GENERATORS = ("randn", "rand", "uniform", "randint", "ones", "zeros", "linspace", "arange")
+GENERATORS = ("spread", "randn", "rand", "uniform", "randint", "ones", "zeros", "linspace",
+              "arange")
 FORMS = ("a number (1.5), a comma list (1,2,3), a nested list ([[1,2],[3,4]]) or a generator: "
          + ", ".join(f"{g}(...)" for g in GENERATORS))
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*\Z")  # dotted: module parameters

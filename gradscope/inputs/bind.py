@@ -14,7 +14,13 @@ from typing import Any
 import torch
 
 from gradscope.errors import UnknownName, UsageError
-from gradscope.inputs.text import InputValue, parse_value, random_value
+from gradscope.inputs.text import (
+    SPREAD,
+    SPREAD_HALF,
+    InputValue,
+    parse_value,
+    random_value,
+)
 from gradscope.option_text import MAX_ELEMENTS
 from gradscope.options import ANY_INPUT, Options
 from gradscope.options import DTYPES as DTYPE_NAMES
@@ -71,6 +77,11 @@ class Bound:
     dtype: torch.dtype
     device: torch.device
     constants: dict[str, InputValue] = field(default_factory=dict)  # --const, as held
+
+    @property
+    def chosen(self) -> list[str]:
+        """The inputs whose values gradscope chose (nobody gave them)."""
+        return [n for n, v in self.values.items() if v.chosen]
 
     @property
     def exact(self) -> dict[str, torch.Tensor]:
@@ -260,9 +271,11 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
             value = InputValue(tensor, "module parameter")
         else:
             shape, why = _shape_of(name, options, target, values, grad)
-            value = random_value(tuple(shape), options.seed, name, target.domain(name), limit)
-            if why:
-                value = InputValue(value.tensor, f"{value.origin} · {why}")
+            half = options.dtype in ("float16", "bfloat16")
+            value = random_value(tuple(shape), options.seed, name, target.domain(name), limit,
+                                 SPREAD_HALF if half else SPREAD)
+            value = InputValue(value.tensor, f"{value.origin} · {why}" if why
+                               else value.origin, chosen=True)
         total += value.tensor.numel()
         if total > limit:
             raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
@@ -271,7 +284,9 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
     return {n: values[n] for n in target.names}  # in the target's order again
 
 
-DEFAULT_SHAPE = (3,)
+# Inputs nobody shaped: more than a handful of elements, so that spread() values reach both
+# sides of every branch (and a bug confined to one side shows)
+DEFAULT_SHAPE = (25,)  # odd: an exact zero among the spread values
 DEFAULTED = "default shape"  # in an origin: the input's shape was nobody's choice
 
 

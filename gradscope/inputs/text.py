@@ -1,10 +1,17 @@
 """VALUE text → tensors: the forms of `--at`, `--grad`, `--tangent` and `--shape`.
 
 VALUE is a number (`1.5`), a comma list (`1,2,3`), a nested list (`[[1,2],[3,4]]`) or a seeded
-generator (`randn(2,6)`, `rand(3)`, `uniform(lo,hi,2,3)`, `ones(3)`, `zeros(3)`,
+generator (`spread(4,6)`, `randn(2,6)`, `rand(3)`, `uniform(lo,hi,2,3)`, `ones(3)`, `zeros(3)`,
 `linspace(lo,hi,n)`, `arange(n)`). Text is read with `ast` and a whitelist, never evaluated;
 sizes are checked before anything is allocated. Values are made in float64 on the CPU; the
 pipeline casts them to the requested dtype and device.
+
+A seeded generator's origin is the plain torch call that makes the same values (its generator
+seeded with the input's own seed, derived from --seed and the input's name), so anyone can
+reproduce them without gradscope. `spread` is what inputs nobody gave get: every value of an
+even grid over [-SPREAD, SPREAD] once, in a seeded order — both signs, an exact zero (for an
+odd count), values near zero and magnitudes past the usual saturation points (relu6, hardtanh,
+tanh, sigmoid), so a branch of the forward that default inputs would miss is reached.
 """
 
 from __future__ import annotations
@@ -12,26 +19,36 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from gradscope.errors import UsageError
 from gradscope.option_text import FORMS, GENERATORS, MAX_DIMS, MAX_ELEMENTS, check_shape
-from gradscope.rng import generator
+from gradscope.rng import generator, seed_for
 
 MAX_VALUE_TEXT = 2_000_000
+# spread(): values over [-SPREAD, SPREAD]: past relu6's 6, and not a whole or half number
+# (round's jumps), so no grid of it lands on a kink of a common op
+SPREAD = 6.37
+# ...and in half precision, where past ~1.5 the common nonlinearities saturate until their
+# gradients fall below what 16 bits resolve (tanh(x²) at x = 1.8: 1 − tanh² is 14 % off)
+SPREAD_HALF = 1.37
 
 
 @dataclass(frozen=True)
 class InputValue:
-    """A tensor and how it came to be (shown to the user next to the numbers)."""
+    """A tensor and how it came to be (shown to the user next to the numbers); `chosen`:
+    gradscope chose the values (nobody gave them), so a point outside the target's domain among
+    them is gradscope's choice, not the target's failure."""
 
     tensor: torch.Tensor
     origin: str
+    chosen: bool = False
 
 
 def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
-                limit: int = MAX_ELEMENTS) -> InputValue:
+                limit: int = MAX_ELEMENTS, spread: float | None = None) -> InputValue:
     """Parse a VALUE. `what` names the option in messages (e.g. `--at x`)."""
     if not isinstance(text, str):
         raise UsageError(f"{what}: expected text, got {type(text).__name__}")
@@ -46,7 +63,7 @@ def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise UsageError(f"{what}: cannot read {_short(src)!r}; it can be {FORMS}") from None
     if isinstance(tree, ast.Call):
-        return _generator(tree, src, what, seed, name, limit)
+        return _generator(tree, src, what, seed, name, limit, spread or SPREAD)
     data = _literal(tree, src, what, depth=0)
     tensor = torch.tensor(data, dtype=torch.float64)
     if tensor.numel() == 0:
@@ -104,7 +121,7 @@ def _shape_of(item) -> tuple[int, ...]:
 
 
 def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
-               limit: int) -> InputValue:
+               limit: int, spread: float) -> InputValue:
     fname = call.func.id if isinstance(call.func, ast.Name) else None
     if fname not in GENERATORS or call.keywords:
         raise UsageError(f"{what}: unknown generator {_short(src)!r}; generators are "
@@ -126,12 +143,32 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
         check_shape(shape, what, limit)
         return shape
 
-    gen = generator(seed, name)
-    origin = f"{src} seed={seed}" if fname in ("randn", "rand", "uniform", "randint") else src
-    if fname == "randn":
+    tensor, origin = _made(fname, nums, src, what, generator(seed, name),
+                           f"generator=torch.Generator().manual_seed({seed_for(seed, name)})",
+                           shape_from, spread)
+    return InputValue(tensor, origin)
+
+
+def _made(fname: str, nums: list[float], src: str, what: str, gen: torch.Generator,
+          made: str, shape_from: Any, spread: float) -> tuple[torch.Tensor, str]:
+    """The values of one generator call and the plain torch call that makes them (`made`:
+    the keyword that seeds its generator)."""
+    origin = src
+    if fname == "spread":
+        shape = shape_from(nums)
+        n = math.prod(shape)
+        centre, step = (n - 1) / 2, 2 * spread / max(n - 1, 1)
+        order = torch.randperm(n, generator=gen)
+        # (arange − centre)·step, not linspace: the middle of an odd count is exactly 0
+        tensor = ((torch.arange(n, dtype=torch.float64) - centre) * step)[order].reshape(shape)
+        origin = (f"{src}: ((torch.arange({n}, dtype=torch.float64) - {centre!r}) * {step!r})"
+                  f"[torch.randperm({n}, {made})].reshape({_dims(shape)})")
+    elif fname == "randn":
         tensor = torch.randn(shape_from(nums), generator=gen, dtype=torch.float64)
+        origin = f"{src}: torch.randn({_dims(tensor.shape)}, {made}, dtype=torch.float64)"
     elif fname == "rand":
         tensor = torch.rand(shape_from(nums), generator=gen, dtype=torch.float64)
+        origin = f"{src}: torch.rand({_dims(tensor.shape)}, {made}, dtype=torch.float64)"
     elif fname == "uniform":
         if len(nums) < 3 or not nums[0] < nums[1]:
             raise UsageError(f"{what}: uniform(lo, hi, *shape) needs lo < hi and a shape, "
@@ -139,12 +176,16 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
         lo, hi = nums[0], nums[1]
         tensor = lo + (hi - lo) * torch.rand(shape_from(nums[2:]), generator=gen,
                                              dtype=torch.float64)
+        origin = (f"{src}: {lo:g} + {hi - lo:g} * torch.rand({_dims(tensor.shape)}, {made}, "
+                  "dtype=torch.float64)")
     elif fname == "randint":
         if len(nums) < 3 or not nums[0] < nums[1] or any(v != int(v) for v in nums[:2]):
             raise UsageError(f"{what}: randint(lo, hi, *shape) needs whole numbers lo < hi "
                              "and a shape, e.g. randint(0,10,2,8): values lo <= v < hi")
         tensor = torch.randint(int(nums[0]), int(nums[1]), shape_from(nums[2:]), generator=gen
                                ).to(torch.float64)
+        origin = (f"{src}: torch.randint({int(nums[0])}, {int(nums[1])}, "
+                  f"({_dims(tensor.shape)}{',' if tensor.ndim == 1 else ''}), {made})")
     elif fname in ("ones", "zeros"):
         maker = torch.ones if fname == "ones" else torch.zeros
         tensor = maker(shape_from(nums), dtype=torch.float64)
@@ -158,26 +199,38 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
             raise UsageError(f"{what}: arange(n) takes one whole number")
         (n,) = shape_from(nums)
         tensor = torch.arange(n, dtype=torch.float64)
-    return InputValue(tensor, origin)
+    return tensor, origin
+
+
+def _dims(shape: tuple[int, ...] | torch.Size) -> str:
+    return ", ".join(str(s) for s in shape)
 
 
 def random_value(shape: tuple[int, ...], seed: int, name: str,
-                 domain: tuple[float, float] | None, limit: int = MAX_ELEMENTS) -> InputValue:
-    """A seeded default input: randn, or uniform over `domain` when an op needs one."""
+                 domain: tuple[float, float] | None, limit: int = MAX_ELEMENTS,
+                 spread: float = SPREAD) -> InputValue:
+    """A seeded default input: `spread` (both signs, zero, past saturation), or uniform over
+    `domain` when an op needs one; a scalar is randn's or uniform's one value."""
     check_shape(shape, f"input {name}", limit)
     dims = ",".join(str(s) for s in shape)
     if domain is None:
-        return parse_value(f"randn({dims})", f"input {name}", seed=seed, name=name,
-                           limit=limit) if shape else _scalar_randn(seed, name)
+        if not shape:
+            return _scalar(seed, name)
+        return parse_value(f"spread({dims})", f"input {name}", seed=seed, name=name,
+                           limit=limit, spread=spread)
     lo, hi = domain
     if not shape:
         gen = generator(seed, name)
         t = lo + (hi - lo) * torch.rand((), generator=gen, dtype=torch.float64)
-        return InputValue(t, f"uniform({lo:g},{hi:g}) seed={seed}")
+        return InputValue(t, f"uniform({lo:g},{hi:g}): {lo:g} + {hi - lo:g} * torch.rand((), "
+                             f"generator=torch.Generator().manual_seed({seed_for(seed, name)}),"
+                             " dtype=torch.float64)")
     return parse_value(f"uniform({lo:g},{hi:g},{dims})", f"input {name}", seed=seed, name=name,
                        limit=limit)
 
 
-def _scalar_randn(seed: int, name: str) -> InputValue:
+def _scalar(seed: int, name: str) -> InputValue:
     gen = generator(seed, name)
-    return InputValue(torch.randn((), generator=gen, dtype=torch.float64), f"randn() seed={seed}")
+    return InputValue(torch.randn((), generator=gen, dtype=torch.float64),
+                      f"randn(): torch.randn((), generator=torch.Generator().manual_seed("
+                      f"{seed_for(seed, name)}), dtype=torch.float64)")

@@ -138,17 +138,48 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
         timings[references[-1].name] = time.perf_counter() - tic
     tol = Tolerance.for_dtype(str(computed).removeprefix("torch."), prepared.options.rtol,
                               prepared.options.atol)
+    nonfinite, excused = _nonfinite(prepared, back)
     evidence = Evidence(back, tuple(references), tol, computed,
-                        notes=(*learned, *precision_note(prepared, computed)), timings=timings,
-                        nonfinite=_nonfinite(back))
+                        notes=(*learned, *precision_note(prepared, computed), *excused),
+                        timings=timings, nonfinite=nonfinite)
     if back.grads is None:
         return evidence
     return _laid_out(prepared, evidence)
 
 
-def _nonfinite(back: Backward) -> tuple[str, ...]:
-    found = [] if all_finite(back.engine.output.detach()) else ["output"]
-    return (*found, *(n for n, g in (back.grads or {}).items() if not all_finite(g)))
+def _nonfinite(prepared: Prepared, back: Backward, table: View | None = None,
+               kinks: Mapping[str, torch.Tensor | None] | None = None
+               ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Where the function or autograd is NaN/inf at the inputs themselves — failures — and
+    notes on what is excused: an output undefined at values gradscope chose (its spread
+    reaches the edge of a domain: gradscope's choice, not the target's failure; those elements
+    are `undefined`), and a gradient undefined where the derivative is (a kink or pole in the
+    finite-difference stencil)."""
+    failing, notes = [], []
+    if not all_finite(back.engine.output.detach()):
+        chosen = prepared.bound.chosen
+        if chosen:
+            count = int((~torch.isfinite(back.engine.output.detach())).sum())
+            notes.append(f"the output is NaN or infinite at {count} element(s) of the values "
+                         f"gradscope chose for {', '.join(chosen)} (they reach the edge of a "
+                         "domain: a pole, or a log or root of 0 or less); those elements are "
+                         "undefined and not compared: give values inside the domain with --at "
+                         "to check them")
+        else:
+            failing.append("output")
+    for name, grad in (back.grads or {}).items():
+        if all_finite(grad):
+            continue
+        bad = ~torch.isfinite(grad)
+        kink = (kinks or {}).get(name)
+        if kink is not None and kink.shape == bad.shape:
+            bad = bad & ~kink.to(bad.device)
+        estimate = table.answers[name].get("finite_difference") if table is not None else None
+        if prepared.bound.chosen and estimate is not None and estimate.values.shape == bad.shape:
+            bad = bad & torch.isfinite(estimate.values.to(bad.device))  # the function too
+        if bool(bad.any()):
+            failing.append(name)
+    return tuple(failing), tuple(notes)
 
 
 def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
@@ -162,8 +193,11 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     if count:
         evidence = replace(evidence, references=refined)
         views = _views(prepared, evidence, jacobians)
+    kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
+                     None) for n in prepared.target.names}
+    nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
     return replace(evidence, views=tuple(views), projections=_projections(prepared, evidence),
-                   forward=_forward(prepared, evidence),
+                   forward=_forward(prepared, evidence), nonfinite=nonfinite,
                    accumulation=_accumulation(prepared, evidence))
 
 

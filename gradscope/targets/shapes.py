@@ -25,9 +25,16 @@ def first_layer_shape(layer: torch.nn.Module) -> tuple[int, ...] | None:
 
 def module_input_shape(module: torch.nn.Module | None) -> tuple[tuple[int, ...], str] | None:
     """A module's input shaped for its first layer that tells (Linear, Conv, LayerNorm,
-    BatchNorm), with a batch of 2, and the reason to show; None when nothing tells."""
-    for layer in module.modules() if module is not None else ():
+    BatchNorm), with a batch of 2, else like its first parameter (`input * self.weight`), and
+    the reason to show; None when nothing tells."""
+    if module is None:
+        return None
+    for layer in module.modules():
         shape = first_layer_shape(layer)
         if shape is not None:
             return shape, f"shaped for {layer!r} (the module's first layer)"
+    for name, param in module.named_parameters():
+        if param.dim():
+            return tuple(param.shape), (f"shaped like the module's first parameter {name} (no "
+                                        "layer says what it takes)")
     return None

@@ -83,7 +83,10 @@ def test_a_normal_run_prints_nothing_on_stderr():
     done = subprocess.run([sys.executable, "-m", "gradscope", "check", target, "--json"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0 and done.stderr == ""
-    assert json.loads(done.stdout)["inputs"][0]["status"] == "surrogate"
+    # the spike's jump at 0 (an exact zero among the default inputs) is not compared; far
+    # from it the surrogate is below what float32 resolves
+    counts = json.loads(done.stdout)["inputs"][0]["status_counts"]
+    assert counts["surrogate"] > 12 and counts["nondifferentiable"] == 1
 
 
 def test_the_command_leaves_like_a_python_program(tmp_path):

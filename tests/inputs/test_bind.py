@@ -107,9 +107,18 @@ def test_default_shapes_come_from_siblings_a_modules_first_layer_or_are_named():
     y = {i.name: i for i in report.inputs}["y"]
     assert y.shape == [4] and "the shape of the other inputs" in y.origin
     report = gradscope.check("sum(x @ y)")
-    assert all("default shape (3,)" in i.origin for i in report.inputs)
-    with pytest.raises(gradscope.UsageError, match=r"y had \(3,\).*--shape y="):
+    assert all("default shape (25,)" in i.origin for i in report.inputs)
+    with pytest.raises(gradscope.UsageError, match=r"y had \(25,\).*--shape y="):
         gradscope.check("sum(sin(x) * y)", shape={"x": [50]})
     report = gradscope.check(f"{DATA}/targets.py:TwoLayers")
     x = {i.name: i for i in report.inputs}["x"]
     assert x.shape == [2, 4] and "Linear(in_features=4" in x.origin and report.passed
+
+
+def test_a_module_without_a_telling_layer_is_shaped_like_its_first_parameter():
+    import gradscope
+    from tests.paths import SEEDS
+
+    report = gradscope.check(f"{SEEDS}:MyLayer", init={"size": 3})
+    item = {i.name: i for i in report.inputs}["input"]
+    assert item.shape == [3, 3] and "first parameter mytensor" in item.origin and report.passed

@@ -35,7 +35,7 @@ def test_random_generators_are_seeded_per_name():
     assert a.shape == (2, 6) and torch.equal(a, b) and not torch.equal(a, c)
     u = parse_value("uniform(2,3,100)", "--at x", seed=1, name="x")
     assert float(u.tensor.min()) >= 2 and float(u.tensor.max()) <= 3
-    assert u.origin == "uniform(2,3,100) seed=1"
+    assert u.origin.startswith("uniform(2,3,100): 2 + 1 * torch.rand(100, generator=torch.")
     r = parse_value("rand(50)", "--at x").tensor
     assert float(r.min()) >= 0 and float(r.max()) < 1
 
@@ -81,4 +81,22 @@ def test_random_value_respects_domain():
     scalar = random_value((), 0, "c", (0.1, 2.0))
     assert scalar.tensor.shape == () and 0.1 <= float(scalar.tensor) <= 2.0
     plain = random_value((3,), 0, "x", None)
-    assert plain.origin == "randn(3) seed=0"
+    assert plain.origin.startswith("spread(3): ") and plain.tensor.tolist() != [0.0, 0.0, 0.0]
+
+
+def test_every_seeded_generator_says_the_plain_torch_call_that_makes_its_values():
+    for text in ("spread(3,4)", "randn(2,3)", "rand(5)", "uniform(-2,3,4)", "randint(0,7,6)"):
+        value = parse_value(text, "--at x", seed=3, name="x")
+        call = value.origin.split(": ", 1)[1]
+        made = eval(call, {"torch": torch})  # our own text: plain torch, as a user runs it
+        assert torch.equal(made.to(torch.float64), value.tensor), text
+
+
+def test_spread_reaches_both_signs_zero_and_past_saturation():
+    values = random_value((25,), 0, "x", None).tensor
+    assert float(values.min()) < -6 and float(values.max()) > 6  # past relu6, tanh, sigmoid
+    assert (values == 0).sum() == 1 and (values < 0).sum() == 12 == (values > 0).sum()
+    assert sorted(values.tolist()) == sorted((-values).tolist())  # an even grid, both signs
+    other = random_value((25,), 1, "x", None).tensor
+    assert sorted(other.tolist()) == sorted(values.tolist()) and not torch.equal(other, values)
+    assert float(random_value((25,), 0, "x", None, spread=1.37).tensor.max()) == 1.37

@@ -65,8 +65,11 @@ def _clamp_branch(x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
 
 
 def _atan2_branch(y: Tensor, x: Tensor) -> Tensor:
-    # the jump of atan2 lies on the negative x axis
-    return torch.where(x < 0, torch.sign(y), torch.zeros_like(y)) + 3 * (x == 0) * (y == 0)
+    # the jump of atan2 lies on the negative x axis. A cut separates nothing, so some other
+    # boundary must close the pieces: x = −π|y|, which no point of a grid or a list of
+    # ordinary numbers lies on (x = 0, where inputs often are, would be a false kink)
+    return torch.where(x < -math.pi * y.abs(), torch.sign(y), torch.zeros_like(y)) \
+        + 3 * (x == 0) * (y == 0)
 
 
 def _where(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
