@@ -39,9 +39,12 @@ def kink_diagnostics(sites: Sequence[Any], masks: dict[str, dict[int, torch.Tens
         out.append(Diagnostic(
             kind="nondifferentiable_point", op="", where="(finite differences)",
             inputs=sorted(loose), count=count,
-            message=(f"finite differences did not converge at {count} element(s): the "
-                     "function changes too fast for any step tried (a kink, jump or pole)"),
-            hint="check the function near these points, or try a different --eps",
+            message=(f"{count} element(s) lie within the finite-difference step of a kink, "
+                     "jump or pole that the differences found themselves (the slopes on either "
+                     "side differ, or no step tried converged); the derivative is not defined "
+                     "there, so these elements are not compared"),
+            hint="autograd returns the code's own convention at such points; move the input "
+                 "away from it, or lower --eps to look closer",
             indices={n: mask_indices(m) for n, m in loose.items()}))
     return out
 
@@ -68,7 +71,8 @@ def from_estimates(sites: Sequence[Any], estimates: Mapping[str, Any]) -> list[D
     unexplained = {}
     for n, e in found.items():
         explained = torch.zeros_like(e.kink)
-        for m in e.kink_by_branch.values():
-            explained |= m
+        for k, m in e.kink_by_branch.items():
+            if k >= 0:  # (a negative key: found by the differences, no op to name)
+                explained |= m
         unexplained[n] = e.kink & ~explained
     return kink_diagnostics(sites, masks, unexplained)

@@ -13,8 +13,10 @@ from typing import Any
 import torch
 
 from gradscope.engines.fd.point import Point
-from gradscope.engines.fd.stencil import BATCH_ELEMENTS, STENCIL, estimate, numel
+from gradscope.engines.fd.stencil import BATCH_ELEMENTS, STENCIL, estimate, kinked, numel
 from gradscope.tensors import branch_changed
+
+FOUND = -1  # the branch key of kinks the differences found themselves (no branch id had them)
 
 MODEL_BATCH = 256  # columns per vmapped call of a whole model
 MODEL_BATCH_ELEMENTS = 1 << 25  # activations one such call may hold (256 MB in float64)
@@ -39,6 +41,7 @@ class Batcher:
         self.memory_cap: dict[str, int] = {}  # input → columns per batch that fit in memory
         self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
         self._factory = point.column_factory
+        self._bases: dict[tuple[str, int], torch.Tensor] = {}  # (input, k) → unperturbed batch
 
     def chunks(self, todo: torch.Tensor, n_in: int, n_out: int, name: str | None = None
                ) -> Iterator[torch.Tensor]:
@@ -140,7 +143,25 @@ class Batcher:
                 changed = branch_changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
                 kinks[j] = kinks[j] | changed if j in kinks else changed
         est, err = estimate(per_point, h.unsqueeze(0), self.point.machine_eps)
-        return est, err, {j: m for j, m in kinks.items() if bool(m.any())}
+        kinks = {j: m for j, m in kinks.items() if bool(m.any())}
+        if points == 4 and self.point.find_kinks:
+            base = self._base(name, x, k)
+            found = kinked(base, per_point, h.unsqueeze(0), self.point.machine_eps).any(0)
+            if bool(found.any()):
+                kinks[FOUND] = found
+        return est, err, kinks
+
+    def _base(self, name: str, x: torch.Tensor, k: int) -> torch.Tensor:
+        """f at k unperturbed copies, batched the way the perturbed ones are, (n_out, k): a
+        batched op may sum in another order than the one evaluation at the base point, and a
+        long reduction's round-off (a cumsum of thousands) would read as a kink. Once per batch
+        size."""
+        key = (name, k)
+        if key not in self._bases:
+            batch = x.reshape(1, *x.shape).expand(k, *x.shape).clone()
+            out, _ = self.batched(name, batch)
+            self._bases[key] = out.reshape(k, -1).transpose(0, 1)
+        return self._bases[key]
 
     def _in_chunks(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
                    points: int) -> Columns:

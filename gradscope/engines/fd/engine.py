@@ -47,13 +47,15 @@ from gradscope.tensors import branch_changed
 class FiniteDifferences:
     """Finite differences of a traced target around fixed values (in `dtype`, float64 unless
     the target cannot take it). `elementwise`: inputs the target declares elementwise;
-    `probe`: look for elementwise structure the target cannot declare."""
+    `probe`: the target is code gradscope cannot read: look for elementwise structure it cannot
+    declare, and for kinks it cannot report."""
 
     def __init__(self, fn: Traced, values: Mapping[str, torch.Tensor], *,
                  elementwise: set[str], eps: float, dtype: torch.dtype = torch.float64,
                  two_point_from: int = TWO_POINT_FROM, around: Around | None = None,
                  probe: bool = False, round_off: torch.dtype | None = None) -> None:
-        self.point = Point(fn, values, eps=eps, dtype=dtype, around=around, round_off=round_off)
+        self.point = Point(fn, values, eps=eps, dtype=dtype, around=around, round_off=round_off,
+                           find_kinks=probe)
         self.elementwise = set(elementwise)
         self.probe = probe
         self.two_point_from = two_point_from

@@ -41,12 +41,14 @@ class Point:
     """The base evaluation every perturbation is measured from. A target may compute in a lower
     precision than it is given (a forward ending in `.float()`): its outputs are read in
     `dtype`, and its round-off is that of the lowest precision seen (`round_off`, or its first
-    output's dtype)."""
+    output's dtype). `find_kinks`: the target reports no branch ids for its kinks (code
+    gradscope cannot read), so the stencil looks for them in f itself (stencil.kinked)."""
 
     def __init__(self, fn: Traced, values: Mapping[str, torch.Tensor], *, eps: float,
                  dtype: torch.dtype = torch.float64, around: Around | None = None,
-                 round_off: torch.dtype | None = None) -> None:
+                 round_off: torch.dtype | None = None, find_kinks: bool = False) -> None:
         self.fn = read_as(fn, dtype)
+        self.find_kinks = find_kinks
         self.dtype = dtype
         self.eps = eps
         self.values = {k: v.detach().to(dtype) for k, v in values.items()}

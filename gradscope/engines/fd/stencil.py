@@ -70,6 +70,32 @@ def richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch
     return est, err
 
 
+def kinked(f0: torch.Tensor | list[torch.Tensor], outs: list[torch.Tensor] | torch.Tensor,
+           h: torch.Tensor, eps: float = EPS64) -> torch.Tensor:
+    """Where the four stencil points straddle a kink the target could not report (user code
+    has no branch ids), read from f itself. The second differences
+    c(s) = (f(x+s) − 2f(x) + f(x−s))/s at s = h and h/2 shrink with s where f is smooth
+    (c(h/2) ≈ c(h)/2 ≈ f''·h/2); a slope jump Δ within h/4 of x gives c(h) ≥ c(h/2) ≈ Δ. A
+    central difference straddling a kink is the average of the two slopes at every step, so
+    convergence alone never sees it (a jump in f itself it does: its central differences grow
+    as 1/h). What is not a kink: noise (round-off, also of large intermediate terms that
+    cancel, which moves the central differences at h and h/2 apart as much as the second
+    differences, while a kink a·h from x moves them apart by Δ·a/2 only), second differences
+    of opposite signs or out of ratio, and a slope change below √eps of the slope (no
+    tolerance sees it). `f0` may be one f(x) or four, each evaluated the way its stencil point
+    was (a batch)."""
+    fp, fm, fp2, fm2 = outs[0], outs[1], outs[2], outs[3]
+    b = f0 if isinstance(f0, list) else [f0] * 4
+    c1 = ((fp - b[0]) + (fm - b[1])) / h
+    c2 = ((fp2 - b[2]) + (fm2 - b[3])) / (h / 2)
+    d1, d2 = (fp - fm) / (2 * h), (fp2 - fm2) / h  # central differences at h, h/2
+    noise = 8 * eps * (fp.abs() + fm.abs() + b[0].abs() + b[1].abs()) / h
+    above = c2.abs() > torch.maximum(10 * noise + 3 * (d2 - d1).abs(),
+                                     eps ** 0.5 * torch.maximum(d1.abs(), d2.abs()))
+    shaped = (c1 * c2 > 0) & (c1.abs() >= 0.9 * c2.abs())
+    return above & shaped & ((c2 - c1 / 2).abs() > 0.25 * c2.abs())
+
+
 def central(f: Callable[[float], torch.Tensor], x: float, h: float) -> float:
     """The two-point central difference (f(x+h) − f(x−h)) / 2h of a scalar function."""
     fp, fm = f(x + h), f(x - h)

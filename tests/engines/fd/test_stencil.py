@@ -1,4 +1,5 @@
-"""The stencil: central differences, Richardson extrapolation and their error bounds."""
+"""The stencil: central differences, Richardson extrapolation and their error bounds, kinks
+found from f itself."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import torch
 
-from gradscope.engines.fd.stencil import STENCIL, central, estimate, richardson
+from gradscope.engines.fd.stencil import STENCIL, central, estimate, kinked, richardson
 
 
 def _points(f, x: float, h: float, n: int) -> list[torch.Tensor]:
@@ -31,3 +32,40 @@ def test_richardson_matches_estimate_with_four_points():
 
 def test_central_difference_of_a_scalar_function():
     assert abs(central(lambda x: torch.tensor(x ** 3, dtype=torch.float64), 2.0, 1e-4) - 12) < 1e-6
+
+
+def _kinked(f, x: float, h: float = 1e-4) -> bool:
+    base = torch.tensor(f(x), dtype=torch.float64)
+    return bool(kinked(base, _points(f, x, h, 4), torch.tensor(h, dtype=torch.float64)))
+
+
+def test_a_slope_jump_inside_the_stencil_is_found_from_f_itself():
+    def leaky(x):
+        return x if x > 0 else 0.1 * x
+
+    assert _kinked(leaky, 0.0) and _kinked(leaky, 1e-5)  # the kink within h/4 of x
+    assert _kinked(abs, -2e-5)
+
+
+def test_smooth_functions_and_far_kinks_are_not_kinks():
+    for f, x in [(math.exp, 0.5), (math.sin, 3.0), (lambda x: x ** 3, 0.0),
+                 (lambda x: max(x, 0.0), 1.0), (lambda x: 1e6 * x * x, 0.0)]:
+        assert not _kinked(f, x)
+
+
+def test_round_off_of_large_cancelling_terms_is_not_a_kink():
+    # (x + 1e4) − 1e4: f is x, its round-off that of 1e4 (far above what |f| suggests), and
+    # the second differences are pure noise of either sign
+    for x in torch.linspace(-1, 1, 41, dtype=torch.float64).tolist():
+        assert not _kinked(lambda t: (t + 1e4) - 1e4 + 1e-3 * t, x)
+
+
+def test_a_slope_change_below_root_eps_of_the_slope_is_not_a_kink():
+    assert not _kinked(lambda x: 1e3 * x + (1e-9 * x if x > 0 else 0.0), 0.0)
+
+
+def test_a_jump_is_left_to_convergence():
+    # the central differences of a jump grow as 1/h: the extrapolation's error estimate says so
+    pts = _points(lambda x: float(x > 0), 3e-5, 1e-4, 4)
+    est, err = estimate(pts, torch.tensor(1e-4, dtype=torch.float64))
+    assert float(err) > 0.1 * abs(float(est)) > 0
