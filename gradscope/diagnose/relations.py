@@ -10,7 +10,9 @@ judged, the first that holds named.
 * `additive`: autograd = reference + a constant (an extra term);
 * `ignored`: the forward ignores the elements (at any value) yet autograd is not zero;
 * `subset`: the disagreement lies in some indices of one dimension (a row, a head), possibly
-  with a factor there.
+  with a factor there;
+* `surrogate` (diagnose/surrogates.py): a surrogate gradient that does not integrate to what
+  the forward does at a coarse scale.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ HINTS = {
     "ignored": "backward should give zero where the forward discards the input (as autograd "
                "of `result[:, :n] = 0` does)",
     "subset": "compare the branch of backward these elements take with the others'",
+    "surrogate": "a surrogate must integrate to what the forward does at a coarse scale: check "
+                 "its scale, its gate (hardtanh's |x| ≤ 1 for sign) and its sign; a surrogate "
+                 "meant this way is declared with @gradscope.surrogate(reference=...) or "
+                 "--surrogate NAME=EXPRESSION, and then compared with that reference",
 }
 
 

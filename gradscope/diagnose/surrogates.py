@@ -11,10 +11,14 @@ autograd graph and writes the diagnostic.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
 
+from gradscope.diagnose.coarse import AGAINST, SCALED
+from gradscope.diagnose.relations import Relation
+from gradscope.diagnose.sweep import Coarse
 from gradscope.markers import marker_of
 from gradscope.options import ANY_INPUT
 from gradscope.report.model import Diagnostic
@@ -53,20 +57,17 @@ def declared(option: tuple[str, ...], names: tuple[str, ...], target_marker: str
 
 
 def shape_of(grad: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-             flat: torch.Tensor | None) -> str:
+             flat: torch.Tensor | None, gated: str | None = None) -> str:
     """What the surrogate looks like at the elements under `mask` (autograd for a ones
-    upstream where the target is elementwise): identity, scaled, gated, or a bump."""
+    upstream where the target is elementwise): identity, scaled, gated, or a bump. `gated`:
+    its gate as the coarse-scale sweep found it (', gated to [−1, 1]'), else read from the
+    values at hand."""
     g = grad.detach().double().reshape(-1)[mask.reshape(-1)]
     x = values.detach().double().reshape(-1)[mask.reshape(-1)]
     if g.numel() == 0:
         return "it appears under the random upstreams and in the Jacobian only"
-    gated = ""
-    if flat is not None and g.numel() and values.shape == grad.shape:
-        off = flat.reshape(-1) & (grad.detach().reshape(-1) == 0)
-        outside = values.detach().double().reshape(-1)[off]
-        lo, hi = float(x.min()), float(x.max())
-        if outside.numel() and bool(((outside < lo) | (outside > hi)).all()):
-            gated = f", and 0 outside [{lo:.3g}, {hi:.3g}] (gated, like hardtanh's derivative)"
+    if gated is None:
+        gated = _gate_at_hand(grad, values, x, flat)
     lo_g, hi_g = float(g.min()), float(g.max())
     if hi_g - lo_g <= 1e-6 * max(1.0, abs(hi_g)):
         if abs(hi_g - 1.0) <= 1e-6:
@@ -77,6 +78,20 @@ def shape_of(grad: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
         return (f"a smooth bump, largest ({hi_g:.3g}) near {float(peak):.3g} and smaller "
                 f"away from it (a sigmoid-derivative-like surrogate){gated}")
     return f"it varies from {lo_g:.3g} to {hi_g:.3g}{gated}"
+
+
+def _gate_at_hand(grad: torch.Tensor, values: torch.Tensor, x: torch.Tensor,
+                  flat: torch.Tensor | None) -> str:
+    """', zero outside the values at hand [a, b]' where every flat zero lies outside them."""
+    if flat is None or values.shape != grad.shape:
+        return ""
+    off = flat.reshape(-1) & (grad.detach().reshape(-1) == 0)
+    outside = values.detach().double().reshape(-1)[off]
+    lo, hi = float(x.min()), float(x.max())
+    if outside.numel() and bool(((outside < lo) | (outside > hi)).all()):
+        return (f", and 0 at every value at hand outside [{lo:.3g}, {hi:.3g}] (gated, like "
+                "hardtanh's derivative)")
+    return ""
 
 
 def _peaked(x: torch.Tensor, g: torch.Tensor, most: int = 2000) -> bool:
@@ -114,3 +129,80 @@ def diagnostic(target: str, counts: Mapping[str, int], shapes: Mapping[str, str]
         hint=("if no surrogate was intended, the gradient should be zero where the forward is "
               "flat (as torch.round's is); --fail-on warning turns this into a failure"))
 
+
+
+def _n(x: float) -> str:
+    """A number in a sentence: three significant digits, a true minus sign."""
+    return f"{x:.3g}".replace("-", "\u2212")
+
+
+def _span(coarse: Coarse) -> str:
+    return f"[{_n(coarse.low)}, {_n(coarse.high)}]"
+
+
+def _line(coarse: Coarse, bad: torch.Tensor) -> int:
+    """The line that stands for the failed ones: the one with the median ratio."""
+    rows = torch.nonzero(bad).reshape(-1)
+    ratios = coarse.reading.ratio[rows].nan_to_num(nan=0.0, posinf=1e300, neginf=-1e300)
+    return int(rows[int(ratios.argsort()[len(rows) // 2])])
+
+
+def gate(coarse: Coarse, line: int) -> str:
+    """', gated to [−1, 1]' where the sweep placed a gate's edges on this line ('' else; an
+    edge the range bounds is the range's)."""
+    r = coarse.reading
+    if not bool(r.gated[line]) or not bool(torch.isfinite(r.constant[line])):
+        return ""
+    lo, hi = float(coarse.edges[0][line]), float(coarse.edges[1][line])
+    lo = lo if math.isfinite(lo) else float(r.lo[line])
+    hi = hi if math.isfinite(hi) else float(r.hi[line])
+    return f", gated to [{_n(lo)}, {_n(hi)}]"
+
+
+def inconsistency(coarse: Coarse, verdicts: torch.Tensor) -> Relation | None:
+    """How a surrogate that failed the coarse-scale check is wrong (None: none failed).
+    `verdicts`: the lines' verdict codes that count (the others' set to CONSISTENT)."""
+    bad = (verdicts == AGAINST) | (verdicts == SCALED)
+    if not bool(bad.any()):
+        return None
+    r = coarse.reading
+    line = _line(coarse, bad)
+    rise, integral = float(r.rise[line]), float(r.integral[line])
+    covers = int(bad.sum())
+    lines = len(coarse.elements)
+    where = (f"along each element over {_span(coarse)}" if coarse.together else
+             f"along {lines} element(s), each moved alone over {_span(coarse)}"
+             + (f" ({covers} of them fail)" if covers < lines else ""))
+    if int(verdicts[line]) == AGAINST:
+        mass = float(r.mass[line])
+        how = ("cancels itself out (its sign flips)" if abs(integral) < 0.5 * mass
+               else "points the other way")
+        total = "about 0" if abs(integral) < 1e-6 * mass else _n(integral)
+        return Relation(
+            "surrogate", f"a surrogate gradient against the forward: it {how}",
+            f"{where} the forward only {'rises' if rise > 0 else 'falls'} (by "
+            f"{_n(abs(rise))}) while the surrogate integrates to {total} (to {_n(mass)} in "
+            "absolute value): a surrogate must push the way the forward steps", covers)
+    c = float(r.constant[line])
+    ratio = integral / rise if rise else math.inf
+    times = f"{_n(ratio)}×" if math.isfinite(ratio) else "a multiple of"
+    return Relation(
+        "surrogate", f"a straight-through gradient of {_n(c)}{gate(coarse, line)} "
+        f"integrates to {times} the forward's rise",
+        f"{where} it integrates to {_n(integral)} where the forward rises {_n(rise)}: a "
+        "straight-through estimator should integrate to about what the forward rises (its "
+        "scale or its gate is off)", covers, ratio)
+
+
+def consistency(coarse: Coarse, lines: torch.Tensor) -> str:
+    """What the coarse-scale check found for the surrogate lines `lines` (bool per line)."""
+    r = coarse.reading
+    if not bool(lines.any()):
+        return ""
+    ratio = r.ratio[lines]
+    ratio = ratio[torch.isfinite(ratio)]
+    if not ratio.numel():
+        return ""
+    low, high = float(ratio.min()), float(ratio.max())
+    span = _n(low) if high - low <= 0.01 * abs(high) else f"{_n(low)} to {_n(high)}"
+    return f"coarse scale: over {_span(coarse)} it integrates to {span}× the forward's rise"

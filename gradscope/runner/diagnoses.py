@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -84,11 +85,27 @@ def _relations(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict
                                                      for n in prepared.target.names})
     found = {}
     for name, arrays in first.items():
-        rel = relations.find(name, arrays, evidence.tol, sizes, first,
-                             excuses.ignored.get(name))
+        rel = _inconsistent(excuses, name) if name not in excuses.declared else None
+        if rel is None:
+            rel = relations.find(name, arrays, evidence.tol, sizes, first,
+                                 excuses.ignored.get(name))
         if rel is not None:
             found[name] = rel
     return found
+
+
+def _inconsistent(excuses: Excuses, name: str) -> relations.Relation | None:
+    """How the surrogate of `name` fails the coarse-scale check, if it does."""
+    coarse, bad = excuses.coarse.get(name), excuses.inconsistent.get(name)
+    if coarse is None or bad is None:
+        return None
+    return surrogates.inconsistency(coarse, _lines(coarse, bad))
+
+
+def _lines(coarse: Any, mask: torch.Tensor) -> torch.Tensor:
+    """The coarse lines' verdicts, CONSISTENT for the lines of elements outside `mask`."""
+    on = mask.reshape(-1).cpu()[coarse.elements]
+    return torch.where(on, coarse.reading.verdict, torch.zeros_like(coarse.reading.verdict))
 
 
 def _pattern(prepared: Prepared, verdict: Verdict, name: str,
@@ -117,8 +134,15 @@ def _surrogates(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdic
     for name, count in counts.items():
         if count and name not in excuses.declared and name in verdict.table:
             mask = verdict.table[name].status == Status.SURROGATE.code
+            coarse = excuses.coarse.get(name)
+            lines = _surrogate_lines(coarse, verdict.surrogate_elements[name])
+            gate = surrogates.gate(coarse, int(torch.nonzero(lines)[0])) \
+                if coarse is not None and bool(lines.any()) else None
             shapes[name] = surrogates.shape_of(grads[name], prepared.bound.cast[name], mask,
-                                               excuses.flat.get(name))
+                                               excuses.flat.get(name), gate)
+            if coarse is not None:
+                said = surrogates.consistency(coarse, lines)
+                shapes[name] += f"; {said}" if said else ""
     reasons = {n: r.message for n, r in explained.items()}
     found = []
     if any(counts.values()):
@@ -128,6 +152,13 @@ def _surrogates(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdic
              "derivative: the declaration is not needed"
              for name, why in excuses.declared.items() if not counts.get(name)]
     return found, notes
+
+
+def _surrogate_lines(coarse: Any, elements: torch.Tensor) -> torch.Tensor:
+    """Which of the coarse lines run through surrogate elements (bool per line)."""
+    if coarse is None:
+        return torch.zeros(0, dtype=torch.bool)
+    return elements.reshape(-1).cpu()[coarse.elements]
 
 
 def _layer_stats(prepared: Prepared, grads: Mapping[str, torch.Tensor]) -> list[LayerStats]:

@@ -3,7 +3,9 @@ from the evidence, before anything is judged — the inputs the user declared su
 a hand-written backward is not linear in grad_output (never excused), which inputs lie below a
 vanishing op, and where the forward is flat (finite differences zero, no kink in the stencil)
 and, for the flat elements a raw comparison found wrong, whether the forward moves there at
-other values (a step: a surrogate may be at work) or ignores them altogether."""
+other values (a step: a surrogate may be at work) or ignores them altogether; and whether such a
+surrogate is consistent with the forward at a coarse scale (diagnose/coarse.py): one that is
+not is never excused."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope.diagnose import custom_backward, flow, surrogates, vanishing
+from gradscope.diagnose.coarse import AGAINST, SCALED
+from gradscope.diagnose.sweep import MAX_ELEMENTWISE_LINES, MAX_LINES, Coarse, Sweep, span
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.runner.evidence import Evidence
@@ -33,6 +37,9 @@ class Excuses:
     flat: dict[str, torch.Tensor | None] = field(default_factory=dict)
     stepped: dict[str, torch.Tensor] = field(default_factory=dict)  # flat, forward moves
     ignored: dict[str, torch.Tensor] = field(default_factory=dict)  # probed, forward ignores
+    # the coarse-scale check of each stepped input's surrogate, and the elements it failed
+    coarse: dict[str, Coarse] = field(default_factory=dict)
+    inconsistent: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
@@ -47,8 +54,11 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     flat = {n: _flat(evidence, n, nonlinear) if n in wrong else None
             for n in prepared.target.names}
     stepped, ignored = _probed(evidence, flat)
+    coarse = _coarse(prepared, evidence, stepped)
+    inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
-                   stepped, ignored)
+                   stepped, ignored, coarse, {n: m for n, m in inconsistent.items()
+                                              if bool(m.any())})
 
 
 def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
@@ -139,3 +149,44 @@ def _probed(evidence: Evidence, flat: dict[str, torch.Tensor | None]
         stepped[name].view(-1)[todo] = moves
         ignored[name].view(-1)[todo] = ~moves
     return stepped, ignored
+
+
+def _coarse(prepared: Prepared, evidence: Evidence, stepped: dict[str, torch.Tensor]
+            ) -> dict[str, Coarse]:
+    """The coarse-scale check of every input with stepped elements where autograd is not
+    zero (a surrogate at work): along lines through seeded ones among them, all moved at once
+    where each output element follows its own input element (up to MAX_ELEMENTWISE_LINES),
+    else one at a time (MAX_LINES)."""
+    finite, grads = evidence.finite, evidence.backward.grads
+    if finite is None or finite.fd is None or grads is None:
+        return {}
+    fd = finite.fd
+    out: dict[str, Coarse] = {}
+    for name, mask in stepped.items():
+        candidates = mask & (grads[name].to(mask.device) != 0)
+        if not bool(candidates.any()):
+            continue
+        x = fd.values[name]
+        cost = max(x.numel(), fd.out.numel(), fd.point.activations())
+        sweep = Sweep(prepared.target.forward, fd.values, name, evidence.backward.upstream,
+                      cost)
+        low, high = span(x, prepared.target.domain(name))
+        if not high > low:
+            continue
+        lines = MAX_ELEMENTWISE_LINES if sweep.probe(low, high) else MAX_LINES
+        where = torch.nonzero(candidates.reshape(-1).cpu()).reshape(-1)
+        gen = torch.Generator().manual_seed(prepared.options.seed)
+        elements = where[torch.randperm(len(where), generator=gen)[:lines]].sort().values
+        out[name] = sweep.check(elements, low, high)
+    return out
+
+
+def _failed(coarse: Coarse, stepped: torch.Tensor) -> torch.Tensor:
+    """Input-shaped: the stepped elements whose own line found the surrogate inconsistent;
+    all of them where lines through a few elements alone all did (the same surrogate)."""
+    bad = (coarse.reading.verdict == AGAINST) | (coarse.reading.verdict == SCALED)
+    if not coarse.together and bool(bad.all()):
+        return stepped.clone()
+    mask = torch.zeros(stepped.numel(), dtype=torch.bool)
+    mask[coarse.elements[bad]] = True
+    return mask.reshape(stepped.shape).to(stepped.device) & stepped

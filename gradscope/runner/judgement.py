@@ -85,6 +85,8 @@ def _excused(name: str, view: View, excuses: Excuses, seen: dict[str, Seen],
         wrong = cmp.status == Status.MISMATCH.code
         wrong = wrong.any(0).reshape(flat.shape) if view.jacobian else wrong.reshape(flat.shape)
         stepped = flat & wrong & excuses.stepped[name].to(flat.device)
+        if name in excuses.inconsistent and name not in excuses.declared:
+            stepped &= ~excuses.inconsistent[name].to(flat.device)  # never excused
         cmp = cmp.surrogate(stepped.reshape(1, -1) if view.jacobian else stepped)
     if cmp.has(Status.MISMATCH):
         if name not in seen:

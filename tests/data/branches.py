@@ -192,3 +192,24 @@ class _ScaledMatmul(torch.autograd.Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         return g @ w.t(), x.t() @ g, None
+
+
+# ------------------------------------------------------------ surrogates inside larger code
+
+
+def spikes_counted(mem):
+    """How many neurons fire, through the fast-sigmoid spike (one output: not elementwise)."""
+    return Spike.apply(mem).sum()
+
+
+def spikes_counted_flipped(mem):
+    return SpikeFlipped.apply(mem).sum()
+
+
+def rounded_running_total(x):
+    """A running total of rounded values (each output reads every earlier element)."""
+    return RoundSTE.apply(x).cumsum(0)
+
+
+def rounded_running_total_twice(x):
+    return RoundSTETwice.apply(x).cumsum(0)

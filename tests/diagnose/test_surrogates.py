@@ -23,7 +23,10 @@ def test_shapes_identity_scaled_gated_bump_and_varying():
     inside = X.abs() <= 1
     gated = torch.where(inside, 1.0, 0.0)
     text = shape_of(gated, X, inside, everywhere)
-    assert text.startswith("identity") and "0 outside [-1, 1]" in text
+    assert text.startswith("identity") and "0 at every value at hand outside [-1, 1]" in text
+    # the gate the coarse-scale sweep placed, where there is one, instead of the values at hand
+    assert shape_of(gated, X, inside, everywhere, ", gated to [−1, 1]").endswith(
+        ", gated to [−1, 1]")
     bump = 1 / (1 + 4 * X.abs()) ** 2
     assert "smooth bump" in shape_of(bump, X, everywhere, None)
     wiggle = torch.sin(5 * X)

@@ -1,0 +1,128 @@
+"""Whether a surrogate gradient is consistent with its forward at a coarse scale.
+
+Where the forward is piecewise constant, the derivative is zero and a surrogate stands in for
+it; no element-by-element comparison can judge a surrogate. What can: along a line through the
+input, over a range much wider than the forward's steps, the surrogate must integrate to what
+the forward does there. A straight-through round integrates to the rise of its staircase, a
+hardtanh-gated sign to its jump of 2; a straight-through estimator scaled by 2, a gate three
+times too wide, or a spike surrogate whose sign flips on one side do not.
+
+This module reads such lines (`read`): per line, the forward's rise and variation, the
+surrogate's integral and mass, whether it is constant where it is not zero (a straight-through
+estimator) and where (its gate), and the verdict:
+
+* AGAINST: the forward moves one way only (monotone along the line) and the surrogate points
+  against it, or cancels itself out (a sign flipped on one side): always a failure;
+* SCALED: a constant (straight-through) surrogate whose integral is not the forward's rise
+  (ratio outside [1/BAND, BAND]): its factor or its gate is off. Pure identity everywhere on
+  the line (the textbook straight-through estimator, gradient passed on unchanged) is never
+  SCALED, whatever the forward saturates to;
+* CONSISTENT, or UNKNOWN where the line cannot tell (the forward or the surrogate never moves
+  on it, non-finite values).
+
+A surrogate that is not constant (a bump: fast sigmoid, arctan) is judged by direction only,
+since its scale is a free parameter of the method (snnTorch's fast sigmoid integrates to
+2/slope); its ratio is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+CONSISTENT, UNKNOWN, AGAINST, SCALED = 0, 1, 2, 3
+BAND = 1.5  # a straight-through integral within [1/1.5, 1.5] of the rise is consistent
+CANCEL = 0.5  # |∫g| below this fraction of ∫|g| on a monotone forward: it cancels itself
+FLAT = 1e-9  # relative: values of g below this fraction of its largest are zero (a gate)
+CONSTANT = 1e-6  # relative: g's non-zero values within this of each other are one constant
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Samples along L lines: `forward` (K, L) is vᵀf along each, `slope` (K, L) autograd's
+    derivative of it (the surrogate), at positions `t` (K,), evenly spaced. `unit` (L,): the
+    slope a gradient passed on unchanged would have (the upstream's sum over the outputs the
+    element moves), NaN where that is not defined."""
+
+    t: torch.Tensor
+    forward: torch.Tensor
+    slope: torch.Tensor
+    unit: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Per line (L,): the forward's rise and total variation over the range, the surrogate's
+    integral and mass (∫|g|), its constant value where not zero (NaN: not constant), where it
+    is not zero (`lo`, `hi`: grid positions, NaN when zero everywhere), whether it is zero
+    somewhere (gated), and the verdict code."""
+
+    rise: torch.Tensor
+    variation: torch.Tensor
+    integral: torch.Tensor
+    mass: torch.Tensor
+    constant: torch.Tensor
+    lo: torch.Tensor
+    hi: torch.Tensor
+    gated: torch.Tensor
+    verdict: torch.Tensor
+
+    @property
+    def ratio(self) -> torch.Tensor:
+        """∫g over the forward's rise (inf where the forward does not rise)."""
+        return self.integral / self.rise
+
+
+def read(lines: Lines) -> Reading:
+    """The reading of every line (module doc)."""
+    t, f, g = lines.t.double(), lines.forward.double(), lines.slope.double()
+    dt = (t[-1] - t[0]) / max(1, len(t) - 1)
+    finite = torch.isfinite(f).all(0) & torch.isfinite(g).all(0)
+    f, g = torch.nan_to_num(f), torch.nan_to_num(g)
+    rise = f[-1] - f[0]
+    steps = (f[1:] - f[:-1]).abs()
+    variation = steps.sum(0)
+    integral = torch.trapezoid(g, dx=float(dt), dim=0)
+    mass = torch.trapezoid(g.abs(), dx=float(dt), dim=0)
+    top = g.abs().amax(0)
+    nonzero = g.abs() > FLAT * top
+    constant = _constant(g, nonzero)
+    lo, hi = _support(t, nonzero)
+    gated = ~nonzero.all(0)
+    scale = f.abs().amax(0)
+    moves = variation > 1e-9 * (1 + scale)
+    present = (top > 0) & (mass > 1e-12 * (1 + scale))
+    monotone = variation <= 1.05 * rise.abs() + 1e-9 * (1 + scale)
+    against = monotone & ((integral * rise <= 0) | (integral.abs() < CANCEL * mass))
+    identity = ~gated & ((constant - lines.unit.double()).abs()
+                         <= CONSTANT * lines.unit.double().abs())
+    ratio = integral / rise
+    off = (ratio > BAND) | (ratio < 1 / BAND) | ~torch.isfinite(ratio)
+    scaled = torch.isfinite(constant) & ~identity & off
+    verdict = torch.full_like(rise, CONSISTENT, dtype=torch.int8)
+    verdict[scaled] = SCALED
+    verdict[against] = AGAINST
+    verdict[~(finite & moves & present)] = UNKNOWN
+    return Reading(rise, variation, integral, mass, constant, lo, hi, gated, verdict)
+
+
+def _constant(g: torch.Tensor, nonzero: torch.Tensor) -> torch.Tensor:
+    """Each line's value where it is not zero, if that is one constant (else NaN)."""
+    count = nonzero.sum(0)
+    mean = torch.where(nonzero, g, 0).sum(0) / count.clamp(min=1)
+    spread = torch.where(nonzero, (g - mean).abs(), 0).amax(0)
+    same = (count > 0) & (spread <= CONSTANT * mean.abs())
+    return torch.where(same, mean, torch.full_like(mean, float("nan")))
+
+
+def _support(t: torch.Tensor, nonzero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first and last grid positions where each line's surrogate is not zero."""
+    k = torch.arange(len(t)).unsqueeze(1).expand_as(nonzero)
+    first = torch.where(nonzero, k, len(t)).amin(0)
+    last = torch.where(nonzero, k, -1).amax(0)
+    none = last < 0
+    nan = torch.full(first.shape, float("nan"), dtype=torch.float64)
+    lo = torch.where(none, nan, t.double()[first.clamp(max=len(t) - 1)])
+    hi = torch.where(none, nan, t.double()[last.clamp(min=0)])
+    return lo, hi
