@@ -137,8 +137,11 @@ class Options:
         "--surrogate", "Declare that backward departs from the derivative on purpose: alone "
         "for every input, or --surrogate NAME[,NAME] (repeatable). Mismatches of those inputs "
         "become `surrogate`, with how they relate to the derivative; everything else is still "
-        "checked.", list, (bool, str, list), "true, an input name or a list of names",
-        commands=RUNS, metavar="[NAME]", bare=ANY_INPUT))
+        "checked. --surrogate NAME=EXPRESSION declares the intended form: the gradient of "
+        "EXPRESSION (over the inputs, e.g. x=hardtanh(x)) is what backward must give, element "
+        "by element.", list, (bool, str, list, dict),
+        "true, an input name, NAME=EXPRESSION, a list of them or a table of NAME = EXPRESSION",
+        commands=RUNS, metavar="[NAME[=EXPRESSION]]", bare=ANY_INPUT))
     only: tuple[str, ...] = field(default=(), metadata=_about(
         "--only", "Check only the inputs and parameters whose names match this glob "
         "(`blocks.*.attn.*`; repeatable); the others are held as data.", list, (str, list),
@@ -335,23 +338,40 @@ def _tangents(raw: Any, where: str) -> dict[str, Any] | None:
 
 
 def _names(raw: Any, where: str) -> tuple[str, ...]:
-    """--surrogate: true/false, a name, comma-separated names, or a list of them; ANY_INPUT
-    stands for every input."""
-    if raw is None or raw is False:
-        return ()
-    if raw is True:
-        return (ANY_INPUT,)
+    """--surrogate: true/false, names (comma-separated), NAME=EXPRESSION (kept whole), a list
+    of them, or a table {NAME: EXPRESSION}; ANY_INPUT stands for every input."""
+    if raw is None or raw is False or raw is True:
+        return (ANY_INPUT,) if raw is True else ()
+    if isinstance(raw, dict) and all(isinstance(v, str) for v in raw.values()):
+        raw = [f"{k}={v}" for k, v in raw.items()]
     items = [raw] if isinstance(raw, str) else raw
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
-        raise UsageError(f"{where} takes true, an input name or a list of names, got {raw!r}")
+        raise UsageError(f"{where} takes true, an input name, NAME=EXPRESSION or a list of "
+                         f"them, got {raw!r}")
     out: list[str] = []
     for item in items:
+        if "=" in item:
+            name, _, expression = (part.strip() for part in item.partition("="))
+            if not re.fullmatch(INPUT_NAME, name) or not expression:
+                raise UsageError(f"{where}: {item!r} is not NAME=EXPRESSION (an input name, "
+                                 "then the expression whose gradient is the intended one)")
+            out = [o for o in out if surrogate_name(o) != name] + [f"{name}={expression}"]
+            continue
         for name in (n.strip() for n in item.split(",")):
             if name != ANY_INPUT and not re.fullmatch(INPUT_NAME, name):
                 raise UsageError(f"{where}: {name!r} is not an input name")
-            if name not in out:
+            if name not in {surrogate_name(o) for o in out}:
                 out.append(name)
     return tuple(out)
+
+
+def surrogate_name(item: str) -> str:
+    return item.partition("=")[0].strip()  # the input a --surrogate item declares
+
+
+def surrogate_references(items: tuple[str, ...]) -> dict[str, str]:
+    """{input: expression} of the --surrogate items that declare an intended form."""
+    return {surrogate_name(i): i.partition("=")[2].strip() for i in items if "=" in i}
 
 
 def _globs(raw: Any, where: str) -> tuple[str, ...]:

@@ -3,8 +3,11 @@ counts as a declaration."""
 
 from __future__ import annotations
 
+import pytest
+import torch
+
 import gradscope
-from gradscope.markers import DEFAULT_REASON, MARKER, marker_of
+from gradscope.markers import DEFAULT_REASON, MARKER, marker_of, reference_of
 
 
 def test_bare_and_with_a_reason():
@@ -33,3 +36,25 @@ def test_what_declares_and_what_does_not():
 
     assert marker_of(Plain) is None and marker_of(None) is None and marker_of(Off) is None
     assert marker_of(Own) == DEFAULT_REASON
+
+
+def test_an_intended_form_as_reference():
+    @gradscope.surrogate("gated", reference=torch.nn.functional.hardtanh)
+    class Gated(torch.autograd.Function):
+        pass
+
+    @gradscope.surrogate(reference=lambda x: x)
+    class Layer(torch.nn.Module):
+        pass
+
+    assert reference_of(Gated) is torch.nn.functional.hardtanh
+    # on a class, never bound to an instance as a method
+    assert reference_of(Layer())(torch.ones(1)).item() == 1.0
+    assert reference_of(gradscope.surrogate(lambda x: x)) is None  # a marker without one
+
+    class Undeclared:
+        __gradscope_surrogate_reference__ = staticmethod(abs)  # no marker: nothing declared
+
+    assert reference_of(Undeclared) is None
+    with pytest.raises(TypeError, match="takes a function"):
+        gradscope.surrogate(reference=3)(Undeclared)

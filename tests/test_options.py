@@ -96,12 +96,23 @@ def test_request_refuses_unknown_commands_and_options_stay_with_it():
 @pytest.mark.parametrize("raw, expected", [
     (None, ()), (False, ()), (True, (ANY_INPUT,)), ("x", ("x",)), ("x,w", ("x", "w")),
     (["x", "w,b", "x"], ("x", "w", "b")), ([ANY_INPUT], (ANY_INPUT,)),
+    # an intended form is kept whole (its commas are the expression's), and replaces a name
+    ("x=clamp(x, -1, 1)", ("x=clamp(x, -1, 1)",)), (["x", "x = hardtanh(x)"], ("x=hardtanh(x)",)),
+    ({"x": "hardtanh(x)", "w": "w"}, ("x=hardtanh(x)", "w=w")),
 ])
 def test_surrogate_reads_true_names_and_lists(raw, expected):
     assert read("surrogate", raw) == expected
 
 
-@pytest.mark.parametrize("raw", [3, ["x", 2], "x-y", {"x": 1}])
+def test_surrogate_names_and_intended_forms():
+    from gradscope.options import surrogate_name, surrogate_references
+
+    items = read("surrogate", ["w", "x=hardtanh(x)"])
+    assert [surrogate_name(i) for i in items] == ["w", "x"]
+    assert surrogate_references(items) == {"x": "hardtanh(x)"}
+
+
+@pytest.mark.parametrize("raw", [3, ["x", 2], "x-y", {"x": 1}, "x=", "=x", "2x=x"])
 def test_surrogate_refuses_anything_else(raw):
     with pytest.raises(UsageError, match="--surrogate"):
         read("surrogate", raw)

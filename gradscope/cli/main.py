@@ -20,7 +20,8 @@ BARE = {spec.flag: spec.bare for spec in SPECS.values() if spec.bare is not None
 # `--eval` → `--mode=eval`: an option's choices that are flags of their own
 SHORTHANDS = {f"--{choice}": f"{spec.flag}={choice}" for spec in SPECS.values()
               for choice in spec.shorthands}
-NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*")  # what --surrogate takes as its value
+# what --surrogate takes as its value: names, or NAME=EXPRESSION
+NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*|{INPUT_NAME}\s*=.+", re.S)
 
 
 SHORT_OPTIONS = {"-h", "-V", "-f", "-o", "-j", "-k"}

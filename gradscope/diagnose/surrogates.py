@@ -50,9 +50,11 @@ def declared(option: tuple[str, ...], names: tuple[str, ...], target_marker: str
     out: dict[str, str] = dict(graph_marks)
     if target_marker is not None:
         out.update({n: target_marker for n in names})
-    for name in option:
+    for item in option:
+        name, _, expression = item.partition("=")
         for n in (names if name == ANY_INPUT else (name,)):
-            out[n] = "declared with --surrogate"
+            out[n] = (f"declared with --surrogate {n}={expression}" if expression
+                      else "declared with --surrogate")
     return out
 
 

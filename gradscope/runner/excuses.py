@@ -5,7 +5,8 @@ vanishing op, and where the forward is flat (finite differences zero, no kink in
 and, for the flat elements a raw comparison found wrong, whether the forward moves there at
 other values (a step: a surrogate may be at work) or ignores them altogether; and whether such a
 surrogate is consistent with the forward at a coarse scale (diagnose/coarse.py): one that is
-not is never excused."""
+not is never excused, unless declared; a declared one with an intended form is compared with
+that form's gradient instead, element by element."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ import torch
 from gradscope.diagnose import custom_backward, flow, surrogates, vanishing
 from gradscope.diagnose.coarse import AGAINST, SCALED
 from gradscope.diagnose.sweep import MAX_ELEMENTWISE_LINES, MAX_LINES, Coarse, Sweep, span
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.base import Answer
+from gradscope.errors import UsageError
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.runner.evidence import Evidence
 from gradscope.runner.prepare import Prepared
+from gradscope.verdict.compare import Comparison, compare
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class Excuses:
     # the coarse-scale check of each stepped input's surrogate, and the elements it failed
     coarse: dict[str, Coarse] = field(default_factory=dict)
     inconsistent: dict[str, torch.Tensor] = field(default_factory=dict)
+    # a declared surrogate's intended form: autograd compared with its gradient, per view
+    intended: dict[str, dict[str, Comparison]] = field(default_factory=dict)
 
 
 def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
@@ -47,6 +54,7 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     declared = _declared(prepared, evidence)
     if back.grads is None:
         return Excuses(declared)
+    intended = _intended(prepared, evidence, declared)
     findings, nonlinear = _backward_checks(prepared, evidence)
     confirmed, below_catalogue = _vanishing(prepared, evidence)
     # only where a raw comparison found a mismatch can flatness excuse anything
@@ -58,7 +66,7 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
                    stepped, ignored, coarse, {n: m for n, m in inconsistent.items()
-                                              if bool(m.any())})
+                                              if bool(m.any())}, intended)
 
 
 def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
@@ -68,6 +76,30 @@ def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
     marks = surrogates.marked_inputs(engine.output, engine.leaves)
     return surrogates.declared(prepared.options.surrogate, prepared.target.names,
                                prepared.target.marker(), marks)
+
+
+def _intended(prepared: Prepared, evidence: Evidence, declared: dict[str, str]
+              ) -> dict[str, dict[str, Comparison]]:
+    """autograd of each declared input with an intended form, compared element by element
+    with that form's own gradient (autograd of it, in float64) in every view: {input: {view
+    label: comparison}}."""
+    out: dict[str, dict[str, Comparison]] = {}
+    shape = tuple(evidence.backward.upstream.shape)
+    for name, intended in prepared.intended.items():
+        if name not in declared:
+            continue
+        engine = AutogradEngine(intended.forward, prepared.bound.exact)
+        if tuple(engine.output.shape) != shape:
+            raise UsageError(f"{intended.text} gives shape {tuple(engine.output.shape)} where "
+                             f"the target gives {shape}: the intended form must have the "
+                             "target's output shape")
+        out[name] = {}
+        for view in evidence.views:
+            want = engine.jacobian()[name] if view.jacobian else \
+                engine.vjp(view.upstream.to(engine.output.dtype))[name]
+            out[name][view.label] = compare(view.autograd[name], [Answer(want, None)],
+                                            evidence.tol)
+    return out
 
 
 def _backward_checks(prepared: Prepared, evidence: Evidence

@@ -94,7 +94,7 @@ def _excused(name: str, view: View, excuses: Excuses, seen: dict[str, Seen],
             seen[name] = Seen(name, ag, reference.values if reference else None,
                               reference.error if reference else None, cmp, view.jacobian)
         if name in excuses.declared:
-            cmp = cmp.surrogate(torch.ones((), dtype=torch.bool))
+            cmp = cmp.surrogate(_as_intended(name, view, excuses))
     if cmp.has(Status.SURROGATE):
         marked = cmp.status == Status.SURROGATE.code
         marked = (marked.any(0) if view.jacobian else marked)
@@ -104,6 +104,30 @@ def _excused(name: str, view: View, excuses: Excuses, seen: dict[str, Seen],
     if name in excuses.vanishing and not view.jacobian:  # zero Jacobian entries are ordinary
         cmp = cmp.vanishing(ag)
     return cmp
+
+
+def _as_intended(name: str, view: View, excuses: Excuses) -> torch.Tensor:
+    """Where a declared surrogate's mismatches are excused: everywhere, or, with an intended
+    form, where autograd is that form's gradient."""
+    intended = excuses.intended.get(name)
+    if intended is None:
+        return torch.ones((), dtype=torch.bool)
+    return intended[view.label].status != Status.MISMATCH.code
+
+
+def intended(evidence: Evidence, excuses: Excuses,
+             surrogate: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
+    """Each declared surrogate's intended form, compared element by element in every view."""
+    out = []
+    for name, views in excuses.intended.items():
+        bad = sum(int((c.status == Status.MISMATCH.code).sum()) for c in views.values())
+        worst = max((c.max_abs_error() for c in views.values()), default=0.0)
+        word = Status.MISMATCH if bad else Status.SURROGATE
+        why = excuses.declared.get(name, "")
+        form = why.removeprefix("declared with ") if "=" in why else "declared in code"
+        out.append(UpstreamCheck(f"{name} against its intended surrogate ({form})", not bad,
+                                 worst, bad, {name: word}, word))
+    return out
 
 
 def _reference(answers: Mapping[str, Answer]) -> Answer | None:
@@ -144,7 +168,7 @@ def projections(evidence: Evidence, excuses: Excuses,
 # the evidence, the excuses and the surrogate elements found, each returning UpstreamChecks
 # that name themselves; a failing one fails the run. A new check is a function and its line.
 CHECKS: tuple[Callable[[Evidence, Excuses, Mapping[str, torch.Tensor]],
-                       list[UpstreamCheck]], ...] = (projections,)
+                       list[UpstreamCheck]], ...] = (projections, intended)
 
 
 def _projection(p: Projection, surrogate: bool) -> UpstreamCheck:

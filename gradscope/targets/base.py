@@ -190,6 +190,11 @@ class Target:
         """A surrogate declaration on the target itself (gradscope.surrogate)."""
         return None
 
+    def surrogate_reference(self) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None:
+        """The intended form declared with the marker (`reference=`), called the way the
+        target is: its gradient is what the declared surrogate must be."""
+        return None
+
     def perturbed_failure(self, exc: BaseException) -> str:
         """Why finite differences failed, from what the target raised at a perturbed point."""
         last = _last_line(exc)

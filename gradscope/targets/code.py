@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import inspect
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from gradscope.errors import GradscopeError, UsageError
-from gradscope.markers import marker_of
+from gradscope.markers import marker_of, reference_of
 from gradscope.targets.base import FlowSource, Target, TracedFn, _last_line
 from gradscope.targets.closures import Holder, batch_statistics
 from gradscope.targets.oldstyle import old_style, values_only
@@ -79,6 +79,20 @@ class CodeTarget(Target):
 
     def marker(self) -> str | None:
         return marker_of(self.obj)
+
+    def surrogate_reference(self) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None:
+        reference = reference_of(self.obj)
+        if reference is None or self.module is not None:  # (a model's inputs are no call)
+            return None
+
+        def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+            values = {**values, **self.constants} if self.constants else values
+            args, kwargs = self._call_args(values)
+            with user_code("the surrogate's reference"):
+                out = reference(*args, **kwargs)
+            return picked(out, f"the reference of {self.text}", self.output)
+
+        return forward
 
     def pick_output(self, choice: int | str) -> None:
         self.output = choice

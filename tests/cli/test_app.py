@@ -33,6 +33,8 @@ def test_surrogate_flag_alone_or_with_names(capsys):
     assert with_bare_values(["check", "T", "--surrogate", "x,w"]) == [
         "check", "T", "--surrogate", "x,w"]
     assert with_bare_values(["check", "--", "--surrogate"]) == ["check", "--", "--surrogate"]
+    assert with_bare_values(["check", "T", "--surrogate", "x=clamp(x, -1, 1)"]) == [
+        "check", "T", "--surrogate", "x=clamp(x, -1, 1)"]
     assert with_bare_values(["check", "T", "--eval"]) == ["check", "T", "--mode=eval"]
     assert with_bare_values(["check", "T", "--train"]) == ["check", "T", "--mode=train"]
     target = f"{ROOT}/tests/data/corpus.py:grad_reverse"
@@ -44,6 +46,21 @@ def test_surrogate_flag_alone_or_with_names(capsys):
     assert code == 0 and json.loads(out)["inputs"][0]["status"] == "surrogate"
     code, _, err = run(capsys, "check", target, "--surrogate", "y")
     assert code == 2 and "--surrogate names `y`" in err and "inputs are: x" in err
+
+
+def test_surrogate_with_its_intended_form(capsys):
+    # gradient reversal is −0.5·g by design: its intended form says so, and only that passes
+    target = f"{ROOT}/tests/data/corpus.py:grad_reverse"
+    code, out, _ = run(capsys, "check", target, "--surrogate", "x=-0.5*x")
+    assert code == 0 and "x against its intended surrogate (--surrogate x=-0.5*x)" in out
+    code, out, _ = run(capsys, "check", target, "--surrogate", "x=-x")
+    assert code == 1 and "against its intended surrogate" in out
+    code, _, err = run(capsys, "check", target, "--surrogate", "x=-y")
+    assert code == 2 and "uses `y`, which is not an input of the target" in err
+    code, _, err = run(capsys, "check", target, "--surrogate", "x=sum(x)")
+    assert code == 2 and "must have the target's output shape" in err
+    code, _, err = run(capsys, "check", target, "--surrogate", "x=__import__('os')")
+    assert code == 2 and err.count("\n") == 1
 
 
 def test_no_private_typer_api():

@@ -213,3 +213,16 @@ def rounded_running_total(x):
 
 def rounded_running_total_twice(x):
     return RoundSTETwice.apply(x).cumsum(0)
+
+
+# ------------------------------------------------------------ declared with their intended form
+
+
+@__import__("gradscope").surrogate("gated straight-through", reference=torch.nn.functional.hardtanh)
+class SignSTEDeclared(SignSTE):
+    """The hardtanh-gated sign, declared with its intended form."""
+
+
+@__import__("gradscope").surrogate("gated straight-through", reference=torch.nn.functional.hardtanh)
+class SignSTEWideDeclared(SignSTEWideWindow):
+    """The |x| ≤ 3 window, declared as hardtanh's: the declaration does not match."""

@@ -63,3 +63,14 @@ def test_a_declared_surrogate_is_excused_with_its_ratio_reported():
     report = gradscope.check(f"{BRANCHES}:RoundSTETwice", surrogate=True)
     assert report.passed
     assert not [d for d in report.diagnostics if d.kind == "mismatch_pattern"]
+
+
+def test_a_declared_intended_form_passes_only_where_the_backward_matches_it():
+    (check,) = [c for c in gradscope.check(f"{BRANCHES}:SignSTEDeclared").upstream_checks
+                if "intended" in c.label]
+    assert check.passed
+    wide = gradscope.check(f"{BRANCHES}:SignSTEWideDeclared")
+    assert not wide.passed and "against its intended surrogate" in headline(wide)
+    # the same from the command line, as an expression over the inputs
+    assert gradscope.check(f"{BRANCHES}:Spike", surrogate="mem=mem/(1+25*abs(mem))").passed
+    assert not gradscope.check(f"{BRANCHES}:Spike", surrogate="mem=sigmoid(4*mem)").passed
