@@ -9,6 +9,8 @@ judged, the first that holds named.
 * `swapped`: autograd of one input is the reference of another (return order);
 * `additive`: autograd = reference + a constant (an extra term);
 * `ignored`: the forward ignores the elements (at any value) yet autograd is not zero;
+* `partition`: the disagreement lies exactly where a predicate on the values holds (`x < 0`,
+  `|x| > 1`, `x == 0`, a mask input: partitions.py), with what autograd is there;
 * `subset`: the disagreement lies in some indices of one dimension (a row, a head), possibly
   with a factor there;
 * `surrogate` (diagnose/surrogates.py): a surrogate gradient that does not integrate to what
@@ -25,6 +27,7 @@ from fractions import Fraction
 
 import torch
 
+from gradscope.diagnose import partitions
 from gradscope.report.status import MISMATCH, OK
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
@@ -56,6 +59,15 @@ class Relation:
         return f"{self.text}{f': {self.reading}' if self.reading else ''}"
 
 
+@dataclass(frozen=True)
+class Scales:
+    """What a factor may be read as: dimension sizes (a mean where a sum belonged) and the
+    user's own numbers (a scale the backward forgot), each with the label a reader knows."""
+
+    sizes: dict[str, int]
+    numbers: dict[str, float]
+
+
 # what to look for, per relation (the `mismatch_pattern` diagnostic's hint)
 HINTS = {
     "factor": "look for a constant in backward: a division by a size, a minus sign, a 2 of a "
@@ -69,6 +81,8 @@ HINTS = {
     "ignored": "backward should give zero where the forward discards the input (as autograd "
                "of `result[:, :n] = 0` does)",
     "subset": "compare the branch of backward these elements take with the others'",
+    "partition": "look at the branch of backward taken under this condition (a torch.where, a "
+                 "mask, an if on the values): its formula differs from the forward's there",
     "surrogate": "a surrogate must integrate to what the forward does at a coarse scale: check "
                  "its scale, its gate (hardtanh's |x| ≤ 1 for sign) and its sign; a surrogate "
                  "meant this way is declared with @gradscope.surrogate(reference=...) or "
@@ -84,9 +98,14 @@ def number(x: float) -> str:
 
 def find(name: str, arrays: Arrays, tol: Tolerance, sizes: Mapping[str, int],
          others: Mapping[str, Arrays] | None = None,
-         ignored: torch.Tensor | None = None) -> Relation | None:
+         ignored: torch.Tensor | None = None,
+         variables: Mapping[str, torch.Tensor] | None = None,
+         numbers: Mapping[str, float] | None = None) -> Relation | None:
     """The first relation that holds between autograd and the reference of `name`;
-    `ignored` marks the elements the forward was found to ignore at every value tried."""
+    `ignored` marks the elements the forward was found to ignore at every value tried;
+    `variables`: input values (shaped like `name`) a value partition may be drawn on;
+    `numbers`: the user's own numbers (--arg values, defaults, constants in the code) a factor
+    may be read as, besides the `sizes`."""
     judged = (arrays.status == OK) | (arrays.status == MISMATCH)
     wrong = arrays.status == MISMATCH
     if not bool(wrong.any()):
@@ -100,14 +119,47 @@ def find(name: str, arrays: Arrays, tol: Tolerance, sizes: Mapping[str, int],
     ag, ref = arrays.autograd.double(), arrays.reference.double()
     err = arrays.error.double() if arrays.error is not None else torch.zeros_like(ref)
     total = int(judged.sum())
+    sizes = Scales(dict(sizes), dict(numbers or {}))
     for test in (_zero, _factor, _axes, _additive):
         rel = test(ag, ref, err, judged, wrong, tol, sizes)
-        if rel is not None:
+        if rel is not None and (rel.kind != "zero" or rel.covers == total):
             return rel
     swapped = _swapped(name, ag, judged, tol, others or {})
     if swapped is not None:
         return swapped
-    return _subset(ag, ref, err, judged, wrong, tol, sizes, total)
+    if variables:
+        found = partitions.find(wrong, judged, variables)
+        if found is not None:
+            return _partitioned(found, ag, ref, err, judged, wrong, tol, sizes)
+    zero = _zero(ag, ref, err, judged, wrong, tol, sizes)
+    return zero if zero is not None else _subset(ag, ref, err, judged, wrong, tol, sizes, total)
+
+
+def _partitioned(found: partitions.Partition, ag, ref, err, judged, wrong, tol,
+                 scales) -> Relation:
+    """The value partition, with what autograd is where it holds."""
+    n, total = int(wrong.sum()), int(judged.sum())
+    there, factor = _local(ag, ref, err, wrong, tol, scales)
+    reading = f"the case of backward for {found.text} differs from the forward's"
+    if factor:
+        said = _reading(factor, scales)
+        reading += f" ({said})" if said else ""
+    return Relation("partition", f"wrong exactly where {found.said} ({n} of {total} "
+                    f"element(s)){there}; autograd agrees elsewhere", reading, n, factor)
+
+
+def _local(ag, ref, err, wrong, tol, scales) -> tuple[str, float | None]:
+    """What autograd is at the `wrong` elements: 0, or a factor of the derivative."""
+    if bool((ag[wrong].abs() <= tol.atol).all()):
+        return ", where autograd is 0", 0.0
+    if int(wrong.sum()) > 1 and bool(_significant(ref, err, tol)[wrong].all()):
+        c = _fit(ag[wrong], ref[wrong])
+        if c is not None:
+            c = _snap(c, scales)
+            if abs(c - 1) > tol.rtol and bool(_close(ag[wrong], c * ref[wrong], err[wrong],
+                                                     tol, abs(c)).all()):
+                return f", where autograd = {number(c)} × the derivative", c
+    return "", None
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, err: torch.Tensor, tol: Tolerance,
@@ -116,7 +168,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, err: torch.Tensor, tol: Tolerance,
     return (a - b).abs() <= limit
 
 
-def _zero(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
+def _zero(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
     if not bool((ag[wrong].abs() <= tol.atol).all()):
         return None
     n = int(wrong.sum())
@@ -127,7 +179,7 @@ def _zero(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
                     "None returned by backward)", n, 0.0)
 
 
-def _factor(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
+def _factor(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
     # A factor is read only where the reference is clearly not zero at every element that
     # disagrees: a ratio to a reference that is round-off says nothing.
     if not bool(_significant(ref, err, tol)[wrong].all()):
@@ -136,15 +188,15 @@ def _factor(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
     c = _fit(ag[judged], ref[judged])
     if c is None or abs(c - 1.0) <= tol.rtol:
         return None
-    c = _snap(c, sizes)
+    c = _snap(c, scales)
     if not bool(_close(ag[judged], c * ref[judged], err[judged], tol, abs(c)).all()):
         return None
     n = int(judged.sum())
     if n == 1:
         return Relation("factor", f"autograd = {number(c)} × the derivative (one element: a "
-                        "ratio, not a pattern)", _reading(c, sizes), 1, c)
+                        "ratio, not a pattern)", _reading(c, scales), 1, c)
     return Relation("factor", f"autograd = {number(c)} × the derivative at every element",
-                    _reading(c, sizes), n, c)
+                    _reading(c, scales), n, c)
 
 
 def _significant(ref: torch.Tensor, err: torch.Tensor, tol: Tolerance) -> torch.Tensor:
@@ -160,45 +212,62 @@ def _fit(ag: torch.Tensor, ref: torch.Tensor) -> float | None:
     return c if math.isfinite(c) and c != 0.0 else None
 
 
-def _snap(c: float, sizes: Mapping[str, int]) -> float:
-    """c rounded to the simple number it almost is (1/4, −1, 3), where it almost is one."""
-    candidates = [Fraction(c).limit_denominator(16)]
-    candidates += [Fraction(sign, n) for n in set(sizes.values()) if n > 1 for sign in (1, -1)]
-    candidates += [Fraction(sign * n) for n in set(sizes.values()) if n > 1 for sign in (1, -1)]
+def _snap(c: float, scales: Scales) -> float:
+    """c rounded to the simple number it almost is (1/4, −1, 3, a user's 1/2.5), where it
+    almost is one."""
+    candidates = [float(Fraction(c).limit_denominator(16))]
+    for n in [*scales.sizes.values(), *scales.numbers.values()]:
+        if n and abs(n) != 1:
+            candidates += [sign * v for v in (n, 1 / n) for sign in (1, -1)]
     for f in candidates:
-        if f != 0 and abs(float(f) - c) <= 1e-6 * abs(c):
-            return float(f)
+        if f != 0 and abs(f - c) <= 1e-6 * abs(c):
+            return f
     return c
 
 
-def _reading(c: float, sizes: Mapping[str, int]) -> str:
-    """What a factor usually means."""
+def _readings(magnitude: float, scales: Scales) -> list[str]:
+    """Every way of reading |c| as one of the user's numbers or a size."""
+    out = []
+    for label, v in scales.numbers.items():
+        v = abs(v)
+        if v in (0.0, 1.0):
+            continue
+        if abs(magnitude - 1.0 / v) < 1e-9 / v:
+            out.append(f"1/{number(v)}, {number(v)} being {label}: a factor of it missing from "
+                       "backward?")
+        elif abs(magnitude - v) < 1e-9 * v:
+            out.append(f"{number(v)}, {label}: a factor of it too many in backward?")
+    for label, n in scales.sizes.items():
+        if n > 1 and abs(magnitude - 1.0 / n) < 1e-9 * n:
+            out.append(f"1/{n}, {n} being {label}: a mean where a sum belonged, or a division "
+                       "by the batch size?")
+        elif n > 1 and abs(magnitude - n) < 1e-9 * n:
+            out.append(f"{n}, {label}: a sum where a mean belonged?")
+    return out
+
+
+def _reading(c: float, scales: Scales) -> str:
+    """What a factor usually means: every reading that fits is named (the values cannot
+    tell between them), none when none does."""
     magnitude = abs(c)
-    sign = c < 0
     if abs(magnitude - 1.0) < 1e-9:
         return "the sign is flipped (a minus too many or too few)"
-    named = []
-    for label, n in sizes.items():
-        if n > 1 and abs(magnitude - 1.0 / n) < 1e-9 * n:
-            named.append(f"1/{n}, {n} being {label}")
-        elif n > 1 and abs(magnitude - n) < 1e-9 * n:
-            named.append(f"{n}, {label}")
-    if sign:
+    if c < 0:
         return (f"the sign is flipped and the size scaled by {number(magnitude)}: what a "
                 "gradient-reversal layer does on purpose (declare it with --surrogate)")
-    parts = []
-    if named:
-        smaller = magnitude < 1
-        parts.append(f"{number(magnitude)} = {named[0]}: "
-                     + ("a mean where a sum belonged, or a division by the batch size?"
-                        if smaller else "a sum where a mean belonged?"))
-    elif abs(magnitude - 2.0) < 1e-9 or abs(magnitude - 0.5) < 1e-9:
-        parts.append("a factor 2 missing or too many (the 2 of d(x²) = 2x, a ½ of a mean "
-                     "of two?)")
-    return "; ".join(parts)
+    found = _readings(magnitude, scales)
+    if len(found) == 1:
+        return f"{number(magnitude)} = {found[0]}"
+    if found:
+        return (f"several readings fit, the values cannot tell which: {number(magnitude)} = "
+                + "; or ".join(found))
+    if abs(magnitude - 2.0) < 1e-9 or abs(magnitude - 0.5) < 1e-9:
+        return ("a factor 2 missing or too many (the 2 of d(x²) = 2x, a ½ of a mean of "
+                "two?)")
+    return ""
 
 
-def _axes(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
+def _axes(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
     ndim = ag.ndim
     if ndim < 2 or ndim > MAX_PERMUTED_DIMS:
         return None
@@ -219,7 +288,7 @@ def _axes(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
     return None
 
 
-def _additive(ag, ref, err, judged, wrong, tol, sizes) -> Relation | None:
+def _additive(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
     diff = (ag - ref)[judged]
     if diff.numel() < 2:
         return None
@@ -247,7 +316,7 @@ def _swapped(name: str, ag, judged, tol, others: Mapping[str, Arrays]) -> Relati
     return None
 
 
-def _subset(ag, ref, err, judged, wrong, tol, sizes, total) -> Relation | None:
+def _subset(ag, ref, err, judged, wrong, tol, scales, total) -> Relation | None:
     """The disagreement confined to some indices of one dimension (rows, columns, heads)."""
     best: tuple[float, int, list[int]] | None = None
     for dim in range(wrong.ndim):
@@ -260,26 +329,19 @@ def _subset(ag, ref, err, judged, wrong, tol, sizes, total) -> Relation | None:
         if len(picked) < size and (best is None or len(picked) / size < best[0]):
             best = (len(picked) / size, dim, picked)
     n_wrong = int(wrong.sum())
-    strong = bool(_significant(ref, err, tol)[wrong].all())
-    factor = _fit(ag[wrong], ref[wrong]) if strong and n_wrong > 1 else None
-    factor_text = ""
-    if factor is not None:
-        c = _snap(factor, sizes)
-        if abs(c - 1) > tol.rtol and bool(_close(ag[wrong], c * ref[wrong], err[wrong], tol,
-                                             abs(c)).all()):
-            factor_text = f"; there autograd = {number(c)} × the derivative"
+    there, factor = _local(ag, ref, err, wrong, tol, scales)
     if best is None:
-        if not factor_text:
+        if not there or factor == 0.0:
             return None
         return Relation("subset", f"autograd agrees at {total - n_wrong} of {total} element(s)"
-                        f"{factor_text}", "", n_wrong, factor)
+                        f"{there}", "", n_wrong, factor)
     _, dim, picked = best
     listed = ", ".join(map(str, picked[:MAX_LISTED])) + (", …" if len(picked) > MAX_LISTED
                                                          else "")
     return Relation("subset", f"the disagreement lies in index {listed} of dim {dim} only "
-                    f"({n_wrong} element(s)); autograd agrees elsewhere{factor_text}",
+                    f"({n_wrong} element(s)){there}; autograd agrees elsewhere",
                     "a case of backward that only some rows/heads/channels take",
-                    n_wrong, factor if factor_text else None)
+                    n_wrong, factor)
 
 
 def sizes_of(output: Sequence[int], inputs: Mapping[str, Sequence[int]]) -> dict[str, int]:

@@ -84,14 +84,26 @@ def _relations(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict
     sizes = relations.sizes_of(tuple(output.shape), {n: tuple(prepared.bound.cast[n].shape)
                                                      for n in prepared.target.names})
     found = {}
+    numbers = prepared.target.numbers()
     for name, arrays in first.items():
         rel = _inconsistent(excuses, name) if name not in excuses.declared else None
         if rel is None:
+            variables = None if verdict.seen[name].jacobian else _variables(prepared, name)
             rel = relations.find(name, arrays, evidence.tol, sizes, first,
-                                 excuses.ignored.get(name))
+                                 excuses.ignored.get(name), variables, numbers)
         if rel is not None:
             found[name] = rel
     return found
+
+
+def _variables(prepared: Prepared, name: str) -> dict[str, torch.Tensor]:
+    """The values a partition of `name`'s elements may be drawn on: `name` itself, then the
+    other inputs shaped like it (a mask, a threshold given per element)."""
+    cast, roles = prepared.bound.cast, prepared.target.roles()
+    shape = tuple(cast[name].shape)
+    return {name: cast[name], **{n: cast[n] for n in prepared.target.names
+                                 if n != name and tuple(cast[n].shape) == shape
+                                 and roles.get(n, "input") == "input"}}
 
 
 def _inconsistent(excuses: Excuses, name: str) -> relations.Relation | None:

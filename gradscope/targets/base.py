@@ -190,6 +190,11 @@ class Target:
         """A surrogate declaration on the target itself (gradscope.surrogate)."""
         return None
 
+    def numbers(self) -> dict[str, float]:
+        """The user's own numbers a wrong factor may be read as ({label: value}: --arg
+        values, defaults, constants written in the code or the expression)."""
+        return {}
+
     def surrogate_reference(self) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None:
         """The intended form declared with the marker (`reference=`), called the way the
         target is: its gradient is what the declared surrogate must be."""

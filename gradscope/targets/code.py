@@ -19,6 +19,7 @@ import torch
 
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.markers import marker_of, reference_of
+from gradscope.targets import numbers
 from gradscope.targets.base import FlowSource, Target, TracedFn, _last_line
 from gradscope.targets.closures import Holder, batch_statistics
 from gradscope.targets.oldstyle import old_style, values_only
@@ -79,6 +80,9 @@ class CodeTarget(Target):
 
     def marker(self) -> str | None:
         return marker_of(self.obj)
+
+    def numbers(self) -> dict[str, float]:
+        return {**numbers.given(self.args, self.params), **numbers.written(self.obj)}
 
     def surrogate_reference(self) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None:
         reference = reference_of(self.obj)

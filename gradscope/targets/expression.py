@@ -250,6 +250,14 @@ class ExpressionTarget(Target):
         return all(OPS[n.op].elementwise for n in self.expression.walk()
                    if isinstance(n, ir.Call))
 
+    def numbers(self) -> dict[str, float]:
+        """The numbers written in the expression (`3*a`: 3)."""
+        out: dict[str, float] = {}
+        for node in self.expression.walk():
+            if isinstance(node, ir.Num) and node.value not in (0, 1, -1):
+                out.setdefault(f"the {ir.show(node)} written in the expression", node.value)
+        return out
+
     def domain(self, name: str) -> tuple[float, float] | None:
         """Where default random values for `name` should lie: the domain of the first op that
         takes `name` directly as an argument (log(c) → c > 0)."""

@@ -105,3 +105,62 @@ def test_number_uses_a_true_minus_and_sizes_name_dims():
     assert number(-0.5) == "\u22120.5" and number(3.0) == "3"
     assert relations.sizes_of((8,), {"x": (8, 5)}) == {
         "the size of dim 0 of the output": 8, "the size of dim 1 of x": 5}
+
+
+X = (torch.arange(25, dtype=torch.float64) - 12) * 0.53  # an exact zero in the middle
+
+
+def _branch_bug(where: torch.Tensor, factor: float = 10.0) -> Arrays:
+    r = torch.cos(X) + 2.0
+    return arrays(torch.where(where, factor * r, r), r)
+
+
+def test_a_value_partition_comes_before_an_index_partition():
+    # x is sorted, so x < 0 is also "index 0..11 of dim 0": the values say which it is
+    rel = find("x", _branch_bug(X < 0), TOL, SIZES, variables={"x": X})
+    assert rel.kind == "partition" and "wrong exactly where x < 0 (12 of 25" in rel.text
+    assert "autograd = 10 × the derivative" in rel.text
+    without = find("x", _branch_bug(X < 0), TOL, SIZES)  # no values given: indices only
+    assert without.kind == "subset"
+
+
+def test_partitions_by_magnitude_exact_zeros_and_masks():
+    assert "|x| > 1" in find("x", _branch_bug(X.abs() > 1), TOL, SIZES, variables={"x": X}).text
+    assert "x == 0" in find("x", _branch_bug(X == 0), TOL, SIZES, variables={"x": X}).text
+    mask = (torch.arange(25) % 3 == 0).double()  # a mask input: its own partition
+    rel = find("x", _branch_bug(mask == 1), TOL, SIZES, variables={"x": X, "m": mask})
+    assert "m ≠ 0" in rel.text
+
+
+def test_a_partition_several_inputs_draw_says_so():
+    other = -X  # y > 0 exactly where x < 0
+    rel = find("x", _branch_bug(X < 0), TOL, SIZES, variables={"x": X, "y": other})
+    assert "x < 0 (or, the values cannot tell, y > 0)" in rel.text
+
+
+def test_no_partition_where_none_separates_the_elements():
+    scattered = torch.zeros(25, dtype=torch.bool)
+    scattered[[1, 5, 6, 13, 20]] = True  # no threshold on x draws these
+    rel = find("x", _branch_bug(scattered), TOL, SIZES, variables={"x": X})
+    assert rel.kind != "partition"
+    everywhere = find("x", _branch_bug(X == X), TOL, SIZES, variables={"x": X})
+    assert everywhere.kind == "factor"  # all wrong: a factor, no partition
+
+
+def test_a_factor_read_as_the_users_number_and_several_readings_named():
+    r = ref(4, 2)
+    numbers = {"scale (--arg scale=2.0)": 2.0}
+    rel = find("w", arrays(0.5 * r, r), TOL, {"the size of dim 1 of the output": 2}, None,
+               None, None, numbers)
+    assert "several readings fit" in rel.reading and "scale (--arg scale=2.0)" in rel.reading
+    assert "dim 1 of the output" in rel.reading
+    alone = find("w", arrays(r / 2.5, r), TOL, SIZES, None, None, None,
+                 {"the constant 2.5 in ops.py:3": 2.5})
+    assert alone.reading.startswith("0.4 = 1/2.5, 2.5 being the constant 2.5 in ops.py:3")
+    assert "several" not in alone.reading
+
+
+def test_no_reading_where_no_number_fits():
+    r = ref(4, 2)
+    rel = find("w", arrays(0.37 * r, r), TOL, SIZES, None, None, None, {"k": 3.0})
+    assert rel.kind == "factor" and rel.reading == ""

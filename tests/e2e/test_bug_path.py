@@ -74,3 +74,25 @@ def test_a_declared_intended_form_passes_only_where_the_backward_matches_it():
     # the same from the command line, as an expression over the inputs
     assert gradscope.check(f"{BRANCHES}:Spike", surrogate="mem=mem/(1+25*abs(mem))").passed
     assert not gradscope.check(f"{BRANCHES}:Spike", surrogate="mem=sigmoid(4*mem)").passed
+
+
+@pytest.mark.parametrize("name, words", [
+    ("LeakySwishBug", "wrong exactly where x < 0 (12 of 24 element(s)), where autograd = 10 ×"),
+    ("SoftClip", "wrong exactly where |x| > 1"),
+    ("WideCube", "wrong exactly where |x| > 1 (22 of 25 element(s)), where autograd = 0.5 ×"),
+])
+def test_the_branch_a_bug_lies_in_is_named_by_value(name, words):
+    report = gradscope.check(f"{BRANCHES}:{name}")
+    assert words in headline(report)
+
+
+def test_a_forgotten_scale_is_read_as_the_users_own_number():
+    report = gradscope.check(f"{BRANCHES}:scaled_matmul", shape={"x": (3, 4), "w": (4, 2)},
+                             arg={"scale": 2.0})
+    (x, _) = [d for d in report.diagnostics if d.kind == "mismatch_pattern"]
+    assert "2 being scale (--arg scale=2.0)" in x.message
+    assert "several readings fit" in x.message  # 2 is also the output's dim 1: said so
+    wide = gradscope.check(f"{BRANCHES}:scaled_matmul", shape={"x": (3, 4), "w": (4, 5)},
+                           arg={"scale": 2.0})
+    (x, _) = [d for d in wide.diagnostics if d.kind == "mismatch_pattern"]
+    assert "0.5 = 1/2, 2 being scale (--arg scale=2.0): a factor of it missing" in x.message

@@ -27,6 +27,12 @@ def test_is_elementwise():
     assert not resolve("sum(x)").is_elementwise
 
 
+def test_numbers_written_in_the_expression():
+    assert resolve("3*a + 2*b*b + 1*c - 0.5").numbers() == {
+        "the 3 written in the expression": 3.0, "the 2 written in the expression": 2.0,
+        "the 0.5 written in the expression": 0.5}
+
+
 def test_domains():
     t = resolve("log(c) + sqrt(d) + asin(e1) + log(a*b)")
     assert t.domain("c") == (0.1, 2.0) and t.domain("d") == (0.1, 2.0)

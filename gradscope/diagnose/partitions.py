@@ -1,0 +1,120 @@
+"""Where a gradient is wrong, by value: the predicate on the inputs' values that holds exactly at
+the elements that disagree (`x < 0`, `|x| > 1`, `x == 0`, `mask == 0` for a mask given as
+another input), as a branch of backward would draw it.
+
+A predicate is reported only when it separates the disagreeing elements from the agreeing ones
+exactly, with elements on both sides; its threshold is the simplest number in the gap the
+values leave (0 before ±1 before halves and small integers, before a rounded midpoint). Where
+predicates on different inputs separate them equally well, all are named: the values cannot
+tell which branch it is. Index partitions (a row, a head) are relations.py's, tried after.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+# thresholds people write, simplest first (a branch on x < 0 before one on x < 0.5)
+SIMPLE = (0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 6.0, -6.0, 0.1, -0.1, 1.5, -1.5,
+          4.0, -4.0, 5.0, -5.0, 10.0, -10.0, 0.25, -0.25)
+MAX_VARIABLES = 8  # inputs tried as the partition's variable
+
+
+@dataclass(frozen=True)
+class Partition:
+    """`text` holds exactly where the elements disagree (`x < 0`); `alternatives`: other
+    predicates that separate them as well."""
+
+    text: str
+    alternatives: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def said(self) -> str:
+        if not self.alternatives:
+            return self.text
+        return f"{self.text} (or, the values cannot tell, {' or '.join(self.alternatives)})"
+
+
+def find(wrong: torch.Tensor, judged: torch.Tensor,
+         variables: Mapping[str, torch.Tensor]) -> Partition | None:
+    """The simplest value predicate that holds exactly where `wrong`, among the `judged`
+    elements (None: none does, or nothing agrees, or nothing disagrees)."""
+    w = wrong[judged].reshape(-1)
+    if not bool(w.any()) or bool(w.all()):
+        return None
+    found: list[tuple[float, str]] = []
+    for label, v in list(variables.items())[:MAX_VARIABLES]:
+        try:
+            values = v.detach().double().expand(wrong.shape)[judged].reshape(-1)
+        except RuntimeError:  # not shaped like the input: it draws no partition here
+            continue
+        if not bool(torch.isfinite(values).all()):
+            continue
+        found += _predicates(label, values, w)
+    if not found:
+        return None
+    found.sort(key=lambda item: item[0])
+    best = found[0]
+    variable = best[1].split(" ")[0].strip("|")
+    others = tuple(text for score, text in found[1:]
+                   if text.split(" ")[0].strip("|") != variable and score <= best[0] + 1)
+    return Partition(best[1], others[:2])
+
+
+def _predicates(label: str, v: torch.Tensor, w: torch.Tensor) -> list[tuple[float, str]]:
+    """(score, text) of each predicate on `v` that separates `w` exactly (lower: simpler)."""
+    out = []
+    zero = v == 0
+    if bool(zero.any()) and bool((zero == w).all()):
+        out.append((0.0, f"{label} == 0"))
+    if bool(zero.any()) and bool((~zero == w).all()):
+        out.append((0.1, f"{label} ≠ 0"))
+    binary = bool(((v == 0) | (v == 1)).all())
+    if binary:  # a mask: its two values are the whole story
+        return out
+    for signed, values, name in ((True, v, label), (False, v.abs(), f"|{label}|")):
+        below = _split(values[w], values[~w])  # wrong where values < t
+        if below is not None:
+            out.append(_said(name, "<", below, signed))
+        above = _split(values[~w], values[w])  # wrong where values > t
+        if above is not None:
+            out.append(_said(name, ">", above, signed))
+    return out
+
+
+def _split(low: torch.Tensor, high: torch.Tensor) -> tuple[float, float] | None:
+    """The gap (a, b) when every value of `low` lies below every value of `high`."""
+    a, b = float(low.max()), float(high.min())
+    return (a, b) if a < b else None
+
+
+def _said(name: str, op: str, gap: tuple[float, float], signed: bool) -> tuple[float, str]:
+    """`name < t` (op "<": the low side is wrong) or `name > t`, t the simplest number that
+    separates the gap (a, b): `≤ a` or `≥ b` when that number is the gap's own end."""
+    a, b = gap
+    for rank, t in enumerate(SIMPLE):
+        if not signed and t < 0:
+            continue
+        if op == "<":
+            sign = "<" if a < t <= b else "≤" if t == a else None
+        else:
+            sign = ">" if a <= t < b else "≥" if t == b else None
+        if sign is not None:
+            return rank + (0.0 if signed else 0.25), f"{name} {sign} {_n(t)}"
+    return float(len(SIMPLE)) + 1, f"{name} {op} {_n(_round((a + b) / 2, a, b))}"
+
+
+def _round(x: float, a: float, b: float) -> float:
+    """x with as few significant digits as keep it inside (a, b)."""
+    for digits in range(1, 8):
+        r = float(f"{x:.{digits}g}")
+        if a < r < b:
+            return r
+    return x
+
+
+def _n(x: float) -> str:
+    return (f"{x:g}" if math.isfinite(x) else str(x)).replace("-", "\u2212")
