@@ -32,6 +32,17 @@ def relative_path(path: str) -> str:
         return path
 
 
+def backward_location(cls: type) -> str:
+    """`file.py:LINE` of a Function class's backward (its `def`), or '' when unreadable."""
+    backward = getattr(cls, "backward", None)
+    try:
+        path = inspect.getsourcefile(backward)  # type: ignore[arg-type]
+        _, line = inspect.getsourcelines(backward)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return ""
+    return f"{Path(path or '?').name}:{line}"
+
+
 def user_frames(exc: BaseException) -> list[str]:
     """The user's frames of a traceback (gradscope's, torch's and the importer's left out),
     each as its 'File …, line …, in …' line and the source line under it."""

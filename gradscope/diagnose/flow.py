@@ -16,6 +16,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ import torch
 from gradscope.expr.ops import BY_GRAD_FN
 from gradscope.targets.base import Sourced
 from gradscope.tensors import all_finite, grad_nodes
+from gradscope.usercode import backward_location
 
 
 @dataclass
@@ -111,12 +113,26 @@ def _classify(name: str) -> tuple[str, str]:
     return op.lower() or name, "other"
 
 
+GRADSCOPE = str(Path(__file__).resolve().parents[1])
+# gradscope's frames that only pass a user's op through (the watched forward's mode)
+PASSING = str(Path(__file__).resolve().parents[1] / "targets" / "scopes.py")
+
+
 def _user_frame(node: Any, ours: tuple[str, ...]) -> str:
+    """The innermost frame of the user's code where the node was made (anomaly mode's
+    record); none when gradscope itself made it (a Function target's apply: no frame above
+    it is the user's, whatever called gradscope)."""
+    cls = getattr(node, "_forward_cls", None)
+    if isinstance(cls, type):  # a custom Function: its backward is where its gradient comes
+        where = backward_location(cls)
+        return f"{cls.__name__}.backward ({where})" if where else cls.__name__
     frames = node.metadata.get("traceback_") if hasattr(node, "metadata") else None
     if not frames:
         return ""
     for frame in reversed(frames):
         match = re.search(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', frame)
+        if match and match.group(1).startswith(GRADSCOPE) and match.group(1) != PASSING:
+            return ""
         if match and not match.group(1).startswith(ours):
             path, line, _, code = match.groups()
             short = path.rsplit("/", 1)[-1]

@@ -59,9 +59,12 @@ def find(wrong: torch.Tensor, judged: torch.Tensor,
     found.sort(key=lambda item: item[0])
     best = found[0]
     variable = best[1].split(" ")[0].strip("|")
-    others = tuple(text for score, text in found[1:]
-                   if text.split(" ")[0].strip("|") != variable and score <= best[0] + 1)
-    return Partition(best[1], others[:2])
+    others: dict[str, str] = {}  # one per other variable, its simplest
+    for score, text in found[1:]:
+        other = text.split(" ")[0].strip("|")
+        if other != variable and score <= best[0] + 1:
+            others.setdefault(other, text)
+    return Partition(best[1], tuple(others.values())[:2])
 
 
 def _predicates(label: str, v: torch.Tensor, w: torch.Tensor) -> list[tuple[float, str]]:

@@ -16,8 +16,9 @@ MAX_CAUSES = 4
 def causes(report: Report) -> list[str]:
     """Why the report failed, most specific first (empty when it passed)."""
     failures = report.failures
-    found = [f"{f.kind.replace('_', ' ')} ({f.count} element(s))"
-             for f in failures if f.kind in FAILING_KINDS]
+    found = [d.summary for d in report.diagnostics if d.kind == "culprit" and d.summary]
+    found += [f"{f.kind.replace('_', ' ')} ({f.count} element(s))"
+              for f in failures if f.kind in FAILING_KINDS]
     patterns = {d.inputs[0]: d.summary for d in report.diagnostics
                 if d.kind == "mismatch_pattern" and d.inputs and d.summary}
     start = wrong_from(report.inputs, report.forward_order)
@@ -26,7 +27,10 @@ def causes(report: Report) -> list[str]:
         found.append(f"wrong gradients start at {name}: {patterns.get(name, 'mismatch')}" + (
             f" ({before} tensor(s) before it fail too)" if before else ""))
     inputs = [f for f in failures if f.kind in (Status.MISMATCH, Status.INCONCLUSIVE)]
-    found += [_input(f, patterns) for f in inputs if start is None]
+    named = bool(found) and any(d.kind == "culprit" for d in report.diagnostics)
+    # (a culprit named says how the inputs are wrong: their own patterns would repeat it)
+    found += [_input(f, patterns) for f in inputs if start is None
+              and not (named and f.kind == Status.MISMATCH)]
     if not inputs:
         found += [f"{f.subject}: {f.count:,} mismatch(es) in {f.detail}"
                   for f in failures if f.kind == "check"]

@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import findings, kinks, relations, surrogates
+from gradscope.diagnose import culprits, findings, kinks, relations, surrogates
 from gradscope.diagnose.layers import LayerStats, quiet_layers
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.report.modules import is_model
@@ -49,6 +50,7 @@ def diagnose(prepared: Prepared, evidence: Evidence, excuses: Excuses,
     explained = _relations(prepared, evidence, excuses, verdict)
     found += [_pattern(prepared, verdict, name, rel) for name, rel in explained.items()
               if name not in excuses.declared]
+    found += _culprits(prepared, evidence, verdict)
     surrogate, notes = _surrogates(prepared, evidence, excuses, verdict, explained)
     found += surrogate
     if is_model(prepared.target.roles()):
@@ -118,6 +120,22 @@ def _lines(coarse: Any, mask: torch.Tensor) -> torch.Tensor:
     """The coarse lines' verdicts, CONSISTENT for the lines of elements outside `mask`."""
     on = mask.reshape(-1).cpu()[coarse.elements]
     return torch.where(on, coarse.reading.verdict, torch.zeros_like(coarse.reading.verdict))
+
+
+def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict) -> list[Diagnostic]:
+    """Where an input mismatched in user code: each custom Function on the run checked in
+    place, the wrong ones named (a search, never a verdict: if it cannot run, none is)."""
+    if not prepared.target.runs_user_code or Status.MISMATCH not in verdict.statuses.values():
+        return []
+    options, finite = prepared.options, evidence.finite
+    eps = finite.fd.eps if finite is not None and finite.fd is not None else \
+        (options.eps or DEFAULT_EPS)
+    try:
+        return culprits.find(prepared.target.forward, prepared.bound.cast,
+                             evidence.backward.upstream, evidence.tol, eps, options.max_fd,
+                             options.sample, options.seed)
+    except Exception:  # (the user's code refused a second run: the verdict stands alone)
+        return []
 
 
 def _pattern(prepared: Prepared, verdict: Verdict, name: str,

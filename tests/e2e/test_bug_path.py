@@ -96,3 +96,23 @@ def test_a_forgotten_scale_is_read_as_the_users_own_number():
                            arg={"scale": 2.0})
     (x, _) = [d for d in wide.diagnostics if d.kind == "mismatch_pattern"]
     assert "0.5 = 1/2, 2 being scale (--arg scale=2.0): a factor of it missing" in x.message
+
+
+CULPRITS = f"{DATA}/culprits.py"
+
+
+def test_a_model_with_one_wrong_function_names_it_and_its_line():
+    report = gradscope.check(f"{CULPRITS}:BuggyNet", shape={"x": (4, 6)})
+    (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert culprit.op == "BuggyLeakyReLU.backward (culprits.py:41)"
+    assert headline(report).startswith("BuggyLeakyReLU.backward (culprits.py:41), for its "
+                                       "argument x: wrong exactly where x < 0")
+    assert "0.5 × the derivative" in headline(report)
+
+
+@pytest.mark.parametrize("name, passed", [("Net", True), ("QuantizedNet", True),
+                                          ("HookedNet", False)])
+def test_no_function_is_named_where_none_is_wrong(name, passed):
+    report = gradscope.check(f"{CULPRITS}:{name}", shape={"x": (4, 6)})
+    assert report.passed is passed
+    assert not [d for d in report.diagnostics if d.kind == "culprit"]

@@ -17,8 +17,15 @@ def test_a_pass_has_no_headline():
 
 
 def test_the_relation_a_mismatch_follows_leads():
+    # no custom Function to blame: the input's relation leads
+    report = gradscope.check(f"{DATA}/culprits.py:HookedNet", x="randn(2,6)", only="x")
+    assert headline(report) == "x: autograd = 2 × the derivative at every element"
+
+
+def test_a_culprit_leads_in_place_of_the_inputs_it_explains():
     report = gradscope.check(f"{DATA}/corpus.py:SignFlip", x="0.5,1")
-    assert headline(report) == "x: autograd = −1 × the derivative at every element"
+    assert headline(report) == ("SignFlip.backward (corpus.py:275), for its argument x: "
+                                "autograd = −1 × the derivative at every element")
 
 
 def test_a_failing_custom_backward_and_a_failing_named_check():

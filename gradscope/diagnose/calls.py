@@ -1,0 +1,141 @@
+"""Every call of a custom `autograd.Function` in one forward and backward of the user's code:
+what it was given (its arguments, as its forward received them), the gradient it received from
+above and what its backward returned — the material for checking each Function in place
+(culprits.py).
+
+A first forward finds the Function classes in the graph; a second runs with each class's
+`apply` wrapped (on the class itself, restored afterwards whatever happens) to record the
+arguments of each call and the node it made; hooks on those nodes record the gradients of one
+backward with the run's upstream. A subclass of a wrapped class still runs its own forward and
+backward: the wrapper calls the original `apply` on the class it was called on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.tensors import grad_nodes
+
+MAX_CALLS = 64  # calls recorded in one forward (a loop over thousands of steps keeps the first)
+
+
+@dataclass
+class FunctionCall:
+    """One call: the Function's class, its arguments, and (after backward) the gradients its
+    outputs received and the ones its backward returned (one per argument, None where it
+    returned none)."""
+
+    cls: type
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    node: Any
+    received: tuple[torch.Tensor | None, ...] = ()
+    returned: tuple[torch.Tensor | None, ...] = ()
+    order: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> bool:
+        """Whether backward reached this call."""
+        return bool(self.returned)
+
+
+def classes(output: torch.Tensor) -> list[type]:
+    """The custom Function classes in the graph of `output`, in the order first met."""
+    found: list[type] = []
+    for node in grad_nodes(output.grad_fn):
+        cls = getattr(node, "_forward_cls", None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return found
+
+
+def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+           values: Mapping[str, torch.Tensor], upstream: torch.Tensor) -> list[FunctionCall]:
+    """The calls of custom Functions in one forward and backward of `forward` at `values`
+    (all of them leaves that require grad), backward with `upstream`."""
+    leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point())
+              for n, v in values.items()}
+    with torch.enable_grad():
+        found = classes(forward(leaves))
+        if not found:
+            return []
+        leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point())
+                  for n, v in values.items()}
+        calls: list[FunctionCall] = []
+        with wrapped(found, calls):
+            out = forward(leaves)
+        handles = [c.node.register_hook(_keeper(c)) for c in calls if c.node is not None]
+        try:
+            wanted = [v for v in leaves.values() if v.requires_grad]
+            if out.requires_grad and wanted:
+                torch.autograd.grad(out, wanted, upstream.to(out.dtype), allow_unused=True)
+        finally:
+            for h in handles:
+                h.remove()
+    return [c for c in calls if c.ran]
+
+
+def _keeper(call: FunctionCall) -> Callable[..., None]:
+    def hook(grad_inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]) -> None:
+        call.returned = tuple(g.detach().clone() if g is not None else None
+                              for g in grad_inputs)
+        call.received = tuple(g.detach().clone() if g is not None else None
+                              for g in grad_outputs)
+    return hook
+
+
+@contextmanager
+def wrapped(found: list[type], calls: list[FunctionCall]) -> Iterator[None]:
+    """Each class's `apply` records its calls into `calls` while inside."""
+    saved: list[tuple[type, Any]] = []
+    try:
+        for cls in found:
+            own = cls.__dict__.get("apply")
+            saved.append((cls, own))
+            cls.apply = classmethod(_recording(cls, own, calls))
+        yield
+    finally:
+        for cls, own in reversed(saved):
+            if own is None:
+                delattr(cls, "apply")
+            else:
+                cls.apply = own
+
+
+def _recording(cls: type, own: Any, calls: list[FunctionCall]) -> Callable[..., Any]:
+    """An `apply` for `cls` that runs the original one (its own, else the inherited one) on
+    the class it is called on, and records the call."""
+    if own is not None:
+        original = own.__func__ if isinstance(own, classmethod) else own
+    else:
+        inherited = next(b.__dict__["apply"] for b in cls.__mro__[1:] if "apply" in b.__dict__)
+        original = inherited.__func__ if isinstance(inherited, classmethod) else inherited
+
+    def apply(called: type, *args: Any, **kwargs: Any) -> Any:
+        out = original(called, *args, **kwargs)
+        first = next((t for t in _tensors(out) if t.grad_fn is not None), None)
+        if first is not None and len(calls) < MAX_CALLS:
+            calls.append(FunctionCall(called, tuple(_kept(a) for a in args),
+                              {k: _kept(v) for k, v in kwargs.items()}, first.grad_fn,
+                              order=len(calls)))
+        return out
+
+    return apply
+
+
+def _kept(value: Any) -> Any:
+    """An argument as the call received it, detached from the graph (a tensor's value)."""
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _tensors(item)

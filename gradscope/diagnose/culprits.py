@@ -1,0 +1,176 @@
+"""The culprit, not only the place: each custom `autograd.Function` call on the failing run
+checked in place — its backward's answer against finite differences of its own forward, on
+the arguments it actually received and with the gradient it actually got from above — and the
+wrong one named with its file and line and how it is wrong.
+
+Where a Function's forward is flat (finite differences zero, no kink) and its backward is not,
+that is its surrogate, judged by the run's own surrogate checks: never a culprit here. A
+Function whose backward agrees on every call is not named, whatever else is wrong."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradscope.diagnose import relations
+from gradscope.diagnose.calls import FunctionCall, record
+from gradscope.engines.base import Answer
+from gradscope.engines.fd import FiniteDifferences
+from gradscope.engines.fd.budget import sample_size
+from gradscope.report.model import Diagnostic
+from gradscope.report.status import Status
+from gradscope.targets.numbers import written
+from gradscope.usercode import backward_location
+from gradscope.verdict.compare import compare
+from gradscope.verdict.tolerance import Tolerance
+
+HINT = ("checked in place, on the arguments this call received and the gradient it got from "
+        "above: fix this backward first, the mismatches of the inputs follow from it")
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """One call whose backward disagrees: the argument, and how."""
+
+    call: FunctionCall
+    argument: str
+    relation: relations.Relation | None
+    count: int
+
+
+def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+         values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
+         eps: float, max_fd: int, sample: int, seed: int) -> list[Diagnostic]:
+    """A `culprit` diagnostic per Function class whose backward is wrong on some call."""
+    calls = record(forward, values, upstream)
+    by_class: dict[type, list[FunctionCall]] = {}
+    for call in calls:
+        by_class.setdefault(call.cls, []).append(call)
+    out = []
+    for cls, mine in by_class.items():
+        wrong = [w for w in (_check(c, tol, eps, max_fd, sample, seed) for c in mine) if w]
+        if wrong:
+            out.append(_diagnostic(cls, wrong, len(mine)))
+    return out
+
+
+def _names(call: FunctionCall) -> list[str]:
+    """The names of the forward's arguments, as its signature gives them."""
+    try:
+        params = list(inspect.signature(call.cls.forward).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if params and not _has_setup_context(call.cls):
+        params = params[1:]  # ctx
+    return [params[i] if i < len(params) else f"input{i}" for i in range(len(call.args))]
+
+
+def _has_setup_context(cls: type) -> bool:
+    own = getattr(cls, "setup_context", None)
+    return own is not None and own is not getattr(torch.autograd.Function, "setup_context",
+                                                   None)
+
+
+def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: int,
+           seed: int) -> Wrong | None:
+    """The first argument of `call` where its backward disagrees with its forward."""
+    names = _names(call)
+    tensors = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
+    grads = dict(zip(tensors, call.returned, strict=False))
+    checked = {names[i]: call.args[i].double() for i in tensors
+               if grads.get(i) is not None and call.args[i].is_floating_point()}
+    if not checked:
+        return None
+    try:
+        fd = FiniteDifferences(_as_function(call, names), checked, elementwise=set(), eps=eps,
+                               probe=True)
+        v = _upstream(call, fd.out)
+        compared = {names[i]: _compared(fd, names[i], grads[i].double().reshape(
+            checked[names[i]].shape), v, tol, max_fd, sample, seed)
+                    for i in tensors if names[i] in checked}
+    except Exception:  # the Function refuses perturbed arguments: this call tells nothing
+        return None
+    wrong = next((n for n, (_, count) in compared.items() if count), None)
+    if wrong is None:
+        return None
+    arrays = {n: a for n, (a, _) in compared.items()}
+    variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
+    sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
+                                                     for n, t in checked.items()})
+    rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
+                         written(call.cls))
+    return Wrong(call, wrong, rel, compared[wrong][1])
+
+
+def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tensor,
+              tol: Tolerance, max_fd: int, sample: int, seed: int
+              ) -> tuple[relations.Arrays, int]:
+    """The backward's answer for `name` against finite differences of the forward, as
+    relation arrays (a flat forward's elements, a surrogate's, counted as agreeing), and how
+    many elements disagree."""
+    count = sample_size(fd, name, max_fd, sample)
+    est = fd.estimate(name) if count is None else fd.sampled(name, count, seed)
+    values, error = est.vjp(v)
+    cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
+    mismatch = cmp.status == Status.MISMATCH.code
+    flat = (~est.nonconstant(tol.atol) & ~est.kink).reshape(mismatch.shape)
+    status = torch.where(mismatch & flat, torch.full_like(cmp.status, Status.OK.code),
+                         cmp.status)
+    return relations.Arrays(got, values, error, status), int((mismatch & ~flat).sum())
+
+
+def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str, torch.Tensor]],
+                                                             tuple[torch.Tensor, list]]:
+    """The call's forward as a function of its checked arguments (the others as received),
+    its tensor outputs flattened into one."""
+    def fn(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+        args = [values.get(names[i], a) if isinstance(a, torch.Tensor) else a
+                for i, a in enumerate(call.args)]
+        with torch.no_grad():
+            out = call.cls.apply(*args, **call.kwargs)  # type: ignore[attr-defined]
+        return _flat(out), []
+    return fn
+
+
+def _flat(out: Any) -> torch.Tensor:
+    parts = out if isinstance(out, tuple | list) else (out,)
+    floats = [p.double().reshape(-1) for p in parts
+              if isinstance(p, torch.Tensor) and p.is_floating_point()]
+    return torch.cat(floats) if floats else torch.zeros(0, dtype=torch.float64)
+
+
+def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
+    """The gradients the call's outputs received, flattened like its outputs (zeros for an
+    output none reached)."""
+    parts = [g.double().reshape(-1) if g is not None else None for g in call.received]
+    if all(p is not None for p in parts) and sum(p.numel() for p in parts) == out.numel():
+        return torch.cat(parts)  # type: ignore[arg-type]
+    v = torch.zeros_like(out)
+    start = 0
+    for p in parts:
+        if p is not None and start + p.numel() <= out.numel():
+            v[start:start + p.numel()] = p
+            start += p.numel()
+    return v
+
+
+def _diagnostic(cls: type, wrong: list[Wrong], total: int) -> Diagnostic:
+    first = wrong[0]
+    where = backward_location(cls)
+    named = f"{cls.__name__}.backward" + (f" ({where})" if where else "")
+    how = first.relation.text if first.relation is not None else (
+        f"{first.count} element(s) disagree")
+    calls = (f" in {len(wrong)} of {total} calls" if total > 1 else "")
+    reading = f": {first.relation.reading}" if first.relation and first.relation.reading else ""
+    return Diagnostic(
+        kind="culprit", op=named, where=where, inputs=[first.argument],
+        count=sum(w.count for w in wrong),
+        message=(f"{named} is wrong for its argument {first.argument}{calls}: {how}"
+                 f"{reading}"),
+        hint=HINT, relation=first.relation.kind if first.relation else None,
+        factor=first.relation.factor if first.relation else None,
+        summary=f"{named}, for its argument {first.argument}: {how}")

@@ -1,0 +1,96 @@
+"""Models with custom Functions inside, one of them wrong — and their negatives: a correct
+model, a straight-through quantizer on the way (a surrogate, not a culprit), and a bug that
+lies in no Function (a gradient hook) so that no Function may be named."""
+
+import torch
+from torch import nn
+
+
+class Swish(torch.autograd.Function):
+    """x·sigmoid(x), correct."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return g * (s + x * s * (1 - s))
+
+
+class LeakyReLU(torch.autograd.Function):
+    """max(x, 0.1·x), correct."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.where(x > 0, x, 0.1 * x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x > 0, 1.0, 0.1)
+
+
+class BuggyLeakyReLU(LeakyReLU):
+    """The same forward; the negative side's slope halved in backward."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x > 0, 1.0, 0.05)
+
+
+class RoundSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x * 4) / 4
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Net(nn.Module):
+    """Linear → Swish → Linear → activation → Linear, to a scalar loss."""
+
+    activation = LeakyReLU
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 8)
+        self.fc3 = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = Swish.apply(self.fc1(x))
+        h = self.activation.apply(self.fc2(h))
+        return self.fc3(h).pow(2).mean()
+
+
+class BuggyNet(Net):
+    activation = BuggyLeakyReLU
+
+
+class QuantizedNet(Net):
+    """A correct net whose hidden layer is quantized with a straight-through round."""
+
+    def forward(self, x):
+        h = Swish.apply(self.fc1(x))
+        h = LeakyReLU.apply(self.fc2(RoundSTE.apply(h)))
+        return self.fc3(h).pow(2).mean()
+
+
+class HookedNet(Net):
+    """Correct Functions; a gradient hook doubles the hidden layer's gradient."""
+
+    def forward(self, x):
+        h = Swish.apply(self.fc1(x))
+        if h.requires_grad:
+            h.register_hook(lambda g: 2 * g)
+        h = LeakyReLU.apply(self.fc2(h))
+        return self.fc3(h).pow(2).mean()

@@ -1,0 +1,65 @@
+"""Each custom Function checked in place: the wrong one named with its backward's file and line
+and how it is wrong; a correct one, a surrogate and a bug outside any Function never named."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.diagnose.culprits import find
+from gradscope.usercode import backward_location as location
+from gradscope.verdict.tolerance import Tolerance
+from tests.data import branches, culprits
+
+TOL = Tolerance(1e-6, 1e-9)
+X = (torch.arange(9, dtype=torch.float64) - 4) * 0.7
+
+
+def _find(forward, values, upstream=None):
+    out = forward(values)
+    v = torch.ones_like(out) if upstream is None else upstream
+    return find(forward, values, v, TOL, 1e-4, 2000, 200, 0)
+
+
+def test_the_wrong_function_is_named_with_its_line_and_how():
+    def forward(v):
+        return branches.LeakySwishBug.apply(branches.Sinc.apply(v["x"]) * 3 - 2)
+
+    (found,) = _find(forward, {"x": X})
+    where = location(branches.LeakySwishBug)
+    assert found.kind == "culprit" and found.op == f"LeakySwishBug.backward ({where})"
+    assert found.where.startswith("branches.py:") and found.relation == "partition"
+    assert "wrong exactly where x < 0" in found.message and "10 × the derivative" in found.message
+
+
+def test_correct_functions_and_surrogates_are_never_named():
+    def forward(v):
+        return branches.LeakySwish.apply(branches.RoundSTE.apply(v["x"]) + branches.Sinc.apply(
+            v["x"]))
+
+    assert _find(forward, {"x": X}) == []
+
+
+def test_a_bug_outside_any_function_names_none():
+    net = culprits.HookedNet().double()
+    params = dict(net.named_parameters())
+
+    def forward(v):
+        return torch.func.functional_call(net, {k: v[k] for k in params}, (v["x"],))
+
+    values = {**{k: p.detach() for k, p in params.items()},
+              "x": torch.randn(3, 6, dtype=torch.float64)}
+    assert _find(forward, values) == []
+
+
+def test_the_upstream_each_call_received_is_used():
+    # the Function sits under a scale of 5: checked with the gradient it really got
+    def forward(v):
+        return 5 * branches.WideCube.apply(v["x"])
+
+    (found,) = _find(forward, {"x": X})
+    assert "|x| > 1" in found.message and "0.5 × the derivative" in found.message
+
+
+def test_location_of_a_backward():
+    assert location(culprits.BuggyLeakyReLU) == "culprits.py:41"
+    assert location(int) == ""
