@@ -16,6 +16,30 @@ from gradscope.report.model import Diagnostic
 from gradscope.report.modules import grouped
 
 SATURATED = 0.9  # a model's saturating op is reported from this blocked fraction (or dead units)
+ONE_SIDED_HINT = "give inputs that reach the other side: --at NAME=… with values across it"
+
+
+def one_sided(flow: Flow, names: list[str], chosen: list[str]) -> list[Diagnostic]:
+    """A warning for each branch site every element took the same side of: a bug on the side
+    no element reached would go unseen. `chosen`: the inputs whose values gradscope chose."""
+    why = (f" (the values gradscope chose for {', '.join(chosen)} spread over ±6.37, and this "
+           "branch's threshold lies beyond them), or a wider spread: --at NAME=spread(N)"
+           if chosen else " (the values given all lie on one side)")
+    out = []
+    for site in flow.branches:
+        if not site.one_sided:
+            continue
+        taken = next(label for label, n in site.sides if n)
+        others = [label for label, n in site.sides if not n]
+        missed = f" (never {', '.join(others)})" if others else ""
+        out.append(Diagnostic(
+            kind="one_sided_branch", op=site.op, where=site.where, inputs=list(names),
+            count=site.elements,
+            message=(f"every element took the same side of `{site.where}`: {taken} "
+                     f"({site.elements:,} of {site.elements:,}){missed}; its other side was "
+                     "never reached, so a wrong gradient there would go unseen"),
+            hint=ONE_SIDED_HINT + why))
+    return out
 
 
 def diagnostics(flow: Flow, values: Mapping[str, torch.Tensor],

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from gradscope.expr.ops import BY_GRAD_FN
-from gradscope.targets.base import Sourced
+from gradscope.targets.base import BranchSite, Sourced
 from gradscope.tensors import all_finite, grad_nodes
 from gradscope.usercode import backward_location
 
@@ -84,6 +84,7 @@ class Flow:
     forward_nan: list[tuple[str, str, tuple[str, ...], int, str | None]] = field(
         default_factory=list)
     entered: list[str] = field(default_factory=list)  # models: module paths in forward order
+    branches: list[BranchSite] = field(default_factory=list)  # what the forward branched on
 
     def walk(self) -> list[FlowNode]:
         """Nodes in backward order (root first), each once."""
@@ -181,6 +182,7 @@ class Tracer:
         self.root = id(out.grad_fn) if out.grad_fn is not None else None
         self.forward_nan = list(seen.forward_nan)
         self.entered = list(seen.entered)
+        self.branches = list(seen.branches)
         for fn in grad_nodes(out.grad_fn):
             op, kind = _classify(fn.name())
             src_op, text = seen.where.get(id(fn), (None, ""))
@@ -201,7 +203,7 @@ class Tracer:
         self.handles = []
         for node in self.nodes.values():
             _judge(node)
-        return Flow(self.nodes, self.root, self.forward_nan, self.entered)
+        return Flow(self.nodes, self.root, self.forward_nan, self.entered, self.branches)
 
 
 def _recorder(node: FlowNode, keep_grads: bool, norms: bool):

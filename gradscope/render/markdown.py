@@ -101,6 +101,13 @@ def render(report: Report) -> str:
                   f"{fmt(c.max_abs_error) if c.result != 'not run' else '—'} |"
                   for c in report.upstream_checks]
         lines.append("")
+    if report.branches:
+        lines += ["| branch | elements per side |", "|---|---|"]
+        lines += [f"| `{md_code(b['where'])}` | "
+                  + md(" · ".join(f"{k}: {n:,}" for k, n in b["sides"].items() if n))
+                  + (" **(one side only)**" if b["one_sided"] else "") + " |"
+                  for b in report.branches]
+        lines.append("")
     if report.diagnostics:
         lines += ["### Diagnostics", ""]
         lines += [f"- **{d.kind}** `{md_code(d.where if d.module is None else d.module)}` "

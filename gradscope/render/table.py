@@ -209,6 +209,29 @@ def checks_table(report: Report) -> Table | None:
     return table
 
 
+MAX_BRANCHES = 12  # branch sites listed in the table (JSON keeps them all)
+
+
+def branches_table(report: Report) -> Table | None:
+    """Where the forward branched on the inputs' values and how many elements took each side
+    (a one-sided site in the warning style: its other side was never tested)."""
+    if not report.branches:
+        return None
+    table = Table(title=Text("branches reached", style="bold"), title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("where")
+    table.add_column("elements per side")
+    for site in report.branches[:MAX_BRANCHES]:
+        sides = " · ".join(f"{label}: {n:,}" for label, n in site["sides"].items() if n)
+        style = "yellow" if site["one_sided"] else ""
+        table.add_row(Text(printable(site["where"]), style=style),
+                      Text(sides + ("  (one side only)" if site["one_sided"] else ""),
+                           style=style))
+    if len(report.branches) > MAX_BRANCHES:
+        table.add_row(f"… and {len(report.branches) - MAX_BRANCHES} more (JSON: branches)", "")
+    return table
+
+
 def diagnostics_panel(report: Report) -> Panel | None:
     if not report.diagnostics:
         return None
@@ -271,7 +294,8 @@ def renderables(report: Report) -> Iterable[RenderableType]:
         yield input_table(item)
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
-    for extra in (intermediates_table(report), checks_table(report), diagnostics_panel(report)):
+    for extra in (intermediates_table(report), checks_table(report), branches_table(report),
+                  diagnostics_panel(report)):
         if extra is not None:
             yield extra
     if report.accumulation:

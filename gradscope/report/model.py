@@ -215,6 +215,9 @@ class Report:
     failures: list[Failure] = field(default_factory=list)
     # a model (a target with parameters, or more tensors than a handful): summary first
     model: bool = False
+    # where the forward branched on the inputs' values, and how many elements took each side:
+    # [{"where", "op", "sides": {label: elements}, "one_sided"}]
+    branches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def skipped(self) -> list[str]:

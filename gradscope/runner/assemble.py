@@ -59,7 +59,15 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
         constants={n: {"shape": list(c.tensor.shape),
                        "dtype": str(c.tensor.dtype).removeprefix("torch."),
                        "origin": c.origin} for n, c in prepared.bound.constants.items()},
-        failures=failures, model=model)
+        failures=failures, model=model, branches=_branches(traced))
+
+
+def _branches(traced: Any) -> list[dict[str, Any]]:
+    """The branch sites the watched forward saw, with the elements on each side."""
+    if traced is None:
+        return []
+    return [{"where": b.where, "op": b.op, "sides": dict(b.sides), "one_sided": b.one_sided}
+            for b in traced.branches]
 
 
 def _tolerances(evidence: Evidence) -> dict[str, float]:

@@ -69,8 +69,10 @@ def _flow(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> list[Diag
     traced = evidence.backward.flow
     if traced is None:
         return []
-    return findings.diagnostics(traced, prepared.bound.cast, set(excuses.confirmed),
-                                evidence.backward.grads)
+    return [*findings.diagnostics(traced, prepared.bound.cast, set(excuses.confirmed),
+                                  evidence.backward.grads),
+            *findings.one_sided(traced, list(prepared.target.names),
+                                prepared.bound.chosen)]
 
 
 def _relations(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: Verdict

@@ -23,6 +23,30 @@ TracedFn = Callable[[Mapping[str, torch.Tensor]], TracedOutput]
 
 
 @dataclass(frozen=True)
+class BranchSite:
+    """A place where the forward branches on the inputs' values, and how many elements took
+    each of its sides in one forward: an op with a kink or jump in an expression, a
+    comparison, clamp, relu, abs or sign on the inputs in user code."""
+
+    where: str  # `relu(x + 3)`, or `branches.py:19: return torch.where(x < 0, ...)`
+    op: str
+    sides: tuple[tuple[str, int], ...]  # (label, elements), each side reached or not
+
+    @property
+    def reached(self) -> int:
+        return sum(1 for _, n in self.sides if n)
+
+    @property
+    def elements(self) -> int:
+        return sum(n for _, n in self.sides)
+
+    @property
+    def one_sided(self) -> bool:
+        """Every element took the same side (of a site that saw more than one)."""
+        return self.reached == 1 and self.elements > 1
+
+
+@dataclass(frozen=True)
 class Sourced:
     """A forward's output with what its evaluation learned of the graph: each grad_fn's op
     and source text (expressions), the module it ran in (models), and the ops whose output
@@ -35,6 +59,7 @@ class Sourced:
     modules: Mapping[int, str] = field(default_factory=dict)
     keep: list[Any] = field(default_factory=list)  # grad_fns the ids above belong to
     entered: list[str] = field(default_factory=list)  # models: module paths in forward order
+    branches: list[BranchSite] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
 from gradscope.expr.parse import constant_value
 from gradscope.expr.to_torch import evaluate
-from gradscope.targets.base import FlowSource, Sourced, SymbolicForm, Target
+from gradscope.targets.base import BranchSite, FlowSource, Sourced, SymbolicForm, Target
+from gradscope.targets.branches import pieces
 from gradscope.tensors import all_finite
 
 # Finite differences keep subexpressions evaluated at the base point for reuse up to this
@@ -213,10 +214,15 @@ class ExpressionTarget(Target):
         ops whose output is NaN/inf from finite inputs (for the gradient-flow analysis)."""
         where: dict[int, tuple[str, str]] = {}
         forward_nan: list[tuple[str, str, tuple[str, ...], int, None]] = []
+        branches: list[BranchSite] = []
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
             if out.grad_fn is not None and id(out.grad_fn) not in where:
                 where[id(out.grad_fn)] = (node.op, self.expression.text(node))
+            if id(node) in self._sites:
+                site = self._branch_site(node, args)
+                if site is not None:
+                    branches.append(site)
             tensors = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
             if out.is_floating_point() and not all_finite(out) and all(
                     all_finite(a) for a in tensors):
@@ -225,7 +231,20 @@ class ExpressionTarget(Target):
                 forward_nan.append((node.op, self.expression.text(node), inputs, bad, None))
 
         out = evaluate(self.expression, self._with(values), visit=visit)
-        return Sourced(out, where, forward_nan)
+        return Sourced(out, where, forward_nan, branches=branches)
+
+    def _branch_site(self, node: ir.Call, args: list) -> BranchSite | None:
+        """Which piece of a kinky op each element of its first argument fell in, each piece
+        named by the argument's values there (None: the op's pieces are not per element)."""
+        first = args[0] if args else None
+        if not isinstance(first, torch.Tensor):
+            return None
+        ids = OPS[node.op].branch_ids(args, node.names, node.kwargs)
+        if not isinstance(ids, torch.Tensor) or ids.shape != first.shape:
+            return None
+        text = self.expression.text(node.args[0])
+        return BranchSite(self.expression.text(node), node.op,
+                          pieces(ids.detach(), first.detach(), text))
 
     def _can_kink(self, node: ir.Call) -> bool:
         """False where the op's kink provably cannot be crossed: constant arguments decide it

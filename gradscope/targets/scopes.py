@@ -2,9 +2,11 @@
 appeared in that forward: the model-scale half of the gradient-flow analysis.
 
 One forward is watched by module hooks (the stack of module paths, as `named_modules()` names
-them) and a `TorchFunctionMode` (every torch op's result). Each new autograd node is mapped to
-the innermost module running when it was made; a node no torch function made (a custom
-`autograd.Function`'s) is mapped when the innermost module around it returns. The first op
+them) and a `TorchFunctionMode` (every torch op's result, and the side each element took of
+every comparison, clamp, relu, abs or sign on a tensor that depends on the inputs). Each new
+autograd node is mapped to the innermost module running when it was made; a node no torch
+function made (a custom `autograd.Function`'s) is mapped when the innermost module around it
+returns. The first op
 whose output is non-finite while its inputs are finite is where a NaN was born. Nothing is
 changed: the hooks are removed and the mode left when the forward returns."""
 
@@ -19,11 +21,14 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradscope.targets.base import Sourced
+from gradscope.targets.base import BranchSite, Sourced
+from gradscope.targets.branches import COMPARISONS, SIDES, sides
 from gradscope.tensors import all_finite, grad_nodes
 from gradscope.usercode import OURS
 
 MAX_ORIGINS = 5  # forward NaN origins kept: the first is where it starts, the rest follow it
+MAX_SITES = 32  # branch sites recorded in one forward
+BRANCHING = set(SIDES) | COMPARISONS
 
 
 @dataclass
@@ -35,6 +40,8 @@ class Watched:
     origins: list[tuple[str, str, str, tuple[str, ...], int]] = field(default_factory=list)
     keep: list[Any] = field(default_factory=list)  # the grad_fns, so that their ids stay theirs
     entered: list[str] = field(default_factory=list)  # module paths, in the order first run
+    # (user line, op) → side label → elements: branches on the inputs' values
+    branches: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -63,7 +70,25 @@ class _Watch(TorchFunctionMode):
             _claim(self.seen, t.grad_fn, scope)
         if len(self.seen.origins) < MAX_ORIGINS:
             self._nan(func, args, kwargs, out, scope)
+        self._branch(func, args, kwargs or {}, out)
         return out
+
+    def _branch(self, func: Callable[..., Any], args: Any, kwargs: Any, out: Any) -> None:
+        """A comparison, clamp, relu, abs or sign on a tensor that depends on the inputs:
+        which side each element took, summed over the calls from one line."""
+        first = args[0] if args else None
+        if not isinstance(first, torch.Tensor) or not first.requires_grad:
+            return
+        name = getattr(func, "__name__", "")
+        if name not in BRANCHING:
+            return
+        taken = sides(name, tuple(args), dict(kwargs), out)
+        key = (self._line(), name.strip("_"))
+        if not taken or (key not in self.seen.branches and len(self.seen.branches) >= MAX_SITES):
+            return
+        counts = self.seen.branches.setdefault(key, {})
+        for label, n in taken:
+            counts[label] = counts.get(label, 0) + n
 
     def _nan(self, func: Callable[..., Any], args: Any, kwargs: Any, out: Any,
              scope: str) -> None:
@@ -151,7 +176,9 @@ def sourced(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
             out = forward(values)
         born = [(op, line, inputs, count, where or None)
                 for op, where, line, inputs, count in seen.origins]
+        branches = [BranchSite(line, op, tuple(counts.items()))
+                    for (line, op), counts in seen.branches.items()]
         if module is None:
-            return Sourced(out, {}, born, keep=seen.keep)
-        return Sourced(out, {}, born, seen.modules, seen.keep, seen.entered)
+            return Sourced(out, {}, born, keep=seen.keep, branches=branches)
+        return Sourced(out, {}, born, seen.modules, seen.keep, seen.entered, branches)
     return watched

@@ -97,3 +97,19 @@ def test_nan_made_by_a_models_backward_names_its_module():
     nan = _diags(report, "nan")
     assert nan and nan[0].op == "sqrt" and nan[0].module == "root_net.1"
     assert "the backward of `sqrt` in root_net.1 (" in nan[0].message
+
+
+def test_one_sided_sites_are_warnings_naming_how_to_reach_the_other_side():
+    from gradscope.diagnose.findings import one_sided
+    from gradscope.diagnose.flow import Flow
+    from gradscope.targets.base import BranchSite
+
+    flow = Flow({}, None, branches=[BranchSite("f.py:3: x > 1", "gt", (("true", 0),
+                                                                    ("false", 6))),
+                                    BranchSite("f.py:4: x > 0", "gt", (("true", 3),
+                                                                       ("false", 3)))])
+    (chosen,) = one_sided(flow, ["x"], ["x"])
+    assert chosen.kind == "one_sided_branch" and "false (6 of 6) (never true)" in chosen.message
+    assert "gradscope chose for x spread over ±6.37" in chosen.hint
+    (given,) = one_sided(flow, ["x"], [])
+    assert "the values given all lie on one side" in given.hint

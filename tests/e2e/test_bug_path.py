@@ -116,3 +116,29 @@ def test_no_function_is_named_where_none_is_wrong(name, passed):
     report = gradscope.check(f"{CULPRITS}:{name}", shape={"x": (4, 6)})
     assert report.passed is passed
     assert not [d for d in report.diagnostics if d.kind == "culprit"]
+
+
+def test_a_correct_function_lists_the_branches_it_exercised():
+    report = gradscope.check(f"{BRANCHES}:LeakySwish")
+    (site,) = report.branches
+    assert site["where"].endswith("return torch.where(x < 0, 0.1 * x * s, x * s)")
+    assert site["sides"] == {"true": 12, "false": 13} and not site["one_sided"]
+    assert "branches reached" in report.to_text()
+    assert not [d for d in report.diagnostics if d.kind == "one_sided_branch"]
+
+
+def test_a_branch_only_one_side_of_which_was_reached_is_a_warning_that_says_how():
+    report = gradscope.check(f"{BRANCHES}:LeakySwishBug", x="0.5,1,2")  # all x ≥ 0
+    assert report.passed  # the values given never reach the bug…
+    (warning,) = [d for d in report.diagnostics if d.kind == "one_sided_branch"]
+    assert "torch.where(x < 0" in warning.message and "false (3 of 3)" in warning.message
+    assert "--at NAME=" in warning.hint and "the values given all lie on one side" in warning.hint
+    assert not gradscope.check(f"{BRANCHES}:LeakySwishBug", x="0.5,1,2",
+                               fail_on="warning").passed  # …which --fail-on warning catches
+    # an expression's kink beyond the default spread: named by its argument's values
+    far = gradscope.check("relu(x - 8)")
+    (warning,) = [d for d in far.diagnostics if d.kind == "one_sided_branch"]
+    assert "`relu(x - 8)`: x - 8 in [−14.4, −1.63] (25 of 25)" in warning.message
+    assert "spread over ±6.37" in warning.hint
+    assert not [d for d in gradscope.check("relu(x)", x="2").diagnostics
+                if d.kind == "one_sided_branch"]  # one element: no claim

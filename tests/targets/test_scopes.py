@@ -98,3 +98,18 @@ def test_a_scripted_submodule_is_checked_and_converted_quietly():
         warnings.simplefilter("error")
         report = gradscope.check(net, torch.randn(2, 3))
     assert report.passed and len(report.inputs) == 5
+
+
+def test_branches_on_the_inputs_are_counted_per_line_and_constants_are_not():
+    x = torch.linspace(-2, 2, 9, dtype=torch.float64).requires_grad_(True)
+    mask = torch.ones(9) > 0  # no input in it: no branch of the inputs
+    with watching(None, {"x": x}) as seen:
+        for _ in range(2):  # one line, two calls: summed
+            y = torch.where(x > 0.5, x, -x)
+        y = torch.relu(y - 1).clamp(max=0.5) * mask
+        _ = torch.ones(3) < 2  # constants only
+        _ = x.detach() < 0  # no gradient: not a branch of what is checked
+    counts = {op: dict(c) for (_, op), c in seen.branches.items()}
+    assert counts == {"gt": {"true": 6, "false": 12}, "relu": {"< 0": 3, "= 0": 2, "> 0": 4},
+                      "clamp": {"below its min": 0, "inside": 7, "above its max": 2}}
+    assert all(line.startswith("test_scopes.py:") for line, _ in seen.branches)
