@@ -28,6 +28,7 @@ POINTS = 513  # positions per line where evaluations are cheap (spacing 0.05 ove
 MIN_POINTS = 65
 WORK = 5e7  # elements all evaluations of a sweep may touch together (about a second)
 MAX_LINES = 4  # lines through an input that is not elementwise (each its own evaluations)
+MAX_IGNORED_LINES = 16  # elements probes found ignored, checked along a line each
 # lines read through an elementwise input: every evaluation moves them all, but each keeps
 # its samples (a million elements × 513 positions would be gigabytes)
 MAX_ELEMENTWISE_LINES = 2048
@@ -126,6 +127,32 @@ class Sweep:
         reading = read(lines)
         return Coarse(self.name, low, high, elements, reading, self._edges(reading, t, elements),
                       self.elementwise)
+
+    def moves(self, elements: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        """Whether the output changes anywhere along each element's line (moved alone, forward
+        only): what a handful of probe values can miss (two spiking rows whose counts trade
+        places at every probe) a line of positions finds."""
+        base = self._output(self.x)
+        out = torch.zeros(len(elements), dtype=torch.bool)
+        if base is None:
+            return out
+        t = torch.linspace(low, high, self.points(len(elements)), dtype=torch.float64)
+        for k, i in enumerate(elements.tolist()):
+            for position in t.tolist():
+                moved = self.x.reshape(-1).clone()
+                moved[i] = position
+                now = self._output(moved.reshape(self.x.shape))
+                if now is None or not torch.equal(now, base):  # (refusing a value: looking)
+                    out[k] = True
+                    break
+        return out
+
+    def _output(self, x: torch.Tensor) -> torch.Tensor | None:
+        try:
+            with torch.no_grad():
+                return self.forward({**self.values, self.name: x}).detach()
+        except Exception:
+            return None
 
     def _unit(self, elements: torch.Tensor) -> torch.Tensor:
         """What the slope of a gradient passed on unchanged is on each line."""

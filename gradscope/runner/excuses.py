@@ -16,7 +16,14 @@ import torch
 
 from gradscope.diagnose import custom_backward, flow, surrogates, vanishing
 from gradscope.diagnose.coarse import AGAINST, SCALED
-from gradscope.diagnose.sweep import MAX_ELEMENTWISE_LINES, MAX_LINES, Coarse, Sweep, span
+from gradscope.diagnose.sweep import (
+    MAX_ELEMENTWISE_LINES,
+    MAX_IGNORED_LINES,
+    MAX_LINES,
+    Coarse,
+    Sweep,
+    span,
+)
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
 from gradscope.errors import UsageError
@@ -61,7 +68,7 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     wrong = {n for view in evidence.views for n, c in view.raw.items() if c.has(Status.MISMATCH)}
     flat = {n: _flat(evidence, n, nonlinear) if n in wrong else None
             for n in prepared.target.names}
-    stepped, ignored = _probed(evidence, flat)
+    stepped, ignored = _probed(prepared, evidence, flat)
     coarse = _coarse(prepared, evidence, stepped)
     inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
@@ -152,7 +159,7 @@ def _flat(evidence: Evidence, name: str, nonlinear: dict[str, torch.Tensor]
     return mask
 
 
-def _probed(evidence: Evidence, flat: dict[str, torch.Tensor | None]
+def _probed(prepared: Prepared, evidence: Evidence, flat: dict[str, torch.Tensor | None]
             ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """For the flat elements any raw comparison found wrong: does the forward move when the
     element takes other values (a step: True in `stepped`) or not at any value tried (it
@@ -176,11 +183,28 @@ def _probed(evidence: Evidence, flat: dict[str, torch.Tensor | None]
         if not todo.numel():
             continue
         moves = finite.fd.depends(name, todo)
+        if not bool(moves.all()):  # what the probe values missed, a line of them may find
+            moves = _along_lines(prepared, evidence, name, todo, moves)
         stepped[name] = torch.zeros_like(mask)
         ignored[name] = torch.zeros_like(mask)
         stepped[name].view(-1)[todo] = moves
         ignored[name].view(-1)[todo] = ~moves
     return stepped, ignored
+
+
+def _along_lines(prepared: Prepared, evidence: Evidence, name: str, todo: torch.Tensor,
+                 moves: torch.Tensor) -> torch.Tensor:
+    """`moves`, with up to MAX_IGNORED_LINES of the elements the probes found ignored checked
+    along a line each (a forward that moves there is piecewise constant, not ignoring)."""
+    fd = evidence.finite.fd  # type: ignore[union-attr]
+    x = fd.values[name]
+    cost = max(x.numel(), fd.out.numel(), fd.point.activations())
+    sweep = Sweep(prepared.target.forward, fd.values, name, evidence.backward.upstream, cost)
+    low, high = span(x, prepared.target.domain(name))
+    idle = torch.nonzero(~moves).reshape(-1)[:MAX_IGNORED_LINES]
+    moves = moves.clone()
+    moves[idle] = sweep.moves(todo[idle].cpu(), low, high).to(moves.device)
+    return moves
 
 
 def _coarse(prepared: Prepared, evidence: Evidence, stepped: dict[str, torch.Tensor]

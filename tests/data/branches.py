@@ -226,3 +226,30 @@ class SignSTEDeclared(SignSTE):
 @__import__("gradscope").surrogate("gated straight-through", reference=torch.nn.functional.hardtanh)
 class SignSTEWideDeclared(SignSTEWideWindow):
     """The |x| ≤ 3 window, declared as hardtanh's: the declaration does not match."""
+
+
+class LIF(torch.nn.Module):
+    """A leaky integrate-and-fire layer over 5 time steps, spikes counted, through the
+    fast-sigmoid spike: every input and weight is a surrogate's (and the probes of one weight
+    happen to trade spikes between its two rows at every value they try)."""
+
+    spike = Spike
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(6, 4)
+
+    def forward(self, x):
+        mem = torch.zeros(x.shape[0], 4, dtype=x.dtype)
+        out = 0
+        for _ in range(5):
+            mem = 0.9 * mem + self.fc(x)
+            spk = self.spike.apply(mem - 1.0)
+            mem = mem - spk
+            out = out + spk
+        return out.sum()
+
+
+class LIFFlipped(LIF):
+    spike = SpikeFlipped

@@ -85,3 +85,12 @@ def test_positions_follow_what_an_evaluation_costs(monkeypatch):
     monkeypatch.setattr(sweep_module, "WORK", 1e5)
     assert _sweep(torch.round, cost=5000).points(1) == MIN_POINTS
     assert _sweep(torch.round, cost=1000).points(1) == 101  # (odd: the middle is a position)
+
+
+def test_a_line_finds_a_forward_the_probe_values_miss():
+    # the output moves only for x[0] in (4.2, 4.3): no probe value lands there, a line does
+    def narrow(v):
+        return ((v["x"][0] > 4.2) & (v["x"][0] < 4.3)).double() + 0 * v["x"].sum()
+
+    s = Sweep(narrow, {"x": X}, "x", torch.ones(()), 13)
+    assert s.moves(torch.tensor([0, 1]), -6.0, 6.0).tolist() == [True, False]

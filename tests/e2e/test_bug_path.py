@@ -142,3 +142,10 @@ def test_a_branch_only_one_side_of_which_was_reached_is_a_warning_that_says_how(
     assert "spread over ±6.37" in warning.hint
     assert not [d for d in gradscope.check("relu(x)", x="2").diagnostics
                 if d.kind == "one_sided_branch"]  # one element: no claim
+
+
+def test_a_spiking_layer_passes_as_surrogates_and_its_flipped_twin_fails():
+    report = gradscope.check(f"{BRANCHES}:LIF")
+    assert report.passed and {i.status for i in report.inputs} == {"surrogate"}
+    flipped = gradscope.check(f"{BRANCHES}:LIFFlipped")
+    assert not flipped.passed and "against the forward" in headline(flipped)
