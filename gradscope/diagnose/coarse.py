@@ -97,14 +97,40 @@ def read(lines: Lines) -> Reading:
     against = monotone & ((integral * rise <= 0) | (integral.abs() < CANCEL * mass))
     identity = ~gated & ((constant - lines.unit.double()).abs()
                          <= CONSTANT * lines.unit.double().abs())
-    ratio = integral / rise
-    off = (ratio > BAND) | (ratio < 1 / BAND) | ~torch.isfinite(ratio)
-    scaled = torch.isfinite(constant) & ~identity & off
     verdict = torch.full_like(rise, CONSISTENT, dtype=torch.int8)
-    verdict[scaled] = SCALED
+    verdict[_scaled(integral, rise, constant, identity)] = SCALED
     verdict[against] = AGAINST
     verdict[~(finite & moves & present)] = UNKNOWN
     return Reading(rise, variation, integral, mass, constant, lo, hi, gated, verdict)
+
+
+def _scaled(integral: torch.Tensor, rise: torch.Tensor, constant: torch.Tensor,
+            identity: torch.Tensor) -> torch.Tensor:
+    """A straight-through estimator (not identity) whose integral is off the rise."""
+    ratio = integral / rise
+    off = (ratio > BAND) | (ratio < 1 / BAND) | ~torch.isfinite(ratio)
+    return torch.isfinite(constant) & ~identity & off
+
+
+def with_edges(reading: Reading, lo: torch.Tensor, hi: torch.Tensor) -> Reading:
+    """The reading with each gated straight-through estimator's integral exact: its constant
+    times the width between its edges as bisection placed them (the grid's trapezoid is off
+    by up to a spacing at each edge); an edge not placed (the range bounds it) is the grid's.
+    Lines that are no gated straight-through estimator keep theirs."""
+    gated = reading.gated & torch.isfinite(reading.constant)
+    lo = torch.where(torch.isfinite(lo), lo, reading.lo)
+    hi = torch.where(torch.isfinite(hi), hi, reading.hi)
+    exact = gated & torch.isfinite(lo) & torch.isfinite(hi)
+    if not bool(exact.any()):
+        return reading
+    integral = torch.where(exact, reading.constant * (hi - lo), reading.integral)
+    verdict = reading.verdict.clone()
+    judged = exact & ((verdict == CONSISTENT) | (verdict == SCALED))
+    scaled = _scaled(integral, reading.rise, reading.constant, torch.zeros_like(exact))
+    verdict[judged & scaled] = SCALED
+    verdict[judged & ~scaled] = CONSISTENT
+    return Reading(reading.rise, reading.variation, integral, reading.mass, reading.constant,
+                   reading.lo, reading.hi, reading.gated, verdict)
 
 
 def _constant(g: torch.Tensor, nonzero: torch.Tensor) -> torch.Tensor:

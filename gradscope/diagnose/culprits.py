@@ -36,7 +36,7 @@ HINT = ("checked in place, on the arguments this call received and the gradient 
 class Wrong:
     """One call whose backward disagrees: the argument, and how."""
 
-    call: FunctionCall
+    call: FunctionCall | None  # (None: the target itself is the call)
     argument: str
     relation: relations.Relation | None
     count: int
@@ -156,6 +156,13 @@ def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
             v[start:start + p.numel()] = p
             start += p.numel()
     return v
+
+
+def named(cls: type, argument: str, relation: relations.Relation | None,
+          count: int) -> Diagnostic:
+    """The culprit diagnostic of a target that is itself the Function `cls`, from the
+    relation its table already found (no second check: the table was it)."""
+    return _diagnostic(cls, [Wrong(None, argument, relation, count)], 1)
 
 
 def _diagnostic(cls: type, wrong: list[Wrong], total: int) -> Diagnostic:

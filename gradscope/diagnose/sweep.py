@@ -19,13 +19,18 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.diagnose.coarse import Lines, Reading, read
+from gradscope.diagnose.coarse import Lines, Reading, read, with_edges
 from gradscope.tensors import sum_to_shape
 
 Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
-POINTS = 513  # positions per line where evaluations are cheap (spacing 0.05 over ±12.7)
+POINTS = 257  # positions per line where evaluations are cheap (spacing 0.1 over ±12.7)
+ALONE_POINTS = 129  # …per line through one element alone (a whole evaluation per position)
 MIN_POINTS = 65
+# evaluations one sweep may make, whatever their size: each costs a forward and a backward of
+# the user's code, whose fixed overhead (milliseconds for a small model) dominates small inputs
+MAX_EVALUATIONS = 256
+MAX_INPUTS = 4  # inputs swept in one run (those with the most surrogate elements first)
 WORK = 5e7  # elements all evaluations of a sweep may touch together (about a second)
 MAX_LINES = 4  # lines through an input that is not elementwise (each its own evaluations)
 MAX_IGNORED_LINES = 16  # elements probes found ignored, checked along a line each
@@ -109,8 +114,10 @@ class Sweep:
 
     def points(self, lines: int) -> int:
         """Positions per line that the work budget allows (odd: the middle is a position)."""
-        calls = WORK / self.cost / (1 if self.elementwise else lines)
-        return int(max(MIN_POINTS, min(POINTS, calls)) // 2 * 2 + 1)
+        lines = 1 if self.elementwise else max(1, lines)
+        calls = min(WORK / self.cost, MAX_EVALUATIONS) / lines
+        most = POINTS if self.elementwise else ALONE_POINTS
+        return int(max(MIN_POINTS, min(most, calls)) // 2 * 2 + 1)
 
     def check(self, elements: torch.Tensor, low: float, high: float) -> Coarse:
         """Read the lines of `elements` (flat positions; all of them for an elementwise input,
@@ -125,7 +132,8 @@ class Sweep:
         unit = self._unit(elements)
         lines = Lines(t, torch.stack(f), torch.stack(g), unit)
         reading = read(lines)
-        return Coarse(self.name, low, high, elements, reading, self._edges(reading, t, elements),
+        edges = self._edges(reading, t, elements)
+        return Coarse(self.name, low, high, elements, with_edges(reading, *edges), edges,
                       self.elementwise)
 
     def moves(self, elements: torch.Tensor, low: float, high: float) -> torch.Tensor:

@@ -272,8 +272,7 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
             value = InputValue(tensor, "module parameter")
         else:
             shape, why = _shape_of(name, options, target, values, grad)
-            value = random_value(tuple(shape), options.seed, name, target.domain(name), limit,
-                                 SPREAD_HALF if options.dtype in HALF else SPREAD)
+            value = _distinct(tuple(shape), options, name, target.domain(name), limit, values)
             value = InputValue(value.tensor, f"{value.origin} · {why}" if why
                                else value.origin, chosen=True)
         total += value.tensor.numel()
@@ -282,6 +281,23 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
                              f"{limit:,} (--max-elements-total)")
         values[name] = value
     return {n: values[n] for n in target.names}  # in the target's order again
+
+
+def _distinct(shape: tuple[int, ...], options: Options, name: str,
+              domain: tuple[float, float] | None, limit: int,
+              chosen: Mapping[str, InputValue]) -> InputValue:
+    """A chosen input's values, never the very values of another chosen one (x − y would be
+    0, and a bug in it unseen): the seeded order of a short spread can coincide for two names
+    (randperm(7) has 5,040 orders), and then the name's next seed is drawn (the origin says
+    which)."""
+    spread = SPREAD_HALF if options.dtype in HALF else SPREAD
+    label = name
+    for _ in range(8):
+        value = random_value(shape, options.seed, label, domain, limit, spread)
+        if not any(v.chosen and torch.equal(v.tensor, value.tensor) for v in chosen.values()):
+            break
+        label += "'"
+    return value
 
 
 # Inputs nobody shaped: more than a handful of elements, so that spread() values reach both

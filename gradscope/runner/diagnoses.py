@@ -50,7 +50,7 @@ def diagnose(prepared: Prepared, evidence: Evidence, excuses: Excuses,
     explained = _relations(prepared, evidence, excuses, verdict)
     found += [_pattern(prepared, verdict, name, rel) for name, rel in explained.items()
               if name not in excuses.declared]
-    found += _culprits(prepared, evidence, verdict)
+    found += _culprits(prepared, evidence, verdict, explained)
     surrogate, notes = _surrogates(prepared, evidence, excuses, verdict, explained)
     found += surrogate
     if is_model(prepared.target.roles()):
@@ -124,11 +124,19 @@ def _lines(coarse: Any, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(on, coarse.reading.verdict, torch.zeros_like(coarse.reading.verdict))
 
 
-def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict) -> list[Diagnostic]:
+def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict,
+              explained: Mapping[str, relations.Relation]) -> list[Diagnostic]:
     """Where an input mismatched in user code: each custom Function on the run checked in
-    place, the wrong ones named (a search, never a verdict: if it cannot run, none is)."""
+    place, the wrong ones named (a search, never a verdict: if it cannot run, none is). A
+    target that is one Function is its own culprit, with the relation its table found."""
     if not prepared.target.runs_user_code or Status.MISMATCH not in verdict.statuses.values():
         return []
+    own = prepared.target.own_function
+    if own is not None:
+        wrong = [n for n, s in verdict.statuses.items() if s == Status.MISMATCH]
+        first = wrong[0]
+        count = verdict.table[first].counts().get(Status.MISMATCH, 0)
+        return [culprits.named(own, first, explained.get(first), count)]
     options, finite = prepared.options, evidence.finite
     eps = finite.fd.eps if finite is not None and finite.fd is not None else \
         (options.eps or DEFAULT_EPS)
@@ -183,6 +191,10 @@ def _surrogates(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdic
     notes = [f"{name} was declared a surrogate ({why}), but its gradient agrees with the "
              "derivative: the declaration is not needed"
              for name, why in excuses.declared.items() if not counts.get(name)]
+    if excuses.unswept:
+        notes.append(f"the surrogates of {', '.join(excuses.unswept)} were not checked at a "
+                     f"coarse scale (the {len(excuses.coarse)} inputs with the most surrogate "
+                     "elements were): check them on their own with --only NAME")
     return found, notes
 
 

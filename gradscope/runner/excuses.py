@@ -19,6 +19,7 @@ from gradscope.diagnose.coarse import AGAINST, SCALED
 from gradscope.diagnose.sweep import (
     MAX_ELEMENTWISE_LINES,
     MAX_IGNORED_LINES,
+    MAX_INPUTS,
     MAX_LINES,
     Coarse,
     Sweep,
@@ -54,6 +55,7 @@ class Excuses:
     inconsistent: dict[str, torch.Tensor] = field(default_factory=dict)
     # a declared surrogate's intended form: autograd compared with its gradient, per view
     intended: dict[str, dict[str, Comparison]] = field(default_factory=dict)
+    unswept: tuple[str, ...] = ()  # inputs with surrogate elements past MAX_INPUTS: unchecked
 
 
 def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
@@ -69,11 +71,11 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     flat = {n: _flat(evidence, n, nonlinear) if n in wrong else None
             for n in prepared.target.names}
     stepped, ignored = _probed(prepared, evidence, flat)
-    coarse = _coarse(prepared, evidence, stepped)
+    coarse, unswept = _coarse(prepared, evidence, stepped)
     inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
                    stepped, ignored, coarse, {n: m for n, m in inconsistent.items()
-                                              if bool(m.any())}, intended)
+                                              if bool(m.any())}, intended, unswept)
 
 
 def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
@@ -208,20 +210,22 @@ def _along_lines(prepared: Prepared, evidence: Evidence, name: str, todo: torch.
 
 
 def _coarse(prepared: Prepared, evidence: Evidence, stepped: dict[str, torch.Tensor]
-            ) -> dict[str, Coarse]:
+            ) -> tuple[dict[str, Coarse], tuple[str, ...]]:
     """The coarse-scale check of every input with stepped elements where autograd is not
-    zero (a surrogate at work): along lines through seeded ones among them, all moved at once
-    where each output element follows its own input element (up to MAX_ELEMENTWISE_LINES),
-    else one at a time (MAX_LINES)."""
+    zero (a surrogate at work), MAX_INPUTS of them at most (the most such elements first):
+    along lines through seeded ones among them, all moved at once where each output element
+    follows its own input element (up to MAX_ELEMENTWISE_LINES), else one at a time
+    (MAX_LINES). Also the inputs left unswept."""
     finite, grads = evidence.finite, evidence.backward.grads
     if finite is None or finite.fd is None or grads is None:
-        return {}
+        return {}, ()
     fd = finite.fd
     out: dict[str, Coarse] = {}
-    for name, mask in stepped.items():
-        candidates = mask & (grads[name].to(mask.device) != 0)
-        if not bool(candidates.any()):
-            continue
+    found = {n: m & (grads[n].to(m.device) != 0) for n, m in stepped.items()}
+    busiest = sorted((n for n in found if bool(found[n].any())),
+                     key=lambda n: -int(found[n].sum()))
+    for name in busiest[:MAX_INPUTS]:
+        candidates = found[name]
         x = fd.values[name]
         cost = max(x.numel(), fd.out.numel(), fd.point.activations())
         sweep = Sweep(prepared.target.forward, fd.values, name, evidence.backward.upstream,
@@ -234,7 +238,7 @@ def _coarse(prepared: Prepared, evidence: Evidence, stepped: dict[str, torch.Ten
         gen = torch.Generator().manual_seed(prepared.options.seed)
         elements = where[torch.randperm(len(where), generator=gen)[:lines]].sort().values
         out[name] = sweep.check(elements, low, high)
-    return out
+    return out, tuple(busiest[MAX_INPUTS:])
 
 
 def _failed(coarse: Coarse, stepped: torch.Tensor) -> torch.Tensor:

@@ -215,6 +215,12 @@ class Target:
         """A surrogate declaration on the target itself (gradscope.surrogate)."""
         return None
 
+    @property
+    def own_function(self) -> type | None:
+        """The custom Function class the target is, called once on its inputs (its backward
+        is what the table checks: the culprit of any mismatch), else None."""
+        return None
+
     def numbers(self) -> dict[str, float]:
         """The user's own numbers a wrong factor may be read as ({label: value}: --arg
         values, defaults, constants written in the code or the expression)."""

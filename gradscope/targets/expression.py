@@ -15,6 +15,7 @@ from gradscope.errors import UsageError
 from gradscope.expr import ir
 from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
+from gradscope.expr.ops.base import POLE
 from gradscope.expr.parse import constant_value
 from gradscope.expr.to_torch import evaluate
 from gradscope.targets.base import BranchSite, FlowSource, Sourced, SymbolicForm, Target
@@ -237,8 +238,8 @@ class ExpressionTarget(Target):
         """Which piece of a kinky op each element of its first argument fell in, each piece
         named by the argument's values there (None: the op's pieces are not per element)."""
         first = args[0] if args else None
-        if not isinstance(first, torch.Tensor):
-            return None
+        if not isinstance(first, torch.Tensor) or OPS[node.op].kink == POLE:
+            return None  # (a pole or a domain's edge is no branch with a side to test)
         ids = OPS[node.op].branch_ids(args, node.names, node.kwargs)
         if not isinstance(ids, torch.Tensor) or ids.shape != first.shape:
             return None

@@ -18,6 +18,10 @@ class FunctionTarget(CodeTarget):
     def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return self.obj.apply(*args)
 
+    @property
+    def own_function(self) -> type | None:
+        return self.obj
+
 
 def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
           ) -> FunctionTarget | None:

@@ -20,16 +20,25 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 FD_ERROR_FACTOR = 3.0
 
 
+# Half precisions: a backward's round-off follows the magnitude of the terms it sums (a chain
+# rule's products of order one), not each element's own result: an element whose gradient is a
+# small difference of large terms (0.11 = 1.5 − 1.39 in float16) is off by their ulps. Their
+# default atol is relative to the largest reference value of the tensor compared (at least 1).
+SCALED_ATOL = ("float16", "bfloat16")
+
+
 @dataclass(frozen=True)
 class Tolerance:
     rtol: float
     atol: float
+    scaled: bool = False  # atol × max(1, the largest |reference| of the tensor compared)
 
     @classmethod
     def for_dtype(cls, dtype: str, rtol: float | None = None,
                   atol: float | None = None) -> Tolerance:
         default_rtol, default_atol = DEFAULT_TOLERANCES[dtype]
-        return cls(default_rtol if rtol is None else rtol, default_atol if atol is None else atol)
+        return cls(default_rtol if rtol is None else rtol, default_atol if atol is None else atol,
+                   atol is None and dtype in SCALED_ATOL)
 
 
 def tolerance_help(index: int) -> str:

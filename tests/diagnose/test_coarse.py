@@ -72,3 +72,21 @@ def test_the_reading_reports_ratio_gate_and_constant():
     r = read(lines)
     assert abs(float(r.ratio[0]) - 3) < 0.01 and float(r.constant[0]) == 1.0
     assert bool(r.gated[0]) and float(r.lo[0]) == -3 and float(r.hi[0]) == 3
+
+
+def test_a_gate_placed_between_grid_positions_makes_its_integral_exact():
+    from gradscope.diagnose.coarse import with_edges
+
+    coarse_grid = torch.linspace(-8, 8, 65, dtype=torch.float64)  # spacing 0.25
+    lines = Lines(coarse_grid, torch.sign(coarse_grid).unsqueeze(1),
+                  (coarse_grid.abs() <= 1.1).double().unsqueeze(1),
+                  torch.ones(1, dtype=torch.float64))
+    r = with_edges(read(lines), torch.tensor([-1.1], dtype=torch.float64),
+                   torch.tensor([1.1], dtype=torch.float64))
+    assert abs(float(r.ratio[0]) - 1.1) < 1e-12 and int(r.verdict[0]) == CONSISTENT
+    wide = with_edges(read(lines), torch.tensor([-3.5]), torch.tensor([3.5]))
+    assert int(wide.verdict[0]) == SCALED  # (edges say wider: the verdict follows them)
+    # an edge left unplaced (the range bounds it) is the grid's own
+    unplaced = with_edges(read(lines), torch.tensor([float("nan")]),
+                          torch.tensor([float("nan")]))
+    assert float(unplaced.integral[0]) == 2.0

@@ -7,7 +7,7 @@ import torch
 
 from gradscope.diagnose import sweep as sweep_module
 from gradscope.diagnose.coarse import AGAINST, CONSISTENT, SCALED, UNKNOWN
-from gradscope.diagnose.sweep import MIN_POINTS, POINTS, Sweep, span
+from gradscope.diagnose.sweep import ALONE_POINTS, MIN_POINTS, POINTS, Sweep, span
 from tests.data import branches
 
 X = torch.linspace(-3, 3, 13, dtype=torch.float64)
@@ -80,7 +80,11 @@ def test_values_the_target_refuses_leave_the_line_unknown():
 
 
 def test_positions_follow_what_an_evaluation_costs(monkeypatch):
-    assert _sweep(torch.round).points(1) == POINTS
+    together = _sweep(torch.round)
+    together.elementwise = True
+    assert together.points(1) == POINTS
+    alone = _sweep(torch.round)  # a whole evaluation per position: fewer, shared by lines
+    assert alone.points(1) == ALONE_POINTS and alone.points(4) == MIN_POINTS
     assert _sweep(torch.round, cost=10**9).points(1) == MIN_POINTS
     monkeypatch.setattr(sweep_module, "WORK", 1e5)
     assert _sweep(torch.round, cost=5000).points(1) == MIN_POINTS

@@ -35,7 +35,7 @@ def test_the_kink_of_user_code_is_found_from_its_values_not_reported_as_a_bug():
 
 @pytest.mark.parametrize("name, words", [
     ("RoundSTETwice", "a straight-through gradient of 2 integrates to 1.96× the forward's rise"),
-    ("SignSTEWideWindow", "gated to [−3, 3] integrates to 3.01×"),
+    ("SignSTEWideWindow", "gated to [−3, 3] integrates to 3× the forward's rise"),
     ("SpikeFlipped", "a surrogate gradient against the forward: it cancels itself out"),
     ("spikes_counted_flipped", "against the forward"),
     ("rounded_running_total_twice", "integrates to 1.96×"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import gradscope
 from gradscope.errors import UsageError
 from gradscope.inputs.bind import Upstream, bind, tangents_for, value_of
 from gradscope.options import Options, Request, from_values
@@ -122,3 +123,11 @@ def test_a_module_without_a_telling_layer_is_shaped_like_its_first_parameter():
     report = gradscope.check(f"{SEEDS}:MyLayer", init={"size": 3})
     item = {i.name: i for i in report.inputs}["input"]
     assert item.shape == [3, 3] and "first parameter mytensor" in item.origin and report.passed
+
+
+def test_two_chosen_inputs_never_get_the_same_values():
+    # randperm(7) orders x's and y's spread alike for their seeds: y draws its next seed
+    report = gradscope.check("x*y", dtype="float16")
+    x, y = report.inputs
+    assert x.values != y.values and sorted(x.values) == sorted(y.values)
+    assert "manual_seed(141782672656065)" in y.origin  # the seed actually used is shown

@@ -146,3 +146,12 @@ def test_any_number_of_references_each_can_find_a_mismatch():
     third = Answer(_t(1, 2.5))  # a new engine is one more answer in the list
     c = compare_answers(_t(1, 2), [Answer(_t(1, 2)), Answer(_t(1, 2), _t(0, 0)), third], TOL)
     assert c.status.tolist() == [OK, MISMATCH] and c.max_abs_error() == 0.5
+
+
+def test_a_half_precision_atol_is_relative_to_the_tensors_largest_reference():
+    ref = torch.tensor([1.5, 0.11], dtype=torch.float64)
+    ag = torch.tensor([1.5, 0.1144], dtype=torch.float64)  # off by 3 float16 ulps of 1.5
+    half = Tolerance.for_dtype("float16")
+    assert compare_answers(ag, [Answer(ref, None)], half).counts() == {"ok": 2}
+    fixed = Tolerance(half.rtol, half.atol)  # the same numbers, not scaled: a mismatch
+    assert compare_answers(ag, [Answer(ref, None)], fixed).counts() == {"ok": 1, "mismatch": 1}

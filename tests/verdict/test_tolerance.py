@@ -14,3 +14,9 @@ def test_tolerances_follow_the_dtype_and_explicit_values_win():
 def test_help_quotes_the_numbers_in_use():
     assert tolerance_help(0) == "float64 1e-06, float32 0.0005, float16 0.02, bfloat16 0.1"
     assert tolerance_help(1).startswith("float64 1e-09")
+
+
+def test_half_precision_atol_follows_the_tensor_scale():
+    assert Tolerance.for_dtype("float16").scaled and Tolerance.for_dtype("bfloat16").scaled
+    assert not Tolerance.for_dtype("float32").scaled
+    assert not Tolerance.for_dtype("float16", atol=1e-3).scaled  # the user's atol is theirs
