@@ -34,7 +34,10 @@ def causes(report: Report) -> list[str]:
     if not inputs:
         found += [f"{f.subject}: {f.count:,} mismatch(es) in {f.detail}"
                   for f in failures if f.kind == "check"]
-    found += [f"NaN or inf at the given inputs in {f.subject} (--allow-nan accepts it)"
+    undefined = next((d.summary for d in report.diagnostics if d.kind == "nan" and d.summary),
+                     None)
+    found += [f"NaN or inf at the given inputs in {f.subject}"
+              + (f", {undefined}" if undefined else "") + " (--allow-nan accepts it)"
               for f in failures if f.kind == "nonfinite"]
     found += [f"{f.subject}: mismatch" for f in failures if f.kind == "forward"]
     if not found:

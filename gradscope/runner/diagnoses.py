@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import culprits, findings, kinks, relations, surrogates
+from gradscope.diagnose import culprits, findings, kinks, partitions, relations, surrogates
 from gradscope.diagnose.layers import LayerStats, quiet_layers
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.report.build import mask_indices
@@ -43,10 +43,12 @@ def diagnose(prepared: Prepared, evidence: Evidence, excuses: Excuses,
             prepared.bound.cast[n].numel() for n in names)),))
     found = [*excuses.findings, *_kinks(prepared, evidence), *_flow(prepared, evidence,
                                                                      excuses)]
+    undefined = {n: c.status == Status.UNDEFINED.code for n, c in verdict.table.items()
+                 if not verdict.seen.get(n) or not verdict.seen[n].jacobian}
     if not any(d.kind == "nan" for d in found):
-        undefined = {n: c.status == Status.UNDEFINED.code for n, c in verdict.table.items()}
         nan = kinks.nan_diagnostic(prepared.target.text, undefined)
         found += [nan] if nan else []
+    found = _undefined_where(prepared, found, undefined)
     explained = _relations(prepared, evidence, excuses, verdict)
     found += [_pattern(prepared, verdict, name, rel) for name, rel in explained.items()
               if name not in excuses.declared]
@@ -122,6 +124,24 @@ def _lines(coarse: Any, mask: torch.Tensor) -> torch.Tensor:
     """The coarse lines' verdicts, CONSISTENT for the lines of elements outside `mask`."""
     on = mask.reshape(-1).cpu()[coarse.elements]
     return torch.where(on, coarse.reading.verdict, torch.zeros_like(coarse.reading.verdict))
+
+
+def _undefined_where(prepared: Prepared, found: list[Diagnostic],
+                     undefined: Mapping[str, torch.Tensor]) -> list[Diagnostic]:
+    """NaN diagnostics say by value where the gradient is undefined ('exactly where x == 0'),
+    when a predicate on the inputs separates those elements from the others."""
+    said = []
+    for name, mask in undefined.items():
+        if mask.shape != prepared.bound.cast[name].shape or not bool(mask.any()):
+            continue
+        part = partitions.find(mask, torch.ones_like(mask), _variables(prepared, name))
+        if part is not None:
+            said.append((name, f"exactly where {part.said}"))
+    if not said:
+        return found
+    where = said[0][1] if len(said) == 1 else "; ".join(f"{n}: {w}" for n, w in said)
+    return [replace(d, message=f"{d.message} ({where})", summary=where)
+            if d.kind == "nan" else d for d in found]
 
 
 def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict,

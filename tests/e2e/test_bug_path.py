@@ -149,3 +149,12 @@ def test_a_spiking_layer_passes_as_surrogates_and_its_flipped_twin_fails():
     assert report.passed and {i.status for i in report.inputs} == {"surrogate"}
     flipped = gradscope.check(f"{BRANCHES}:LIFFlipped")
     assert not flipped.passed and "against the forward" in headline(flipped)
+
+
+def test_a_gradient_undefined_only_at_exact_zeros_says_where():
+    report = gradscope.check(f"{BRANCHES}:SincBug")
+    assert not report.passed
+    assert headline(report).startswith("NaN or inf at the given inputs in x, exactly where "
+                                       "x == 0")
+    (nan,) = [d for d in report.diagnostics if d.kind == "nan"]
+    assert nan.op.startswith("SincBug.backward (branches.py:") or "SincBug.backward" in nan.where
