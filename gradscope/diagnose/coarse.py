@@ -13,10 +13,15 @@ estimator) and where (its gate), and the verdict:
 
 * AGAINST: the forward moves one way only (monotone along the line) and the surrogate points
   against it, or cancels itself out (a sign flipped on one side): always a failure;
-* SCALED: a constant (straight-through) surrogate whose integral is not the forward's rise
-  (ratio outside [1/BAND, BAND]): its factor or its gate is off. Pure identity everywhere on
-  the line (the textbook straight-through estimator, gradient passed on unchanged) is never
-  SCALED, whatever the forward saturates to;
+* SCALED: a constant (straight-through) surrogate whose integral is not the forward's rise:
+  its factor or its gate is off. One that is not zero anywhere on the line stands for the
+  forward's average slope and must match it within BAND (a `2*g` through a staircase does
+  not); one gated to a window around the forward's jumps is a box whose width is partly the
+  method's choice, as a bump's slope is (the common rectangular spike surrogate, height 1 over
+  |v| ≤ 1, integrates to twice its jump), and must match within GATED_BAND (a sign gated on
+  |x| ≤ 3, three times its jump, does not). Pure identity everywhere on the line (the textbook
+  straight-through estimator, gradient passed on unchanged) is never SCALED, whatever the
+  forward saturates to;
 * CONSISTENT, or UNKNOWN where the line cannot tell (the forward or the surrogate never moves
   on it, non-finite values).
 
@@ -32,7 +37,8 @@ from dataclasses import dataclass
 import torch
 
 CONSISTENT, UNKNOWN, AGAINST, SCALED = 0, 1, 2, 3
-BAND = 1.5  # a straight-through integral within [1/1.5, 1.5] of the rise is consistent
+BAND = 1.5  # an ungated straight-through integral within [1/1.5, 1.5] of the rise
+GATED_BAND = 2.05  # a gated one within [1/2, 2] (and a little: the rise of a sampled step)
 CANCEL = 0.5  # |∫g| below this fraction of ∫|g| on a monotone forward: it cancels itself
 FLAT = 1e-9  # relative: values of g below this fraction of its largest are zero (a gate)
 CONSTANT = 1e-6  # relative: g's non-zero values within this of each other are one constant
@@ -98,17 +104,18 @@ def read(lines: Lines) -> Reading:
     identity = ~gated & ((constant - lines.unit.double()).abs()
                          <= CONSTANT * lines.unit.double().abs())
     verdict = torch.full_like(rise, CONSISTENT, dtype=torch.int8)
-    verdict[_scaled(integral, rise, constant, identity)] = SCALED
+    verdict[_scaled(integral, rise, constant, identity, gated)] = SCALED
     verdict[against] = AGAINST
     verdict[~(finite & moves & present)] = UNKNOWN
     return Reading(rise, variation, integral, mass, constant, lo, hi, gated, verdict)
 
 
 def _scaled(integral: torch.Tensor, rise: torch.Tensor, constant: torch.Tensor,
-            identity: torch.Tensor) -> torch.Tensor:
+            identity: torch.Tensor, gated: torch.Tensor) -> torch.Tensor:
     """A straight-through estimator (not identity) whose integral is off the rise."""
     ratio = integral / rise
-    off = (ratio > BAND) | (ratio < 1 / BAND) | ~torch.isfinite(ratio)
+    band = torch.where(gated, GATED_BAND, BAND)
+    off = (ratio > band) | (ratio < 1 / band) | ~torch.isfinite(ratio)
     return torch.isfinite(constant) & ~identity & off
 
 
@@ -126,7 +133,7 @@ def with_edges(reading: Reading, lo: torch.Tensor, hi: torch.Tensor) -> Reading:
     integral = torch.where(exact, reading.constant * (hi - lo), reading.integral)
     verdict = reading.verdict.clone()
     judged = exact & ((verdict == CONSISTENT) | (verdict == SCALED))
-    scaled = _scaled(integral, reading.rise, reading.constant, torch.zeros_like(exact))
+    scaled = _scaled(integral, reading.rise, reading.constant, torch.zeros_like(exact), exact)
     verdict[judged & scaled] = SCALED
     verdict[judged & ~scaled] = CONSISTENT
     return Reading(reading.rise, reading.variation, integral, reading.mass, reading.constant,

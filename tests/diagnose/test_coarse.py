@@ -37,6 +37,14 @@ def test_scaled_or_too_wide_straight_through_estimators_are_not():
     assert _verdict(torch.sign, lambda t: 2 * torch.ones_like(t)) == SCALED  # not identity
 
 
+def test_a_gated_box_may_be_up_to_twice_its_jump_an_ungated_slope_may_not():
+    heaviside = lambda t: (t > 0).double()  # noqa: E731
+    # the common rectangular spike surrogate: height 1 over |v| ≤ 1, twice the jump of 1
+    assert _verdict(heaviside, lambda t: (t.abs() <= 1).double()) == CONSISTENT
+    assert _verdict(heaviside, lambda t: (t.abs() <= 1.5).double()) == SCALED  # three times
+    assert _verdict(torch.round, lambda t: 1.9 * torch.ones_like(t)) == SCALED  # ungated
+
+
 def test_identity_is_relative_to_the_upstream():
     # vᵀf with v = 0.5: passing the gradient on unchanged gives a slope of 0.5, not 1
     assert _verdict(lambda t: 0.5 * torch.round(t), lambda t: 0.5 * torch.ones_like(t),

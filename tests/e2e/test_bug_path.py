@@ -158,3 +158,11 @@ def test_a_gradient_undefined_only_at_exact_zeros_says_where():
                                        "x == 0")
     (nan,) = [d for d in report.diagnostics if d.kind == "nan"]
     assert nan.op.startswith("SincBug.backward (branches.py:") or "SincBug.backward" in nan.where
+
+
+def test_tiny_gradients_of_smooth_inputs_are_ok_not_surrogates():
+    for dtype in ("float64", "float32"):
+        report = gradscope.check("sum(x)*1e4 + 1e-9*sum(w*w)", shape={"x": (5,), "w": (5,)},
+                                 dtype=dtype)
+        assert report.passed and [i.status for i in report.inputs] == ["ok", "ok"]
+        assert not [d for d in report.diagnostics if d.kind == "surrogate_gradient"]
