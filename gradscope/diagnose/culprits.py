@@ -24,6 +24,7 @@ from gradscope.engines.fd.budget import sample_size
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.targets.numbers import written
+from gradscope.targets.oldstyle import has_setup_context
 from gradscope.usercode import backward_location
 from gradscope.verdict.compare import compare
 from gradscope.verdict.tolerance import Tolerance
@@ -64,15 +65,9 @@ def _names(call: FunctionCall) -> list[str]:
         params = list(inspect.signature(call.cls.forward).parameters)
     except (TypeError, ValueError):
         params = []
-    if params and not _has_setup_context(call.cls):
+    if params and not has_setup_context(call.cls):
         params = params[1:]  # ctx
     return [params[i] if i < len(params) else f"input{i}" for i in range(len(call.args))]
-
-
-def _has_setup_context(cls: type) -> bool:
-    own = getattr(cls, "setup_context", None)
-    return own is not None and own is not getattr(torch.autograd.Function, "setup_context",
-                                                   None)
 
 
 def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: int,

@@ -95,7 +95,7 @@ class Sweep:
                 return False
         except Exception:  # (the sweep then tells nothing anyway)
             return False
-        index = torch.arange(x.numel()).reshape(x.shape)
+        index = torch.arange(x.numel(), device=x.device).reshape(x.shape)
         changed = False
         for bit in range(max(1, (x.numel() - 1).bit_length())):
             ones = ((index >> bit) & 1).bool()
@@ -170,12 +170,13 @@ class Sweep:
             per_element = sum_to_shape(self.upstream, tuple(self.x.shape)).reshape(-1)
         except RuntimeError:  # an upstream the input does not broadcast to
             return torch.full((len(elements),), float("nan"), dtype=torch.float64)
-        return per_element[elements].double()
+        return per_element[elements].double().cpu()
 
     def _at(self, positions: torch.Tensor, elements: torch.Tensor
             ) -> tuple[torch.Tensor, torch.Tensor]:
         """(vᵀf, its derivative) on each line, its element at `positions`; NaN where the
         target refuses the values."""
+        positions = positions.to(self.x.device)
         if self.elementwise:
             moved = self.x.reshape(-1).clone()
             moved[elements] = positions
@@ -207,7 +208,7 @@ class Sweep:
             phi = sum_to_shape(weighted, tuple(self.x.shape)).reshape(-1)[elements]
         else:
             phi = weighted.sum().reshape(1).expand(len(elements))
-        return phi.double(), grad.detach().reshape(-1)[elements].double()
+        return phi.double().cpu(), grad.detach().reshape(-1)[elements].double().cpu()
 
     def _edges(self, reading: Reading, t: torch.Tensor, elements: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
