@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import signal
 import sys
 
+from gradscope import process
 from gradscope.errors import Stopped
 
 
@@ -21,21 +21,25 @@ def _leave_quickly() -> None:
     """Registered first, so it runs last among the atexit handlers: every handler of the
     user's code (coverage's, say) has run; what is left is the teardown of torch and sympy's
     modules (about a second), which nothing needs."""
-    exit_code = getattr(sys.modules.get("gradscope.cli.main"), "exit_code", None)
+    exit_code = process.decided()
     if exit_code is None:  # not decided by the CLI's entry: leave the normal way
         return
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    os._exit(exit_code)
+    process.leave(exit_code)
 
 
 def entry() -> None:
+    process.install()
     atexit.register(_leave_quickly)
     signal.signal(signal.SIGTERM, _terminate)
     try:
         from gradscope.cli.main import entry as run
     except KeyboardInterrupt:
         sys.stderr.write("gradscope: aborted\n")
-        os._exit(130)
+        process.leave(130)
+    # from here on Ctrl-C unwinds like SIGTERM (its own message, exit 130); before, the CLI
+    # was still being imported and a KeyboardInterrupt is caught above
+    signal.signal(signal.SIGINT, _terminate)
     run()

@@ -88,3 +88,27 @@ class TargetError(GradscopeError, RuntimeError):
 class Stopped(SystemExit):
     """gradscope itself was told to stop (SIGTERM): it unwinds like an exit with 128 + the
     signal's number, and is never mistaken for the user's code leaving through sys.exit."""
+
+    def __init__(self, code: int, why: str = "") -> None:
+        super().__init__(code)
+        self.why = why
+
+    def reason(self) -> str:
+        """One line saying why the run ended."""
+        if self.why:
+            return self.why
+        import signal
+
+        number = int(self.code or 0) - 128
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ \
+            else f"signal {number}"
+        return f"stopped by {name} before the run finished (exit {self.code})"
+
+
+class TimedOut(Stopped):
+    """A check ran past its --timeout: stopped like a signal, exit 3 (as `gradscope run`'s
+    checks that pass their timeout)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(3, f"error: the check did not finish within --timeout {seconds:g} s "
+                            "and was stopped (no report was written)")

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import torch
 
+from gradscope import process
 from gradscope.errors import GradscopeError, Stopped, TargetError
+from gradscope.process import Left
 
 # frames that are not the user's: gradscope itself, torch, the import machinery
 OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve().parent),
@@ -23,6 +25,8 @@ OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve()
 
 LEFT_HINT = ("the target called sys.exit() or raised SystemExit; gradscope counts a target "
              "that leaves as one that failed (a check must never pass because the code exited)")
+EXIT_HINT = ("the target called os._exit(); gradscope counts a target that leaves as one that "
+             "failed (a check must never pass because the code exited)")
 
 
 def relative_path(path: str) -> str:
@@ -61,13 +65,25 @@ def user_error(exc: BaseException, during: str, hint: str | None = None) -> Targ
     frames = user_frames(exc)
     detail = str(exc).strip().splitlines()
     first = detail[0] if detail else ""
+    name = "os._exit" if isinstance(exc, Left) else type(exc).__name__
     lines = [f"the target's own code raised during {during}:", *frames,
-             f"{type(exc).__name__}: {first}".rstrip(": ")]
+             f"{name}: {first}".rstrip(": ")]
     hint = hint or known_hint(exc)
     if hint:
         lines.append(f"hint: {hint}")
-    return TargetError("\n".join(lines), during=during, error=type(exc).__name__,
+    return TargetError("\n".join(lines), during=during, error=name,
                        detail=str(exc), frames=frames)
+
+
+def refusal(exc: BaseException) -> str:
+    """'ValueError: underflow in dt': how the target refused values gradscope chose to try
+    (the user's own error type and first line, not our wrapping)."""
+    if isinstance(exc, TargetError):
+        name, text = exc.error, exc.detail
+    else:
+        name, text = type(exc).__name__, str(exc)
+    first = (text.strip().splitlines() or [""])[0]
+    return f"{name}: {first[:160]}".rstrip(": ")
 
 
 def known_hint(exc: BaseException) -> str | None:
@@ -86,27 +102,41 @@ def known_hint(exc: BaseException) -> str | None:
 def user_code(during: str, hint: Callable[[BaseException], str | None] | None = None
               ) -> Iterator[None]:
     """Run the user's code: anything it raises is a TargetError (exit 3), and so is leaving
-    through sys.exit (SystemExit is no Exception, and would end gradscope with the user's exit
-    code: 0 on a failing check). Also wrapped around a whole run, where a SystemExit raised
-    inside torch's autograd engine (a custom backward) arrives."""
+    through sys.exit or os._exit (SystemExit is no Exception, and would end gradscope with the
+    user's exit code: 0 on a failing check), and so is any BaseException of its own. Also
+    wrapped around a whole run, where a SystemExit raised inside torch's autograd engine (a
+    custom backward) arrives. A process the user's code forked ends when it returns here."""
     try:
         yield
-    except (GradscopeError, Stopped):
+    except (GradscopeError, Stopped, KeyboardInterrupt):
         raise
-    except SystemExit as exc:
-        raise user_error(exc, during, LEFT_HINT) from exc
-    except Exception as exc:
-        raise user_error(exc, during, hint(exc) if hint else None) from exc
+    except BaseException as exc:
+        raise _left_or_raised(exc, during, hint) from exc
+    finally:
+        process.back_from_user()
+
+
+def _left_or_raised(exc: BaseException, during: str,
+                    hint: Callable[[BaseException], str | None] | None) -> TargetError:
+    if isinstance(exc, Left):
+        return user_error(exc, during, EXIT_HINT)
+    if isinstance(exc, SystemExit):
+        return user_error(exc, during, LEFT_HINT)
+    return user_error(exc, during, hint(exc) if hint else None)
 
 
 @contextmanager
 def contained(during: str = "the check") -> Iterator[None]:
-    """Around a whole run: only a SystemExit that escaped the narrower `user_code` (raised in
-    a custom backward, inside torch's autograd engine) is turned into a TargetError; every
-    other exception keeps its meaning."""
+    """Around a whole run: only what escaped the narrower `user_code` (a SystemExit or a
+    BaseException of the user's raised in a custom backward, inside torch's autograd engine)
+    is turned into a TargetError; every Exception keeps its meaning."""
     try:
         yield
-    except Stopped:
+    except (Stopped, KeyboardInterrupt, GeneratorExit):
         raise
-    except SystemExit as exc:
-        raise user_error(exc, during, LEFT_HINT) from exc
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise _left_or_raised(exc, during, None) from exc
+    finally:
+        process.back_from_user()

@@ -18,6 +18,7 @@ PACKAGE = ROOT / "gradscope"
 # Lower layers never import higher ones; within a layer, a package imports only itself.
 LAYERS = [
     ("gradscope._version", "gradscope.errors", "gradscope.markers"),
+    ("gradscope.process",),
     ("gradscope.tensors", "gradscope.option_text", "gradscope.report.status",
      "gradscope.verdict.tolerance", "gradscope.rng", "gradscope.engines.fd.policy",
      "gradscope.usercode"),

@@ -106,6 +106,18 @@ OUTPUT = [
 ]
 
 
+MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds: a week (a finite number; `inf` is no timeout)
+
+
+def _timeout(help_text: str) -> inspect.Parameter:
+    return _param("timeout", Annotated[float | None, typer.Option(
+        "--timeout", metavar="SECONDS", min=0.001, max=MAX_TIMEOUT, help=help_text,
+        show_default=False)], None)
+
+
+CHECK_TIMEOUT = _timeout("Stop the check after SECONDS: exit 3 with one line saying so, no "
+                         "report written [default: no limit].")
+
 TARGET_COMMANDS: set[str] = set()  # the commands whose first argument is a TARGET
 
 
@@ -143,7 +155,8 @@ for _name, _command, _help in (
         ("jvp", "jvp", JVP_HELP), ("vjp", "jvp", f"Same as jvp. {JVP_HELP}"),
         ("jacobian", "jacobian", "The full Jacobian from each engine (small sizes: at most "
                                  "250,000 entries).")):
-    declare(_name, _help, commands.checker(_command), [TARGET], OUTPUT, options_of=_command)
+    declare(_name, _help, commands.checker(_command), [TARGET], [*OUTPUT, CHECK_TIMEOUT],
+            options_of=_command)
 
 declare("graph", "The backward graph (grad_fn nodes) as a tree, with the gradient flowing into "
         "and out of every node; nodes that zero gradients (vanishing, saturating) or turn them "
@@ -191,10 +204,8 @@ file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad c
              "--shard", metavar="I/N", help="Run the I-th of N shares of the checks (for a CI "
                                             "matrix of N machines).", show_default=False)],
                 None),
-         _param("timeout", Annotated[float | None, typer.Option(
-             "--timeout", min=0.001, help="Seconds a check may take before it is stopped and "
-                                          "fails (`timeout` in the config wins) [default: "
-                                          "900].", show_default=False)], None),
+         _timeout("Seconds a check may take before it is stopped and fails (`timeout` in the "
+                  "config wins) [default: 900]."),
          _param("memory_limit", Annotated[int | None, typer.Option(
              "--memory-limit", metavar="MB", min=64, help="Address-space limit per worker "
                                                           "process, in megabytes.",

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from gradscope.cli.output import Progress, check_output, emit, write_file
+from gradscope.cli.output import Progress, check_output, emit, target_running, write_file
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.options import SPECS, Options, Request, from_values
 
@@ -79,9 +79,10 @@ def checker(command: str) -> Callable[..., None]:
 
             progress = Progress(f"gradscope {command} {values['target'][:60]}")
             try:
-                report = api.run(Request(command, values["target"], options,
-                                         progress=progress.bars(),
-                                         notes=(note,) if note else ()))
+                with target_running(values.get("timeout")):
+                    report = api.run(Request(command, values["target"], options,
+                                             progress=progress.bars(),
+                                             notes=(note,) if note else ()))
             finally:
                 progress.stop()
             verdict = "passed" if report.passed else "FAILED"
@@ -100,7 +101,8 @@ def graph(**values: Any) -> None:
         from gradscope import api
         from gradscope.render.graph import dot
 
-        report = api.graph(Request("check", values["target"], options_from(values)))
+        with target_running():
+            report = api.graph(Request("check", values["target"], options_from(values)))
         if values["dot"] is not None:
             write_file(values["dot"], dot(report), "--dot")
         emit(report, _format(values), values["output"], f"report written to {values['output']}",
@@ -120,7 +122,8 @@ def sweep(**values: Any) -> None:
         from gradscope.render.graph import save_plot
 
         request = Request("check", values["target"], options_from(values))
-        report = api.sweep(request, values["var"], lo, hi, values["points"])
+        with target_running():
+            report = api.sweep(request, values["var"], lo, hi, values["points"])
         if values["plot"] is not None:
             save_plot(report, values["plot"])
         emit(report, _format(values), values["output"], f"report written to {values['output']}",

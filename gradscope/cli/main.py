@@ -12,7 +12,9 @@ from typing import Any
 
 import typer
 
+from gradscope import process
 from gradscope.cli.app import TARGET_COMMANDS, app
+from gradscope.errors import Stopped
 from gradscope.options import INPUT_NAME, SPECS
 
 # flags that may stand alone (`--surrogate`) → the value they mean then
@@ -60,16 +62,18 @@ def with_bare_values(argv: list[str]) -> list[str]:
     return out
 
 
-# The exit code entry() decided once everything is written (None: not decided by entry).
-exit_code: int | None = None
-
-
 def entry() -> None:
     """The `gradscope` command: main(), then leave like any Python program (`sys.exit`), so
     the user's atexit handlers (coverage data of a target's own code, say) still run."""
+    for stream in (sys.stdout, sys.stderr):  # an ascii locale, a lone surrogate in a target's
+        with contextlib.suppress(AttributeError, ValueError):  # print: escaped, never fatal
+            stream.reconfigure(errors="backslashreplace")
     try:
         main()
         code: Any = 0
+    except Stopped as exc:  # a signal told gradscope to stop: say so, never blame the target
+        sys.stderr.write(f"gradscope: {exc.reason()}\n")
+        code = exc.code
     except SystemExit as exc:
         code = exc.code
     except KeyboardInterrupt:  # a real Ctrl-C, wherever it struck
@@ -85,11 +89,12 @@ def entry() -> None:
             _silence(stream)  # interpreter's own flush at exit must not complain either
     # The work is done and written: a Ctrl-C while the interpreter tears down (torch and sympy
     # take a while) ends at once with 130, not in a traceback or a death by signal.
-    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
+    signal.signal(signal.SIGINT, lambda signum, frame: process.leave(130))
     if code == 130:  # interrupted mid-import, torch may be half-initialised: a teardown can
-        os._exit(130)  # then die by the signal again (measured), so an abort stops right here
-    global exit_code
-    exit_code = code or 0  # _launch's last atexit handler leaves with it, skipping teardown
+        process.leave(130)  # then die by the signal again (measured), so an abort stops here
+    # _launch's last atexit handler leaves with it, skipping teardown; no atexit handler of
+    # the user's code can change it
+    process.decide(code or 0)
     sys.exit(code or 0)
 
 

@@ -123,6 +123,54 @@ def reader_may_leave() -> Iterator[None]:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until the process ends)
 
 
+@contextlib.contextmanager
+def target_running(timeout: float | None = None) -> Iterator[None]:
+    """Around the part of a command that runs the user's code in this process: it may take
+    at most `timeout` seconds (errors.TimedOut); what anything writes to fd 1 behind
+    sys.stdout (os.write, C code, a child process) goes to stderr, so that stdout stays the
+    report's alone (`--json`); a `chdir` of the target's is undone, so that relative paths
+    (`--output`) mean what they meant on the command line."""
+    from gradscope.process import deadline
+
+    cwd = _cwd()
+    sys.stdout.flush()
+    saved = _aside()
+    try:
+        with deadline(timeout):
+            yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        if cwd is not None:
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under us: nothing to go back to
+        return None
+
+
+def _aside() -> int | None:
+    """fd 1 saved and pointed at stderr (or nowhere); None where fd 1 cannot be duplicated."""
+    try:
+        saved = os.dup(1)
+    except OSError:
+        return None
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    return saved
+
+
 class Progress:
     """Progress on stderr while work runs (terminals only), transient: it disappears when the
     report is printed. `bars` returns the factory the runner calls for each long pass; `advance`

@@ -89,8 +89,10 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int,
 def determinism(autograd: AutogradEngine, upstream: torch.Tensor, first: Mapping[str, torch.Tensor],
                 target: str, tolerance: float = 0.0) -> Diagnostic | None:
     """Two backward calls with one upstream must agree (within `tolerance`, gradcheck's
-    nondet_tol: atomics in a CUDA kernel may reorder a sum)."""
-    again = autograd.vjp(upstream.clone())  # (backward may write into what it is given)
+    nondet_tol: atomics in a CUDA kernel may reorder a sum). The second comes from a fresh
+    forward: replaying the first graph tests torch's bookkeeping, and breaks a Function that
+    frees what it saved after one backward."""
+    again = autograd.fresh_vjp(upstream.clone())  # (backward may write into what it is given)
     bad = {n: ~(((g - first[n]).abs() <= tolerance) | (torch.isnan(g) & torch.isnan(first[n])))
            for n, g in again.items()}
     bad = {n: m for n, m in bad.items() if bool(m.any())}

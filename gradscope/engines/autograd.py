@@ -3,6 +3,11 @@
 `backward(v)` is literally `y.backward(v)` followed by reading `.grad` of each leaf (seeds/003);
 further upstream vectors go through `torch.autograd.grad` on the retained graph, the Jacobian
 through batched vector-Jacobian products, and forward mode through `torch.func.jvp`.
+
+A graph may serve one backward only: a custom Function can free what it saved once its backward
+ran (a checkpointing Function does, on purpose). When a second backward on the retained graph
+raises, every further one gets a fresh forward — gradscope's own re-runs never break correct
+code; `fresh_vjp` always takes one (a determinism check must not replay a graph).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from gradscope.errors import UsageError
+from gradscope.errors import GradscopeError, UsageError
 
 Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
@@ -35,6 +40,7 @@ class AutogradEngine:
             raise UsageError("the output does not depend differentiably on any input (only "
                              "through comparisons or constants), so backward has nothing to do")
         self.output = out
+        self.single_use = False  # a second backward on this graph raised: fresh forwards
 
     def backward(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Exactly `y.backward(upstream)`; an input the graph never reached gets zeros."""
@@ -51,16 +57,37 @@ class AutogradEngine:
         for leaf in self.leaves.values():
             leaf.grad = None
         for _ in range(times):
-            self.output.backward(upstream, retain_graph=True)
+            self._replayed(lambda out: out.backward(upstream, retain_graph=True))
         return {n: (leaf.grad.detach().clone() if leaf.grad is not None
                     else torch.zeros_like(leaf.detach()))
                 for n, leaf in self.leaves.items()}
 
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
-        grads = torch.autograd.grad(self.output, list(self.leaves.values()), upstream,
-                                    retain_graph=True, allow_unused=True)
+        return self._named(self._replayed(lambda out: self._grad(out, upstream)))
+
+    def fresh_vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A VJP through a graph of its own: a fresh forward, then its one backward."""
+        return self._named(self._grad(self.forward(self.leaves), upstream))
+
+    def _grad(self, out: torch.Tensor, upstream: torch.Tensor) -> tuple:
+        return torch.autograd.grad(out, list(self.leaves.values()), upstream,
+                                   retain_graph=True, allow_unused=True)
+
+    def _named(self, grads: tuple) -> dict[str, torch.Tensor]:
         return {n: (g.detach() if g is not None else torch.zeros_like(leaf.detach()))
                 for (n, leaf), g in zip(self.leaves.items(), grads, strict=True)}
+
+    def _replayed(self, call: Callable[[torch.Tensor], object]) -> object:
+        """`call` on the retained graph; once that raised, on a fresh forward's graph (an
+        error there is the backward's own, and propagates)."""
+        if not self.single_use:
+            try:
+                return call(self.output)
+            except (GradscopeError, SystemExit):
+                raise
+            except Exception:  # the graph served its one backward (saved state freed)
+                self.single_use = True
+        return call(self.forward(self.leaves))
 
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs."""
@@ -68,10 +95,15 @@ class AutogradEngine:
         eye = torch.eye(n_out, dtype=self.output.dtype, device=self.output.device)
         basis = eye.reshape(n_out, *self.output.shape)
         try:
+            if self.single_use:
+                raise RuntimeError("a graph of one backward is not replayed")
             rows = torch.autograd.grad(self.output, list(self.leaves.values()), basis,
                                        retain_graph=True, allow_unused=True,
                                        is_grads_batched=True)
-        except RuntimeError:  # no batching rule for some op: one backward per output element
+        except (GradscopeError, SystemExit):
+            raise
+        except Exception:  # no batching rule for some op, or a graph of one backward: one
+            # backward per output element
             per_row = [self.vjp(b) for b in basis]
             rows = [torch.stack([r[n] for r in per_row]) for n in self.names]
         out = {}

@@ -13,7 +13,7 @@ import torch
 
 from gradscope.diagnose import custom_backward, flow
 from gradscope.engines.autograd import AutogradEngine
-from gradscope.errors import GradscopeError, UsageError
+from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.report.model import Diagnostic
 from gradscope.runner.prepare import Prepared
 from gradscope.usercode import OURS, user_code
@@ -37,7 +37,13 @@ def backward(prepared: Prepared) -> Backward:
     """Exactly y.backward(v); a custom backward that torch refuses becomes a diagnostic."""
     target, bound = prepared.target, prepared.bound
     source = target.flow_source()
-    engine, tracer = _autograd(prepared, source)
+    try:
+        engine, tracer = _autograd(prepared, source)
+    except TargetError as exc:
+        raise _at_chosen(exc, prepared) from exc.__cause__  # (the user's own exception)
+    if engine.output.numel() == 0:  # never a PASS of nothing
+        raise UsageError(f"the output of {target.text} is empty (shape "
+                         f"{tuple(engine.output.shape)}): there is no gradient to compare")
     upstream = bound.upstream.tensor_for(engine.output)
     given = upstream.clone() if target.checks_backward else upstream
     failure = grads = None
@@ -54,6 +60,20 @@ def backward(prepared: Prepared) -> Backward:
     finally:
         traced = tracer.finish() if tracer is not None else None
     return Backward(engine, upstream, given, grads, failure, traced)
+
+
+def _at_chosen(exc: TargetError, prepared: Prepared) -> TargetError:
+    """The target refused its first call: where gradscope chose values, say so and how to
+    give values it accepts (the default spread reaches past 0 and 1, say)."""
+    chosen = prepared.bound.chosen
+    if not chosen or exc.during != "forward":
+        return exc
+    name = chosen[0]
+    hint = (f"hint: the values of {', '.join(chosen)} were chosen by gradscope, not given; "
+            f"give values the target accepts: --at {name}=… or --at "
+            f"{name}=\"uniform(0.1,0.9,N)\"")
+    return TargetError(f"{exc}\n{hint}", during=exc.during, error=exc.error, detail=exc.detail,
+                       frames=exc.frames)
 
 
 def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tracer | None]:

@@ -215,6 +215,9 @@ def _surrogates(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdic
         notes.append(f"the surrogates of {', '.join(excuses.unswept)} were not checked at a "
                      f"coarse scale (the {len(excuses.coarse)} inputs with the most surrogate "
                      "elements were): check them on their own with --only NAME")
+    notes += [f"{name}: the target refused the wide shifts gradscope tries to see whether a zero "
+              f"gradient hides a function that moves ({why}); not probed"
+              for name, why in excuses.refused.items()]
     return found, notes
 
 

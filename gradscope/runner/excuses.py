@@ -56,6 +56,8 @@ class Excuses:
     # a declared surrogate's intended form: autograd compared with its gradient, per view
     intended: dict[str, dict[str, Comparison]] = field(default_factory=dict)
     unswept: tuple[str, ...] = ()  # inputs with surrogate elements past MAX_INPUTS: unchecked
+    # inputs whose probes the target refused (how): gradscope's own tries, never its failure
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
@@ -65,7 +67,8 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
         return Excuses(declared)
     intended = _intended(prepared, evidence, declared)
     findings, nonlinear = _backward_checks(prepared, evidence)
-    confirmed, below_catalogue = _vanishing(prepared, evidence)
+    probed, below_catalogue = _vanishing(prepared, evidence)
+    confirmed = probed.names
     # only where a raw comparison found a mismatch can flatness excuse anything
     wrong = {n for view in evidence.views for n, c in view.raw.items() if c.has(Status.MISMATCH)}
     flat = {n: _flat(evidence, n, nonlinear) if n in wrong else None
@@ -75,7 +78,8 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
                    stepped, ignored, coarse, {n: m for n, m in inconsistent.items()
-                                              if bool(m.any())}, intended, unswept)
+                                              if bool(m.any())}, intended, unswept,
+                   probed.refused)
 
 
 def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
@@ -123,19 +127,20 @@ def _backward_checks(prepared: Prepared, evidence: Evidence
         evidence.tol, prepared.options.seed, prepared.options.nondet_tol)
 
 
-def _vanishing(prepared: Prepared, evidence: Evidence) -> tuple[frozenset[str], frozenset[str]]:
+def _vanishing(prepared: Prepared, evidence: Evidence
+               ) -> tuple[vanishing.Confirmed, frozenset[str]]:
     """Any op that blocks the gradient of an input the function really depends on is reported;
     only a known piecewise-constant op marks elements `vanishing` (a zero from an unknown op
     can be the true derivative, e.g. tanh saturated to 1.0)."""
     traced = evidence.backward.flow
     if traced is None:
-        return frozenset(), frozenset()
+        return vanishing.Confirmed(frozenset(), {}), frozenset()
     finite = evidence.finite
     values = finite.fd.values if finite is not None and finite.fd is not None \
         else prepared.bound.exact
     confirmed = vanishing.confirm(prepared.target.forward, values,
                                   flow.vanishing_inputs(traced), evidence.backward.upstream)
-    return frozenset(confirmed), frozenset(flow.vanishing_inputs(traced, catalogue_only=True))
+    return confirmed, frozenset(flow.vanishing_inputs(traced, catalogue_only=True))
 
 
 def _flat(evidence: Evidence, name: str, nonlinear: dict[str, torch.Tensor]

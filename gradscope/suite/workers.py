@@ -25,6 +25,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import IO, Any
 
+from gradscope.process import install, leave
 from gradscope.suite.results import CheckResult, run_one
 
 DEFAULT_TIMEOUT = 900.0  # seconds a check may take in a worker (a generous CI default)
@@ -66,6 +67,7 @@ class Job:
 
 def serve(threads: int, memory_mb: int | None) -> None:
     """A worker's life: set its limits once, then run each check it is sent."""
+    install()
     results = os.fdopen(os.dup(1), "wb")  # the channel back to the parent...
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # ...and nothing the user's code writes to fd 1 reaches it
@@ -86,7 +88,7 @@ def serve(threads: int, memory_mb: int | None) -> None:
             job = None
         if job is None:
             results.flush()
-            os._exit(0)  # nothing left to flush: skip the interpreter's teardown (~0.5 s)
+            leave(0)  # nothing left to flush: skip the interpreter's teardown (~0.5 s)
         if isinstance(job, Validate):
             from gradscope.suite.config import deep_errors
 
@@ -171,8 +173,10 @@ class Pool:
                         with contextlib.suppress(OSError):
                             send(worker.process.stdin, worker.job)
                 yield from self._collect()
-        finally:
-            self.close()
+        except BaseException:  # stopped (a signal, a timeout): the workers go at once
+            self.close(grace=0.0)
+            raise
+        self.close()
 
     def _collect(self) -> Iterator[tuple[int, CheckResult]]:
         busy = {w.conn: w for w in self.workers if w.job is not None}
@@ -204,14 +208,15 @@ class Pool:
         return CheckResult(spec.name, str(spec.request.target), spec.request.command, "error",
                            time.monotonic() - worker.started, error=reason, crashed=True)
 
-    def close(self) -> None:
-        """Tell every worker to leave, then wait for all of them together (a second at most)."""
+    def close(self, grace: float = 1.0) -> None:
+        """Tell every worker to leave, then wait for all of them together (`grace` seconds at
+        most); the ones still there are killed, and all are reaped."""
         alive = [w.process for w in self.workers if w.process is not None]
         for process in alive:
             if process.poll() is None:
                 with contextlib.suppress(OSError):  # a worker that just died
                     send(process.stdin, None)
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + grace
         for process in alive:
             _stop(process, grace=max(0.0, deadline - time.monotonic()))
         self.workers = []

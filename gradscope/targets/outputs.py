@@ -40,4 +40,17 @@ def picked(out: Any, text: str, choice: int | str | None) -> torch.Tensor:
         raise UsageError(f"{text} returned {type(out).__name__}, not a tensor"
                          + ("; pick a field with --output-key NAME" if hasattr(out, "__dict__")
                             else ""))
+    return _comparable(out, text)
+
+
+def _comparable(out: torch.Tensor, text: str) -> torch.Tensor:
+    """A dense tensor with values: a sparse or meta output leaves nothing to compare element
+    by element (one without elements is refused where every target's output is seen:
+    runner.backward)."""
+    if out.layout != torch.strided:
+        raise UsageError(f"{text} returned a tensor of layout {out.layout}; gradscope compares "
+                         "dense (strided) outputs: return .to_dense()")
+    if out.device.type == "meta":
+        raise UsageError(f"{text} returned a tensor on the meta device, which has no values to "
+                         "compare; build it on cpu (or cuda)")
     return out

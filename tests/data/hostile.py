@@ -47,3 +47,110 @@ def leaves_a_thread(x):
 
     threading.Thread(target=time.sleep, args=(3600,)).start()  # not a daemon: never ends
     return x * 2
+
+
+def slow(x):
+    """Seconds of work in small steps (a signal is handled between them)."""
+    import torch
+
+    y = x
+    for _ in range(400):
+        y = torch.sin(y) @ torch.ones(y.shape[-1], y.shape[-1], dtype=y.dtype) / y.shape[-1]
+    return y.sum()
+
+
+def exits_at_exit(x):
+    """A failing target that asks to leave with 0 once gradscope is done."""
+    import atexit
+
+    atexit.register(os._exit, 0)
+    return (x * 2).detach() + x  # autograd: 1, the derivative: 3
+
+
+def forks(x):
+    """The child of a fork returns into the caller's code (and would run it twice)."""
+    pid = os.fork()
+    if pid == 0:
+        return (x * 5).sum()
+    os.waitpid(pid, 0)
+    return (x * 2).sum()
+
+
+class OwnBaseException(BaseException):
+    pass
+
+
+def raises_base_exception(x):
+    raise OwnBaseException("not an Exception")
+
+
+def writes_fd_1(x):
+    os.write(1, b"written to fd 1 behind sys.stdout\n")
+    return (x * x).sum()
+
+
+def changes_directory(x):
+    os.chdir("/")
+    return (x * x).sum()
+
+
+def prints_lone_surrogate(x):
+    print("a lone surrogate: \udcff")
+    return (x * 2).detach().sum() + x.sum()
+
+
+def empty_output(x):
+    return x[:0]
+
+
+def sparse_output(x):
+    return (x * 2).to_sparse()
+
+
+def meta_output(x):
+    import torch
+
+    return torch.empty(3, device="meta")
+
+
+def rejects_far_inputs(x):
+    """An ODE solver's 'underflow in dt': inputs past a bound are refused."""
+    if (x.abs() > 6.5).any():
+        raise ValueError("underflow in dt")
+    return (x * x).sum()
+
+
+class FreesSaved(__import__("torch").autograd.Function):
+    """Like a checkpointing Function (openai/jukebox's): what forward saved is freed by the one
+    backward its graph serves; correct, and a second backward on that graph fails."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.input_tensors = [x.detach()]
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        saved = ctx.input_tensors
+        del ctx.input_tensors
+        return g * saved[0].cos()
+
+
+def rejects_far_rounded(x):
+    """A vanishing op (round) whose target refuses inputs past a bound: the wide probes that
+    show round's zero gradient hides a moving function go past it."""
+    import torch
+
+    if (x.abs() > 6.5).any():
+        raise ValueError("underflow in dt")
+    return torch.round(x).sum()
+
+
+def probability(p):
+    """bernoulli-like: a probability must stay in [0, 1] (finite differences at an edge leave
+    it)."""
+    import torch
+
+    if (p < 0).any() or (p > 1).any():
+        raise ValueError("probabilities must lie in [0, 1]")
+    return (p * torch.log1p(p)).sum()

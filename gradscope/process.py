@@ -1,0 +1,95 @@
+"""The process's exit status belongs to gradscope, never to the user's code it runs.
+
+Installed by the `gradscope` command and by each worker of `gradscope run` (a library import
+changes nothing): `os._exit` is replaced, for the whole process, by a guard that
+
+* in a process the user's code forked (multiprocessing's children, a bare `os.fork()`) exits
+  as asked — that process is the user's;
+* once gradscope has decided its exit status (the report is written), exits with that status,
+  whoever asks (an `atexit.register(os._exit, 0)` of the target's cannot turn a failure into 0);
+* before that, raises `Left` where it was called: the user's code leaving is its failure (exit
+  3 with its frames), like `sys.exit`, never the end of gradscope with the user's code.
+
+A child of a user's `os.fork()` that returns into gradscope's frames (rather than exiting) is
+ended there (`back_from_user`) — it would otherwise run the rest of the check a second time,
+fork again, and write a second report to the same stdout.
+
+Cheap to import (no torch): `_launch` imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import posix
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_real_exit = os._exit
+_owner: int | None = None
+_decided: int | None = None
+
+
+class Left(SystemExit):
+    """The user's code called `os._exit(code)` in gradscope's own process."""
+
+
+def install() -> None:
+    """Guard this process's exit status (idempotent)."""
+    global _owner
+    if _owner is not None:
+        return
+    _owner = os.getpid()
+    os._exit = posix._exit = _guarded_exit  # type: ignore[assignment]
+
+
+def _guarded_exit(code: int = 0) -> None:
+    if _owner is None or os.getpid() != _owner:
+        _real_exit(code)
+    if _decided is not None:
+        _real_exit(_decided)
+    raise Left(code)
+
+
+def decide(code: int) -> None:
+    """gradscope's exit status is settled: every later exit, by anyone, leaves with it."""
+    global _decided
+    _decided = code
+
+
+def decided() -> int | None:
+    return _decided
+
+
+def leave(code: int) -> None:
+    """End the process at once with `code` (gradscope's own quick exit)."""
+    _real_exit(code)
+
+
+def back_from_user() -> None:
+    """Called where the user's code returns to gradscope: a process the user's code forked
+    does not go on running gradscope."""
+    if _owner is not None and os.getpid() != _owner:
+        _real_exit(0)
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise errors.TimedOut where the code is after `seconds` (main thread only; None: no
+    limit). The stop unwinds like a signal: nothing half-written is left behind."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from gradscope.errors import TimedOut
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimedOut(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
