@@ -69,6 +69,11 @@ class TopLevel:
     name: str
 
 
+def shortened(text: str, width: int = 60) -> str:
+    """User text as a message quotes it: at most `width` characters."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def parse_literal(text: str, what: str, names: bool = False) -> Any:
     """A Python literal for --arg / --init (numbers, strings, tuples, lists, dicts, None);
     with `names`, a bare identifier is a TopLevel name instead."""
@@ -79,5 +84,5 @@ def parse_literal(text: str, what: str, names: bool = False) -> Any:
             return TopLevel(text.strip())
         allowed = ", or the name of an nn.Module defined at the top of the target's file" \
             if names else ""
-        raise UsageError(f"{what}: {text!r} is not a Python literal (numbers, strings, "
+        raise UsageError(f"{what}: {shortened(text)!r} is not a Python literal (numbers, strings, "
                          f"lists, tuples, dicts, True/False/None){allowed}") from None

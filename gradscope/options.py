@@ -127,7 +127,8 @@ class Options:
         "--rtol", f"Relative tolerance. [default: {tolerance_help(0)}]", float, *_NUMBER,
         commands=RUNS))
     seed: int = field(default=0, metadata=_about(
-        "--seed", "Seed of random inputs and upstreams.", int, *_WHOLE))
+        "--seed", "Seed of random inputs and upstreams.", int, *_WHOLE, minimum=0,
+        maximum=2**63 - 1))
     device: str = field(default="cpu", metadata=_about(
         "--device", "cpu, cuda or cuda:N.", str, (str,), "cpu, cuda or cuda:N"))
     fail_on: str = field(default="mismatch", metadata=_about(

@@ -17,6 +17,7 @@ from gradscope._version import __version__
 from gradscope.cli import commands
 from gradscope.options import DEFAULTS, SPECS, Spec
 from gradscope.render import FORMATS
+from gradscope.suite.config import MIN_MEMORY_MB
 
 HELP = """Inspect PyTorch gradients: autograd, symbolic (sympy) and finite differences side by
 side, per element, with every disagreement explained.
@@ -207,8 +208,9 @@ file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad c
          _timeout("Seconds a check may take before it is stopped and fails (`timeout` in the "
                   "config wins) [default: 900]."),
          _param("memory_limit", Annotated[int | None, typer.Option(
-             "--memory-limit", metavar="MB", min=64, help="Address-space limit per worker "
-                                                          "process, in megabytes.",
+             "--memory-limit", metavar="MB", min=MIN_MEMORY_MB,
+             help=f"Address-space limit per worker process, in megabytes (at least "
+                  f"{MIN_MEMORY_MB}: python and torch need that before any check).",
              show_default=False)], None)])
 
 declare("ops", "The expression language's op table: every function and operator with its "

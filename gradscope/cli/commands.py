@@ -146,13 +146,14 @@ def run_config(**values: Any) -> None:
                         on_count=progress.expect)
         finally:
             progress.stop()
+        # the report first: a file for CI that cannot be written (exit 2) loses nothing else
+        emit(suite, _format(values), output, f"gradscope run: "
+             f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
         if junit is not None:
             from gradscope.render.suite import junit_xml
 
             write_file(junit, junit_xml(suite), "--junit-xml")
         _ci_outputs(suite, summary)
-        emit(suite, _format(values), output, f"gradscope run: "
-             f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
     raise typer.Exit(suite.exit_code)
 
 

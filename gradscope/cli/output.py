@@ -24,6 +24,8 @@ def check_output(path: Path | None, option: str = "--output") -> None:
         _check_output(path, option)
     except OSError as exc:  # a name too long for the file system, a loop of links, ...
         raise UsageError(f"{option} {_shown(path)}: {exc.strerror or exc}") from None
+    except RuntimeError:  # pathlib's word for a loop of symlinks
+        raise UsageError(f"{option} {_shown(path)}: a loop of symbolic links") from None
 
 
 def _check_output(path: Path, option: str) -> None:
@@ -121,6 +123,10 @@ def reader_may_leave() -> Iterator[None]:
         yield
     except BrokenPipeError:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until the process ends)
+    except OSError as exc:  # stdout is a full disk (/dev/full), a closed descriptor, ...
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (nothing more can reach it)
+        raise UsageError(f"cannot write the report to stdout: {exc.strerror or exc}; write "
+                         "it to a file with --output FILE") from None
 
 
 @contextlib.contextmanager

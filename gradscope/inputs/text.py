@@ -24,7 +24,14 @@ from typing import Any
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.option_text import FORMS, GENERATORS, MAX_DIMS, MAX_ELEMENTS, check_shape
+from gradscope.option_text import (
+    FORMS,
+    GENERATORS,
+    MAX_DIMS,
+    MAX_ELEMENTS,
+    check_shape,
+    shortened,
+)
 from gradscope.rng import generator, seed_for
 
 MAX_VALUE_TEXT = 2_000_000
@@ -61,20 +68,16 @@ def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
     try:
         tree = ast.parse(src, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise UsageError(f"{what}: cannot read {_short(src)!r}; it can be {FORMS}") from None
+        raise UsageError(f"{what}: cannot read {shortened(src)!r}; it can be {FORMS}") from None
     if isinstance(tree, ast.Call):
         return _generator(tree, src, what, seed, name, limit, spread or SPREAD)
     data = _literal(tree, src, what, depth=0)
     tensor = torch.tensor(data, dtype=torch.float64)
     if tensor.numel() == 0:
-        raise UsageError(f"{what}: {_short(src)!r} is empty; an empty tensor has no gradient "
+        raise UsageError(f"{what}: {shortened(src)!r} is empty; an empty tensor has no gradient "
                          "to check")
     check_shape(tuple(tensor.shape), what, limit)
     return InputValue(tensor, "given")
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _number(node: ast.AST) -> float | None:
@@ -97,19 +100,19 @@ def _literal(node: ast.AST, src: str, what: str, depth: int):
     number = _number(node)
     if number is not None:
         if not math.isfinite(number):
-            raise UsageError(f"{what}: {_short(src)!r} holds a number too large for float64")
+            raise UsageError(f"{what}: {shortened(src)!r} holds a number too large for float64")
         return number
     if isinstance(node, ast.Tuple | ast.List):
         items = [_literal(e, src, what, depth + 1) for e in node.elts]
         shapes = {_shape_of(i) for i in items}
         if len(shapes) > 1:
-            raise UsageError(f"{what}: {_short(src)!r} is ragged: every row needs the same "
+            raise UsageError(f"{what}: {shortened(src)!r} is ragged: every row needs the same "
                              "length")
         return items
     if isinstance(node, ast.Name) and node.id.lower() in ("nan", "inf", "infinity"):
         raise UsageError(f"{what}: NaN and infinity are not allowed in input values "
                          "(gradients there are undefined)")
-    raise UsageError(f"{what}: cannot read {_short(src)!r}; it can be {FORMS}")
+    raise UsageError(f"{what}: cannot read {shortened(src)!r}; it can be {FORMS}")
 
 
 def _shape_of(item) -> tuple[int, ...]:
@@ -124,7 +127,7 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
                limit: int, spread: float) -> InputValue:
     fname = call.func.id if isinstance(call.func, ast.Name) else None
     if fname not in GENERATORS or call.keywords:
-        raise UsageError(f"{what}: unknown generator {_short(src)!r}; generators are "
+        raise UsageError(f"{what}: unknown generator {shortened(src)!r}; generators are "
                          + ", ".join(GENERATORS))
     raw_args = list(call.args)
     if raw_args and isinstance(raw_args[-1], ast.Tuple | ast.List):  # randint(0,9,(2,8))
@@ -132,7 +135,7 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
     args = [_number(a) for a in raw_args]
     if any(a is None or not math.isfinite(a) for a in args):
         raise UsageError(f"{what}: arguments of {fname}() must be plain numbers, got "
-                         f"{_short(src)!r}")
+                         f"{shortened(src)!r}")
     nums: list[float] = args  # type: ignore[assignment]
 
     def shape_from(values: list[float]) -> tuple[int, ...]:
@@ -146,7 +149,14 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
     tensor, origin = _made(fname, nums, src, what, generator(seed, name),
                            f"generator=torch.Generator().manual_seed({seed_for(seed, name)})",
                            shape_from, spread)
+    if not bool(torch.isfinite(tensor).all()):  # hi − lo overflowed: inf tangents prove nothing
+        raise UsageError(f"{what}: {shortened(src)!r} makes values that are not finite (the range "
+                         "overflows float64); use bounds whose difference is finite, e.g. "
+                         "within ±1e300")
     return InputValue(tensor, origin)
+
+
+INT64 = 2.0 ** 63
 
 
 def _made(fname: str, nums: list[float], src: str, what: str, gen: torch.Generator,
@@ -182,6 +192,9 @@ def _made(fname: str, nums: list[float], src: str, what: str, gen: torch.Generat
         if len(nums) < 3 or not nums[0] < nums[1] or any(v != int(v) for v in nums[:2]):
             raise UsageError(f"{what}: randint(lo, hi, *shape) needs whole numbers lo < hi "
                              "and a shape, e.g. randint(0,10,2,8): values lo <= v < hi")
+        if not all(-INT64 <= v < INT64 for v in nums[:2]):  # (as floats: 2**63 − 1 is 2**63)
+            raise UsageError(f"{what}: randint's bounds must lie below 2**63 in size "
+                             f"(torch draws int64), got {shortened(src)!r}")
         tensor = torch.randint(int(nums[0]), int(nums[1]), shape_from(nums[2:]), generator=gen
                                ).to(torch.float64)
         origin = (f"{src}: torch.randint({int(nums[0])}, {int(nums[1])}, "

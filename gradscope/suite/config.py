@@ -16,6 +16,10 @@ from gradscope.errors import UsageError
 from gradscope.options import COMMANDS, SPECS, Request, from_values
 from gradscope.suite.precheck import precheck
 
+# megabytes of address space a worker needs before any check: python, torch and its threads
+# (measured: 512 fails, 1024 starts, on a 16-core x86-64 machine)
+MIN_MEMORY_MB = 1024
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -135,6 +139,9 @@ def _table(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise UsageError(f"{path}: values are nested too deeply to read (arrays or inline "
+                         "tables thousands of levels deep)") from None
     table = data.get("tool", {}).get("gradscope") if isinstance(data.get("tool"), dict) else None
     if table is None:
         raise UsageError(f"{path} has no [tool.gradscope] table")
@@ -200,8 +207,9 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> Check
         timeout, memory = merged.get("timeout"), merged.get("memory_limit")
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UsageError(f"`timeout` must be a number of seconds > 0, got {timeout}")
-        if memory is not None and memory < 64:
-            raise UsageError(f"`memory_limit` is in megabytes (at least 64), got {memory}")
+        if memory is not None and memory < MIN_MEMORY_MB:
+            raise UsageError(f"`memory_limit` is in megabytes (at least {MIN_MEMORY_MB}: a "
+                             f"worker needs that for python and torch), got {memory}")
     except UsageError as exc:
         raise UsageError(f"{label}: {exc}") from None
     return CheckSpec(entry.get("name") or entry["target"], request, timeout, memory, label)

@@ -78,9 +78,10 @@ def run_config(path: str | Path | None = None,
     """Load and run a config (pyproject.toml by default); returns the SuiteReport. Config errors
     raise UsageError before any check runs. `on_count` hears how many checks will run.
 
-    Isolated, the workers start first and import torch while this process reads the config's
-    keys and types (without torch); a worker then validates the rest (VALUEs, expressions,
-    input names). A memory limit set only in the config needs workers started with it."""
+    Isolated, this process reads the config's keys and types (without torch) first, then
+    starts the workers it needs (never more than the checks, nor than the cores: `--jobs 1000`
+    with one check starts one), and a worker validates the rest (VALUEs, expressions, input
+    names)."""
     where = Path(path) if path is not None else None
     if not isolate:
         specs, where = load(where)
@@ -88,18 +89,20 @@ def run_config(path: str | Path | None = None,
         if on_count is not None:
             on_count(len(specs))
         return run_checks(specs, str(where), on_result, isolate=False)
-    jobs = jobs or os.cpu_count() or 1
-    pools = [Pool(jobs, memory_mb).warm()]
+    specs, where, errors = read(where)
+    specs = shard(select(specs, pattern), shard_of)
+    pool = Pool(workers_for(jobs, len(specs)), memory_limit(specs, memory_mb)).warm()
     try:
-        specs, where, errors = read(where)
-        specs = shard(select(specs, pattern), shard_of)
-        memory = memory_limit(specs, memory_mb)
-        if memory != memory_mb:
-            pools.append(Pool(jobs, memory))
-        refuse(where, sorted(errors + pools[-1].validate(specs), key=check_number))
+        refuse(where, sorted(errors + pool.validate(specs), key=check_number))
         if on_count is not None:
             on_count(len(specs))
-        return run_checks(specs, str(where), on_result, timeout=timeout, pool=pools[-1])
+        return run_checks(specs, str(where), on_result, timeout=timeout, pool=pool)
     finally:
-        for pool in pools:
-            pool.close()
+        pool.close()
+
+
+def workers_for(jobs: int | None, checks: int) -> int:
+    """Worker processes for `checks` checks: `jobs` (default: one per core), never more than
+    the cores or the checks, at least one (it validates the config)."""
+    cores = os.cpu_count() or 1
+    return max(1, min(jobs or cores, cores, checks))

@@ -25,10 +25,13 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import IO, Any
 
+from gradscope.errors import UsageError
 from gradscope.process import install, leave
+from gradscope.suite.config import MIN_MEMORY_MB
 from gradscope.suite.results import CheckResult, run_one
 
 DEFAULT_TIMEOUT = 900.0  # seconds a check may take in a worker (a generous CI default)
+
 POLL = 0.2  # seconds between looks at the clock while waiting
 _HEADER = struct.Struct("!Q")
 
@@ -154,8 +157,11 @@ class Pool:
         except (EOFError, OSError):
             self.close()
             self.workers = []
-            raise RuntimeError(f"a worker process could not start ({_death(worker.process)})"
-                               ) from None
+            limit = (f" under a memory limit of {self.memory_mb} MB (a worker needs about "
+                     f"{MIN_MEMORY_MB} MB of address space for python and torch before any "
+                     "check; raise --memory-limit)") if self.memory_mb else ""
+            raise WorkerError(f"gradscope's worker process could not start{limit}; "
+                              f"{_ended(worker.process)}") from None
 
     def run(self, jobs: list[Job]) -> Iterator[tuple[int, CheckResult]]:
         """Results as they finish (any order)."""
@@ -231,6 +237,17 @@ def _stop(process: subprocess.Popen, grace: float = 0.0) -> None:
     for stream in (process.stdin, process.stdout):
         with contextlib.suppress(OSError):
             stream.close()
+
+
+class WorkerError(UsageError):
+    """A worker could not even start (before any user code ran): the machine or the limits
+    given, exit 2 — never the target's doing."""
+
+
+def _ended(process: subprocess.Popen) -> str:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+    return f"it ended with exit code {process.returncode}"
 
 
 def _death(process: subprocess.Popen) -> str:

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import runpy
 import sys
 
@@ -53,6 +55,13 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.strip())
         raise SystemExit(0 if args else 2)
+    if args[0] == "-m":
+        if len(args) < 2:
+            _refuse("-m needs a module name")
+        if not _findable(args[1]):
+            _refuse(f"no module named {args[1]!r}")
+    elif not os.path.isfile(args[0]):
+        _refuse(f"no such file: {args[0]!r}")
     install()
     try:
         if args[0] == "-m" and len(args) > 1:
@@ -63,6 +72,19 @@ def main(argv: list[str] | None = None) -> None:
             runpy.run_path(args[0], run_name="__main__")
     finally:
         print(summary(), file=sys.stderr)
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package that is missing, an empty name
+        return False
+
+
+def _refuse(what: str) -> None:
+    print(f"gradscope: error: {what}; usage: python -m gradscope.testing.switch SCRIPT.py "
+          "[ARGS] or -m MODULE [ARGS]", file=sys.stderr)
+    raise SystemExit(2)
 
 
 if __name__ == "__main__":

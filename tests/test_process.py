@@ -1,0 +1,99 @@
+"""The process's exit status is gradscope's: the user's code leaving through os._exit, an atexit
+handler asking for 0, a fork whose child returns into gradscope, BaseExceptions of its own; and
+a deadline that stops a check like a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gradscope import process
+from gradscope.errors import TimedOut
+from tests.paths import ROOT
+
+HOSTILE = f"{ROOT}/tests/data/hostile.py"
+
+
+def _gradscope(*args: str, env: dict | None = None, cwd: str | None = None
+               ) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "gradscope", *args], capture_output=True,
+                          text=True, env=environment, cwd=cwd, timeout=300)
+
+
+def test_os_exit_in_the_forward_is_the_target_leaving():
+    done = _gradscope("check", f"{HOSTILE}:hard_exit", "--shape", "x=3")
+    assert done.returncode == 3
+    assert "os._exit: 0" in done.stderr and "hint: the target called os._exit()" in done.stderr
+
+
+def test_an_atexit_handler_of_the_target_cannot_turn_a_failure_into_0():
+    done = _gradscope("check", f"{HOSTILE}:exits_at_exit", "--shape", "x=3")
+    assert done.returncode == 1 and "FAILED" in done.stdout
+
+
+def test_a_forked_child_returning_into_gradscope_ends_there():
+    # the parent's function is checked, once: one JSON document, no second report
+    done = _gradscope("check", f"{HOSTILE}:forks", "--shape", "x=3", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["passed"] and report["inputs"][0]["autograd"] == [2.0, 2.0, 2.0]
+
+
+def test_a_base_exception_of_the_users_is_theirs_in_one_message():
+    done = _gradscope("check", f"{HOSTILE}:raises_base_exception", "--shape", "x=3")
+    assert done.returncode == 3 and "OwnBaseException: not an Exception" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_writes_to_fd_1_never_reach_the_json_document():
+    done = _gradscope("check", f"{HOSTILE}:writes_fd_1", "--shape", "x=3", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["passed"]
+    assert "written to fd 1" in done.stderr  # said, where it does no harm
+
+
+def test_a_targets_chdir_does_not_move_the_output(tmp_path):
+    done = _gradscope("check", f"{HOSTILE}:changes_directory", "--shape", "x=3", "-o",
+                      "report.json", "--format", "json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "report.json").read_text())["passed"]
+
+
+def test_an_ascii_stdout_and_a_lone_surrogate_keep_the_verdict():
+    for fmt in ("table", "json"):
+        done = _gradscope("check", f"{HOSTILE}:prints_lone_surrogate", "--shape", "x=3",
+                          "--format", fmt, env={"PYTHONIOENCODING": "ascii"})
+        assert done.returncode == 1 and "internal error" not in done.stderr
+    assert json.loads(done.stdout)["passed"] is False
+
+
+@pytest.mark.parametrize("name, words", [
+    ("empty_output", "is empty (shape (0,)): there is no gradient to compare"),
+    ("sparse_output", "layout torch.sparse_coo"),
+    ("meta_output", "meta device"),
+])
+def test_outputs_with_nothing_to_compare_are_refused(name, words):
+    done = _gradscope("check", f"{HOSTILE}:{name}", "--shape", "x=3")
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+
+
+def test_the_deadline_stops_like_a_signal_and_is_lifted_after():
+    started = time.monotonic()
+    with pytest.raises(TimedOut) as info, process.deadline(0.2):
+        while True:
+            pass
+    assert time.monotonic() - started < 2 and info.value.code == 3
+    assert "--timeout 0.2 s" in info.value.reason()
+    with process.deadline(0.05):
+        pass
+    time.sleep(0.1)  # lifted: nothing fires later
+
+
+def test_the_guard_is_only_installed_by_the_command():
+    assert os._exit is process._real_exit  # importing gradscope changes nothing
+    assert process.decided() is None
