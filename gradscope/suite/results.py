@@ -3,8 +3,9 @@
 
 Outcomes: `passed`, `failed` (exit 1), `raised` (the user's code raised: exit 3), `error`:
 bad usage found while running it (exit 2), or the user's code crashed, left or hung its
-worker (`crashed`: exit 3). The suite's exit code is 2 if any check had a usage error, else 3
-if any raised or crashed, else 1 if any failed, else 0.
+worker (`crashed`: exit 3), or gradscope's own code failed (`internal`: exit 4, never blamed
+on the target). The suite's exit code is 2 if any check had a usage error, else 3 if any
+raised or crashed, else 4 if gradscope failed, else 1 if any failed, else 0.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ class CheckResult:
     report: Report | None = None
     error: str | None = None
     crashed: bool = False  # `error` because the user's code crashed, left or hung the worker
+    internal: bool = False  # `error` because gradscope's own code failed (a bug of ours)
 
     @property
     def exit_code(self) -> int:
         if self.outcome == "error":
-            return 3 if self.crashed else 2
+            return 4 if self.internal else 3 if self.crashed else 2
         return {"passed": 0, "failed": 1, "raised": 3}[self.outcome]
 
     @property
@@ -49,7 +51,7 @@ class CheckResult:
         return {"name": self.name, "target": self.target, "command": self.command,
                 "outcome": self.outcome, "passed": self.outcome == "passed",
                 "seconds": round(self.seconds, 6), "error": self.error,
-                "crashed": self.crashed,
+                "crashed": self.crashed, "internal": self.internal,
                 "report": self.report.to_dict() if self.report else None}
 
 
@@ -66,7 +68,7 @@ class SuiteReport:
     @property
     def exit_code(self) -> int:
         codes = {r.exit_code for r in self.results}
-        return next((code for code in (2, 3, 1) if code in codes), 0)
+        return next((code for code in (2, 3, 4, 1) if code in codes), 0)
 
     def to_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}
@@ -96,6 +98,10 @@ def run_one(spec: Any) -> CheckResult:
         return CheckResult(**base, outcome="error", seconds=time.perf_counter() - tic,
                            error="the check ran out of memory (its memory limit, or the "
                                  "machine's)", crashed=True)
+    except Exception as exc:  # a bug of gradscope's: this check's error, not the target's
+        return CheckResult(**base, outcome="error", seconds=time.perf_counter() - tic,
+                           error=f"internal error of gradscope: {type(exc).__name__}: {exc} "
+                                 "(please report it)", internal=True)
     passed = report.passed or not outcome.fails(report)  # --fail-on never
     return CheckResult(**base, outcome="passed" if passed else "failed",
                        seconds=time.perf_counter() - tic, report=report)

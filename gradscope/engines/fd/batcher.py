@@ -108,7 +108,7 @@ class Batcher:
                 self.column_fn[name] = None
                 return self._in_chunks(name, x, idx, h, points)
             outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
-            est, err = estimate(outs, h.unsqueeze(0), self.point.machine_eps)
+            est, err = estimate(outs, h.unsqueeze(0), self.point.machine_eps, self._noise())
             kinks = {j: f.reshape(points, k).any(0) for j, f in flags.items() if bool(f.any())}
             return est, err, kinks
         if k > self.chunk_size(name, x.numel(), numel(self.point.out_shape)):
@@ -142,7 +142,7 @@ class Batcher:
             for j, (b, b0) in enumerate(zip(branches, self.point.branches, strict=True)):
                 changed = branch_changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
                 kinks[j] = kinks[j] | changed if j in kinks else changed
-        est, err = estimate(per_point, h.unsqueeze(0), self.point.machine_eps)
+        est, err = estimate(per_point, h.unsqueeze(0), self.point.machine_eps, self._noise())
         kinks = {j: m for j, m in kinks.items() if bool(m.any())}
         if points == 4 and self.point.find_kinks:
             base = self._base(name, x, k)
@@ -150,6 +150,10 @@ class Batcher:
             if bool(found.any()):
                 kinks[FOUND] = found
         return est, err, kinks
+
+    def _noise(self) -> torch.Tensor:
+        """f's round-off per output element, as a column (n_out, 1)."""
+        return self.point.noise().reshape(-1, 1)
 
     def _base(self, name: str, x: torch.Tensor, k: int) -> torch.Tensor:
         """f at k unperturbed copies, batched the way the perturbed ones are, (n_out, k): a

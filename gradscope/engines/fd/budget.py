@@ -31,21 +31,43 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
     stored = n_in * n_out <= MAX_STORED_ENTRIES
     width = fd.column_width(name)
-    # elements one column moves: incremental columns touch their widest node, others a
-    # perturbed copy of the input and the whole output (the work in between, a model's
-    # activations, is what the flop budget counts)
-    per_column = max(n_out, width) if width is not None else max(n_in, n_out)
     # a model's column costs its matmuls and convolutions, which the flop budget counts (the
     # perturbed copy with it); where the counted operations do not dominate everything a
     # column moves or keeps (elementwise work, which FlopCounterMode does not count), the
     # copy-work cap bounds the columns as well
     model = width is None and fd.flops() > max(n_in, n_out, fd.point.activations())
-    work = n_in if model else int(MAX_DENSE_WORK // (4.0 * per_column))
+    work = n_in if model else _work_share(fd, name)
     by_flops = n_in if width is not None else _flop_share(fd, n_in)
     if n_in <= max_fd and n_in <= work and stored and n_in <= by_flops:
         return None
     affordable = int(min(work, MAX_STORED_ENTRIES // n_out, by_flops))
     return max(1, min(sample, n_in, affordable))
+
+
+def _per_column(fd: Any, name: str) -> int:
+    """Elements one column of `name` moves: incremental columns touch their widest node;
+    others a perturbed copy of the input, and everything one evaluation computes (an
+    intermediate far wider than the input or the output, say `outer(x, y)`, included)."""
+    n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
+    width = fd.column_width(name)
+    if width is not None:
+        return max(n_out, width)
+    return max(n_in, n_out, fd.point.elements())
+
+
+def _work_share(fd: Any, name: str) -> int:
+    """Columns of `name` the copy-work cap affords, the cap shared by every input estimated
+    column by column (the whole evaluation's work is bounded, not each tensor's): the inputs
+    that need least get all they need first, the rest share what is left evenly."""
+    names = sorted((n for n in fd.values if not fd.is_elementwise(n)),
+                   key=lambda n: (fd.values[n].numel() * _per_column(fd, n), n))
+    left, columns = MAX_DENSE_WORK, {}
+    for k, n in enumerate(names):
+        cost = 4.0 * _per_column(fd, n)
+        given = min(fd.values[n].numel() * cost, left / (len(names) - k))
+        columns[n] = int(given // cost)
+        left -= given
+    return columns.get(name, fd.values[name].numel())
 
 
 def _flop_share(fd: Any, n_in: int) -> int:

@@ -93,7 +93,7 @@ class ElementwiseEstimator:
             kinks.append([branch_changed(b, b0)
                           for b, b0 in zip(branches, point.branches, strict=True)])
         wide_h = h.expand(point.out_shape)
-        est, err = estimate(outs, wide_h, point.machine_eps)
+        est, err = estimate(outs, wide_h, point.machine_eps, point.noise())
         by_branch: dict[int, torch.Tensor] = {}
         for k in range(len(point.branches)):
             changed = kinks[0][k]

@@ -179,7 +179,7 @@ class FiniteDifferences:
                     except RuntimeError:  # a reduction lies in between: every output moves
                         changed |= True
         h_t = torch.tensor(h, dtype=point.dtype, device=point.out.device)
-        est, err = richardson(*outs, h_t, point.machine_eps)
+        est, err = richardson(*outs, h_t, point.machine_eps, point.noise())
         return Directional(est, err, changed)
 
     # ------------------------------------------------- does the output depend on an element?

@@ -65,6 +65,8 @@ class Point:
         self.out_shape = tuple(self.out.shape)
         self._activations: int | None = None
         self._flops: int | None = None
+        self._elements: int | None = None
+        self._noise: torch.Tensor | None = None
 
     def moving(self, name: str) -> Traced:
         """The target, for points that differ from the base values in `name` only."""
@@ -83,15 +85,63 @@ class Point:
         torch's FlopCounterMode counts), counted once: what an expensive target costs beyond
         its size, as a number that does not depend on how loaded the machine is."""
         if self._flops is None:
-            from torch.utils.flop_counter import FlopCounterMode
+            self._measure()
+        return self._flops  # type: ignore[return-value]
 
-            try:
-                with torch.no_grad(), FlopCounterMode(display=False) as counter:
-                    self.fn(self.values)
-                self._flops = int(counter.get_total_flops())
-            except Exception:  # an op the counter cannot follow: count none
-                self._flops = 0
-        return self._flops
+    def elements(self) -> int:
+        """Elements one evaluation computes: every tensor a torch function returns, summed
+        (an outer product's matrix, every layer of a nested sin), counted once with
+        `flops`. What an evaluation costs where FlopCounterMode counts nothing (elementwise
+        work), and what a batch of evaluations holds."""
+        if self._elements is None:
+            self._measure()
+        return self._elements  # type: ignore[return-value]
+
+    def noise(self) -> torch.Tensor:
+        """The round-off of f at the base point, per output element (output-shaped), measured
+        once: f moved by every input's last bits (±2 ulps, seeded signs): the least of each
+        side's change and their second difference (which has no slope in it). A sum of
+        millions of terms that cancel (`sum(sin(outer(x, y)))` with a symmetric y) rounds far
+        above eps·|f|, and a central difference divides that by h; |f| alone would call its
+        noise a mismatch. A jump within the ulps moves one side only, so the side that stays
+        never takes a jump for noise; NaN counts as none."""
+        if self._noise is None:
+            self._noise = self._measure_noise()
+        return self._noise
+
+    def _measure_noise(self) -> torch.Tensor:
+        zero = torch.zeros_like(self.out) if self.out.is_floating_point() else None
+        if zero is None:
+            return torch.zeros(self.out_shape, dtype=self.dtype)
+        gen = torch.Generator().manual_seed(0)
+        moves = {k: (2 * self.machine_eps) * v.abs() * (
+            torch.randint(0, 2, v.shape, generator=gen).to(v.device, v.dtype) * 2 - 1)
+            for k, v in self.values.items() if v.is_floating_point()}
+        sides = []
+        try:
+            for sign in (1.0, -1.0):
+                moved = {k: v + sign * moves[k] if k in moves else v
+                         for k, v in self.values.items()}
+                out, _ = self.fn(moved)
+                sides.append(out.expand(self.out_shape) - self.out)
+        except Exception:  # the target refuses its own point moved by ulps: no estimate
+            return zero
+        # the second difference has no slope in it; each side alone has no jump beyond it
+        curved = (sides[0] + sides[1]).abs()
+        found = torch.fmin(torch.fmin(sides[0].abs(), sides[1].abs()), curved)
+        return found.nan_to_num_(0.0, 0.0, 0.0)
+
+    def _measure(self) -> None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counted = _Elements()
+        try:
+            with torch.no_grad(), FlopCounterMode(display=False) as counter, counted:
+                self.fn(self.values)
+            self._flops = int(counter.get_total_flops())
+        except Exception:  # an op the counters cannot follow: count none
+            self._flops = 0
+        self._elements = counted.total
 
     def activations(self) -> int:
         """Elements one evaluation keeps alive beyond its inputs: what autograd saves for
@@ -113,3 +163,19 @@ class Point:
                 saved[0] = 0
             self._activations = saved[0]
         return self._activations
+
+
+class _Elements(torch.overrides.TorchFunctionMode):
+    """Counts the elements of every tensor torch functions return."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.total += t.numel()
+        return out

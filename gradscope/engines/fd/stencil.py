@@ -47,26 +47,30 @@ STENCIL = (1.0, -1.0, 0.5, -0.5)  # steps in units of h: two-point uses the firs
 
 
 def estimate(outs: list[torch.Tensor] | torch.Tensor, h: torch.Tensor,
-              eps: float = EPS64) -> tuple[torch.Tensor, torch.Tensor]:
+             eps: float = EPS64, noise: torch.Tensor | float = 0.0
+             ) -> tuple[torch.Tensor, torch.Tensor]:
     """(derivative, error bound) from f at the STENCIL points: Richardson-extrapolated with
     four points; a central difference with two, whose bound is round-off only (its truncation
-    error is unknown until a comparison doubts it and `refine` extrapolates)."""
+    error is unknown until a comparison doubts it and `refine` extrapolates). `noise`: f's
+    measured round-off where it exceeds eps·|f| (Point.noise)."""
     if len(outs) == 4:
-        return richardson(outs[0], outs[1], outs[2], outs[3], h, eps)
+        return richardson(outs[0], outs[1], outs[2], outs[3], h, eps, noise)
     fp, fm = outs[0], outs[1]
     # in place where possible: at a million elements each pass costs about a millisecond
     est = torch.sub(fp, fm).div_(h).mul_(0.5)
-    err = fp.abs().add_(fm.abs()).div_(h).mul_(3 * eps)
+    err = fp.abs().add_(fm.abs()).mul_(eps).add_(noise).div_(h).mul_(3)
     return est, err
 
 
 def richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor,
-                h: torch.Tensor, eps: float = EPS64) -> tuple[torch.Tensor, torch.Tensor]:
+               h: torch.Tensor, eps: float = EPS64, noise: torch.Tensor | float = 0.0
+               ) -> tuple[torch.Tensor, torch.Tensor]:
     d1 = (fp - fm) / (2 * h)
     d2 = (fp2 - fm2) / h
     est = (4 * d2 - d1) / 3
     # round-off: each of the four values carries ~eps·|f|; |fp| + |fm| bounds |f| nearby
-    err = (est - d2).abs() + 3 * eps * (fp.abs() + fm.abs()) / h
+    # (and f's measured noise, where terms that cancel round far above that)
+    err = (est - d2).abs() + 3 * (eps * (fp.abs() + fm.abs()) + noise) / h
     return est, err
 
 

@@ -69,3 +69,36 @@ def test_elementwise_work_the_flop_counter_misses_keeps_the_copy_cap():
     fd = _fd("sum(tanh(x - mean(x))**2)", 40_000)
     assert fd.point.activations() > 40_000 and fd.flops() == 0
     assert sample_size(fd, "x", max_fd=100_000, sample=1000) == 1000
+
+
+def test_an_intermediate_wider_than_inputs_and_output_bounds_the_columns(monkeypatch):
+    # outer(x, y) computes 10x the elements of both inputs together: the same work bound
+    # affords all columns of sin(x)·y's sum and only some of sin(outer(x, y))'s
+    import gradscope
+    from gradscope.engines.fd import budget
+
+    monkeypatch.setattr(budget, "MAX_DENSE_WORK", 4e5)
+    cheap = gradscope.check("sum(sin(x) * y)", x="randn(200)", y="randn(200)")
+    wide = gradscope.check("sum(sin(outer(x, y)))", x="randn(200)", y="randn(200)")
+    assert {i.finite_difference_mode for i in cheap.inputs} != {"sampled"}
+    assert {i.finite_difference_mode for i in wide.inputs} == {"sampled"}
+    assert wide.passed and any("capped at" in n for n in wide.notes)
+
+
+def test_the_work_bound_is_shared_by_all_inputs(monkeypatch):
+    from gradscope.engines.fd import budget
+
+    class FD:  # two inputs of 100 elements whose columns each move 1,000 elements
+        values = {"a": torch.zeros(100), "b": torch.zeros(100)}
+        out = torch.zeros(())
+        point = type("P", (), {"elements": staticmethod(lambda: 1000)})()
+
+        def is_elementwise(self, name):
+            return False
+
+        def column_width(self, name):
+            return None
+
+    monkeypatch.setattr(budget, "MAX_DENSE_WORK", 4 * 1000 * 150)
+    # 150 columns in all, not 150 each: the first (by need, then name) gets its fair half
+    assert budget._work_share(FD(), "a") == 75 and budget._work_share(FD(), "b") == 75

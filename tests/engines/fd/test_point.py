@@ -34,3 +34,34 @@ def test_a_lower_precision_output_is_read_in_float64_with_its_round_off():
     grad, err = est.vjp(torch.ones(5, dtype=torch.float64))
     exact = 1 - torch.tanh(x) ** 2
     assert bool(((grad - exact).abs() <= 3 * err + 1e-5).all())
+
+
+def test_elements_count_every_intermediate_an_evaluation_computes():
+    def traced(values):
+        return torch.sin(torch.outer(values["x"], values["y"])).sum(), []
+
+    fd = FiniteDifferences(traced, {"x": torch.ones(30, dtype=torch.float64),
+                                    "y": torch.ones(40, dtype=torch.float64)},
+                           eps=DEFAULT_EPS, elementwise=set())
+    assert fd.point.elements() == 1200 + 1200 + 1 + 1  # outer, sin, sum, its detached read
+
+
+def test_noise_is_what_cancelling_terms_round_to_and_never_a_jump():
+    from gradscope.engines.fd.point import Point
+
+    def cancelling(values):  # a symmetric y: the true value is 0, each term is up to 1
+        return torch.sin(torch.outer(values["x"], values["y"])).sum().reshape(1), []
+
+    x = torch.linspace(-3, 3, 301, dtype=torch.float64)
+    y = torch.cat([x, -x])
+    point = Point(cancelling, {"x": x, "y": y}, eps=DEFAULT_EPS)
+    eps = torch.finfo(torch.float64).eps
+    assert float(point.noise()) > 10 * eps * max(float(point.out.abs()), eps)
+    assert float(point.noise()) < 1e-9  # round-off, not the function's slope
+
+    def jumps(values):  # x sits exactly on round's jump: one side moves by 1
+        return torch.round(values["x"]), []
+
+    at_jump = Point(jumps, {"x": torch.tensor([0.5, 2.0], dtype=torch.float64)},
+                    eps=DEFAULT_EPS)
+    assert at_jump.noise().tolist() == [0.0, 0.0]
