@@ -89,9 +89,10 @@ def test_the_work_bound_is_shared_by_all_inputs(monkeypatch):
     from gradscope.engines.fd import budget
 
     class FD:  # two inputs of 100 elements whose columns each move 1,000 elements
-        values = {"a": torch.zeros(100), "b": torch.zeros(100)}
-        out = torch.zeros(())
-        point = type("P", (), {"elements": staticmethod(lambda: 1000)})()
+        def __init__(self):
+            self.values = {"a": torch.zeros(100), "b": torch.zeros(100)}
+            self.out = torch.zeros(())
+            self.point = type("P", (), {"elements": staticmethod(lambda: 1000)})()
 
         def is_elementwise(self, name):
             return False
