@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
-from gradscope.errors import GradscopeError
+from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
 from gradscope.report.status import Status
@@ -291,11 +291,10 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     """torch.autograd.gradcheck's signature and semantics, gradscope's check (module doc):
     True, or GradcheckError (raise_exception) / False."""
     kw = dict(locals())
-    call = GradcheckCall.of(func, inputs)
-    if call.complex:
-        kw.pop("func"), kw.pop("inputs")
-        return TORCH_GRADCHECK(func, inputs, **kw)
     try:
+        call = GradcheckCall.of(func, inputs)
+        if call.complex:
+            return _torch_decides(kw, "complex inputs or outputs")
         if check_backward_ad:
             _backward(call, kw)
         _plumbing(func, inputs, call, kw)
@@ -304,8 +303,22 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         if raise_exception:
             raise
         return False
+    except TargetError as exc:  # func itself raised: torch's gradcheck lets that through too
+        raise (exc.__cause__ or exc) from None
+    except UsageError as exc:  # a call torch accepts and gradscope cannot check (zero-element
+        # or sparse inputs, NaN inputs, a random func, nondet_tol=inf): torch's answer, said
+        return _torch_decides(kw, str(exc).splitlines()[0])
     STATS.passed += 1
     return True
+
+
+def _torch_decides(kw: dict[str, Any], why: str) -> bool:
+    """torch's own gradcheck on the call, counted apart: the drop-in never refuses a call
+    torch accepts, and never answers differently from it where gradscope cannot check."""
+    args = {k: v for k, v in kw.items() if k not in ("func", "inputs")}
+    STATS.delegated += 1
+    STATS.reasons[why[:120]] = STATS.reasons.get(why[:120], 0) + 1
+    return TORCH_GRADCHECK(kw["func"], kw["inputs"], **args)
 
 
 def _backward(call: GradcheckCall, kw: dict[str, Any]) -> None:
@@ -331,10 +344,20 @@ class DropInStats:
 
     passed: int = 0
     failed: int = 0
+    delegated: int = 0  # calls gradscope cannot check, decided by torch's own gradcheck
+    reasons: dict[str, int] = field(default_factory=dict)  # why, and how often
 
     @property
     def calls(self) -> int:
-        return self.passed + self.failed
+        return self.passed + self.failed + self.delegated
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Counts from another process (a pytest-xdist worker's)."""
+        self.passed += other.get("passed", 0)
+        self.failed += other.get("failed", 0)
+        self.delegated += other.get("delegated", 0)
+        for why, count in other.get("reasons", {}).items():
+            self.reasons[why] = self.reasons.get(why, 0) + count
 
 
 STATS = DropInStats()

@@ -46,8 +46,13 @@ def installed() -> bool:
 
 
 def summary() -> str:
-    return (f"gradscope: {STATS.calls} gradcheck call(s) routed through gradscope: "
+    line = (f"gradscope: {STATS.calls} gradcheck call(s) routed through gradscope: "
             f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
+    if STATS.delegated:
+        why = "; ".join(f"{w} ({n})" for w, n in sorted(STATS.reasons.items())[:5])
+        line += (f", {STATS.delegated} decided by torch's own gradcheck (gradscope cannot "
+                 f"check them: {why})")
+    return line
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -164,3 +164,61 @@ def test_pytest_switch_routes_a_suites_calls_and_sums_them_up():
     assert "4 gradcheck call(s) routed through gradscope: 3 passed, 1 failed" in out
     by_env = _pytest(env={"GRADSCOPE_GRADCHECK": "1"})
     assert "1 failed, 3 passed" in by_env.stdout
+
+
+def _parity_calls():
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    nan = torch.tensor([1.0, float("nan"), 2.0], dtype=torch.float64, requires_grad=True)
+    empty = torch.zeros(0, dtype=torch.float64, requires_grad=True)
+    sparse = torch.randn(3, 3, dtype=torch.float64).to_sparse().requires_grad_()
+    return [
+        ("zero-element input", lambda t: t * 2, (empty,), {}),
+        ("zero-element input, fast", lambda t: t * 2, (empty,), {"fast_mode": True}),
+        ("random func", lambda t: t * torch.rand(3, dtype=torch.float64), (x,), {}),
+        ("NaN input", lambda t: t * 2, (nan,), {}),
+        ("nondet_tol=inf", lambda t: t * 2, (x,), {"nondet_tol": float("inf")}),
+        ("sparse input", lambda t: t.to_dense() * 2, (sparse,), {"masked": True}),
+        ("empty output", lambda t: t[:0], (x,), {}),
+    ]
+
+
+@pytest.mark.parametrize("name, func, inputs, kw", _parity_calls(),
+                         ids=[c[0] for c in _parity_calls()])
+def test_a_call_gradscope_cannot_check_gets_torchs_answer_never_an_error(name, func, inputs, kw):
+    expected = dropin.TORCH_GRADCHECK(func, inputs, raise_exception=False, **kw)
+    assert gradscope.gradcheck(func, inputs, raise_exception=False, **kw) == expected
+
+
+def test_what_torch_decided_is_counted_apart_with_why():
+    from gradscope.testing.switch import summary
+
+    before = dropin.STATS.delegated
+    sparse = torch.randn(3, 3, dtype=torch.float64).to_sparse().requires_grad_()
+    assert gradscope.gradcheck(lambda t: t.to_dense() * 2, (sparse,), masked=True)
+    assert dropin.STATS.delegated == before + 1
+    assert "decided by torch's own gradcheck" in summary() and "sparse" in summary()
+
+
+def test_the_users_own_exception_comes_through_as_in_torch():
+    def boom(t):
+        raise KeyError("mine")
+
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(KeyError, match="mine"):
+        gradscope.gradcheck(boom, (x,))
+
+
+def test_xdist_workers_counts_reach_the_controllers_summary():
+    from gradscope.testing import plugin
+    from gradscope.testing.gradcheck import STATS, DropInStats
+
+    saved = DropInStats(**vars(STATS))
+    node = type("Node", (), {"workeroutput": {"gradscope_drop_in": {
+        "passed": 2, "failed": 1, "delegated": 1, "reasons": {"sparse input": 1}}}})()
+    try:
+        plugin.pytest_testnodedown(node, None)
+        assert (STATS.passed, STATS.failed, STATS.delegated) == (
+            saved.passed + 2, saved.failed + 1, saved.delegated + 1)
+    finally:
+        STATS.passed, STATS.failed, STATS.delegated = saved.passed, saved.failed, saved.delegated
+        STATS.reasons = saved.reasons
