@@ -44,6 +44,26 @@ def install() -> None:
     os._exit = posix._exit = _guarded_exit  # type: ignore[assignment]
 
 
+@contextmanager
+def guarded() -> Iterator[None]:
+    """The guard for a stretch of code in a process that did not install it for good (the CLI's
+    `main()` called in-process, by a test say): removed again afterwards."""
+    if _owner is not None:
+        yield
+        return
+    install()
+    try:
+        yield
+    finally:
+        uninstall()
+
+
+def uninstall() -> None:
+    global _owner
+    _owner = None
+    os._exit = posix._exit = _real_exit  # type: ignore[assignment]
+
+
 def _guarded_exit(code: int = 0) -> None:
     if _owner is None or os.getpid() != _owner:
         _real_exit(code)

@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     `typer.TyperException`)."""
     argv = with_bare_values(negative_targets(list(sys.argv[1:] if argv is None else argv)))
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="gradscope")
+        with process.guarded():  # (the console script installed it for good already)
+            code = app(args=argv, standalone_mode=False, prog_name="gradscope")
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:

@@ -38,6 +38,7 @@ from gradscope.report.headline import headline
 from gradscope.report.model import Report
 from gradscope.report.status import Status
 from gradscope.tensors import grad_nodes
+from gradscope.testing.stats import STATS
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
 # torch's own functions, kept before any switch replaces them (the drop-in calls them itself)
@@ -338,29 +339,6 @@ def _backward(call: GradcheckCall, kw: dict[str, Any]) -> None:
         raise GradcheckError(problem, report)
 
 
-@dataclass
-class DropInStats:
-    """What the drop-in did in this process (the pytest plugin's summary line)."""
-
-    passed: int = 0
-    failed: int = 0
-    delegated: int = 0  # calls gradscope cannot check, decided by torch's own gradcheck
-    reasons: dict[str, int] = field(default_factory=dict)  # why, and how often
-
-    @property
-    def calls(self) -> int:
-        return self.passed + self.failed + self.delegated
-
-    def add(self, other: dict[str, Any]) -> None:
-        """Counts from another process (a pytest-xdist worker's)."""
-        self.passed += other.get("passed", 0)
-        self.failed += other.get("failed", 0)
-        self.delegated += other.get("delegated", 0)
-        for why, count in other.get("reasons", {}).items():
-            self.reasons[why] = self.reasons.get(why, 0) + count
-
-
-STATS = DropInStats()
 
 
 def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],

@@ -56,7 +56,7 @@ def pytest_sessionfinish(session: Any) -> None:
     if config.stash.get(_SWITCHED, False) and hasattr(config, "workeroutput"):
         from dataclasses import asdict
 
-        from gradscope.testing.gradcheck import STATS
+        from gradscope.testing.stats import STATS
 
         config.workeroutput["gradscope_drop_in"] = asdict(STATS)
 
@@ -66,7 +66,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     """xdist's controller: add up what each worker counted."""
     counted = getattr(node, "workeroutput", {}).get("gradscope_drop_in")
     if counted:
-        from gradscope.testing.gradcheck import STATS
+        from gradscope.testing.stats import STATS
 
         STATS.add(counted)
 

@@ -210,7 +210,7 @@ def test_the_users_own_exception_comes_through_as_in_torch():
 
 def test_xdist_workers_counts_reach_the_controllers_summary():
     from gradscope.testing import plugin
-    from gradscope.testing.gradcheck import STATS, DropInStats
+    from gradscope.testing.stats import STATS, DropInStats
 
     saved = DropInStats(**vars(STATS))
     node = type("Node", (), {"workeroutput": {"gradscope_drop_in": {
