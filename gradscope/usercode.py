@@ -132,9 +132,7 @@ def contained(during: str = "the check") -> Iterator[None]:
     is turned into a TargetError; every Exception keeps its meaning."""
     try:
         yield
-    except (Stopped, KeyboardInterrupt, GeneratorExit):
-        raise
-    except Exception:
+    except (Exception, Stopped, KeyboardInterrupt, GeneratorExit):
         raise
     except BaseException as exc:
         raise _left_or_raised(exc, during, None) from exc

@@ -46,9 +46,8 @@ def confirm(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     base = phi(values)
     for name in sorted(candidates):
         x = values[name]
-        tried = answered = 0
+        answered = 0
         for size, sign in ((s, d) for s in STEPS for d in (1.0, -1.0)):
-            tried += 1
             try:
                 moved = phi({**values, name: x + sign * size * x.abs().clamp(min=1.0)})
             except Exception as exc:  # outside what the target accepts: this shift tells nothing

@@ -94,16 +94,8 @@ class AutogradEngine:
         n_out = self.output.numel()
         eye = torch.eye(n_out, dtype=self.output.dtype, device=self.output.device)
         basis = eye.reshape(n_out, *self.output.shape)
-        try:
-            if self.single_use:
-                raise RuntimeError("a graph of one backward is not replayed")
-            rows = torch.autograd.grad(self.output, list(self.leaves.values()), basis,
-                                       retain_graph=True, allow_unused=True,
-                                       is_grads_batched=True)
-        except (GradscopeError, SystemExit):
-            raise
-        except Exception:  # no batching rule for some op, or a graph of one backward: one
-            # backward per output element
+        rows = None if self.single_use else self._batched_rows(basis)
+        if rows is None:  # one backward per output element
             per_row = [self.vjp(b) for b in basis]
             rows = [torch.stack([r[n] for r in per_row]) for n in self.names]
         out = {}
@@ -112,6 +104,18 @@ class AutogradEngine:
                 r = torch.zeros(n_out, *leaf.shape, dtype=leaf.dtype, device=leaf.device)
             out[n] = r.detach().reshape(n_out, leaf.numel())
         return out
+
+    def _batched_rows(self, basis: torch.Tensor) -> tuple | None:
+        """All VJPs of `basis` in one batched backward on the retained graph; None where that
+        fails (no batching rule for some op, or a graph of one backward)."""
+        try:
+            return torch.autograd.grad(self.output, list(self.leaves.values()), basis,
+                                       retain_graph=True, allow_unused=True,
+                                       is_grads_batched=True)
+        except (GradscopeError, SystemExit):
+            raise
+        except Exception:
+            return None
 
     def jvp(self, tangents: Mapping[str, torch.Tensor]) -> torch.Tensor:
         primals = tuple(leaf.detach() for leaf in self.leaves.values())

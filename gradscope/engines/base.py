@@ -44,3 +44,8 @@ class Answer:
     error: torch.Tensor | None = None
     kink: torch.Tensor | None = None
     checked: torch.Tensor | None = None
+
+
+def estimated(answers: Mapping[str, Answer]) -> Answer | None:
+    """The first answer that is an estimate (carries its own error bound), if any."""
+    return next((a for a in answers.values() if a.error is not None), None)

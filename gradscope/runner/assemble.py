@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from gradscope._version import __version__
-from gradscope.engines.base import Answer
+from gradscope.engines.base import Answer, estimated
 from gradscope.report import build
 from gradscope.report.model import Column, ForwardReport, InputReport, Report
 from gradscope.report.modules import is_model, rollup
@@ -144,7 +144,7 @@ def _input(prepared: Prepared, evidence: Evidence, view: View, name: str, cmp: C
     cast = bound.cast[name]
     ag = view.autograd[name]
     answers = view.answers[name]
-    estimate = next((a for a in answers.values() if a.error is not None), None)
+    estimate = estimated(answers)
     element_status = build.statuses(cmp, idx)
     error = build.pick(cmp.error, idx)
     return InputReport(
@@ -170,7 +170,7 @@ def _jacobian_input(prepared: Prepared, evidence: Evidence, view: View, name: st
     idx = build.worst_indices(shaped, options.max_elements, options.full)
     ag = view.autograd[name]
     answers = view.answers[name]
-    estimate = next((a for a in answers.values() if a.error is not None), None)
+    estimate = estimated(answers)
     element_status = build.statuses(shaped, idx)
     error = build.pick(shaped.error, idx)
     return InputReport(

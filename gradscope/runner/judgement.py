@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gradscope.engines.base import Answer
+from gradscope.engines.base import Answer, estimated
 from gradscope.report.model import Failure, UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.runner.evidence import Evidence, Projection, View
@@ -185,7 +185,7 @@ def _forward(evidence: Evidence) -> tuple[Comparison | None, Status | None]:
     fwd = evidence.forward
     if fwd is None:
         return None, None
-    estimate = next((a for a in fwd.answers.values() if a.error is not None), None)
+    estimate = estimated(fwd.answers)
     reference = fwd.autograd if fwd.autograd is not None else \
         (estimate.values if estimate is not None else None)
     if reference is None:

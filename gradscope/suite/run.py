@@ -64,7 +64,7 @@ def run_checks(specs: list[CheckSpec], config: str,
         return suite
     work = [Job(k, spec, spec.timeout or timeout or DEFAULT_TIMEOUT)
             for k, spec in enumerate(specs)]
-    pool = pool or Pool(jobs or os.cpu_count() or 1, memory_mb)
+    pool = pool or Pool(workers_for(jobs, len(specs)), memory_mb)
     suite.results = in_order(pool.run(work), len(work), on_result)
     return suite
 

@@ -59,13 +59,12 @@ def _work_share(fd: Any, name: str) -> int:
     """Columns of `name` the copy-work cap affords, the cap shared by every input estimated
     column by column (the whole evaluation's work is bounded, not each tensor's): the inputs
     that need least get all they need first, the rest share what is left evenly."""
-    names = sorted((n for n in fd.values if not fd.is_elementwise(n)),
-                   key=lambda n: (fd.values[n].numel() * _per_column(fd, n), n))
+    cost = {n: 4.0 * _per_column(fd, n) for n in fd.values if not fd.is_elementwise(n)}
+    names = sorted(cost, key=lambda n: (fd.values[n].numel() * cost[n], n))
     left, columns = MAX_DENSE_WORK, {}
     for k, n in enumerate(names):
-        cost = 4.0 * _per_column(fd, n)
-        given = min(fd.values[n].numel() * cost, left / (len(names) - k))
-        columns[n] = int(given // cost)
+        given = min(fd.values[n].numel() * cost[n], left / (len(names) - k))
+        columns[n] = int(given // cost[n])
         left -= given
     return columns.get(name, fd.values[name].numel())
 

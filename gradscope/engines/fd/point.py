@@ -110,8 +110,7 @@ class Point:
         return self._noise
 
     def _measure_noise(self) -> torch.Tensor:
-        zero = torch.zeros_like(self.out) if self.out.is_floating_point() else None
-        if zero is None:
+        if not self.out.is_floating_point():
             return torch.zeros(self.out_shape, dtype=self.dtype)
         gen = torch.Generator().manual_seed(0)
         moves = {k: (2 * self.machine_eps) * v.abs() * (
@@ -125,7 +124,7 @@ class Point:
                 out, _ = self.fn(moved)
                 sides.append(out.expand(self.out_shape) - self.out)
         except Exception:  # the target refuses its own point moved by ulps: no estimate
-            return zero
+            return torch.zeros_like(self.out)
         # the second difference has no slope in it; each side alone has no jump beyond it
         curved = (sides[0] + sides[1]).abs()
         found = torch.fmin(torch.fmin(sides[0].abs(), sides[1].abs()), curved)
