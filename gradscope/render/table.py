@@ -170,7 +170,9 @@ def forward_table(fwd: ForwardReport, out_shape: Sequence[int]) -> Table:
         table.add_row(index_text(index), *(fmt(v[p]) if p < len(v) else "—" for v in columns),
                       Text(status, style=style(status)))
     tangents = "; ".join(f"{n} = {_preview(TensorSummary([], v))}" for n, v in fwd.tangent.items())
-    table.caption = f"tangent {tangents} · max |error| {fmt(fwd.max_abs_error)}"
+    caption = [f"tangent {tangents}", f"max |error| {fmt(fwd.max_abs_error)}"]
+    caption += [f"{c.label} skipped: {c.skipped}" for c in fwd.columns.values() if c.failed]
+    table.caption = " · ".join(caption)
     table.caption_justify = "left"
     return table
 

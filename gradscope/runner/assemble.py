@@ -252,8 +252,9 @@ def _forward(prepared: Prepared, evidence: Evidence, verdict: Verdict) -> Forwar
         answer = fwd.answers.get(reference.name)
         columns[reference.name] = Column(
             build.pick(answer.values, idx) if answer is not None else None,
-            skipped=None if answer is not None else next(iter(reference.skipped.values()),
-                                                         None), label=reference.label)
+            skipped=None if answer is not None else fwd.skipped.get(
+                reference.name, next(iter(reference.skipped.values()), None)),
+            label=reference.label, failed=reference.name in fwd.skipped)
     reference_shape = tuple(evidence.backward.engine.output.shape)
     return ForwardReport(
         tangent={n: build.plain(t) for n, t in fwd.tangents.items() if n in given},

@@ -17,11 +17,13 @@ from typing import Any
 import torch
 
 from gradscope.engines.base import Answer
-from gradscope.errors import GradscopeError, UsageError
+from gradscope.engines.fd.batcher import rejection
+from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.inputs.bind import tangents_for
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
 from gradscope.runner import references as registry
+from gradscope.runner import roundoff
 from gradscope.runner.backward import (
     Backward,
     backward,
@@ -31,7 +33,8 @@ from gradscope.runner.backward import (
     with_flow,
 )
 from gradscope.runner.prepare import Prepared, shape_hint
-from gradscope.runner.references import PROJECTIONS, Finite, Reference, Setup
+from gradscope.runner.projections import Projection, projected
+from gradscope.runner.references import Finite, Reference, Setup
 from gradscope.tensors import all_finite
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
@@ -61,19 +64,6 @@ class View:
 
 
 @dataclass(frozen=True)
-class Projection:
-    """vᵀJt by finite differences along a random direction t over every element of a sampled
-    input, against (Jᵀv)·t from autograd, and the slack the difference is allowed."""
-
-    name: str
-    index: int
-    elements: int
-    difference: float
-    slack: float
-    kinked: bool
-
-
-@dataclass(frozen=True)
 class Forward:
     """Forward mode J·t: the tangents, torch forward AD's answer (or why it failed) and each
     reference's."""
@@ -82,6 +72,7 @@ class Forward:
     autograd: torch.Tensor | None
     autograd_skipped: str | None
     answers: dict[str, Answer]
+    skipped: dict[str, str] = field(default_factory=dict)  # reference → why it has no answer
 
 
 @dataclass(frozen=True)
@@ -188,15 +179,16 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     command = prepared.request.command
     jacobians = _jacobians(prepared, evidence) if command == "jacobian" or (
         command == "check" and _entries(prepared, evidence) <= JACOBIAN_CHECK_ENTRIES) else None
-    views = _views(prepared, evidence, jacobians)
+    rounding = roundoff.measure(evidence.backward.engine, evidence.computed)
+    views = _views(prepared, evidence, jacobians, rounding)
     refined, count = _refined(evidence.references, views)
     if count:
         evidence = replace(evidence, references=refined)
-        views = _views(prepared, evidence, jacobians)
+        views = _views(prepared, evidence, jacobians, rounding)
     kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
                      None) for n in prepared.target.names}
     nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
-    return replace(evidence, views=tuple(views), projections=_projections(prepared, evidence),
+    return replace(evidence, views=tuple(views), projections=projected(prepared, evidence),
                    forward=_forward(prepared, evidence), nonfinite=nonfinite,
                    accumulation=_accumulation(prepared, evidence))
 
@@ -232,27 +224,31 @@ def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
 
 
 def _views(prepared: Prepared, evidence: Evidence,
-           jacobians: tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]] | None
-           ) -> list[View]:
+           jacobians: tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]] | None,
+           rounding: roundoff.RoundOff | None) -> list[View]:
+    """The views; below float64 every answer's bound has autograd's measured round-off."""
     back, names = evidence.backward, prepared.target.names
     command = prepared.request.command
     assert back.grads is not None
+    widen = (lambda a, noise: roundoff.widened(a, noise)) if rounding else (lambda a, _: a)
     views = []
     if command != "jacobian":
         v = back.upstream.to(torch.float64)
         ones = prepared.bound.upstream.ones
         answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
+        answers = widen(answers, lambda: rounding.vjp(back.upstream))
         views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
     if command == "check":
         refs = _references_for(evidence, "random")
         for label, v, grads in _random_upstreams(prepared, back):
-            answers = {r.name: r.vjp(v) for r in refs}
+            answers = widen({r.name: r.vjp(v) for r in refs}, lambda v=v: rounding.vjp(v))
             views.append(_view(evidence, label, v, grads, answers, names))
     if jacobians is not None:
         autograd, fixed = jacobians
         answers = {**fixed, **{r.name: r.jacobian(tuple(back.engine.output.shape))
                                for r in _references_for(evidence, "jacobian")
                                if r.name not in fixed}}
+        answers = widen(answers, lambda: rounding.jacobian())
         views.append(_view(evidence, "full Jacobian", None, autograd, answers, names))
     if command == "jacobian":  # the table is the Jacobian
         views.insert(0, views.pop())
@@ -323,32 +319,6 @@ def _refined(references: Sequence[Reference], views: Sequence[View]
 
 
 # ------------------------------------------------------------------ more evidence
-def _projections(prepared: Prepared, evidence: Evidence) -> tuple[Projection, ...]:
-    """For a sampled input: vᵀJt from finite differences along random directions t over all
-    its elements, against (Jᵀv)·t from autograd — an element the sample missed still shows."""
-    finite, back, tol = evidence.finite, evidence.backward, evidence.tol
-    if finite is None or finite.fd is None or back.grads is None:
-        return ()
-    v = back.upstream.to(torch.float64)
-    out = []
-    for name in prepared.target.names:
-        est = finite.estimates.get(name)
-        if est is None or est.sampled is None:
-            continue
-        x = finite.fd.values[name]
-        g = back.grads[name].to(torch.float64)
-        for k in range(PROJECTIONS):
-            gen = generator(prepared.options.seed, f":proj:{name}:{k}")
-            t = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
-            d = finite.fd.directional({name: t})
-            # |g|·|t| = |g·t|, and the error is >= 0: one temporary each, not three (20M)
-            slack = (tol.atol + tol.rtol * float(torch.mul(g, t).abs_().sum())
-                     + 3 * float(torch.mul(v, d.error).abs_().sum()))
-            difference = abs(float((v * d.value).sum()) - float((g * t).sum()))
-            out.append(Projection(name, k, t.numel(), difference, slack, bool(d.kink.any())))
-    return tuple(out)
-
-
 def _forward(prepared: Prepared, evidence: Evidence) -> Forward | None:
     """jvp --tangent: J·t from torch forward AD, beside the references'."""
     bound, autograd = prepared.bound, evidence.backward.engine
@@ -362,9 +332,14 @@ def _forward(prepared: Prepared, evidence: Evidence) -> Forward | None:
         raise
     except Exception as exc:  # e.g. a custom Function without forward-mode support
         ag, skipped = None, f"torch forward AD failed: {str(exc).splitlines()[0][:160]}"
-    answers = {r.name: a for r in evidence.references if r.ran
-               for a in [r.jvp(tangents)] if a is not None}
-    return Forward(tangents, ag, skipped, answers)
+    answers, refused = {}, {}
+    for reference in (r for r in evidence.references if r.ran):
+        try:  # (the target may reject points along the tangent)
+            answers[reference.name] = reference.jvp(tangents)
+        except TargetError as exc:
+            refused[reference.name] = f"the target failed at a perturbed point: {rejection(exc)}"
+    return Forward(tangents, ag, skipped, {n: a for n, a in answers.items() if a is not None},
+                   refused)
 
 
 def _accumulation(prepared: Prepared, evidence: Evidence) -> Accumulation | None:

@@ -15,9 +15,10 @@ import torch
 from gradscope.engines.base import Answer, estimated
 from gradscope.report.model import Failure, UpstreamCheck
 from gradscope.report.status import Status
-from gradscope.runner.evidence import Evidence, Projection, View
+from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.prepare import Prepared
+from gradscope.runner.projections import Projection
 from gradscope.verdict import checks, outcome
 from gradscope.verdict.compare import Comparison, compare
 
@@ -172,13 +173,16 @@ CHECKS: tuple[Callable[[Evidence, Excuses, Mapping[str, torch.Tensor]],
 
 
 def _projection(p: Projection, surrogate: bool) -> UpstreamCheck:
+    label = f"random projection #{p.index + 1} of {p.name} (all {p.elements:,} elements)"
+    if p.rejected:  # nothing compared: the sampled elements still judge the input
+        return UpstreamCheck(f"{label}: the target rejected its points ({p.rejected})", True,
+                             float("nan"), 0, {p.name: Status.NOT_RUN}, Status.NOT_RUN)
     finite = math.isfinite(p.difference)
     ok = p.kinked or surrogate or (p.difference <= p.slack and finite)
     word = Status.NONDIFFERENTIABLE if p.kinked else Status.SURROGATE if surrogate else (
         Status.OK if ok else Status.MISMATCH)
     return UpstreamCheck(
-        f"random projection #{p.index + 1} of {p.name} (all {p.elements:,} elements)", ok,
-        p.difference if finite else float("nan"), 0 if ok else 1, {p.name: word}, word)
+        label, ok, p.difference if finite else float("nan"), 0 if ok else 1, {p.name: word}, word)
 
 
 def _forward(evidence: Evidence) -> tuple[Comparison | None, Status | None]:

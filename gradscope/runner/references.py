@@ -17,6 +17,7 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import Estimate, FiniteDifferences
 from gradscope.engines.fd.budget import sample_size, sampled_note
 from gradscope.engines.fd.policy import eps_for, low_precision_eps
+from gradscope.engines.fd.stencil import REFINE_FACTOR, REFINE_ROUNDS
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.rng import seed_for
@@ -213,13 +214,20 @@ class Finite(Reference):
     def refined(self, doubted: Mapping[str, torch.Tensor]) -> tuple[Finite, int]:
         if self.fd is None:
             return self, 0
-        estimates, count = dict(self.estimates), 0
+        estimates, count, notes = dict(self.estimates), 0, list(self.notes)
         for name, mask in doubted.items():
             est = estimates.get(name)
             if est is not None:
                 estimates[name], n = self.fd.refine(est, mask)
                 count += n
-        return (replace(self, estimates=estimates), count) if count else (self, 0)
+                before = est.rejected.sum() if est.rejected is not None else 0
+                if estimates[name].rejected is not None and \
+                        int(estimates[name].rejected.sum()) > before:  # (said once, anew)
+                    notes = [n for n in notes
+                             if not (n.startswith(REJECTED) and f" of {name} (flat" in n)]
+                    notes.extend(rejected_note(estimates[name]))
+        return (replace(self, estimates=estimates, notes=tuple(notes)), count) if count \
+            else (self, 0)
 
 
 def finite(setup: Setup) -> Finite:
@@ -238,6 +246,7 @@ def finite(setup: Setup) -> Finite:
                 if setup.progress and not fd.is_elementwise(name) else None
             if count is None:
                 estimates[name] = fd.estimate(name, progress)
+                notes.extend(rejected_note(estimates[name]))
                 if name in fd.probed and fd.is_elementwise(name):
                     notes.append(
                         f"finite differences: the target is elementwise in {name} (each output "
@@ -246,6 +255,7 @@ def finite(setup: Setup) -> Finite:
                 continue
             estimates[name] = fd.sampled(name, count, seed_for(options.seed, f":sample:{name}"),
                                          progress)
+            notes.extend(rejected_note(estimates[name]))
         except (TargetError, UsageError, RuntimeError) as exc:
             # e.g. the user's forward fails at a perturbed point: the other engines still judge
             # (and an input left with nothing compared is `inconclusive`, never a pass)
@@ -259,6 +269,22 @@ def finite(setup: Setup) -> Finite:
     closing = tuple(f"finite differences skipped for {n}: {why}" for n, why in skipped.items())
     return Finite("finite_difference", "finite diff", skipped=skipped, notes=(*notes, *sampled),
                   closing=closing, fd=fd, estimates=estimates)
+
+
+MAX_LISTED = 6  # rejected elements named in the note
+REJECTED = "finite differences: the target rejected the perturbed points of "
+
+
+def rejected_note(est: Estimate | None) -> list[str]:
+    """The note on elements whose perturbed points the target rejected at every step."""
+    if est is None or est.rejected is None or not bool(est.rejected.any()):
+        return []
+    flat = torch.nonzero(est.rejected.reshape(-1)).reshape(-1)
+    shown = ", ".join(str(i) for i in flat[:MAX_LISTED].tolist())
+    more = f" and {len(flat) - MAX_LISTED:,} more" if len(flat) > MAX_LISTED else ""
+    return [f"{REJECTED}{len(flat):,} element(s) of {est.name} (flat index {shown}{more}) at "
+            f"every step tried, down to {1 / REFINE_FACTOR ** REFINE_ROUNDS:g} of the first "
+            f"({est.why}); they are `unchecked`, the other elements were compared"]
 
 
 def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:

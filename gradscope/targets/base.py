@@ -82,6 +82,18 @@ class FlowSource:
     watch_first: bool = False  # expressions: the user's backward itself records the flow
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """What an evaluation makes from given input shapes: its largest value (elements, source
+    text, shape) and the elements of every value it makes, summed (autograd keeps most of
+    them for backward: the evaluation's memory follows the sum, not the largest)."""
+
+    largest: int = 0
+    where: str = ""
+    shape: tuple[int, ...] = ()
+    total: int = 0
+
+
 class Target:
     """Defaults for every capability; a target kind overrides what it offers."""
 
@@ -138,10 +150,10 @@ class Target:
         """Notes on inputs made random tensors by guess."""
         return []
 
-    def largest(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, str, tuple]:
-        """The largest intermediate these input shapes make: (elements, where, shape);
-        (0, "", ()) where the target cannot tell before running."""
-        return 0, "", ()
+    def sizes(self, shapes: Mapping[str, tuple[int, ...]]) -> Sizes:
+        """What these input shapes make (output and intermediates), found before anything is
+        computed; Sizes() where the target cannot tell before running."""
+        return Sizes()
 
     # ------------------------------------------------------------ how it is prepared
     def convert(self, dtype: torch.dtype, device: torch.device | None = None) -> None:

@@ -18,7 +18,7 @@ from gradscope.expr.ops import OPS
 from gradscope.expr.ops.base import POLE
 from gradscope.expr.parse import constant_value
 from gradscope.expr.to_torch import evaluate
-from gradscope.targets.base import BranchSite, FlowSource, Sourced, SymbolicForm, Target
+from gradscope.targets.base import BranchSite, FlowSource, Sizes, Sourced, SymbolicForm, Target
 from gradscope.targets.branches import pieces
 from gradscope.tensors import all_finite
 
@@ -189,15 +189,19 @@ class ExpressionTarget(Target):
         visit(self.expression.root)
         return deps
 
-    def largest(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, str, tuple]:
-        """The largest value the expression makes from inputs of these shapes (output and
-        intermediates): its element count, source text and shape, found on meta tensors
-        (shapes only, nothing allocated). (0, "", ()) where meta evaluation is not possible."""
-        found = [0, "", ()]
+    def sizes(self, shapes: Mapping[str, tuple[int, ...]]) -> Sizes:
+        """The values the expression makes from inputs of these shapes (output and
+        intermediates), found on meta tensors (shapes only, nothing allocated): the largest,
+        with its source text and shape, and their sum. Sizes() where meta evaluation is not
+        possible."""
+        found = [0, "", (), 0]
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
-            if isinstance(out, torch.Tensor) and out.numel() > found[0]:
-                found[:] = [out.numel(), self.expression.text(node), tuple(out.shape)]
+            if not isinstance(out, torch.Tensor):
+                return
+            found[3] += out.numel()
+            if out.numel() > found[0]:
+                found[:3] = [out.numel(), self.expression.text(node), tuple(out.shape)]
 
         meta = {n: torch.empty(s, dtype=torch.float64, device="meta") for n, s in shapes.items()}
         meta.update({n: torch.empty(c.shape, dtype=c.dtype, device="meta")
@@ -207,8 +211,8 @@ class ExpressionTarget(Target):
         except UsageError:
             raise
         except Exception:  # an op without a meta kernel: the real evaluation will tell
-            return 0, "", ()
-        return found[0], found[1], found[2]
+            return Sizes()
+        return Sizes(found[0], found[1], found[2], found[3])
 
     def sourced(self, values: Mapping[str, torch.Tensor]):
         """Forward that also maps each grad_fn to its op and source span, and notes the first

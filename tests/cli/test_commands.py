@@ -10,7 +10,7 @@ import pytest
 from gradscope.cli import main
 from gradscope.cli.output import write_atomic
 from tests.command import SEED_ARGS, run
-from tests.paths import ROOT
+from tests.paths import DATA, ROOT
 
 
 def test_seed_example_table(capsys):
@@ -78,11 +78,10 @@ def test_write_atomic_leaves_old_file_on_failure(tmp_path: Path):
 
 
 def test_exit_1_on_mismatch_and_fail_on(capsys):
-    code, out, _ = run(capsys, "check", "sin(x) * 3", "--dtype", "float16", "--rtol", "1e-12",
-                       "--atol", "0")
+    wrong = f"{DATA}/rejecting.py:wrong_probability"
+    code, out, _ = run(capsys, "check", wrong, "--at", "p=0.5,0.75")
     assert code == 1 and "FAILED" in out and "mismatch" in out
-    code, _, _ = run(capsys, "check", "sin(x) * 3", "--dtype", "float16", "--rtol", "1e-12",
-                     "--atol", "0", "--fail-on", "never")
+    code, _, _ = run(capsys, "check", wrong, "--at", "p=0.5,0.75", "--fail-on", "never")
     assert code == 0
     code, _, _ = run(capsys, "check", "abs(x)", "--at", "x=0,1")
     assert code == 0

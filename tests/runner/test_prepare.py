@@ -49,6 +49,15 @@ def test_intermediates_are_bounded_before_they_are_made():
                  max_elements_total=1_000_000)
 
 
+def test_the_sum_of_intermediates_is_bounded_not_only_the_largest():
+    # sin nested 5 deep: each value 1,000 elements, 5,000 in all, which autograd keeps
+    deep = "sin(" * 5 + "x" + ")" * 5
+    with pytest.raises(UsageError, match=r"5,000 elements in all .* limited to 4,000 "
+                                         r"\(4 × --max-elements-total\)"):
+        _prepare(deep, shape={"x": (1000,)}, max_elements_total=1000)
+    assert _prepare("sin(" * 4 + "x" + ")" * 4, shape={"x": (1000,)}, max_elements_total=1000)
+
+
 def test_a_shape_error_with_default_shapes_names_them():
     with pytest.raises(EvaluationError) as info:
         _prepare("sum(sin(x) * y)", shape={"x": (50,)})

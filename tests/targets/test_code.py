@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import pytest
@@ -39,13 +40,19 @@ def test_float64_failure_falls_back_to_run_dtype(tmp_path):
     assert any("ran in float32" in n for n in report.notes)
 
 
-def test_target_failing_at_a_perturbed_point_skips_finite_differences(tmp_path):
+def test_target_failing_at_a_perturbed_point_leaves_that_element_unchecked(tmp_path):
     path = tmp_path / "edge.py"
     path.write_text("import torch\n\ndef f(x):\n"
                     "    if bool((x > 1).any()):\n"
                     "        raise ValueError('x must be <= 1')\n"
                     "    return x * 2\n")
     report = gradscope.check(f"{path}:f", x="1,0.5")
+    (x,) = report.inputs
+    assert math.isnan(x.finite_difference[0]) and x.finite_difference[1] == pytest.approx(2)
+    assert x.status_counts == {"ok": 1, "unchecked": 1} and report.passed
+    assert any("rejected the perturbed points of 1 element(s) of x (flat index 0)" in n
+               for n in report.notes)
+    report = gradscope.check(f"{path}:f", x="1,1")  # every element at the edge
     (x,) = report.inputs
     assert x.finite_difference is None and "perturbed point" in x.finite_difference_skipped
     assert x.status == "inconclusive" and x.status_counts == {"unchecked": 2}

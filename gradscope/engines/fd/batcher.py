@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from gradscope.engines.fd.point import Point
-from gradscope.engines.fd.stencil import BATCH_ELEMENTS, STENCIL, estimate, kinked, numel
+from gradscope.engines.fd.stencil import (
+    BATCH_ELEMENTS,
+    REFINE_FACTOR,
+    REFINE_ROUNDS,
+    STENCIL,
+    estimate,
+    kinked,
+    numel,
+)
+from gradscope.errors import TargetError
 from gradscope.tensors import branch_changed
 
 FOUND = -1  # the branch key of kinks the differences found themselves (no branch id had them)
@@ -27,6 +37,18 @@ VMAP_NOTES = ("There is a performance drop because we have not yet implemented t
 
 # (estimate (n_out, k), error (n_out, k), {branch index: (k,) changed}) for k columns
 Columns = tuple[torch.Tensor, torch.Tensor, dict[int, torch.Tensor]]
+# Failed evaluations one batch of columns may spend finding the columns the target rejects
+# (halving the batch each time): past it the target rejects too much to be worth finding.
+MAX_REJECTED = 64
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Which columns of a batch the target rejected (raised at one of their points), as a
+    (k,) mask, and the first error it raised (None: none was rejected)."""
+
+    mask: torch.Tensor
+    error: TargetError | None = None
 
 
 class Batcher:
@@ -125,6 +147,48 @@ class Batcher:
             return joined([self.perturb(name, x, idx[:half], h[:half], points),
                            self.perturb(name, x, idx[half:], h[half:], points)], x.device)
 
+    def tolerant(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
+                 points: int = 4) -> tuple[Columns, Rejected]:
+        """`perturb`, where the target may reject some perturbed points (an ODE solver's
+        "underflow in dt", a probability pushed past 1): the batch is halved down to the
+        columns it rejects, which come back NaN and marked. The target's rejection is never
+        the check's failure; only past MAX_REJECTED failed calls is it raised."""
+        failures = [0]
+        first: list[TargetError] = []
+
+        def attempt(part: torch.Tensor, hp: torch.Tensor) -> tuple[Columns, torch.Tensor]:
+            try:
+                return self.perturb(name, x, part, hp, points), \
+                    torch.zeros(len(part), dtype=torch.bool, device=x.device)
+            except TargetError as exc:
+                first.append(exc)
+                failures[0] += 1
+                if failures[0] > MAX_REJECTED:
+                    raise first[0] from None
+            if len(part) == 1:
+                return smaller(part, hp)
+            half = len(part) // 2
+            low, high = attempt(part[:half], hp[:half]), attempt(part[half:], hp[half:])
+            return joined([low[0], high[0]], x.device), torch.cat([low[1], high[1]])
+
+        def smaller(part: torch.Tensor, hp: torch.Tensor) -> tuple[Columns, torch.Tensor]:
+            # one rejected column: smaller steps may stay inside the target's domain
+            for _ in range(REFINE_ROUNDS):
+                hp = hp / REFINE_FACTOR
+                try:
+                    return self.perturb(name, x, part, hp, points), \
+                        torch.zeros(1, dtype=torch.bool, device=x.device)
+                except TargetError:
+                    failures[0] += 1
+                    if failures[0] > MAX_REJECTED:
+                        raise first[0] from None
+            nan = torch.full((numel(self.point.out_shape), 1), float("nan"),
+                             dtype=self.point.dtype, device=x.device)
+            return (nan, nan.clone(), {}), torch.ones(1, dtype=torch.bool, device=x.device)
+
+        columns, mask = attempt(idx, h)
+        return columns, Rejected(mask, first[0] if first else None)
+
     def _copies(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
                 points: int) -> Columns:
         k = len(idx)
@@ -196,7 +260,20 @@ class Batcher:
                 return out, list(branches)
             except Exception as exc:  # ops without a batching rule: fall back to a loop
                 self.vmap_failed = f"vmap unavailable: {str(exc).splitlines()[0][:80]}"
-        results = [one(xi) for xi in batch]
+                return self._looped(one, batch, reset=True)
+        return self._looped(one, batch)
+
+    def _looped(self, one: Any, batch: torch.Tensor, reset: bool = False
+                ) -> tuple[torch.Tensor, list]:
+        """The batch one value at a time. `reset`: vmap just failed on it; if the loop fails
+        too, the target rejected these points (not vmap), and vmap stays in use."""
+        point = self.point
+        try:
+            results = [one(xi) for xi in batch]
+        except TargetError:
+            if reset:
+                self.vmap_failed = None
+            raise
         out = torch.stack([r[0].expand(point.out_shape) for r in results])
         branches = [torch.stack([r[1][j] for r in results]) for j in range(len(point.branches))]
         return out, branches
@@ -220,3 +297,11 @@ def out_of_memory(exc: BaseException) -> bool:
     text = str(exc).lower()
     return any(s in text for s in ("out of memory", "can't allocate memory",
                                    "cannot allocate memory", "not enough memory"))
+
+
+def rejection(exc: TargetError) -> str:
+    """What the target raised at a perturbed point, in one line."""
+    if not exc.error:
+        return str(exc).strip().splitlines()[-1]
+    lines = exc.detail.strip().splitlines()
+    return f"{exc.error}: {lines[0]}"[:200] if lines else exc.error

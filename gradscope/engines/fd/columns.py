@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gradscope.engines.fd.batcher import Batcher
+from gradscope.engines.fd.batcher import Batcher, rejection
 from gradscope.engines.fd.point import Point
 from gradscope.engines.fd.result import ColumnEstimate
 from gradscope.engines.fd.stencil import (
@@ -21,6 +21,7 @@ from gradscope.engines.fd.stencil import (
     col_max,
     numel,
 )
+from gradscope.errors import TargetError
 
 
 @dataclass
@@ -34,6 +35,9 @@ class _Work:
     points: torch.Tensor  # (n_in,) int8
     kink_by_branch: dict[int, torch.Tensor] = field(default_factory=dict)  # flat masks
     forward_calls: int = 0
+    rejected: torch.Tensor | None = None  # flat: the target rejected the column's last try
+    raised: TargetError | None = None  # the first rejection
+    why: str = ""  # what it said, in one line (kept from the estimate a refinement starts at)
 
 
 class ColumnEstimator:
@@ -51,7 +55,7 @@ class ColumnEstimator:
                      self.point.step(name).reshape(-1), 2, progress)
         note = (f"per-element loop ({self.batcher.vmap_failed})" if self.batcher.vmap_failed
                 else "vmap batches")
-        return self._frozen(work, name, note)
+        return self._frozen(work, name, note, every=True)
 
     def refine(self, est: ColumnEstimate, mask: torch.Tensor) -> tuple[ColumnEstimate, int]:
         """A new estimate whose two-point columns under `mask` (input-shaped) are refined to
@@ -64,18 +68,32 @@ class ColumnEstimator:
         work = _Work(est.partial.clone(), est.error.clone(), est.kink.reshape(-1).clone(),
                      est.points.clone(),
                      {k: m.reshape(-1).clone() for k, m in est.kink_by_branch.items()},
-                     est.forward_calls)
+                     est.forward_calls,
+                     est.rejected.reshape(-1).clone() if est.rejected is not None else None,
+                     why=est.why)
         self._rounds(work, est.name, todo, self.point.step(est.name).reshape(-1)[todo].clone(),
                      4, None)
         return self._frozen(work, est.name, est.note), int(todo.numel())
 
-    def _frozen(self, work: _Work, name: str, note: str) -> ColumnEstimate:
+    def _frozen(self, work: _Work, name: str, note: str, every: bool = False
+                ) -> ColumnEstimate:
+        """The estimate; columns the target rejected at every step tried come out NaN and
+        `rejected` (`every` column estimated and each rejected: the target's error is
+        raised)."""
         x = self.point.values[name]
         by_branch = {k: m.reshape(x.shape) for k, m in work.kink_by_branch.items()
                      if bool(m.any())}
+        rejected = None
+        if work.rejected is not None and bool(work.rejected.any()):
+            if work.raised is not None and bool(work.rejected.all()) and every:
+                raise work.raised  # no column has an estimate: the input is skipped
+            work.partial[:, work.rejected] = float("nan")
+            work.error[:, work.rejected] = float("nan")
+            work.kink[work.rejected] = False
+            rejected = work.rejected.reshape(x.shape)
         return ColumnEstimate(name, tuple(x.shape), self.point.out_shape, work.partial,
                               work.error, work.kink.reshape(x.shape), by_branch,
-                              work.forward_calls, note, work.points)
+                              work.forward_calls, note, work.points, rejected, work.why)
 
     def _rounds(self, work: _Work, name: str, todo: torch.Tensor, h: torch.Tensor,
                 points: int, progress: Progress | None) -> None:
@@ -106,15 +124,26 @@ class ColumnEstimator:
               h: torch.Tensor, use: int, first_round: torch.Tensor) -> torch.Tensor:
         """One batch of columns: keep per column the trustworthy estimate (whatever the first
         round gave, then off-kink first, then the smaller error); returns which to retry."""
-        est, e, kinks = self.batcher.perturb(name, x, idx, h, use)
+        (est, e, kinks), rejected = self.batcher.tolerant(name, x, idx, h, use)
         work.forward_calls += use * len(idx)
         new_kink = torch.zeros(len(idx), dtype=torch.bool, device=x.device)
         for m in kinks.values():
             new_kink |= m
         col_err, old_err = col_max(e), col_max(work.error[:, idx])
         better = first_round[idx] | (~new_kink & (work.kink[idx] | (col_err < old_err)))
-        first_round[idx] = False
+        better &= ~rejected.mask
+        if rejected.error is not None:  # (at smaller steps too) an estimate made before (two
+            # points) no longer counts: the extrapolation that would bound its error failed
+            if work.rejected is None:
+                work.rejected = torch.zeros(x.numel(), dtype=torch.bool, device=x.device)
+            if work.raised is None:
+                work.raised = rejected.error
+                work.why = work.why or rejection(rejected.error)
+            work.rejected[idx[rejected.mask]] = True
+        first_round[idx] &= rejected.mask
         keep = idx[better]
+        if work.rejected is not None:
+            work.rejected[keep] = False
         work.partial[:, keep], work.error[:, keep] = est[:, better], e[:, better]
         work.kink[keep] = new_kink[better]
         work.points[keep] = use
@@ -122,7 +151,8 @@ class ColumnEstimator:
             mask = work.kink_by_branch.setdefault(
                 k, torch.zeros(x.numel(), dtype=torch.bool, device=x.device))
             mask[keep] = kinks[k][better] if k in kinks else False
-        needs = new_kink.clone()
+        needs = new_kink & ~rejected.mask
         if use == 4:  # only an extrapolated estimate knows its truncation error
             needs |= col_err > REFINE_ERROR * (col_max(est.abs()) + 1)
         return needs
+

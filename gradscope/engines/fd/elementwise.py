@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import torch
 
+from gradscope.engines.fd.batcher import MAX_REJECTED, rejection
 from gradscope.engines.fd.point import Point
 from gradscope.engines.fd.result import ElementwiseEstimate
 from gradscope.engines.fd.stencil import (
@@ -20,6 +21,7 @@ from gradscope.engines.fd.stencil import (
     estimate,
     kinked,
 )
+from gradscope.errors import TargetError
 from gradscope.tensors import any_to_shape, branch_changed, sum_to_shape
 
 
@@ -37,9 +39,15 @@ class ElementwiseEstimator:
             h = torch.where(mask, h, 0.0)  # only the masked elements move (others come out NaN)
         calls = 0
         best: list | None = None
+        rejected: torch.Tensor | None = None
+        raised: TargetError | None = None
         for round_ in range(REFINE_ROUNDS + 1):
-            found = self._perturb_all(name, x, h, points)
-            calls += points
+            found, refused, error, tries = self._tolerant(name, x, h, points)
+            calls += points * tries
+            if error is not None:  # never tried again: they had their smaller steps
+                rejected = refused if rejected is None else rejected | refused
+                raised = raised or error
+                h = torch.where(refused, 0.0, h)
             best = found if best is None else _better(best, found, x)
             retry = best[2]
             if points == 4:  # only an extrapolated estimate knows its truncation error
@@ -53,10 +61,20 @@ class ElementwiseEstimator:
         est, err, kink, by_branch = best
         if points == 4:
             kink = kink | _beyond(est, err, x, UNCONVERGED)
+        why = ""
+        if rejected is not None:
+            assert raised is not None
+            if mask is None and bool(rejected.all()):
+                raise raised  # no element has an estimate: the input is skipped
+            wide = rejected.expand(self.point.out_shape)
+            est, err = est.masked_fill(wide, float("nan")), err.masked_fill(wide, float("nan"))
+            kink = kink & ~rejected
+            why = rejection(raised)
         return ElementwiseEstimate(
             name, tuple(x.shape), self.point.out_shape, est, err, kink,
             {k: m for k, m in by_branch.items() if bool(m.any())}, calls,
-            points=torch.full(x.shape, points, dtype=torch.int8, device=x.device))
+            points=torch.full(x.shape, points, dtype=torch.int8, device=x.device),
+            rejected=rejected, why=why)
 
     def refine(self, est: ElementwiseEstimate, mask: torch.Tensor
                ) -> tuple[ElementwiseEstimate, int]:
@@ -68,6 +86,10 @@ class ElementwiseEstimator:
         if not count:
             return est, 0
         new = self.estimate(est.name, 4, todo)
+        rejected = est.rejected
+        if new.rejected is not None:  # no extrapolation to bound the two-point estimate's
+            # error: the element has no estimate it can be judged by
+            rejected = new.rejected & todo if rejected is None else rejected | (new.rejected & todo)
         wide = todo.expand(self.point.out_shape)
         none = torch.zeros_like(todo)
         by_branch = {k: torch.where(todo, new.kink_by_branch.get(k, none),
@@ -79,7 +101,50 @@ class ElementwiseEstimator:
             kink=torch.where(todo, new.kink, est.kink),
             kink_by_branch={k: m for k, m in by_branch.items() if bool(m.any())},
             points=torch.where(todo, 4, est.points).to(torch.int8),
-            forward_calls=est.forward_calls + new.forward_calls), count
+            forward_calls=est.forward_calls + new.forward_calls, rejected=rejected,
+            why=est.why or new.why), count
+
+    def _tolerant(self, name: str, x: torch.Tensor, h: torch.Tensor, points: int
+                  ) -> tuple[list, torch.Tensor, TargetError | None, int]:
+        """`_perturb_all`, where the target may reject some perturbed points: the elements
+        it rejects are found by perturbing halves of the moving elements (the others held at
+        step 0), each retried with smaller steps (REFINE_FACTOR, REFINE_FACTOR² times) that
+        may stay inside its domain. (found, rejected mask, the first error, evaluations made
+        of `points` calls each); past MAX_REJECTED · 4 failed evaluations the error is raised."""
+        none = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+        try:
+            return self._perturb_all(name, x, h, points), none, None, 1
+        except TargetError as exc:
+            first = exc
+        rejected, flat_h = none.reshape(-1).clone(), h.reshape(-1)
+        moving = torch.nonzero(flat_h != 0).reshape(-1)
+        todo = [(part, 1.0) for part in _halves(moving)]
+        merged, tries, failures = None, 1, 1
+        while todo:
+            part, scale = todo.pop()
+            mask = none.reshape(-1).clone()
+            mask[part] = True
+            mask = mask.reshape(x.shape)
+            tries += 1
+            try:
+                found = self._perturb_all(name, x, torch.where(mask, h * scale, 0.0), points)
+            except TargetError:
+                failures += 1
+                if failures > 4 * MAX_REJECTED:
+                    raise first from None
+                if len(part) > 1:
+                    todo += [(p, scale) for p in _halves(part)]
+                elif scale > REFINE_FACTOR ** -REFINE_ROUNDS:
+                    todo.append((part, scale / REFINE_FACTOR))
+                else:
+                    rejected[part] = True
+                continue
+            merged = found if merged is None else _merged(merged, found, mask)
+        if merged is None:  # nothing that moved was taken
+            nan = torch.full(self.point.out_shape, float("nan"), dtype=self.point.dtype,
+                             device=x.device)
+            merged = [nan, nan.clone(), none.clone(), {}]
+        return merged, rejected.reshape(x.shape), first, tries
 
     def _perturb_all(self, name: str, x: torch.Tensor, h: torch.Tensor, points: int) -> list:
         point = self.point
@@ -108,6 +173,21 @@ class ElementwiseEstimator:
             found = kinked(point.out.expand(point.out_shape), outs, wide_h, point.machine_eps)
             kink |= any_to_shape(found & (h.expand(point.out_shape) > 0), x.shape)
         return [est, err, kink, by_branch]
+
+
+def _halves(part: torch.Tensor) -> list[torch.Tensor]:
+    half = len(part) // 2
+    return [p for p in (part[:half], part[half:]) if len(p)]
+
+
+def _merged(done: list, found: list, mask: torch.Tensor) -> list:
+    """`done`, with the elements under `mask` (input-shaped) taken from `found`."""
+    wide = mask.expand(done[0].shape)
+    none = torch.zeros_like(mask)
+    return [torch.where(wide, found[0], done[0]), torch.where(wide, found[1], done[1]),
+            torch.where(mask, found[2], done[2]),
+            {k: torch.where(mask, found[3].get(k, none), done[3].get(k, none))
+             for k in set(done[3]) | set(found[3])}]
 
 
 def _better(best: list, found: list, x: torch.Tensor) -> list:

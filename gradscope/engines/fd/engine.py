@@ -25,10 +25,11 @@ smaller steps and, if it still straddles, marked as such and never compared as a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 
-from gradscope.engines.fd.batcher import Batcher
+from gradscope.engines.fd.batcher import Batcher, rejection
 from gradscope.engines.fd.columns import ColumnEstimator
 from gradscope.engines.fd.elementwise import ElementwiseEstimator
 from gradscope.engines.fd.point import Around, Point, Traced
@@ -40,7 +41,16 @@ from gradscope.engines.fd.result import (
     Estimate,
 )
 from gradscope.engines.fd.sampler import sample
-from gradscope.engines.fd.stencil import PROBE_FROM, TWO_POINT_FROM, Progress, richardson
+from gradscope.engines.fd.stencil import (
+    PROBE_FROM,
+    REFINE_FACTOR,
+    REFINE_ROUNDS,
+    STENCIL,
+    TWO_POINT_FROM,
+    Progress,
+    richardson,
+)
+from gradscope.errors import TargetError
 from gradscope.tensors import branch_changed
 
 
@@ -130,11 +140,15 @@ class FiniteDifferences:
         four points with an error estimate, and how many were."""
         if est.points is None:  # sampled columns have four points already
             return est, 0
-        if isinstance(est, ElementwiseEstimate):
-            new, count = self.elements.refine(est, mask)
-        else:
-            assert isinstance(est, ColumnEstimate)
-            new, count = self.columns.refine(est, mask)
+        try:
+            if isinstance(est, ElementwiseEstimate):
+                new, count = self.elements.refine(est, mask)
+            else:
+                assert isinstance(est, ColumnEstimate)
+                new, count = self.columns.refine(est, mask)
+        except TargetError as exc:  # rejected too often to find where: every doubted
+            # two-point element is left without an estimate it could be judged by
+            new, count = rejected(est, mask, exc), 0
         self._cache[est.name] = new
         return new, count
 
@@ -163,9 +177,18 @@ class FiniteDifferences:
             return Directional(zeros, zeros, zeros.bool())
         big = max(1.0, max(float(v.abs().max()) for v in point.values.values()))
         h = point.eps * big / size
+        for _ in range(REFINE_ROUNDS):  # smaller steps may stay inside the target's domain
+            try:
+                return self._along(t, h)
+            except TargetError:
+                h /= REFINE_FACTOR
+        return self._along(t, h)
+
+    def _along(self, t: Mapping[str, torch.Tensor], h: float) -> Directional:
+        point = self.point
         outs, changed = [], torch.zeros(point.out_shape, dtype=torch.bool,
                                         device=point.out.device)
-        for scale in (1.0, -1.0, 0.5, -0.5):
+        for scale in STENCIL:
             vals = {k: torch.add(v, t[k], alpha=scale * h) if k in t else v
                     for k, v in point.values.items()}
             out, branches = point.fn(vals)
@@ -188,3 +211,15 @@ class FiniteDifferences:
         """For the elements of `name` at flat positions `flat`: True where the output moves
         when the element alone takes other values, False where it ignores it (probe.py)."""
         return self.prober.depends(name, flat, name in self.elementwise, budget)
+
+
+def rejected(est: Estimate, mask: torch.Tensor, exc: TargetError) -> Estimate:
+    """`est` with its doubted two-point elements marked rejected (NaN where they were)."""
+    assert est.points is not None
+    todo = mask.reshape(est.points.shape).to(est.points.device) & (est.points == 2)
+    marked = todo if est.rejected is None else est.rejected | todo
+    wide = todo.expand(est.partial.shape) if isinstance(est, ElementwiseEstimate) \
+        else todo.reshape(1, -1).expand(est.partial.shape)
+    return replace(est, partial=est.partial.masked_fill(wide, float("nan")),
+                   error=est.error.masked_fill(wide, float("nan")), kink=est.kink & ~todo,
+                   rejected=marked, why=est.why or rejection(exc))

@@ -109,26 +109,31 @@ class Point:
             self._noise = self._measure_noise()
         return self._noise
 
+    @torch.no_grad()
     def _measure_noise(self) -> torch.Tensor:
         if not self.out.is_floating_point():
             return torch.zeros(self.out_shape, dtype=self.dtype)
         gen = torch.Generator().manual_seed(0)
-        moves = {k: (2 * self.machine_eps) * v.abs() * (
-            torch.randint(0, 2, v.shape, generator=gen).to(v.device, v.dtype) * 2 - 1)
-            for k, v in self.values.items() if v.is_floating_point()}
+        # (in place where it can be: at 20M elements each temporary is 160 MB)
+        signs = {k: torch.randint(0, 2, v.shape, generator=gen).to(v.device, v.dtype)
+                 .mul_(2).sub_(1) for k, v in self.values.items() if v.is_floating_point()}
         sides = []
         try:
             for sign in (1.0, -1.0):
-                moved = {k: v + sign * moves[k] if k in moves else v
-                         for k, v in self.values.items()}
+                moved = {k: torch.addcmul(v, v.abs(), signs[k], value=sign * 2 * self.machine_eps)
+                         if k in signs else v for k, v in self.values.items()}
                 out, _ = self.fn(moved)
-                sides.append(out.expand(self.out_shape) - self.out)
+                del moved
+                sides.append(torch.sub(out.expand(self.out_shape), self.out))
+                del out
         except Exception:  # the target refuses its own point moved by ulps: no estimate
             return torch.zeros_like(self.out)
+        del signs
         # the second difference has no slope in it; each side alone has no jump beyond it
-        curved = (sides[0] + sides[1]).abs()
-        found = torch.fmin(torch.fmin(sides[0].abs(), sides[1].abs()), curved)
-        return found.nan_to_num_(0.0, 0.0, 0.0)
+        curved = torch.add(sides[0], sides[1]).abs_()
+        found = torch.fmin(sides[0].abs_(), sides[1].abs_(), out=sides[0])
+        del sides
+        return torch.fmin(found, curved, out=found).nan_to_num_(0.0, 0.0, 0.0)
 
     def _measure(self) -> None:
         from torch.utils.flop_counter import FlopCounterMode

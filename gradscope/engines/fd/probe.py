@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from gradscope.engines.fd.point import Point, Traced
+from gradscope.errors import TargetError
 from gradscope.tensors import any_to_shape, branch_changed
 
 # Values an element is set to, to see whether the output depends on it at all (times the
@@ -45,7 +46,10 @@ class Prober:
             for chosen in (ones, ~ones):
                 vals = dict(point.values)
                 vals[name] = torch.where(chosen, moved, x)
-                out, _ = fn(vals)
+                try:
+                    out, _ = fn(vals)
+                except TargetError:  # the target rejects these points: no structure is
+                    return False  # assumed (the columns find what it rejects, one by one)
                 self.calls[name] += 1
                 changed = branch_changed(out.expand(point.out_shape),
                                          point.out.expand(point.out_shape))

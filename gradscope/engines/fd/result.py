@@ -32,13 +32,17 @@ class Estimate:
     forward_calls: int = 0
     note: str = ""
     points: torch.Tensor | None = None
+    # input-shaped: elements whose perturbed points the target rejected (raised at) at every
+    # step tried; they have no estimate (None: none was rejected)
+    rejected: torch.Tensor | None = None
+    why: str = ""  # what the target raised there (its last line)
 
     mode = "dense"
 
     @property
     def checked(self) -> torch.Tensor | None:
         """Input-shaped mask of the elements that have an estimate (None: all of them)."""
-        return None
+        return None if self.rejected is None else ~self.rejected
 
     @property
     def sampled(self) -> torch.Tensor | None:
@@ -118,10 +122,11 @@ class ColumnEstimate(Estimate):
     @property
     def checked(self) -> torch.Tensor | None:
         if self.indices is None:
-            return None
+            return super().checked
         mask = torch.zeros(numel(self.in_shape), dtype=torch.bool, device=self.partial.device)
         mask[self.indices] = True
-        return mask.reshape(self.in_shape)
+        mask = mask.reshape(self.in_shape)
+        return mask if self.rejected is None else mask & ~self.rejected
 
     def vjp(self, v: torch.Tensor, ones: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         flat = v.to(self.partial.dtype).reshape(-1)

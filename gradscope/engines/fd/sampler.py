@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.engines.fd.batcher import Batcher
+from gradscope.engines.fd.batcher import Batcher, rejection
 from gradscope.engines.fd.point import Point
 from gradscope.engines.fd.result import ColumnEstimate
 from gradscope.engines.fd.stencil import UNCONVERGED, Progress, col_max, numel
@@ -24,8 +24,13 @@ def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
     kink = torch.zeros(n_in, dtype=torch.bool, device=x.device)
     by_branch: dict[int, torch.Tensor] = {}
     calls, start = 0, 0
+    rejected = torch.zeros(n_in, dtype=torch.bool, device=x.device)
+    raised = None
     for chunk in batcher.chunks(idx, n_in, n_out, name):
-        est, e, kinks = batcher.perturb(name, x, chunk, h[start:start + len(chunk)], 4)
+        (est, e, kinks), refused = batcher.tolerant(name, x, chunk,
+                                                   h[start:start + len(chunk)], 4)
+        rejected[chunk[refused.mask]] = True
+        raised = raised or refused.error
         calls += 4 * len(chunk)
         if progress is not None:
             progress(len(chunk))
@@ -38,6 +43,11 @@ def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
             mask.view(-1)[chunk[m]] = True
         start = stop
     kink[idx] |= col_max(err) > UNCONVERGED * (col_max(jac.abs()) + 1)
+    kink &= ~rejected
+    if raised is not None and bool(rejected[idx].all()):
+        raise raised  # nothing sampled could be estimated
     return ColumnEstimate(name, tuple(x.shape), point.out_shape, jac, err, kink.reshape(x.shape),
                           by_branch, calls, f"{len(idx):,} of {n_in:,} elements sampled "
-                          "(seeded)", indices=idx)
+                          "(seeded)", None,
+                          rejected.reshape(x.shape) if raised is not None else None,
+                          rejection(raised) if raised is not None else "", indices=idx)

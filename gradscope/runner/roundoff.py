@@ -1,0 +1,107 @@
+"""The round-off of autograd's own answer in a low precision, measured, not assumed.
+
+In float16 a backward that subtracts terms of size 2 to get 0 (the gradient of
+`sum(F.layer_norm(x, ...)**2)`, which is flat) rounds to ±0.004, past float16's atol of 0.002,
+and the flat forward would then read as a surrogate gradient. A fixed tolerance cannot know the
+size of the terms a backward cancels; its round-off shows instead when the same VJP is taken at
+inputs moved by their last bits (seeded signs): g(x±δ) − g(x) is rounding plus a slope of
+order δ·|∂g/∂x| (δ is 2 units of the precision, far below its rtol), and the larger side is
+kept, and at least the input's mean of it (one element's realisation of the rounding can fall
+far below its spread). A surrogate, a
+wrong factor or a missing term is the same at every nearby point: it moves with the slope only,
+so measured round-off never excuses it.
+
+Only where the run computes below float64; the measure is added to every reference's error bound
+for that view (its slack is 3 × the bound)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import torch
+
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.base import Answer
+
+Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
+
+
+@dataclass(frozen=True)
+class RoundOff:
+    """Autograd at the inputs moved by ± their last bits (two engines, each with its graph)."""
+
+    centre: AutogradEngine
+    sides: tuple[AutogradEngine, AutogradEngine]
+
+    def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per input, the round-off of autograd's VJP for `upstream` (input-shaped)."""
+        v = upstream.to(self.centre.output.dtype)
+        return _measured(self.centre.vjp(v), [s.vjp(v) for s in self.sides])
+
+    def jacobian(self) -> dict[str, torch.Tensor]:
+        """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
+        return _measured(self.centre.jacobian(), [s.jacobian() for s in self.sides])
+
+
+def measure(engine: AutogradEngine, computed: torch.dtype) -> RoundOff | None:
+    """Engines at the inputs moved by ±2 units of `computed`'s precision (None in float64,
+    where the round-off is far below every tolerance, or where the target refuses the moved
+    inputs: then nothing is widened)."""
+    if computed == torch.float64:
+        return None
+    eps = float(torch.finfo(computed).eps)
+    gen = torch.Generator().manual_seed(0)
+    values = {n: leaf.detach() for n, leaf in engine.leaves.items()}
+    signs = {n: (torch.randint(0, 2, v.shape, generator=gen) * 2 - 1).to(v.device, v.dtype)
+             for n, v in values.items() if v.is_floating_point()}
+    sides = []
+    for sign in (1.0, -1.0):
+        moved = {n: v + sign * 2 * eps * v.abs() * signs[n] if n in signs else v
+                 for n, v in values.items()}
+        try:
+            sides.append(AutogradEngine(engine.forward, moved))
+        except Exception:  # the target refuses the moved inputs: no widening
+            return None
+    return RoundOff(engine, (sides[0], sides[1]))
+
+
+def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[], Noise]
+            ) -> dict[str, dict[str, Answer]]:
+    """The answers (engine → input → Answer) with autograd's measured round-off added to each
+    error bound (unchanged where `noise` measures none)."""
+    measured = guarded(noise)
+    if not measured:
+        return {e: dict(a) for e, a in answers.items()}
+    out: dict[str, dict[str, Answer]] = {}
+    for engine, per_input in answers.items():
+        out[engine] = {}
+        for name, answer in per_input.items():
+            extra = measured.get(name)
+            if extra is not None:
+                extra = extra.to(answer.values.device, answer.values.dtype)
+                answer = replace(answer, error=extra if answer.error is None
+                                 else answer.error + extra)
+            out[engine][name] = answer
+    return out
+
+
+def guarded(call: Callable[[], Noise]) -> Noise | None:
+    """A measurement whose backward the target refuses (or that fails at the moved inputs)
+    is no measurement: nothing is widened."""
+    try:
+        return call()
+    except Exception:
+        return None
+
+
+def _measured(centre: Mapping[str, torch.Tensor], sides: list[Mapping[str, torch.Tensor]]
+              ) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, g in centre.items():
+        g = g.to(torch.float64)
+        up, down = (s[name].to(torch.float64) - g for s in sides)
+        local = torch.fmax(up.abs(), down.abs()).nan_to_num_(0.0, 0.0, 0.0)
+        # (at least the input's mean: one element's realisation may fall far below its spread)
+        out[name] = local.clamp_(min=float(local.mean())) if local.numel() else local
+    return out

@@ -1,0 +1,82 @@
+"""Autograd's round-off below float64, measured at inputs moved by their last bits: a backward
+that cancels large terms is not a surrogate or a bug — and a surrogate, a wrong factor or a
+forgotten term is never excused by it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.report.status import Status
+from gradscope.runner import roundoff
+from tests.paths import DATA, EXAMPLES
+
+FLAT_IN_HALF = "sum(F.layer_norm(x, (64,))**2)"  # flat: its backward subtracts terms of ~2
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_backward_that_cancels_in_half_precision_is_ok_not_a_surrogate(dtype, seed):
+    report = gradscope.check(FLAT_IN_HALF, shape={"x": "4,64"}, dtype=dtype, seed=seed)
+    assert report.passed
+    (x,) = report.inputs
+    assert x.status_counts == {Status.OK: 256}
+    assert "surrogate_gradient" not in [d.kind for d in report.diagnostics]
+
+
+def test_a_surrogate_in_half_precision_is_still_a_surrogate():
+    report = gradscope.check(f"{EXAMPLES}/seed_functions.py:RoundSTE", shape={"x": "50"},
+                             dtype="float16")
+    (x,) = report.inputs
+    assert x.status_counts == {Status.SURROGATE: 50}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_wrong_factor_in_half_precision_still_fails(dtype):
+    report = gradscope.check(f"{DATA}/rejecting.py:wrong_probability", p="0.5,0.75,0.25",
+                             dtype=dtype)
+    assert not report.passed
+    assert report.inputs[0].status_counts == {Status.MISMATCH: 3}
+
+
+def test_a_forgotten_term_in_half_precision_still_fails():
+    report = gradscope.check(f"{EXAMPLES}/buggy_functions.py:KillHeadForgetful",
+                             shape={"input": "3,8"}, arg=["n=2"], dtype="float16")
+    assert not report.passed
+    assert report.inputs[0].status_counts.get(Status.MISMATCH, 0) == 6
+
+
+def _engine(fn, x):
+    return AutogradEngine(lambda v: fn(v["x"]), {"x": x})
+
+
+def test_nothing_is_measured_in_float64():
+    x = torch.linspace(-1, 1, 8, dtype=torch.float64)
+    assert roundoff.measure(_engine(torch.sin, x), torch.float64) is None
+
+
+def test_an_exact_backward_measures_no_round_off_and_a_cancelling_one_does():
+    x = torch.linspace(-1, 1, 64, dtype=torch.float16).reshape(1, 64)
+    exact = roundoff.measure(_engine(lambda t: t * 3, x), torch.float16)
+    assert float(exact.vjp(torch.ones(1, 64))["x"].max()) == 0.0
+
+    def flat(t):
+        return (torch.nn.functional.layer_norm(t, (64,)) ** 2).sum()
+
+    cancelling = roundoff.measure(_engine(flat, x), torch.float16)
+    assert float(cancelling.vjp(torch.ones(()))["x"].min()) > 0.0
+
+
+def test_a_target_refusing_the_moved_inputs_widens_nothing():
+    calls = []
+
+    def refuses_after_first(t):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ValueError("only once")
+        return t * 2
+
+    x = torch.ones(3, dtype=torch.float16)
+    assert roundoff.measure(_engine(refuses_after_first, x), torch.float16) is None
