@@ -97,3 +97,19 @@ def test_the_deadline_stops_like_a_signal_and_is_lifted_after():
 def test_the_guard_is_only_installed_by_the_command():
     assert os._exit is process._real_exit  # importing gradscope changes nothing
     assert process.decided() is None
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_a_failing_check_fails_with_assertions_stripped(tmp_path, command):
+    # PYTHONOPTIMIZE=1 removes `assert`: no verdict may rest on one
+    wrong = f"{ROOT}/tests/data/rejecting.py:wrong_probability"
+    if command == "check":
+        args = ["check", wrong, "--at", "p=0.5,0.75"]
+    else:
+        config = tmp_path / "gradscope.toml"
+        config.write_text(f'[[tool.gradscope.checks]]\nname = "wrong"\ntarget = "{wrong}"\n'
+                          'at = {p = "0.5,0.75"}\n')
+        args = ["run", str(config), "--jobs", "1"]
+    done = _gradscope(*args, env={"PYTHONOPTIMIZE": "1"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED" in done.stdout or "failed" in done.stdout
