@@ -1,4 +1,4 @@
-"""The bad-input catalogue: every row of README's "Errors" table is run here and must exit with
+"""The bad-input catalogue: every row of docs/errors.md's table is run here and must exit with
 its code and say its message — one line, no traceback (exit 3 shows the user's frames)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from gradscope.cli import main
 from tests.paths import ROOT
 
-README = (ROOT / "README.md").read_text()
-SECTION = README.split("## Errors", 1)[1].split("\n## ", 1)[0]
+ERRORS = (ROOT / "docs" / "errors.md").read_text()
+SECTION = ERRORS.split("# Errors", 1)[1].split("\n## ", 1)[0]
 ROWS = re.findall(r"^\| `gradscope (.+?)` \| (\d) \| (.+?) \|$", SECTION, re.M)
 
 

@@ -1,4 +1,5 @@
-"""Every command has help text and a README section; `gradscope ops` lists exactly the op
+"""Every command has help text and a section in the docs; the README is short, its links
+resolve, and it points at every docs page; `gradscope ops` lists exactly the op
 table; help texts quote the constants the code uses."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gradscope.verdict.tolerance import DEFAULT_TOLERANCES
 from tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text()
+DOCS = "\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
 COMMANDS = [c.name or c.callback.__name__ for c in app.registered_commands]
 
 
@@ -53,8 +55,24 @@ def test_every_command_has_help(command):
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_is_in_the_readme(command):
-    assert re.search(rf"gradscope {command}\b", README), command
+def test_every_command_is_in_the_docs(command):
+    assert re.search(rf"gradscope {command}\b", DOCS), command
+
+
+def test_the_readme_is_short_and_its_links_resolve():
+    assert len(README.splitlines()) <= 150  # what it is, set-up, three examples, where next
+    for page in (ROOT / "docs").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links to {target}"
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", README):
+        assert (ROOT / target).exists(), f"README links to {target}"
+    linked = set(re.findall(r"\]\((docs/[^)#]+)", README))
+    assert linked == {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+
+
+def test_the_readme_never_sends_users_to_an_index_that_has_no_release():
+    # "gradscope" on PyPI is another project, and this one has no release there yet
+    assert not re.search(r"pip install [\"']?gradscope", README + DOCS)
 
 
 def test_readme_test_command_is_what_ci_runs():

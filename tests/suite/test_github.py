@@ -81,3 +81,12 @@ def test_version_short_flag_and_the_pre_commit_hook():
     assert done.returncode == 0 and done.stdout.startswith("gradscope ")
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
     assert "id: gradscope" in hooks and "entry: gradscope run" in hooks
+    # the user's own environment: never a second, unpinned torch in a hook environment
+    assert "language: system" in hooks and "additional_dependencies" not in hooks
+
+
+def test_the_example_workflow_installs_from_source_not_from_an_index():
+    workflow = (ROOT / "examples" / "ci" / "github-actions.yml").read_text()
+    install = workflow.split("name: Install", 1)[1].split("- name:", 1)[0]
+    assert "gradscope-cli\n" not in install and "pip install -e . gradscope" not in install
+    assert '"$GRADSCOPE_SOURCE"' in install and "exit 2" in install
