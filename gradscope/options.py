@@ -183,6 +183,8 @@ class Options:
         def called(name: str) -> str:
             return name_of(name) if name_of else SPECS[name].flag
 
+        if str(self.dtype).startswith("torch."):  # torch.float32, the object or its name
+            return replace(self, dtype=str(self.dtype).removeprefix("torch.")).validate(name_of)
         self._types(called)
         _choice(called("dtype"), self.dtype, DTYPES)
         _choice(called("fail_on"), self.fail_on, FAIL_ON)

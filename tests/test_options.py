@@ -116,3 +116,12 @@ def test_surrogate_names_and_intended_forms():
 def test_surrogate_refuses_anything_else(raw):
     with pytest.raises(UsageError, match="--surrogate"):
         read("surrogate", raw)
+
+
+def test_torch_spelled_dtypes_are_read():
+    import torch
+
+    assert from_values({"dtype": "torch.float32"}).validate().dtype == "float32"
+    assert from_values({"dtype": torch.bfloat16}).validate().dtype == "bfloat16"
+    with pytest.raises(UsageError, match="unknown --dtype 'float8'"):
+        from_values({"dtype": "torch.float8"}).validate()

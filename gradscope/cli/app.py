@@ -215,5 +215,9 @@ file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad c
 
 declare("ops", "The expression language's op table: every function and operator with its "
         "arity, kinks or jumps, default input domain and what its gradient does.",
-        commands.ops, [], [_param("json_flag", Annotated[bool, typer.Option(
+        commands.ops, [_param("pattern", Annotated[str | None, typer.Argument(
+            metavar="[PATTERN]", help="Only the ops whose name, spelling, family or summary "
+            "contains PATTERN (case-insensitive; shell wildcards * ? [] also work).",
+            show_default=False)], None)],
+        [_param("json_flag", Annotated[bool, typer.Option(
             "--json", help="Print the table as JSON.")], False)])

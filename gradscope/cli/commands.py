@@ -176,7 +176,11 @@ def ops(**values: Any) -> None:
     from gradscope.render.ops import show, to_json
     from gradscope.tools.ops import table
 
-    rows = table()
+    with reported():
+        rows = table(values["pattern"])
+        if not rows:
+            raise UsageError(f"no op matches {values['pattern']!r}; `gradscope ops` lists "
+                             "them all")
     if values["json_flag"]:
         typer.echo(to_json(rows))
     else:

@@ -52,6 +52,8 @@ def with_bare_values(argv: list[str]) -> list[str]:
     `--surrogate=* --seed 1`, `--surrogate x` keeps x; `--eval` reads as `--mode=eval`."""
     out: list[str] = []
     for k, token in enumerate(argv):
+        if (k and argv[k - 1] == "--dtype") or token.startswith("--dtype="):
+            token = token.replace("torch.", "", 1)  # `--dtype torch.float32`: torch's spelling
         out.append(SHORTHANDS.get(token, token))
         if token == "--":
             return out + argv[k + 1:]

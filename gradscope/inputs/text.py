@@ -126,6 +126,9 @@ def _shape_of(item) -> tuple[int, ...]:
 def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
                limit: int, spread: float) -> InputValue:
     fname = call.func.id if isinstance(call.func, ast.Name) else None
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
+            and call.func.value.id == "torch":  # torch.randn(2,5): torch's spelling
+        fname = call.func.attr
     if fname not in GENERATORS or call.keywords:
         raise UsageError(f"{what}: unknown generator {shortened(src)!r}; generators are "
                          + ", ".join(GENERATORS))

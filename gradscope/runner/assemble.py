@@ -81,7 +81,8 @@ def _notes(prepared: Prepared, evidence: Evidence, diagnoses: Diagnoses) -> list
     taught, precision, each engine's; then what the diagnoses add and the engines skipped."""
     target, options = prepared.target, prepared.options
     head = [*prepared.request.notes, *target.notes,
-            *target.guessed(set(options.at) | set(target.given)), *evidence.notes]
+            *target.guessed(set(options.at) | set(options.shape) | set(target.given)),
+            *evidence.notes]
     head += [n for r in evidence.references for n in r.notes]
     tail = [*diagnoses.notes, *(n for r in evidence.references for n in r.closing)]
     return head + tail

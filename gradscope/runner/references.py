@@ -141,8 +141,11 @@ def symbolic(setup: Setup) -> Symbolic:
         engine, first = why
         return Symbolic("symbolic", "symbolic", exact=True, engine=engine, names=names,
                         first=first)
+    # (Python code never has a symbolic form: its reason stays in the report, but a note on
+    # every such check would say what the reader knows)
+    closing = (f"symbolic engine skipped: {why}",) if prepared.target.readable else ()
     return Symbolic("symbolic", "symbolic", exact=True, skipped=dict.fromkeys(names, why),
-                    closing=(f"symbolic engine skipped: {why}",))
+                    closing=closing)
 
 
 def _symbolic_failure(form: SymbolicForm, setup: Setup

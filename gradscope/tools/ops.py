@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 
 
@@ -52,7 +53,8 @@ def _signature(op) -> str:
     return ", ".join(parts)
 
 
-def table() -> list[OpRow]:
+def table(pattern: str | None = None) -> list[OpRow]:
+    """Every row of the op table, or those `pattern` matches (matching)."""
     from gradscope.expr.ops import FAMILIES, OPS
 
     rows = []
@@ -67,4 +69,15 @@ def table() -> list[OpRow]:
         rows.append(OpRow(name, ", ".join(spellings[:2]), op.kind, arity, symbolic, op.kink,
                           list(op.domain) if op.domain else None, op.flow, op.summary,
                           FAMILIES.get(name, ""), spellings, _signature(op)))
-    return rows
+    return [r for r in rows if matching(r, pattern)] if pattern else rows
+
+
+def matching(row: OpRow, pattern: str) -> bool:
+    """Whether the row's name, spellings, family or summary contains `pattern` (case-folded),
+    or matches it as a shell wildcard (`*pool*`, `log?`)."""
+    needle = pattern.strip().casefold()
+    fields = [row.name, row.family, row.summary, *row.spellings]
+    texts = [f.casefold() for f in fields if f]
+    if any(ch in needle for ch in "*?["):
+        return any(fnmatch.fnmatchcase(t, needle) for t in texts)
+    return any(needle in t for t in texts)

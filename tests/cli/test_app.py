@@ -66,3 +66,15 @@ def test_surrogate_with_its_intended_form(capsys):
 def test_no_private_typer_api():
     source = (ROOT / "gradscope" / "cli" / "main.py").read_text()
     assert "typer._click" not in source and "import click" not in source
+
+
+def test_torch_spelled_dtype_is_read(capsys):
+    from gradscope.cli.main import with_bare_values
+
+    assert with_bare_values(["check", "T", "--dtype", "torch.float32"]) == [
+        "check", "T", "--dtype", "float32"]
+    assert with_bare_values(["check", "T", "--dtype=torch.float16"]) == [
+        "check", "T", "--dtype=float16"]
+    code, out, _ = run(capsys, "check", "x * 2", "--at", "x=1,2", "--dtype", "torch.float32",
+                       "--json")
+    assert code == 0 and json.loads(out)["dtype"] == "float32"

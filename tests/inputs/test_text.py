@@ -100,3 +100,11 @@ def test_spread_reaches_both_signs_zero_and_past_saturation():
     other = random_value((25,), 1, "x", None).tensor
     assert sorted(other.tolist()) == sorted(values.tolist()) and not torch.equal(other, values)
     assert float(random_value((25,), 0, "x", None, spread=1.37).tensor.max()) == 1.37
+
+
+def test_torch_spelled_generators_are_the_same_generators():
+    ours = parse_value("randn(2,5)", "--at x", seed=3, name="x").tensor
+    torchs = parse_value("torch.randn(2,5)", "--at x", seed=3, name="x").tensor
+    assert torch.equal(ours, torchs)
+    with pytest.raises(UsageError, match="unknown generator"):
+        parse_value("numpy.randn(2,5)", "--at x")

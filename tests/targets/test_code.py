@@ -9,7 +9,7 @@ import pytest
 
 import gradscope
 from gradscope.errors import TargetError, UsageError
-from tests.paths import SEEDS
+from tests.paths import DATA, SEEDS
 
 
 def test_forward_raising_is_exit_3(tmp_path):
@@ -64,3 +64,11 @@ def test_missing_arg_gets_a_hint():
         gradscope.check(f"{SEEDS}:KillHead", input="randn(3,8)")
     assert "give non-tensor parameters with --arg" in str(info.value)
     assert "input, n" in str(info.value)
+
+
+def test_an_unannotated_input_given_by_shape_is_not_called_a_guess():
+    quantise = f"{DATA}/functions.py:quantise"  # quantise(x, w): w unannotated
+    guessed = gradscope.check(quantise, shape={"x": "25"}).notes  # w: the default (25,)
+    assert any("`w` has no annotation and was not given" in n for n in guessed)
+    shaped = gradscope.check(quantise, shape={"x": "4", "w": "4"}).notes
+    assert not any("has no annotation" in n for n in shaped)

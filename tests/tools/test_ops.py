@@ -19,3 +19,12 @@ def test_one_row_per_op_with_its_spelling():
     assert {r.family for r in rows.values()} == {
         "math", "activation", "reduction", "shape", "linear algebra",
         "normalisation and loss", "convolution and pooling"}
+
+
+def test_a_pattern_picks_rows_by_name_spelling_family_or_summary():
+    names = {r.name for r in table("softmax")}
+    assert {"softmax", "log_softmax", "softmin"} <= names and "relu" not in names
+    assert {r.name for r in table("RELU")} >= {"relu", "relu6", "leaky_relu"}  # case-folded
+    assert {r.name for r in table("log?")} == {"log2"}  # a shell wildcard: whole field
+    assert {r.family for r in table("pooling")} == {"convolution and pooling"}
+    assert table("no such op anywhere") == []
