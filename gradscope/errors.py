@@ -50,6 +50,13 @@ class UsageError(GradscopeError, ValueError):
     exit_code = 2
 
 
+class NothingSelected(GradscopeError):
+    """A selection (`gradscope run -k`, `--lf`, `--shard`) left no check to run: exit 5, as
+    pytest's "no tests collected"."""
+
+    exit_code = 5
+
+
 class UnknownName(UsageError):
     """An option names something the target does not have (`--at z` where the inputs are x
     and y): `option`, the `name` given and the names the target `known`s."""

@@ -178,13 +178,12 @@ class Options:
         int, *_WHOLE, commands=RUNS, minimum=1))
 
     def validate(self, name_of: Callable[[str], str] | None = None) -> Options:
-        """Range checks that need no torch; raises UsageError naming the option (its flag, or
-        `name_of(field)`: a config names its keys)."""
+        """Range checks needing no torch; a UsageError names the option (flag or name_of)."""
         def called(name: str) -> str:
             return name_of(name) if name_of else SPECS[name].flag
 
-        if str(self.dtype).startswith("torch."):  # torch.float32, the object or its name
-            return replace(self, dtype=str(self.dtype).removeprefix("torch.")).validate(name_of)
+        if str(self.dtype).startswith("torch."):  # torch.float32: the object, or its name
+            return replace(self, dtype=str(self.dtype)[6:]).validate(name_of)
         self._types(called)
         _choice(called("dtype"), self.dtype, DTYPES)
         _choice(called("fail_on"), self.fail_on, FAIL_ON)

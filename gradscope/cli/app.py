@@ -122,6 +122,10 @@ CHECK_TIMEOUT = _timeout("Stop the check after SECONDS: exit 3 with one line say
 TARGET_COMMANDS: set[str] = set()  # the commands whose first argument is a TARGET
 
 
+def _flag(name: str, *spellings: str, help: str) -> inspect.Parameter:
+    return _param(name, Annotated[bool, typer.Option(*spellings, help=help)], False)
+
+
 def declare(name: str, help_text: str, action: Callable[..., None],
             before: list[inspect.Parameter], after: list[inspect.Parameter],
             options_of: str | None = None) -> None:
@@ -184,7 +188,8 @@ declare("sweep", "Move one input over a range and plot f, the autograd derivativ
 
 declare("run", """Run every check declared in [tool.gradscope] of pyproject.toml (or of the TOML
 file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad config or usage,
-3 a target's own code raised). Config errors are found before any check runs.""",
+3 a target's own code raised, 5 no check selected). Config errors are found before any check
+runs, all at once.""",
         commands.run_config, [_param("config", Annotated[Path | None, typer.Argument(
             metavar="CONFIG", help="TOML file with [tool.gradscope]; default: the nearest "
                                    "pyproject.toml upward that has one.",
@@ -211,7 +216,22 @@ file given): one summary, one exit code (0 all passed, 1 a check failed, 2 bad c
              "--memory-limit", metavar="MB", min=MIN_MEMORY_MB,
              help=f"Address-space limit per worker process, in megabytes (at least "
                   f"{MIN_MEMORY_MB}: python and torch need that before any check).",
-             show_default=False)], None)])
+             show_default=False)], None),
+         _flag("exitfirst", "--exitfirst", "-x", help="Stop at the first check (in config "
+               "order) that does not pass; the rest are reported as not run."),
+         _flag("last_failed", "--last-failed", "--lf", help="Run only the checks that did not "
+               "pass last time (recorded in .gradscope_cache/ beside the config); all of them "
+               "when none is recorded."),
+         _flag("collect_only", "--collect-only", "--co", "--list", help="List the checks that "
+               "would run (after -k, --lf, --shard) and exit, running none."),
+         _param("quiet", Annotated[int, typer.Option(
+             "--quiet", "-q", count=True, help="The summary table only.", show_default=False)], 0),
+         _param("verbose", Annotated[int, typer.Option(
+             "--verbose", "-v", count=True, help="Every check's report in full, passing ones "
+                                                 "too.", show_default=False)], 0),
+         _param("fail_on", Annotated[str | None, typer.Option(
+             "--fail-on", metavar="mismatch|warning|never", help="What fails, for every check "
+             "(over the config's `fail_on`).", show_default=False)], None)])
 
 declare("ops", "The expression language's op table: every function and operator with its "
         "arity, kinks or jumps, default input domain and what its gradient does.",

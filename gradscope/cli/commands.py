@@ -138,14 +138,19 @@ def run_config(**values: Any) -> None:
         check_output(summary, "--summary")
         from gradscope.suite.run import run_config as run
 
+        chosen = {"pattern": values["pattern"], "shard_of": values["shard"],
+                  "last_failed": values["last_failed"]}
+        if values["collect_only"]:
+            _listed(values["config"], chosen, _format(values))
         progress = Progress("gradscope run")
         try:
-            suite = run(values["config"], progress.advance, pattern=values["pattern"],
-                        shard_of=values["shard"], jobs=values["jobs"],
+            suite = run(values["config"], progress.advance, jobs=values["jobs"],
                         timeout=values["timeout"], memory_mb=values["memory_limit"],
-                        on_count=progress.expect)
+                        on_count=progress.expect, exitfirst=values["exitfirst"],
+                        fail_on=values["fail_on"], **chosen)
         finally:
             progress.stop()
+        suite.verbosity = values["verbose"] - values["quiet"]
         # the report first: a file for CI that cannot be written (exit 2) loses nothing else
         emit(suite, _format(values), output, f"gradscope run: "
              f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
@@ -155,6 +160,25 @@ def run_config(**values: Any) -> None:
             write_file(junit, junit_xml(suite), "--junit-xml")
         _ci_outputs(suite, summary)
     raise typer.Exit(suite.exit_code)
+
+
+def _listed(config: Path | None, chosen: dict[str, Any], fmt: str) -> None:
+    """--collect-only: the checks that would run, one a line (JSON: a list), then exit 0."""
+    import json
+
+    from gradscope.suite.run import collect
+
+    specs, where, note = collect(config, **chosen)
+    if fmt == "json":
+        typer.echo(json.dumps({"config": str(where), "notes": [note] if note else [],
+                               "checks": [{"name": s.name, "target": str(s.request.target),
+                                           "command": s.request.command} for s in specs]},
+                              indent=2))
+    else:
+        for spec in specs:
+            typer.echo(f"{spec.name}  ({spec.request.command} {spec.request.target})")
+        typer.echo(f"{len(specs)} check(s) in {where}" + (f" · {note}" if note else ""))
+    raise typer.Exit(0)
 
 
 def _ci_outputs(suite: Any, summary: Path | None) -> None:

@@ -42,12 +42,21 @@ def summary_table(suite: Any) -> Table:
                                       if r.error else "")
         table.add_row(Text(printable(r.name)), Text(printable(r.target)), r.command, verdict,
                       fmt(r.worst_error), Text(printable(detail)), f"{r.seconds:.2f} s")
-    counts = suite.to_dict()["counts"]
-    word = "PASSED" if suite.passed else "FAILED"
-    table.caption = f"{word}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    table.caption = closing(suite)
     table.caption_style = (Status.OK if suite.passed else Status.MISMATCH).style
     table.caption_justify = "left"
     return table
+
+
+def closing(suite: Any) -> str:
+    """`PASSED: 3 passed` / `FAILED: 1 passed, 1 failed, 2 not run (stopped at the first
+    failure, -x)`, and the notes on the selection."""
+    counts = suite.to_dict()["counts"]
+    word = "PASSED" if suite.passed else "FAILED"
+    parts = [f"{n} {k}" for k, n in counts.items()]
+    if suite.not_run:
+        parts.append(f"{len(suite.not_run)} not run (stopped at the first failure, -x)")
+    return " · ".join([f"{word}: " + ", ".join(parts), *map(printable, suite.notes)])
 
 
 def markdown(suite: Any) -> str:
@@ -60,7 +69,7 @@ def markdown(suite: Any) -> str:
         verdict = r.outcome if r.outcome == "passed" else f"**{r.outcome}**"
         lines.append(f"| {md(r.name)} | `{md_code(r.target)}` | {verdict} | "
                      f"{fmt(r.worst_error)} | {md(_diagnostics(r))} |")
-    lines.append("")
+    lines += ["", md(closing(suite)), ""]
     for r in suite.results:
         if r.outcome == "passed":
             continue
@@ -96,10 +105,17 @@ def junit_xml(suite: Any) -> str:
                                   message=xml_safe((r.error or "").splitlines()[0]) if r.error
                                   else "")
             error.text = xml_safe(r.error or "")
+    for name in suite.not_run:  # -x: the checks after the first failure
+        case = ET.SubElement(node, "testcase", classname=xml_safe(f"gradscope.{suite.config}"),
+                             name=xml_safe(name), time="0")
+        ET.SubElement(case, "skipped", message="not run: stopped at the first failure (-x)")
+    counts["skipped"] = len(suite.not_run)
+    tests = str(len(suite.results) + len(suite.not_run))
     for key, value in counts.items():
         node.set(key, str(value))
+    node.set("tests", tests)
     node.set("time", f"{total:.6f}")
-    root.set("tests", str(len(suite.results)))
+    root.set("tests", tests)
     for key, value in counts.items():
         root.set(key, str(value))
     ET.indent(root)
@@ -116,9 +132,10 @@ def _failure_message(result: Any) -> str:
 
 
 def show(suite: Any, console: Any) -> None:
-    """The checks that did not pass, in full, then the summary table."""
+    """The checks that did not pass, in full (-v: every check; -q: none), then the summary
+    table."""
     for result in suite.results:
-        if result.outcome == "passed":
+        if suite.verbosity < 0 or (result.outcome == "passed" and suite.verbosity < 1):
             continue
         console.rule(Text(f"{printable(result.name)}: {result.outcome}"))
         if result.report is not None:

@@ -7,6 +7,8 @@ UsageError naming the check and the key — found before the first check starts.
 
 from __future__ import annotations
 
+import difflib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ CHECK_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "command": ((str,), ", ".join(COMMANDS)),
 }
 del CHECK_FIELDS["memory_limit"]  # one limit for all workers: a top-level key only
+TOP_FIELDS = {**FIELDS, "checks": ((list,), "[[tool.gradscope.checks]] tables")}
 
 
 @dataclass
@@ -67,27 +70,59 @@ def read(path: Path | None) -> tuple[list[CheckSpec], Path, list[str]]:
     run` has a worker do while this process stays light."""
     path = path or nearest()
     table = _table(path)
+    lines = ConfigLines.of(path)
     base = path.resolve().parent
-    defaults = {k: v for k, v in table.items() if k != "checks"}
-    for key, value in defaults.items():
-        _check_field("[tool.gradscope]", key, value, FIELDS)
+    defaults, errors = _defaults(table, lines)
     checks = table.get("checks")
     if not isinstance(checks, list) or not checks:
         raise UsageError(f"{path}: no checks; add [[tool.gradscope.checks]] tables with at "
-                         "least a `target`")
+                         "least a `target`" + "".join(f"\n  {e}" for e in errors))
     if len(checks) > MAX_CHECKS:
         raise UsageError(f"{path}: {len(checks)} checks; the limit is {MAX_CHECKS}")
-    specs, errors = [], []
+    specs = []
     for i, entry in enumerate(checks, 1):  # every check is validated before any runs
-        try:
-            specs.append(_spec(i, entry, defaults, base))
-        except UsageError as exc:
-            errors.append(str(exc))
+        spec, wrong = _spec(i, entry, defaults, base, lines)
+        errors += wrong
+        if spec is not None:
+            specs.append(spec)
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise UsageError(f"{path}: check names must be unique; repeated: {', '.join(dupes)}")
     return specs, path, errors
+
+
+@dataclass(frozen=True)
+class ConfigLines:
+    """Where a config's checks and keys are, by line (read from the text: tomllib keeps no
+    positions), for errors an editor can jump to."""
+
+    text: list[str]
+
+    @classmethod
+    def of(cls, path: Path) -> ConfigLines:
+        try:
+            return cls(path.read_text(encoding="utf-8").splitlines())
+        except (OSError, UnicodeDecodeError):
+            return cls([])
+
+    def at(self, check: int, key: str | None = None) -> str:
+        """`line N` of check #`check`'s header (0: [tool.gradscope]) or of its `key`; "" where
+        it cannot be told (checks written as an inline array)."""
+        header = r"\[\[\s*tool\.gradscope\.checks\s*\]\]" if check else r"\[\s*tool\.gradscope\s*\]"
+        starts = [i for i, line in enumerate(self.text) if re.match(rf"\s*{header}", line)]
+        if len(starts) < max(check, 1):
+            return ""
+        start = starts[check - 1] if check else starts[0]
+        if key is None:
+            return f"line {start + 1}"
+        for i in range(start + 1, len(self.text)):
+            line = self.text[i]
+            if re.match(r"\s*\[", line):
+                break
+            if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+                return f"line {i + 1}"
+        return ""
 
 
 def nearest(start: Path | None = None) -> Path:
@@ -144,10 +179,23 @@ def _table(path: Path) -> dict[str, Any]:
                          "tables thousands of levels deep)") from None
     table = data.get("tool", {}).get("gradscope") if isinstance(data.get("tool"), dict) else None
     if table is None:
-        raise UsageError(f"{path} has no [tool.gradscope] table")
+        raise UsageError(f"{path} has no [tool.gradscope] table{_misplaced(data)}")
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.gradscope] must be a table")
     return table
+
+
+def _misplaced(data: dict[str, Any]) -> str:
+    """A hint for checks written where gradscope does not look: `[[check]]`, `[[checks]]`,
+    `[gradscope]` or `[tool.gradscope_checks]` at the top."""
+    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    for key in (*data, *(f"tool.{k}" for k in tool)):
+        bare = key.removeprefix("tool.")
+        if bare in ("check", "checks") or bare.startswith("gradscope") or \
+                difflib.get_close_matches(bare, ["gradscope"], cutoff=0.75):
+            return (f"; found [{key}]: did you mean [tool.gradscope] with its checks as "
+                    "[[tool.gradscope.checks]] tables?")
+    return " (checks are [[tool.gradscope.checks]] tables)"
 
 
 def check_number(error: str) -> int:
@@ -173,43 +221,98 @@ def refuse(path: Path, errors: list[str]) -> None:
     if len(errors) == 1:
         raise UsageError(errors[0])
     if errors:
-        raise UsageError(f"{path}: {len(errors)} checks have errors:\n  " + "\n  ".join(errors))
+        raise UsageError(f"{path}: {len(errors)} errors (all of them: nothing ran):\n  "
+                         + "\n  ".join(errors))
 
 
-def _check_field(where: str, key: str, value: Any, fields: dict) -> None:
+def _field_error(key: str, value: Any, fields: dict) -> str | None:
+    """What is wrong with `key = value` (None: nothing): an unknown key (with the nearest
+    allowed one), or a value of the wrong type."""
     if key not in fields:
-        raise UsageError(f"{where}: unknown key `{key}`; allowed: {', '.join(sorted(fields))}")
+        near = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+        if near:
+            return f"unknown key `{key}`; did you mean `{near[0]}`?"
+        return f"unknown key `{key}`; allowed: {', '.join(sorted(fields))}"
     types, description = fields[key]
-    if isinstance(value, bool) and bool not in types:
-        raise UsageError(f"{where}: `{key}` must be {description}, got {value!r}")
-    if not isinstance(value, types):
-        raise UsageError(f"{where}: `{key}` must be {description}, got {value!r}")
+    if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+        return f"`{key}` must be {description}, got {value!r}"
+    return None
 
 
-def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path) -> CheckSpec:
+def _defaults(table: dict[str, Any], lines: ConfigLines) -> tuple[dict[str, Any], list[str]]:
+    """The top-level defaults that are right, and an error for each that is not (said once,
+    not again in every check that would take it)."""
+    defaults, errors = {}, []
+    for key, value in table.items():
+        if key == "checks":
+            continue
+        wrong = _field_error(key, value, TOP_FIELDS)
+        if wrong is None and key in SPECS:
+            try:
+                from_values({key: value}, where=lambda name: name)
+            except UsageError as exc:
+                wrong = str(exc)
+        if wrong is None:
+            defaults[key] = value
+        else:
+            where = lines.at(0, key)
+            errors.append(f"[tool.gradscope], {where}: {wrong}" if where
+                          else f"[tool.gradscope]: {wrong}")
+    return defaults, errors
+
+
+def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path,
+          lines: ConfigLines | None = None) -> tuple[CheckSpec | None, list[str]]:
+    """Check #`index` and every error of it, each at its line: wrong keys and values one by
+    one, then what they mean together. A check with errors still comes back (built from its
+    right keys) where it has a target, so that the deeper validation of its VALUEs and
+    expression reports in the same pass; it never runs, since its errors refuse the config."""
+    lines = lines or ConfigLines([])
     if not isinstance(entry, dict):
-        raise UsageError(f"check #{index}: must be a table ([[tool.gradscope.checks]])")
+        return None, [f"check #{index}: must be a table ([[tool.gradscope.checks]])"]
     label = f"check #{index}" + (f" ({entry['name']})" if isinstance(entry.get("name"), str)
                                  else "")
+
+    def said(error: str, key: str | None = None) -> str:
+        where = (lines.at(index, key) if key else "") or lines.at(index)
+        return f"{label}, {where}: {error}" if where else f"{label}: {error}"
+
+    errors, good = [], {}
     for key, value in entry.items():
-        _check_field(label, key, value, CHECK_FIELDS)
-    if "target" not in entry:
-        raise UsageError(f"{label}: missing `target` (an expression or file.py:NAME)")
-    merged = {**defaults, **entry}
+        error = _field_error(key, value, CHECK_FIELDS)
+        if error is None and key in SPECS:
+            try:
+                from_values({key: value}, where=lambda name: name)
+            except UsageError as exc:
+                error = str(exc)
+        if error is None:
+            good[key] = value
+        else:
+            errors.append(said(error, key))
+    if "target" not in good:
+        if "target" not in entry and not any("did you mean `target`" in e for e in errors):
+            errors.append(said("missing `target` (an expression or file.py:NAME)"))
+        return None, errors
+    merged = {**defaults, **good}
     command = merged.pop("command", "check")
+    timeout, memory = merged.get("timeout"), merged.get("memory_limit")
     if command not in COMMANDS:
-        raise UsageError(f"{label}: `command` must be one of {', '.join(COMMANDS)}, got "
-                         f"{command!r}")
-    try:
+        errors.append(said(f"`command` must be one of {', '.join(COMMANDS)}, got {command!r}",
+                           "command"))
+    if timeout is not None and not 0 < timeout < float("inf"):
+        errors.append(said(f"`timeout` must be a number of seconds > 0, got {timeout}",
+                           "timeout"))
+    if memory is not None and memory < MIN_MEMORY_MB:
+        errors.append(said(f"`memory_limit` is in megabytes (at least {MIN_MEMORY_MB}: a "
+                           f"worker needs that for python and torch), got {memory}"))
+    try:  # what the keys mean together (`at` and `shape` for one input, say)
         options = from_values({k: v for k, v in merged.items() if k in SPECS},
                               where=lambda key: key)
-        request = Request(command, merged["target"], options, base=base)
-        timeout, memory = merged.get("timeout"), merged.get("memory_limit")
-        if timeout is not None and not 0 < timeout < float("inf"):
-            raise UsageError(f"`timeout` must be a number of seconds > 0, got {timeout}")
-        if memory is not None and memory < MIN_MEMORY_MB:
-            raise UsageError(f"`memory_limit` is in megabytes (at least {MIN_MEMORY_MB}: a "
-                             f"worker needs that for python and torch), got {memory}")
     except UsageError as exc:
-        raise UsageError(f"{label}: {exc}") from None
-    return CheckSpec(entry.get("name") or entry["target"], request, timeout, memory, label)
+        return None, [*errors, said(str(exc))]
+    request = Request(command if command in COMMANDS else "check", merged["target"], options,
+                      base=base)
+    where = lines.at(index)
+    spec = CheckSpec(entry.get("name") or merged["target"], request, timeout, memory,
+                     f"{label}, {where}" if where else label)
+    return spec, errors

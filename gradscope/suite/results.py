@@ -60,6 +60,9 @@ class SuiteReport:
     config: str
     results: list[CheckResult] = field(default_factory=list)
     schema: str = SCHEMA
+    not_run: list[str] = field(default_factory=list)  # after the first failure, with -x
+    notes: list[str] = field(default_factory=list)  # on the selection (--lf)
+    verbosity: int = 0  # -v: every check's report; -q: the summary alone
 
     @property
     def passed(self) -> bool:
@@ -76,6 +79,7 @@ class SuiteReport:
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
         return {"schema": SCHEMA, "version": __version__, "config": self.config,
                 "passed": self.passed, "exit_code": self.exit_code, "counts": counts,
+                "not_run": list(self.not_run), "notes": list(self.notes),
                 "checks": [r.to_dict() for r in self.results]}
 
 

@@ -264,8 +264,10 @@ def _death(process: subprocess.Popen) -> str:
 
 
 def in_order(results: Iterator[tuple[int, CheckResult]], count: int,
-             on_result: Callable[[CheckResult], None] | None) -> list[CheckResult]:
-    """Results in config order, each passed to `on_result` as soon as all before it are in."""
+             on_result: Callable[[CheckResult], None] | None,
+             stop: Callable[[CheckResult], bool] | None = None) -> list[CheckResult]:
+    """Results in config order, each passed to `on_result` as soon as all before it are in;
+    up to the first that `stop` holds for (then `results` is closed: its workers stop)."""
     done: dict[int, CheckResult] = {}
     out: list[CheckResult] = []
     for index, result in results:
@@ -274,6 +276,11 @@ def in_order(results: Iterator[tuple[int, CheckResult]], count: int,
             out.append(done.pop(len(out)))
             if on_result is not None:
                 on_result(out[-1])
+            if stop is not None and stop(out[-1]):
+                close = getattr(results, "close", None)
+                if close is not None:
+                    close()
+                return out
     assert len(out) == count
     return out
 

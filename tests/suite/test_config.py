@@ -97,7 +97,7 @@ def test_every_error_is_listed_before_anything_runs(tmp_path):
     with pytest.raises(UsageError) as info:
         load(_write(tmp_path, body))
     text = str(info.value)
-    assert "2 checks have errors" in text and "check #1 (one)" in text and "check #3 (two)" in text
+    assert "2 errors" in text and "check #1 (one)" in text and "check #3 (two)" in text
 
 
 def test_file_targets_resolve_against_the_config_folder_and_are_read_without_running(tmp_path,
@@ -125,3 +125,44 @@ def test_surrogate_key_takes_true_or_names(tmp_path):
     assert second.request.options.surrogate == ("y",)
     with pytest.raises(UsageError, match="`surrogate` names `z`"):
         load(_write(tmp_path, '[[tool.gradscope.checks]]\ntarget = "x"\nsurrogate = "z"\n'))
+
+
+def test_every_error_of_every_check_in_one_pass_with_lines_and_suggestions(tmp_path):
+    body = ('[tool.gradscope]\ndtype = "float8"\nsede = 3\n\n'
+            '[[tool.gradscope.checks]]\nname = "one"\ntagret = "x * 2"\n\n'
+            '[[tool.gradscope.checks]]\nname = "two"\ntarget = "x +"\nrtol = "big"\n'
+            'atoll = 1\n')
+    with pytest.raises(UsageError) as info:
+        load(_write(tmp_path, body))
+    lines = str(info.value).splitlines()
+    assert "6 errors" in lines[0]
+    assert lines[1:] == [
+        "  [tool.gradscope], line 2: unknown `dtype` 'float8'; allowed: float64, float32, "
+        "float16, bfloat16",
+        "  [tool.gradscope], line 3: unknown key `sede`; did you mean `seed`?",
+        "  check #1 (one), line 7: unknown key `tagret`; did you mean `target`?",
+        "  check #2 (two), line 12: `rtol` must be a number, got 'big'",
+        "  check #2 (two), line 13: unknown key `atoll`; did you mean `atol`?",
+        "  check #2 (two), line 9: cannot parse expression 'x +': invalid syntax"]
+
+
+def test_a_bad_default_is_said_once_not_once_per_check(tmp_path):
+    body = '[tool.gradscope]\nfail_on = "always"\n' + "".join(
+        f'[[tool.gradscope.checks]]\ntarget = "x * {k}"\n' for k in range(3))
+    with pytest.raises(UsageError) as info:
+        load(_write(tmp_path, body))
+    assert str(info.value).count("fail_on") == 1
+
+
+@pytest.mark.parametrize("body, found", [
+    ('[[check]]\ntarget = "x"\n', "[check]"),
+    ('[tool.gradscope_checks]\ntarget = "x"\n', "[tool.gradscope_checks]"),
+    ('[[tool.gradscope.check]]\ntarget = "x"\n', None),
+])
+def test_checks_where_gradscope_does_not_look_get_a_suggestion(tmp_path, body, found):
+    with pytest.raises(UsageError) as info:
+        load(_write(tmp_path, body))
+    if found:
+        assert f"found {found}: did you mean [tool.gradscope]" in str(info.value)
+    else:  # a [tool.gradscope] table whose checks are misnamed
+        assert "unknown key `check`; did you mean `checks`?" in str(info.value)

@@ -107,3 +107,82 @@ atol_typo = 1
 def test_example_ci_config_passes(capsys):
     code, out, _ = _cli(capsys, "run", str(EXAMPLES / "ci" / "pyproject.toml"))
     assert code == 0 and "PASSED: 3 passed" in out
+
+
+# ------------------------------------------------------------------ pytest's and ruff's flags
+FAILING_FIRST = """
+[[tool.gradscope.checks]]
+name = "broken-module"
+target = "buggy_functions.py:KillHeadForgetful"
+at = {input = "randn(3,8)"}
+arg = {n = 2}
+
+[[tool.gradscope.checks]]
+name = "after-1"
+target = "x * 2"
+
+[[tool.gradscope.checks]]
+name = "after-2"
+target = "sin(x)"
+"""
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_exitfirst_stops_at_the_first_failure_and_says_what_did_not_run(project, isolate):
+    (project / "pyproject.toml").write_text(FAILING_FIRST)
+    suite = run_config(project / "pyproject.toml", exitfirst=True, isolate=isolate, jobs=1)
+    assert [r.name for r in suite.results] == ["broken-module"]
+    assert suite.not_run == ["after-1", "after-2"] and suite.exit_code == 1
+    assert suite.to_dict()["not_run"] == ["after-1", "after-2"]
+
+
+def test_exitfirst_on_the_command_line_with_junit_skips(project, capsys, monkeypatch):
+    (project / "pyproject.toml").write_text(FAILING_FIRST)
+    monkeypatch.chdir(project)
+    code, out, _ = _cli(capsys, "run", "-x", "-q", "--junit-xml", "junit.xml")
+    assert code == 1 and "2 not run (stopped at the first failure, -x)" in out
+    assert "KillHeadForgetful.backward" not in out  # -q: the summary alone
+    cases = ET.parse(project / "junit.xml").getroot().findall(".//testcase")
+    assert [c.find("skipped") is not None for c in cases] == [False, True, True]
+
+
+def test_last_failed_reruns_what_did_not_pass(project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    code, _, _ = _cli(capsys, "run", "--lf", "-q")  # nothing recorded yet: every check
+    assert code == 1
+    assert (project / ".gradscope_cache" / ".gitignore").read_text().endswith("*\n")
+    code, out, _ = _cli(capsys, "run", "--lf", "--json")
+    data = json.loads(out)
+    assert [c["name"] for c in data["checks"]] == ["broken-module"]
+    assert "rerunning the 1 check(s) that did not pass last time" in data["notes"][0]
+    code, out, _ = _cli(capsys, "run", "--lf", "--co")
+    assert code == 0 and out.splitlines()[0].startswith("broken-module")
+
+
+def test_collect_only_lists_the_selection_and_runs_nothing(project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    code, out, _ = _cli(capsys, "run", "--co", "-k", "*module*", "--json")
+    assert code == 0
+    assert [c["name"] for c in json.loads(out)["checks"]] == ["broken-module"]
+    assert not (project / ".gradscope_cache").exists()  # nothing ran, nothing recorded
+
+
+def test_nothing_selected_exits_5_like_pytest(project, capsys):
+    code, _, err = _cli(capsys, "run", str(project / "pyproject.toml"), "-k", "nomatch")
+    assert code == 5 and "matches none of the 3 check(s)" in err
+    code, _, err = _cli(capsys, "run", str(project / "pyproject.toml"), "--shard", "4/4",
+                        "-k", "module")
+    assert code == 5 and "this share of the checks is empty" in err
+
+
+def test_fail_on_for_the_whole_run(project, capsys):
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--fail-on", "never")
+    assert code == 0 and "PASSED: 3 passed" in out
+    code, _, err = _cli(capsys, "run", str(project / "pyproject.toml"), "--fail-on", "sometimes")
+    assert code == 2 and "unknown --fail-on 'sometimes'" in err
+
+
+def test_verbose_shows_the_passing_reports_too(project, capsys):
+    _, quiet, _ = _cli(capsys, "run", str(project / "pyproject.toml"))
+    _, loud, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "-v")
+    assert "expression: passed" not in quiet and "expression: passed" in loud

@@ -97,5 +97,5 @@ def test_the_cli_lists_every_error_before_any_check_runs(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         main(["run", config, "--jobs", "1"])
     err = capsys.readouterr().err
-    assert done.value.code == 2 and "2 checks have errors" in err
+    assert done.value.code == 2 and "2 errors" in err
     assert err.index("check #1 (one)") < err.index("check #3 (two)")
