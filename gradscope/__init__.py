@@ -37,6 +37,11 @@ _API = {"check", "vjp", "jvp", "jacobian", "run_config", "testing"}
 _DROP_IN = {"gradcheck", "gradgradcheck", "GradcheckError"}
 
 
+def __dir__() -> list[str]:
+    """The public names (the API is imported lazily, so a plain dir() would not list it)."""
+    return sorted(__all__)
+
+
 def __getattr__(name: str) -> Any:
     # Lazy so that `gradscope --help` and `import gradscope` never pull in torch.
     if name == "testing":

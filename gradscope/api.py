@@ -126,3 +126,39 @@ def _unknown_keyword(command: str, name: str, inputs: tuple[str, ...]) -> str:
     hint = f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
     return (f"gradscope.{command}() got `{name}=`, which is neither one of its options nor an "
             f"input of the target (inputs: {', '.join(inputs) or 'none'}){hint}")
+
+
+def _documented(fn: Any, command: str, *named: str) -> None:
+    """`fn`'s signature and docstring list every option the command takes (its type and
+    default), as `help(gradscope.check)` and editors show them: what `**options` hides."""
+    import inspect
+    import textwrap
+
+    from gradscope.options import DEFAULTS
+
+    kinds = {list: "list[str] | Mapping[str, Any]", bool: "bool", int: "int", float: "float",
+             str: "str"}
+    params = [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation="str | Callable"),
+              inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL, annotation="Any")]
+    lines = []
+    for name, spec in SPECS.items():
+        if command not in spec.commands:
+            continue
+        default = getattr(DEFAULTS, name)
+        kind = "Any" if spec.value else kinds.get(spec.cli, "Any")
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=None if name in named else default,
+                                        annotation=f"{kind} | None" if default is None
+                                        else kind))
+        lines.append(textwrap.fill(f"{name}: {' '.join(spec.help.split())}", 96,
+                                   initial_indent="    ", subsequent_indent="        "))
+    params.append(inspect.Parameter("inputs_by_name", inspect.Parameter.VAR_KEYWORD,
+                                    annotation="Any"))
+    fn.__signature__ = inspect.Signature(params, return_annotation="Report")
+    fn.__doc__ = (f"{fn.__doc__}\n\n    Inputs by name are keywords that name no option (or "
+                  "`inputs={...}`); the options:\n\n" + "\n".join(lines))
+
+
+for _fn, _command in ((check, "check"), (vjp, "jvp"), (jacobian, "jacobian")):
+    _documented(_fn, _command, "grad", "tangent")

@@ -80,3 +80,48 @@ def test_the_users_exception_is_chained_and_a_dtype_change_is_stated():
     report = gradscope.check("x*2", x=torch.randn(3))
     assert "a float32 tensor, checked in float64" in report.inputs[0].origin
     assert (ROOT / "gradscope" / "py.typed").exists()
+
+
+# ------------------------------------------------------------------ at home in a notebook
+def test_dir_and_help_show_the_api_and_its_options():
+    import inspect
+
+    assert {"check", "jvp", "vjp", "jacobian", "run_config"} <= set(dir(gradscope))
+    assert "annotations" not in dir(gradscope) and "warnings" not in dir(gradscope)
+    params = inspect.signature(gradscope.check).parameters
+    assert params["dtype"].default == "float64" and params["seed"].default == 0
+    assert params["eps"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert "tangent" in inspect.signature(gradscope.jvp).parameters
+    assert "tangent" not in params
+    assert "rtol: Relative tolerance." in gradscope.check.__doc__
+
+
+def test_integer_and_bool_tensors_given_are_data_not_inputs():
+    import torch.nn.functional as F
+
+    def loss(x, y):
+        return F.cross_entropy(x, y)
+
+    x = torch.randn(4, 3, dtype=torch.float64)
+    report = gradscope.check(loss, x, torch.tensor([0, 2, 1, 1]))
+    assert report.passed and [i.name for i in report.inputs] == ["x"]
+    assert report.constants["y"]["dtype"] == "int64"
+    masked = gradscope.check("sum(x * m)", x=x[0], m=torch.tensor([True, False, True]))
+    assert masked.passed and [i.name for i in masked.inputs] == ["x"]
+
+
+def test_a_report_answers_by_name_with_tensors_and_displays_itself():
+    from rich.console import Console
+
+    report = gradscope.check("sum(x * y)", x="1,2", y="[[1,2],[3,4]]")
+    assert report["x"] is report.inputs["x"] is report.inputs[0]
+    assert torch.equal(report["x"].tensor(), torch.tensor([4.0, 6.0], dtype=torch.float64))
+    assert report["y"].tensor("finite_difference").shape == (2, 2)
+    with pytest.raises(KeyError, match="the names are: x, y"):
+        report["z"]
+    assert repr(report) == "<gradscope Report check 'sum(x * y)': passed; inputs x, y>"
+    html = report._repr_html_()
+    assert html.startswith("<pre") and "PASSED" in html and "<script" not in html
+    console = Console(record=True, width=100, file=__import__("io").StringIO())
+    console.print(report)
+    assert "PASSED" in console.export_text()

@@ -95,6 +95,12 @@ def bind(options: Options, target: Any, upstream: Upstream | None = None) -> Bou
     `upstream`: the table's (default: --grad as the options give it)."""
     names = target.names
     at = {**target.given, **options.at}
+    data = {n: v for n, v in at.items() if isinstance(v, torch.Tensor)
+            and not (v.is_floating_point() or v.is_complex())}
+    if data:  # an integer or bool tensor given (class indices, a mask) is data, as --const
+        at = {n: v for n, v in at.items() if n not in data}
+        options = options.updated(const={**options.const, **data},
+                                  at={n: v for n, v in options.at.items() if n not in data})
     tangent = _named_tangents(options.tangent, names)
     both = sorted(set(options.at) & set(options.shape))
     if both:

@@ -37,6 +37,21 @@ def show(obj: Any, console: Any) -> None:
         show_suite(obj, console)
 
 
+def renderables(report: Any) -> Any:
+    """A report's tables, panels and lines, for rich to lay out."""
+    from gradscope.render.table import renderables as of_report
+
+    return of_report(report)
+
+
+def html(report: Any, width: int = 120) -> str:
+    """A report as coloured HTML (a notebook's display)."""
+    from gradscope.render.console import html as recorded
+    from gradscope.render.table import render
+
+    return recorded(lambda console: render(report, console), width)
+
+
 def _table(obj: Any, width: int) -> str:
     """What a terminal shows, as plain text (no colour, no padding)."""
     from gradscope.render.console import record

@@ -37,3 +37,14 @@ def record(draw: Callable[[Console], None], width: int = PIPE_WIDTH) -> str:
                       record=True)
     draw(console)
     return "\n".join(line.rstrip() for line in console.export_text().split("\n"))
+
+
+def html(draw: Callable[[Console], None], width: int = PIPE_WIDTH) -> str:
+    """What `draw` prints, as HTML with its colours (a notebook cell's display): inline
+    styles, one <pre> block, nothing fetched from anywhere."""
+    console = Console(file=io.StringIO(), width=width, record=True, force_jupyter=False,
+                      force_terminal=True, color_system="truecolor")
+    draw(console)
+    return console.export_html(inline_styles=True, code_format="<pre style=\"font-family:"
+                               "Menlo,'DejaVu Sans Mono',consolas,monospace;font-size:12px\">"
+                               "{code}</pre>")

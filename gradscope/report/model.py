@@ -56,10 +56,39 @@ def _columns_dict(columns: dict[str, Column], modes: bool) -> dict[str, Any]:
     return out
 
 
+class ByName(list):
+    """A list of named items (inputs, diagnostics) that also answers to a name:
+    `report.inputs["x"]`."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            found = next((item for item in self if getattr(item, "name", None) == key), None)
+            if found is None:
+                names = ", ".join(str(getattr(i, "name", "?")) for i in self)
+                raise KeyError(f"{key!r}; the names are: {names}")
+            return found
+        return super().__getitem__(key)
+
+
 class _Columns:
     """`item.autograd`, `item.symbolic_skipped`, …: an engine's column read by its name."""
 
     columns: dict[str, Column]
+
+    def tensor(self, engine: str = "autograd") -> Any:
+        """An engine's column as a torch tensor: shaped like the tensor when every element is
+        reported, else the reported (worst) elements in a row (`indices` says where)."""
+        import torch
+
+        values = self.__dict__["columns"][engine].values
+        if values is None:
+            raise ValueError(f"{engine} has no values here: "
+                             f"{self.__dict__['columns'][engine].skipped}")
+        flat = torch.tensor(values, dtype=torch.float64).reshape(-1)
+        shape = getattr(self, "jacobian_shape", None) or getattr(self, "shape", None)
+        if getattr(self, "elements_reported", "all") == "all" and shape is not None:
+            return flat.reshape(shape)
+        return flat
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -219,6 +248,13 @@ class Report:
     # [{"where", "op", "sides": {label: elements}, "one_sided"}]
     branches: list[dict[str, Any]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", ByName(self.inputs))
+
+    def __getitem__(self, name: str) -> InputReport:
+        """`report["x"]`: the input (or parameter) named so."""
+        return self.inputs[name]
+
     @property
     def skipped(self) -> list[str]:
         """The inputs a reference engine that should have judged them did not (finite
@@ -256,6 +292,25 @@ class Report:
         from gradscope.render import text
 
         return text(self, "table", width)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        """`rich.print(report)`, or a report as the last value of a cell where rich's
+        notebook display is on: the same tables as the command line."""
+        from gradscope.render import renderables
+
+        yield from renderables(self)
+
+    def _repr_html_(self) -> str:
+        """A notebook cell's display: the tables, coloured, instead of a dataclass dump."""
+        from gradscope.render import html
+
+        return html(self)
+
+    def __repr__(self) -> str:
+        passed = "passed" if self.passed else "FAILED"
+        names = ", ".join(i.name for i in self.inputs[:6]) + (" …" if len(self.inputs) > 6
+                                                                else "")
+        return f"<gradscope Report {self.command} {self.target!r}: {passed}; inputs {names}>"
 
 
 def _plain(value: Any) -> Any:
