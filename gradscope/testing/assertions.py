@@ -10,6 +10,7 @@ Installed as a pytest plugin too: the fixture `assert_gradients` is the same fun
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gradscope.api import check
@@ -30,10 +31,31 @@ def assert_gradients(fn: Any, *inputs: Any, grad: Any = None, atol: float | None
     return report
 
 
+def in_python_terms(text: str) -> str:
+    """A report's hints for someone calling from Python: `--surrogate NAME` is the
+    `@gradscope.surrogate` marker on the Function (or `surrogate=[NAME]`), and every other
+    flag its keyword (`--at x=…` → `x=…`, an input by name; `--max-fd N` → `max_fd=N`)."""
+    from gradscope.options import SPECS
+
+    text = re.sub(r"--surrogate(?: NAME(?:\[,NAME\])?)?",
+                  "the @gradscope.surrogate marker on the Function (or surrogate=[NAME])", text)
+    text = re.sub(r"--(?:at|const) (?=\w+=)", "", text)  # inputs are keywords by name
+    for name, spec in sorted(SPECS.items(), key=lambda item: -len(item[1].flag)):
+        # `--flag VALUE` → `name=VALUE` where a value follows, else `name=`
+        text = re.sub(rf"{re.escape(spec.flag)}(?![\w-])(?:=| (?=[\d\[\"'A-Z]|\S*=))?",
+                      f"{name}=", text)
+    return text
+
+
 def failing_text(report: Report, width: int = 110) -> str:
-    """The report as plain text, keeping only the inputs that are not all `ok`."""
+    """The report as plain text, keeping only the inputs that are not all `ok`, its hints
+    and notes in Python's terms (the reader called from Python, not from a shell)."""
     from dataclasses import replace
 
     bad = [i for i in report.inputs if i.status not in (Status.OK, Status.SURROGATE)]
-    trimmed = replace(report, inputs=bad or report.inputs)
+    trimmed = replace(report, inputs=bad or report.inputs,
+                      diagnostics=[replace(d, hint=in_python_terms(d.hint),
+                                           message=in_python_terms(d.message))
+                                   for d in report.diagnostics],
+                      notes=[in_python_terms(n) for n in report.notes])
     return trimmed.to_text(width=width)

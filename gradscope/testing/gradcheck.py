@@ -167,7 +167,19 @@ def _options(call: GradcheckCall, eps: float, atol: float, rtol: float, nondet_t
     return options
 
 
-def _failure(report: Report) -> str | None:
+def _as_called(kw: dict[str, Any], options: dict[str, Any]) -> str:
+    """The call's own tolerances, and what gradscope judged with (the report's header shows
+    gradscope's): torch's defaults are replaced by gradscope's tighter, dtype-aware ones."""
+    called = ", ".join(f"{k}={kw[k]:g}" for k in ("eps", "atol", "rtol"))
+    default = [k for k in ("eps", "atol", "rtol") if k not in options]
+    if not default:
+        return f"called as gradcheck({called}): judged with these (the header's)"
+    return (f"called as gradcheck({called}); {', '.join(default)} being torch's default(s), "
+            f"gradscope judged with its own for {options['dtype']} (the header's): pass "
+            "them explicitly to be judged by yours")
+
+
+def _failure(report: Report, called: str = "") -> str | None:
     """Why the drop-in fails this report (strict where gradcheck is), None when it passes."""
     declared = set(report.declared)
     bad = [i for i in report.inputs if i.status in STRICT
@@ -178,7 +190,8 @@ def _failure(report: Report) -> str | None:
 
     cause = headline(report) or "; ".join(
         f"{i.name}: {', '.join(f'{n} {s}' for s, n in i.status_counts.items())}" for i in bad)
-    return f"gradscope: gradcheck failed: {cause}\n{failing_text(report)}"
+    head = f"gradscope: gradcheck failed: {cause}" + (f"\n{called}" if called else "")
+    return f"{head}\n{failing_text(report)}"
 
 
 def _full(call: GradcheckCall, options: dict[str, Any]) -> Report:
@@ -291,7 +304,9 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
               masked: bool | None = None) -> bool:
     """torch.autograd.gradcheck's signature and semantics, gradscope's check (module doc):
     True, or GradcheckError (raise_exception) / False."""
-    kw = dict(locals())
+    kw = dict(locals())  # (first: the call's own arguments only)
+    __tracebackhide__ = True  # pytest shows the test's line, not gradscope's frames
+    STATS.called()
     try:
         call = GradcheckCall.of(func, inputs)
         if call.complex:
@@ -300,7 +315,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
             _backward(call, kw)
         _plumbing(func, inputs, call, kw)
     except GradcheckError:
-        STATS.failed += 1
+        STATS.failing()
         if raise_exception:
             raise
         return False
@@ -323,6 +338,7 @@ def _torch_decides(kw: dict[str, Any], why: str) -> bool:
 
 
 def _backward(call: GradcheckCall, kw: dict[str, Any]) -> None:
+    __tracebackhide__ = True
     options = _options(call, kw["eps"], kw["atol"], kw["rtol"], kw["nondet_tol"])
     if not call.outputs:
         problem = _zero_jacobian(call, options.get("eps", DEFAULT_EPS), _tolerance(options)[0])
@@ -334,7 +350,7 @@ def _backward(call: GradcheckCall, kw: dict[str, Any]) -> None:
         if _fast_agrees(call, options, atol, rtol):
             return
     report = _full(call, options)  # the per-element check, or the drill-down of fast mode
-    problem = _failure(report)
+    problem = _failure(report, _as_called(kw, options))
     if problem:
         raise GradcheckError(problem, report)
 
@@ -353,6 +369,7 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     """torch.autograd.gradgradcheck's signature and semantics: gradcheck of the function
     (inputs, grad_outputs) ↦ the VJP of func, with create_graph=True. Missing grad_outputs are
     seeded random tensors that require grad (checked too, as torch does)."""
+    __tracebackhide__ = True  # pytest shows the test's line, not gradscope's frames
     args = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
     call = GradcheckCall.of(func, args)
     outs = call.wrapped_outputs()

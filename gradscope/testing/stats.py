@@ -15,6 +15,22 @@ class DropInStats:
     failed: int = 0
     delegated: int = 0  # calls gradscope cannot check, decided by torch's own gradcheck
     reasons: dict[str, int] = field(default_factory=dict)  # why, and how often
+    # the pytest tests the calls came from (node ids; dicts, which xdist's channel carries),
+    # and those a gradscope failure failed: counts a reader can set beside pytest's own
+    tests: dict[str, int] = field(default_factory=dict)
+    failed_tests: dict[str, int] = field(default_factory=dict)
+    current: str = ""  # the test running now (set by the pytest plugin)
+
+    def called(self) -> None:
+        """One more gradcheck call, in the current test."""
+        if self.current:
+            self.tests[self.current] = self.tests.get(self.current, 0) + 1
+
+    def failing(self) -> None:
+        """The current call failed (and with it, under pytest, its test)."""
+        self.failed += 1
+        if self.current:
+            self.failed_tests[self.current] = 1
 
     @property
     def calls(self) -> int:
@@ -27,6 +43,8 @@ class DropInStats:
         self.delegated += other.get("delegated", 0)
         for why, count in other.get("reasons", {}).items():
             self.reasons[why] = self.reasons.get(why, 0) + count
+        self.tests.update(other.get("tests", {}))
+        self.failed_tests.update(other.get("failed_tests", {}))
 
 
 STATS = DropInStats()

@@ -46,8 +46,11 @@ def installed() -> bool:
 
 
 def summary() -> str:
-    line = (f"gradscope: {STATS.calls} gradcheck call(s) routed through gradscope: "
+    within = f" in {len(STATS.tests)} test(s)" if STATS.tests else ""
+    line = (f"gradscope: {STATS.calls} gradcheck call(s){within} routed through gradscope: "
             f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
+    if STATS.failed_tests:
+        line += f" (failing {len(STATS.failed_tests)} test(s))"
     if STATS.delegated:
         why = "; ".join(f"{w} ({n})" for w, n in sorted(STATS.reasons.items())[:5])
         line += (f", {STATS.delegated} decided by torch's own gradcheck (gradscope cannot "

@@ -63,3 +63,15 @@ def test_assertion_failures_hide_gradscope_frames_in_pytest():
 
     source = inspect.getsource(assertions.assert_gradients)
     assert "__tracebackhide__ = True" in source
+
+
+def test_hints_are_put_in_python_terms():
+    from gradscope.testing.assertions import in_python_terms
+
+    assert in_python_terms("declare it with --surrogate NAME") == (
+        "declare it with the @gradscope.surrogate marker on the Function (or surrogate=[NAME])")
+    assert in_python_terms("give values: --at x=… or raise --max-fd 10") == (
+        "give values: x=… or raise max_fd=10")
+    assert in_python_terms("--max-elements-total and --max-elements") == (
+        "max_elements_total= and max_elements=")
+    assert in_python_terms("a --dtype-free sentence") == "a --dtype-free sentence"
