@@ -89,3 +89,50 @@ def test_usage_lines_are_conventional(capsys):
             main([command, "--help"])
         out = capsys.readouterr().out
         assert f"Usage: gradscope {command} {usage}" in out and "{" not in out.splitlines()[0]
+
+
+PYTHON_BLOCKS = [(page.name, block) for page in [ROOT / "README.md",
+                                                   *sorted((ROOT / "docs").glob("*.md"))]
+                 for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)]
+
+
+@pytest.mark.parametrize("page, block", PYTHON_BLOCKS,
+                         ids=[f"{p}:{k}" for k, (p, _) in enumerate(PYTHON_BLOCKS)])
+def test_the_python_in_the_docs_runs_as_written(page, block, monkeypatch, capsys):
+    # every block is whole (its imports and definitions with it); the test functions it
+    # defines are called, as pytest would
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {"__name__": "docs_block"}
+    exec(compile(block, f"{page} block", "exec"), namespace)  # our own docs, not user text
+    for name, value in list(namespace.items()):
+        if name.startswith("test_") and callable(value):
+            value()
+
+
+def test_the_docs_have_python_to_run():
+    assert len(PYTHON_BLOCKS) >= 3
+
+
+README_RUNS = re.findall(r"^\$ (gradscope [^\n]+)\n(.*?)```", README, re.S | re.M)
+
+
+@pytest.mark.parametrize("command, shown", README_RUNS, ids=[c[:50] for c, _ in README_RUNS])
+def test_the_readmes_examples_print_what_it_shows(command, shown, capsys, monkeypatch):
+    import shlex
+
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as done:
+        main(shlex.split(command)[1:])
+    out = " ".join(capsys.readouterr().out.split())
+    verdict = "PASSED" if "PASSED" in shown else "FAILED"
+    assert done.value.code == (0 if verdict == "PASSED" else 1)
+    for line in shown.splitlines():  # each shown line is in the output (rewrapped), but
+        # the round-off sized |error| values, which another CPU may round otherwise
+        for part in re.split(r"\s\d\.\d+e-1\d(?:\s|$)", line):
+            words = " ".join(part.split())
+            if words and not words.startswith("─"):
+                assert words in out, words
+
+
+def test_the_readme_has_examples_to_run():
+    assert len(README_RUNS) >= 2
