@@ -150,6 +150,10 @@ def declare(name: str, help_text: str, action: Callable[..., None],
     app.command(name, help=help_text, cls=Command)(command)
 
 
+PLOT = _param("plot", Annotated[str | None, typer.Option(
+    "--plot", metavar="FILE|-", help="Gradient flow per tensor (mean and max |grad|, forward "
+    "order, failing ones marked): FILE.png or FILE.svg (needs matplotlib), or - for a bar chart "
+    "in the terminal.", show_default=False)], None)
 JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
             "beside the symbolic formula and finite differences. --tangent adds forward mode "
             "J·T.")
@@ -160,7 +164,7 @@ for _name, _command, _help in (
         ("jvp", "jvp", JVP_HELP), ("vjp", "jvp", f"Same as jvp. {JVP_HELP}"),
         ("jacobian", "jacobian", "The full Jacobian from each engine (small sizes: at most "
                                  "250,000 entries).")):
-    declare(_name, _help, commands.checker(_command), [TARGET], [*OUTPUT, CHECK_TIMEOUT],
+    declare(_name, _help, commands.checker(_command), [TARGET], [*OUTPUT, CHECK_TIMEOUT, PLOT],
             options_of=_command)
 
 declare("graph", "The backward graph (grad_fn nodes) as a tree, with the gradient flowing into "

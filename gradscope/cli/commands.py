@@ -11,7 +11,14 @@ from typing import Any
 
 import typer
 
-from gradscope.cli.output import Progress, check_output, emit, target_running, write_file
+from gradscope.cli.output import (
+    Progress,
+    check_output,
+    emit,
+    reader_may_leave,
+    target_running,
+    write_file,
+)
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.options import SPECS, Options, Request, from_values
 
@@ -73,6 +80,12 @@ def checker(command: str) -> Callable[..., None]:
         progress = None
         with reported():
             check_output(output)
+            plot = values.get("plot")
+            if plot not in (None, "-"):
+                from gradscope.render.flow import plotter
+
+                check_output(Path(plot), "--plot")
+                plotter(Path(plot))  # before the check: a missing extra costs nothing
             taken, note = configured(values, command)
             options = options_from(values, taken)
             from gradscope import api
@@ -88,10 +101,30 @@ def checker(command: str) -> Callable[..., None]:
             verdict = "passed" if report.passed else "FAILED"
             emit(report, _format(values), output,
                  f"gradscope {report.command}: {verdict}; report written to {output}")
+            if plot is not None:
+                _flow_plot(report, plot, _format(values) == "json" and output is None)
         if outcome.fails(report):
             raise typer.Exit(1)
 
     return action
+
+
+def _flow_plot(report: Any, plot: str, stdout_is_json: bool) -> None:
+    """--plot FILE: the gradient-flow picture written; --plot -: the bar chart (on stderr
+    where stdout carries JSON)."""
+    from gradscope.render import flow
+
+    if plot != "-":
+        flow.save_flow_plot(report, Path(plot))
+        typer.echo(f"gradient flow plot written to {plot}", err=True)
+        return
+    from rich.console import Console
+
+    from gradscope.render.console import terminal_console
+
+    console = Console(stderr=True, highlight=False) if stdout_is_json else terminal_console()
+    with reader_may_leave():
+        console.print(flow.flow_chart(report))
 
 
 def graph(**values: Any) -> None:

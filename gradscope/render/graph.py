@@ -165,8 +165,8 @@ def save_plot(report: Any, path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'gradscope-cli[plot]' (the terminal "
-                         "plot needs nothing)") from None
+        raise UsageError("--plot needs matplotlib (pip install matplotlib, or '.[plot]' from "
+                         "gradscope's source); the terminal plot needs nothing") from None
     fig, axes = plt.subplots(3, 1, sharex=True, figsize=(8, 7))
     series = [("f", report.f, "tab:blue"), (f"autograd d/d{report.var}", report.autograd,
                                             "tab:green"),

@@ -128,6 +128,8 @@ class InputReport(_Columns):
     max_rel_error: float | None = None
     grad_norm: float | None = None
     zero_fraction: float | None = None
+    grad_mean_abs: float | None = None  # mean and max |autograd| over its finite elements
+    grad_max_abs: float | None = None
     # positions into the reported arrays of the rows a table shows, worst first (chosen once,
     # when the report is built, for every renderer)
     rows: list[int] = field(default_factory=list)

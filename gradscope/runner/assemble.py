@@ -199,6 +199,9 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
         "checked": total - counts.get(Status.UNCHECKED, 0), "total": total,
         "grad_norm": float(torch.linalg.vector_norm(a)) if a.numel() else 0.0,
         "zero_fraction": float((a == 0).to(torch.float64).mean()) if a.numel() else 0.0}
+    finite = a[torch.isfinite(a)].abs()
+    if finite.numel():  # the gradient-flow plot's bars
+        stats["grad_mean_abs"], stats["grad_max_abs"] = float(finite.mean()), float(finite.max())
     if fd is not None and fd.shape == a.shape and a.numel():
         # norm-wise: max |autograd − fd| / max |fd| (element-wise ratios explode where a
         # gradient is 0 up to round-off, which says nothing)

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from gradscope.api import check
+from gradscope.report.headline import headline
 from gradscope.report.model import Report
 from gradscope.report.status import Status
 
@@ -59,3 +60,27 @@ def failing_text(report: Report, width: int = 110) -> str:
                                    for d in report.diagnostics],
                       notes=[in_python_terms(n) for n in report.notes])
     return trimmed.to_text(width=width)
+
+
+def as_called(kw: dict[str, Any], options: dict[str, Any]) -> str:
+    """The call's own tolerances, and what was judged with (torch's defaults are replaced by
+    gradscope's tighter, dtype-aware ones, which the report's header shows)."""
+    called = ", ".join(f"{k}={kw[k]:g}" for k in ("eps", "atol", "rtol"))
+    default = ", ".join(k for k in ("eps", "atol", "rtol") if k not in options)
+    return f"called as gradcheck({called})" + (
+        f"; {default} being torch's default(s), gradscope judged with its own for "
+        f"{options['dtype']} (the header's): pass them explicitly to be judged by yours"
+        if default else ": judged with these (the header's)")
+
+
+def drop_in_failure(report: Report, called: str, strict: tuple[Status, ...]) -> str | None:
+    """Why the drop-in fails this report (strict where gradcheck is), None when it passes."""
+    declared = set(report.declared)
+    bad = [i for i in report.inputs if i.status in strict
+           or (i.status_counts.get(Status.SURROGATE) and i.name not in declared)]
+    if report.passed and not bad:
+        return None
+    cause = headline(report) or "; ".join(
+        f"{i.name}: {', '.join(f'{n} {s}' for s, n in i.status_counts.items())}" for i in bad)
+    head = f"gradscope: gradcheck failed: {cause}" + (f"\n{called}" if called else "")
+    return f"{head}\n{failing_text(report)}"

@@ -34,10 +34,10 @@ import torch
 
 from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
 from gradscope.errors import GradscopeError, TargetError, UsageError
-from gradscope.report.headline import headline
 from gradscope.report.model import Report
 from gradscope.report.status import Status
 from gradscope.tensors import grad_nodes
+from gradscope.testing.assertions import as_called, drop_in_failure
 from gradscope.testing.stats import STATS
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
@@ -165,33 +165,6 @@ def _options(call: GradcheckCall, eps: float, atol: float, rtol: float, nondet_t
         if value != TORCH_DEFAULTS[key]:
             options[key] = clamped(value) if key == "eps" else value
     return options
-
-
-def _as_called(kw: dict[str, Any], options: dict[str, Any]) -> str:
-    """The call's own tolerances, and what gradscope judged with (the report's header shows
-    gradscope's): torch's defaults are replaced by gradscope's tighter, dtype-aware ones."""
-    called = ", ".join(f"{k}={kw[k]:g}" for k in ("eps", "atol", "rtol"))
-    default = [k for k in ("eps", "atol", "rtol") if k not in options]
-    if not default:
-        return f"called as gradcheck({called}): judged with these (the header's)"
-    return (f"called as gradcheck({called}); {', '.join(default)} being torch's default(s), "
-            f"gradscope judged with its own for {options['dtype']} (the header's): pass "
-            "them explicitly to be judged by yours")
-
-
-def _failure(report: Report, called: str = "") -> str | None:
-    """Why the drop-in fails this report (strict where gradcheck is), None when it passes."""
-    declared = set(report.declared)
-    bad = [i for i in report.inputs if i.status in STRICT
-           or (i.status_counts.get(Status.SURROGATE) and i.name not in declared)]
-    if report.passed and not bad:
-        return None
-    from gradscope.testing.assertions import failing_text
-
-    cause = headline(report) or "; ".join(
-        f"{i.name}: {', '.join(f'{n} {s}' for s, n in i.status_counts.items())}" for i in bad)
-    head = f"gradscope: gradcheck failed: {cause}" + (f"\n{called}" if called else "")
-    return f"{head}\n{failing_text(report)}"
 
 
 def _full(call: GradcheckCall, options: dict[str, Any]) -> Report:
@@ -350,11 +323,9 @@ def _backward(call: GradcheckCall, kw: dict[str, Any]) -> None:
         if _fast_agrees(call, options, atol, rtol):
             return
     report = _full(call, options)  # the per-element check, or the drill-down of fast mode
-    problem = _failure(report, _as_called(kw, options))
+    problem = drop_in_failure(report, as_called(kw, options), STRICT)
     if problem:
         raise GradcheckError(problem, report)
-
-
 
 
 def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
