@@ -235,7 +235,15 @@ runs, all at once.""",
                                                  "too.", show_default=False)], 0),
          _param("fail_on", Annotated[str | None, typer.Option(
              "--fail-on", metavar="mismatch|warning|never", help="What fails, for every check "
-             "(over the config's `fail_on`).", show_default=False)], None)])
+             "(over the config's `fail_on`).", show_default=False)], None),
+         _flag("show_config", "--show-config", help="Print each selected check as it will "
+               "run (its options after the config's defaults) and exit, running none."),
+         _flag("statistics", "--statistics", help="After the summary, count the diagnostics "
+               "by kind over all checks."),
+         _param("output_format", Annotated[str | None, typer.Option(
+             "--output-format", metavar="github", help="github: print GitHub's ::error "
+             "annotations on stdout instead of the report (ruff's spelling; on GitHub Actions "
+             "they are printed to stderr anyway).", show_default=False)], None)])
 
 declare("ops", "The expression language's op table: every function and operator with its "
         "arity, kinks or jumps, default input domain and what its gradient does.",

@@ -173,8 +173,11 @@ def run_config(**values: Any) -> None:
 
         chosen = {"pattern": values["pattern"], "shard_of": values["shard"],
                   "last_failed": values["last_failed"]}
-        if values["collect_only"]:
-            _listed(values["config"], chosen, _format(values))
+        if values["output_format"] not in (None, "github"):
+            raise UsageError(f"--output-format {values['output_format']!r}: the one format "
+                             "it names is github (--format chooses table, json or markdown)")
+        if values["collect_only"] or values["show_config"]:
+            _listed(values["config"], chosen, _format(values), values["show_config"])
         progress = Progress("gradscope run")
         try:
             suite = run(values["config"], progress.advance, jobs=values["jobs"],
@@ -184,9 +187,19 @@ def run_config(**values: Any) -> None:
         finally:
             progress.stop()
         suite.verbosity = values["verbose"] - values["quiet"]
+        if values["output_format"] == "github":
+            from gradscope.suite import github
+
+            for line in github.annotations(suite, Path(suite.config)):
+                typer.echo(line)
+            raise typer.Exit(suite.exit_code)
         # the report first: a file for CI that cannot be written (exit 2) loses nothing else
         emit(suite, _format(values), output, f"gradscope run: "
              f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
+        if values["statistics"]:
+            from gradscope.render.suite import statistics
+
+            typer.echo(statistics(suite))
         if junit is not None:
             from gradscope.render.suite import junit_xml
 
@@ -195,18 +208,19 @@ def run_config(**values: Any) -> None:
     raise typer.Exit(suite.exit_code)
 
 
-def _listed(config: Path | None, chosen: dict[str, Any], fmt: str) -> None:
-    """--collect-only: the checks that would run, one a line (JSON: a list), then exit 0."""
+def _listed(config: Path | None, chosen: dict[str, Any], fmt: str, options: bool) -> None:
+    """--collect-only: the checks that would run, one a line (JSON: a list); --show-config:
+    each with the options it runs with (those not at their defaults). Then exit 0."""
     import json
 
-    from gradscope.suite.run import collect
+    from gradscope.suite.run import collect, settings
 
     specs, where, note = collect(config, **chosen)
-    if fmt == "json":
+    rows = [{"name": s.name, "target": str(s.request.target), "command": s.request.command,
+             **({"options": settings(s)} if options else {})} for s in specs]
+    if fmt == "json" or options:
         typer.echo(json.dumps({"config": str(where), "notes": [note] if note else [],
-                               "checks": [{"name": s.name, "target": str(s.request.target),
-                                           "command": s.request.command} for s in specs]},
-                              indent=2))
+                               "checks": rows}, indent=2, default=str))
     else:
         for spec in specs:
             typer.echo(f"{spec.name}  ({spec.request.command} {spec.request.target})")

@@ -59,6 +59,23 @@ def closing(suite: Any) -> str:
     return " · ".join([f"{word}: " + ", ".join(parts), *map(printable, suite.notes)])
 
 
+def statistics(suite: Any) -> str:
+    """--statistics: the diagnostics by kind over all checks (ruff's --statistics), most
+    frequent first, with the checks they came from."""
+    counts: dict[str, list[str]] = {}
+    for result in suite.results:
+        for diagnostic in (result.report.diagnostics if result.report is not None else []):
+            counts.setdefault(diagnostic.kind, []).append(result.name)
+    if not counts:
+        return "no diagnostics in any check"
+    width = len(str(max(len(v) for v in counts.values())))
+    lines = []
+    for kind, names in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        where = ", ".join(dict.fromkeys(names))
+        lines.append(f"{len(names):>{width}}  {kind}  ({printable(shorten(where, 80))})")
+    return "\n".join(lines)
+
+
 def markdown(suite: Any) -> str:
     icon = "✅" if suite.passed else "❌"
     lines = [f"# gradscope run {icon} {'passed' if suite.passed else 'failed'}", "",

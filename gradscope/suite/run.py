@@ -8,6 +8,7 @@ import fnmatch
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gradscope.errors import NothingSelected, UsageError
 from gradscope.options import FAIL_ON
@@ -118,6 +119,21 @@ def _selection(specs: list[CheckSpec], where: Path, errors: list[str],
         if errors:
             return [], ""
         raise
+
+
+def settings(spec: CheckSpec) -> dict[str, Any]:
+    """A check's options that differ from the defaults (what --show-config prints), with its
+    run keys (timeout, memory limit) where set."""
+    from dataclasses import fields
+
+    from gradscope.options import DEFAULTS
+
+    options = spec.request.options
+    out = {f.name: getattr(options, f.name) for f in fields(options)
+           if getattr(options, f.name) != getattr(DEFAULTS, f.name)}
+    out.update({k: v for k, v in (("timeout", spec.timeout), ("memory_limit", spec.memory_mb))
+                if v is not None})
+    return out
 
 
 def collect(path: str | Path | None = None, *, pattern: str | None = None,

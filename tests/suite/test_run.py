@@ -186,3 +186,31 @@ def test_verbose_shows_the_passing_reports_too(project, capsys):
     _, quiet, _ = _cli(capsys, "run", str(project / "pyproject.toml"))
     _, loud, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "-v")
     assert "expression: passed" not in quiet and "expression: passed" in loud
+
+
+def test_show_config_prints_each_check_as_it_will_run(project, capsys):
+    (project / "pyproject.toml").write_text("[tool.gradscope]\nseed = 7\n" + PROJECT.replace(
+        "[tool.gradscope]\nseed = 0\n", ""))
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--show-config",
+                        "-k", "expression")
+    (check,) = json.loads(out)["checks"]
+    assert code == 0 and check["command"] == "jvp"
+    assert check["options"]["seed"] == 7 and check["options"]["grad"] == "0.1,1,1e-4"
+    assert not (project / ".gradscope_cache").exists()  # nothing ran
+
+
+def test_statistics_count_the_diagnostics_by_kind(project, capsys):
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--statistics", "-q")
+    assert code == 1
+    tail = out.split("FAILED: 2 passed, 1 failed", 1)[1]
+    assert "mismatch_pattern  (broken-module)" in tail
+
+
+def test_output_format_github_prints_the_annotations_only(project, capsys):
+    code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--output-format",
+                        "github")
+    (line,) = out.splitlines()
+    assert code == 1 and line.startswith("::error file=") and "buggy_functions.py" in line
+    code, _, err = _cli(capsys, "run", str(project / "pyproject.toml"), "--output-format",
+                        "sarif")
+    assert code == 2 and "the one format it names is github" in err
