@@ -162,3 +162,24 @@ def test_a_refinement_rejected_too_often_leaves_every_doubted_element_unchecked(
     refined, count = fd.refine(first, doubted)
     assert count == 0 and torch.equal(refined.rejected, doubted)
     assert refined.vjp(torch.ones(()))[0][::2].isnan().all()
+
+
+@pytest.mark.parametrize("elementwise", [True, False])
+def test_a_retry_the_target_rejects_keeps_the_estimate_it_had(elementwise):
+    # the first stencil crosses a branch (a kink: retried with smaller steps), and the target
+    # refuses every smaller step: the element keeps its first estimate, marked at the kink,
+    # and is not called rejected
+    x = torch.tensor([0.5, 0.25], dtype=torch.float64)
+
+    def traced(values):
+        moved = (values["x"] - x).abs()
+        if bool(((moved > 0) & (moved < 0.75 * DEFAULT_EPS)).any()):
+            raise TargetError("no", during="forward", error="ValueError", detail="too close")
+        branch = (values["x"] > x + 0.5 * DEFAULT_EPS).to(torch.int64)
+        return values["x"] ** 2, [branch]
+
+    fd = FiniteDifferences(traced, {"x": x}, eps=DEFAULT_EPS,
+                           elementwise={"x"} if elementwise else set(), two_point_from=1)
+    est = fd.estimate("x")
+    assert est.rejected is None or not bool(est.rejected.any())
+    assert est.kink.all() and torch.isfinite(est.partial).all()

@@ -132,14 +132,16 @@ class ColumnEstimator:
         col_err, old_err = col_max(e), col_max(work.error[:, idx])
         better = first_round[idx] | (~new_kink & (work.kink[idx] | (col_err < old_err)))
         better &= ~rejected.mask
-        if rejected.error is not None:  # (at smaller steps too) an estimate made before (two
-            # points) no longer counts: the extrapolation that would bound its error failed
+        if rejected.error is not None:  # (at smaller steps too) a column with no estimate of
+            # this pass has none: a two-point one made before does not count, since the
+            # extrapolation that would bound its error failed; a retry's failure keeps this
+            # pass's own estimate
             if work.rejected is None:
                 work.rejected = torch.zeros(x.numel(), dtype=torch.bool, device=x.device)
             if work.raised is None:
                 work.raised = rejected.error
                 work.why = work.why or rejection(rejected.error)
-            work.rejected[idx[rejected.mask]] = True
+            work.rejected[idx[rejected.mask & first_round[idx]]] = True
         first_round[idx] &= rejected.mask
         keep = idx[better]
         if work.rejected is not None:

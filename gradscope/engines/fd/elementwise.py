@@ -42,14 +42,16 @@ class ElementwiseEstimator:
         rejected: torch.Tensor | None = None
         raised: TargetError | None = None
         for round_ in range(REFINE_ROUNDS + 1):
+            still = h == 0  # held (refused before, or outside `mask`): never a better estimate
             found, refused, error, tries = self._tolerant(name, x, h, points)
             calls += points * tries
             if error is not None:  # never tried again: they had their smaller steps
-                rejected = refused if rejected is None else rejected | refused
+                if round_ == 0:  # (later, only retries are refused: they keep round 0's)
+                    rejected = refused
                 raised = raised or error
                 h = torch.where(refused, 0.0, h)
-            best = found if best is None else _better(best, found, x)
-            retry = best[2]
+            best = found if best is None else _better(best, found, x, refused | still)
+            retry = best[2] & (h != 0)
             if points == 4:  # only an extrapolated estimate knows its truncation error
                 retry = retry | _beyond(best[0], best[1], x, REFINE_ERROR)
             if mask is not None:
@@ -190,13 +192,16 @@ def _merged(done: list, found: list, mask: torch.Tensor) -> list:
              for k in set(done[3]) | set(found[3])}]
 
 
-def _better(best: list, found: list, x: torch.Tensor) -> list:
+def _better(best: list, found: list, x: torch.Tensor, refused: torch.Tensor | None = None
+            ) -> list:
     """Per input element the trustworthy estimate: off-kink first, then the one with the
-    smaller error."""
+    smaller error; never one whose points the target `refused`."""
     est, err, kink, by_branch = found
     old_err = sum_to_shape(best[1], x.shape)
     new_err = sum_to_shape(err, x.shape)
     better = ~kink & (best[2] | (new_err < old_err))
+    if refused is not None:
+        better &= ~refused
     wide = better.expand(est.shape)
     return [torch.where(wide, est, best[0]), torch.where(wide, err, best[1]),
             torch.where(better, kink, best[2]),
