@@ -238,6 +238,8 @@ runs, all at once.""",
              "(over the config's `fail_on`).", show_default=False)], None),
          _flag("show_config", "--show-config", help="Print each selected check as it will "
                "run (its options after the config's defaults) and exit, running none."),
+         _flag("config_schema", "--config-schema", help="Print the JSON Schema of "
+               "[tool.gradscope] (for editors that check TOML) and exit."),
          _flag("statistics", "--statistics", help="After the summary, count the diagnostics "
                "by kind over all checks."),
          _param("output_format", Annotated[str | None, typer.Option(

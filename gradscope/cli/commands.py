@@ -173,6 +173,13 @@ def run_config(**values: Any) -> None:
 
         chosen = {"pattern": values["pattern"], "shard_of": values["shard"],
                   "last_failed": values["last_failed"]}
+        if values["config_schema"]:
+            import json
+
+            from gradscope.suite.schema import schema
+
+            typer.echo(json.dumps(schema(), indent=2))
+            raise typer.Exit(0)
         if values["output_format"] not in (None, "github"):
             raise UsageError(f"--output-format {values['output_format']!r}: the one format "
                              "it names is github (--format chooses table, json or markdown)")
