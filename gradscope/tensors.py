@@ -6,7 +6,7 @@ imports."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -31,6 +31,21 @@ def branch_changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.is_floating_point():
         diff = diff & ~(torch.isnan(a) & torch.isnan(b))
     return diff
+
+
+def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
+    the directions inputs are moved in to measure a computation's round-off."""
+    gen = torch.Generator().manual_seed(0)
+    return {k: torch.randint(0, 2, v.shape, generator=gen).to(v.device, v.dtype).mul_(2).sub_(1)
+            for k, v in values.items() if v.is_floating_point()}
+
+
+def moved_by(values: Mapping[str, torch.Tensor], signs: Mapping[str, torch.Tensor],
+             relative: float) -> dict[str, torch.Tensor]:
+    """`values` moved by `relative`·|v| in the `signs` directions (the others as they are)."""
+    return {k: torch.addcmul(v, v.abs(), signs[k], value=relative) if k in signs else v
+            for k, v in values.items()}
 
 
 def sum_to_shape(t: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:

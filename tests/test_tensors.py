@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.tensors import all_finite, any_to_shape, sum_to_shape
+from gradscope.tensors import all_finite, any_to_shape, moved_by, sum_to_shape, ulp_signs
 
 
 def test_all_finite_fast_path_and_exact_fallback():
@@ -44,3 +44,14 @@ def test_grad_nodes_visits_every_node_once():
     assert names[0] == "SumBackward0" and names.count("SinBackward0") == 1
     assert names.count("torch::autograd::AccumulateGrad") == 1
     assert list(grad_nodes(None)) == []
+
+
+def test_inputs_are_moved_by_their_last_bits_in_seeded_directions():
+    values = {"x": torch.tensor([1.0, -2.0, 4.0], dtype=torch.float64),
+              "k": torch.tensor([1, 2, 3])}
+    signs = ulp_signs(values)
+    assert set(signs) == {"x"} and torch.equal(signs["x"].abs(), torch.ones(3, dtype=torch.float64))
+    assert torch.equal(signs["x"], ulp_signs(values)["x"])  # seeded: the same every time
+    moved = moved_by(values, signs, 1e-3)
+    assert torch.allclose(moved["x"] - values["x"], 1e-3 * values["x"].abs() * signs["x"])
+    assert moved["k"] is values["k"]

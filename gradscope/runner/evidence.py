@@ -230,7 +230,7 @@ def _views(prepared: Prepared, evidence: Evidence,
     back, names = evidence.backward, prepared.target.names
     command = prepared.request.command
     assert back.grads is not None
-    widen = (lambda a, noise: roundoff.widened(a, noise)) if rounding else (lambda a, _: a)
+    widen = roundoff.widened if rounding else (lambda answers, _: answers)
     views = []
     if command != "jacobian":
         v = back.upstream.to(torch.float64)

@@ -23,6 +23,7 @@ import torch
 
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
+from gradscope.tensors import moved_by, ulp_signs
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
 
@@ -51,16 +52,12 @@ def measure(engine: AutogradEngine, computed: torch.dtype) -> RoundOff | None:
     if computed == torch.float64:
         return None
     eps = float(torch.finfo(computed).eps)
-    gen = torch.Generator().manual_seed(0)
     values = {n: leaf.detach() for n, leaf in engine.leaves.items()}
-    signs = {n: (torch.randint(0, 2, v.shape, generator=gen) * 2 - 1).to(v.device, v.dtype)
-             for n, v in values.items() if v.is_floating_point()}
+    signs = ulp_signs(values)
     sides = []
     for sign in (1.0, -1.0):
-        moved = {n: v + sign * 2 * eps * v.abs() * signs[n] if n in signs else v
-                 for n, v in values.items()}
         try:
-            sides.append(AutogradEngine(engine.forward, moved))
+            sides.append(AutogradEngine(engine.forward, moved_by(values, signs, sign * 2 * eps)))
         except Exception:  # the target refuses the moved inputs: no widening
             return None
     return RoundOff(engine, (sides[0], sides[1]))

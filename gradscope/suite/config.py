@@ -8,6 +8,7 @@ UsageError naming the check and the key — found before the first check starts.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -106,11 +107,20 @@ class ConfigLines:
         except (OSError, UnicodeDecodeError):
             return cls([])
 
+    @functools.cached_property
+    def headers(self) -> tuple[list[int], list[int]]:
+        """The line indices of `[tool.gradscope]` and of each `[[tool.gradscope.checks]]`
+        (found once: every error of a config asks for them)."""
+        def found(header: str) -> list[int]:
+            return [i for i, line in enumerate(self.text) if re.match(rf"\s*{header}", line)]
+
+        return (found(r"\[\s*tool\.gradscope\s*\]"),
+                found(r"\[\[\s*tool\.gradscope\.checks\s*\]\]"))
+
     def at(self, check: int, key: str | None = None) -> str:
         """`line N` of check #`check`'s header (0: [tool.gradscope]) or of its `key`; "" where
         it cannot be told (checks written as an inline array)."""
-        header = r"\[\[\s*tool\.gradscope\.checks\s*\]\]" if check else r"\[\s*tool\.gradscope\s*\]"
-        starts = [i for i, line in enumerate(self.text) if re.match(rf"\s*{header}", line)]
+        starts = self.headers[1] if check else self.headers[0]
         if len(starts) < max(check, 1):
             return ""
         start = starts[check - 1] if check else starts[0]
@@ -239,6 +249,18 @@ def _field_error(key: str, value: Any, fields: dict) -> str | None:
     return None
 
 
+def _key_error(key: str, value: Any, fields: dict) -> str | None:
+    """What is wrong with `key = value` on its own: its name and type (`_field_error`), then
+    for an option its value as the option reads it (None: nothing)."""
+    wrong = _field_error(key, value, fields)
+    if wrong is None and key in SPECS:
+        try:
+            from_values({key: value}, where=lambda name: name)
+        except UsageError as exc:
+            wrong = str(exc)
+    return wrong
+
+
 def _defaults(table: dict[str, Any], lines: ConfigLines) -> tuple[dict[str, Any], list[str]]:
     """The top-level defaults that are right, and an error for each that is not (said once,
     not again in every check that would take it)."""
@@ -246,12 +268,7 @@ def _defaults(table: dict[str, Any], lines: ConfigLines) -> tuple[dict[str, Any]
     for key, value in table.items():
         if key == "checks":
             continue
-        wrong = _field_error(key, value, TOP_FIELDS)
-        if wrong is None and key in SPECS:
-            try:
-                from_values({key: value}, where=lambda name: name)
-            except UsageError as exc:
-                wrong = str(exc)
+        wrong = _key_error(key, value, TOP_FIELDS)
         if wrong is None:
             defaults[key] = value
         else:
@@ -279,12 +296,7 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path,
 
     errors, good = [], {}
     for key, value in entry.items():
-        error = _field_error(key, value, CHECK_FIELDS)
-        if error is None and key in SPECS:
-            try:
-                from_values({key: value}, where=lambda name: name)
-            except UsageError as exc:
-                error = str(exc)
+        error = _key_error(key, value, CHECK_FIELDS)
         if error is None:
             good[key] = value
         else:

@@ -185,7 +185,7 @@ def run_config(path: str | Path | None = None,
                     memory_limit(specs, memory_mb)).warm()
         try:
             refuse(where, sorted(errors + pool.validate(specs), key=check_number))
-            specs, note = selected(specs, where, **chosen)
+            specs = chosen_specs  # (a config with errors was refused: the selection stands)
             if on_count is not None:
                 on_count(len(specs))
             suite = run_checks(specs, str(where), on_result, timeout=timeout, pool=pool,

@@ -41,13 +41,6 @@ def wrong_probability(p):
     return _Triple.apply(p).sum()
 
 
-def elementwise_probability(p):
-    """Elementwise (one output per element): large inputs are perturbed all at once."""
-    if (p > 1).any():
-        raise ValueError("probability pushed past 1")
-    return p * torch.log1p(p)
-
-
 def rejects_everything(x):
     """Refuses every value that is not a multiple of 1/2: every perturbed point."""
     if not torch.equal(x * 2, (x * 2).round()):

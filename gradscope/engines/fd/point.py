@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gradscope.engines.fd.policy import step_of
+from gradscope.tensors import moved_by, ulp_signs
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
@@ -113,15 +114,12 @@ class Point:
     def _measure_noise(self) -> torch.Tensor:
         if not self.out.is_floating_point():
             return torch.zeros(self.out_shape, dtype=self.dtype)
-        gen = torch.Generator().manual_seed(0)
         # (in place where it can be: at 20M elements each temporary is 160 MB)
-        signs = {k: torch.randint(0, 2, v.shape, generator=gen).to(v.device, v.dtype)
-                 .mul_(2).sub_(1) for k, v in self.values.items() if v.is_floating_point()}
+        signs = ulp_signs(self.values)
         sides = []
         try:
             for sign in (1.0, -1.0):
-                moved = {k: torch.addcmul(v, v.abs(), signs[k], value=sign * 2 * self.machine_eps)
-                         if k in signs else v for k, v in self.values.items()}
+                moved = moved_by(self.values, signs, sign * 2 * self.machine_eps)
                 out, _ = self.fn(moved)
                 del moved
                 sides.append(torch.sub(out.expand(self.out_shape), self.out))
