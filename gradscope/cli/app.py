@@ -169,10 +169,13 @@ for _name, _command, _help in (
 
 declare("graph", "The backward graph (grad_fn nodes) as a tree, with the gradient flowing into "
         "and out of every node; nodes that zero gradients (vanishing, saturating) or turn them "
-        "into NaN are marked in words and colour. --dot FILE writes Graphviz DOT.",
+        "into NaN are marked in words and colour. --svg FILE draws it as a picture (nothing "
+        "more to install); --dot FILE writes Graphviz DOT.",
         commands.graph, [TARGET],
-        [*OUTPUT, _param("dot", _path("--dot", "Write the graph as Graphviz DOT to FILE."),
-                         None)], options_of="graph")
+        [*OUTPUT, _param("dot", _path("--dot", "Write the graph as Graphviz DOT to FILE."), None),
+         _param("svg", _path("--svg", "Draw the graph as an SVG picture in FILE (the output at "
+                             "the top, inputs at the bottom, marked nodes in colour)."), None)],
+        options_of="graph")
 
 declare("sweep", "Move one input over a range and plot f, the autograd derivative and the "
         "finite-difference derivative in the terminal; --plot writes PNG or SVG. Vanishing "

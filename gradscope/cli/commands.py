@@ -131,13 +131,17 @@ def graph(**values: Any) -> None:
     with reported():
         check_output(values["output"])
         check_output(values["dot"], "--dot")
+        check_output(values["svg"], "--svg")
         from gradscope import api
         from gradscope.render.graph import dot
+        from gradscope.render.graph_svg import svg
 
         with target_running():
             report = api.graph(Request("check", values["target"], options_from(values)))
         if values["dot"] is not None:
             write_file(values["dot"], dot(report), "--dot")
+        if values["svg"] is not None:
+            write_file(values["svg"], svg(report), "--svg")
         emit(report, _format(values), values["output"], f"report written to {values['output']}",
              to_stderr=True)
 

@@ -46,6 +46,12 @@ class GraphReport:
     def passed(self) -> bool:
         return not any(n.status for n in self.nodes)
 
+    def _repr_svg_(self) -> str:
+        """The picture in a notebook cell (Jupyter shows an object's SVG by itself)."""
+        from gradscope.render.graph_svg import svg
+
+        return svg(self)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         return {"schema": data.pop("schema"), "version": data.pop("version"), **data}

@@ -25,6 +25,15 @@ def test_graph_tree_and_dot(capsys, tmp_path):
     assert again.read_text() == text  # node ids in walk order: the same graph, the same file
 
 
+def test_graph_svg_picture(capsys, tmp_path):
+    picture = tmp_path / "g.svg"
+    code, _, _ = run(capsys, "graph", "sum(round(x) * 2)", "--at", "x=0.2,1.7", "--svg",
+                     str(picture))
+    text = picture.read_text()
+    assert code == 0 and text.startswith("<?xml") and "RoundBackward0" in text
+    assert "VANISHING" in text
+
+
 def test_graph_json(capsys):
     code, out, _ = run(capsys, "graph", "relu(x)", "--at", "x=-1,2", "--json")
     assert code == 0
