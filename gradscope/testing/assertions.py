@@ -62,15 +62,15 @@ def failing_text(report: Report, width: int = 110) -> str:
     return trimmed.to_text(width=width)
 
 
-def as_called(kw: dict[str, Any], options: dict[str, Any]) -> str:
-    """The call's own tolerances, and what was judged with (torch's defaults are replaced by
-    gradscope's tighter, dtype-aware ones, which the report's header shows)."""
+def as_called(kw: dict[str, Any], dtype: str, judged: str) -> str:
+    """The call's own tolerances, and what the failure was judged with (`judged`: "strict",
+    gradscope's own tolerances; "call", the call's; "any", a failure no tolerance answers).
+    The report's header shows the numbers."""
     called = ", ".join(f"{k}={kw[k]:g}" for k in ("eps", "atol", "rtol"))
-    default = ", ".join(k for k in ("eps", "atol", "rtol") if k not in options)
-    return f"called as gradcheck({called})" + (
-        f"; {default} being torch's default(s), gradscope judged with its own for "
-        f"{options['dtype']} (the header's): pass them explicitly to be judged by yours"
-        if default else ": judged with these (the header's)")
+    return f"called as gradcheck({called})" + {
+        "strict": f"; strict: judged with gradscope's own tolerances for {dtype} (the header's)",
+        "call": ": fails at these tolerances (the header's)",
+        "any": ": fails whatever the tolerances (not a matter of precision)"}[judged]
 
 
 def drop_in_failure(report: Report, called: str, strict: tuple[Status, ...]) -> str | None:

@@ -28,6 +28,11 @@ def pytest_addoption(parser: Any) -> None:
                          "drop-in (failures explained per element)")
     parser.addini("gradscope", type="bool", default=False,
                   help="as --gradscope: route gradcheck calls through gradscope")
+    group.addoption("--gradscope-strict", action="store_true", default=False,
+                    help="with --gradscope: fail what gradscope's own tighter check finds "
+                         "inside a call's tolerances (otherwise a GradscopeWarning)")
+    parser.addini("gradscope_strict", type="bool", default=False,
+                  help="as --gradscope-strict")
 
 
 def _enabled(config: Any) -> bool:
@@ -41,13 +46,19 @@ def pytest_configure(config: Any) -> None:
 
         switch.install()
         config.stash[_SWITCHED] = True
+        if config.getoption("gradscope_strict") or config.getini("gradscope_strict"):
+            from gradscope.testing.judging import Settings
+
+            Settings.strict = True
 
 
 def pytest_unconfigure(config: Any) -> None:
     if config.stash.get(_SWITCHED, False):
         from gradscope.testing import switch
+        from gradscope.testing.judging import Settings
 
         switch.uninstall()
+        Settings.strict = False
 
 
 @pytest.hookimpl(hookwrapper=True)  # (the old-style wrapper: pytest 7 too)

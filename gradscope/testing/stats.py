@@ -15,6 +15,9 @@ class DropInStats:
     failed: int = 0
     delegated: int = 0  # calls gradscope cannot check, decided by torch's own gradcheck
     reasons: dict[str, int] = field(default_factory=dict)  # why, and how often
+    # calls with nothing to compare (zero-element inputs or outputs): what was empty, how often
+    nothing: dict[str, int] = field(default_factory=dict)
+    warned: int = 0  # passed within the call's tolerances, disputed by gradscope's own check
     # the pytest tests the calls came from (node ids; dicts, which xdist's channel carries),
     # and those a gradscope failure failed: counts a reader can set beside pytest's own
     tests: dict[str, int] = field(default_factory=dict)
@@ -34,13 +37,16 @@ class DropInStats:
 
     @property
     def calls(self) -> int:
-        return self.passed + self.failed + self.delegated
+        return self.passed + self.failed + self.delegated + sum(self.nothing.values())
 
     def add(self, other: dict[str, Any]) -> None:
         """Counts from another process (a pytest-xdist worker's)."""
         self.passed += other.get("passed", 0)
         self.failed += other.get("failed", 0)
         self.delegated += other.get("delegated", 0)
+        self.warned += other.get("warned", 0)
+        for what, count in other.get("nothing", {}).items():
+            self.nothing[what] = self.nothing.get(what, 0) + count
         for why, count in other.get("reasons", {}).items():
             self.reasons[why] = self.reasons.get(why, 0) + count
         self.tests.update(other.get("tests", {}))

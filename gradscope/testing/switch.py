@@ -51,6 +51,12 @@ def summary() -> str:
             f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
     if STATS.failed_tests:
         line += f" (failing {len(STATS.failed_tests)} test(s))"
+    if STATS.warned:
+        line += (f", {STATS.warned} passed within the call's tolerances with a disagreement "
+                 "gradscope's own check found (GradscopeWarning; --gradscope-strict fails them)")
+    if STATS.nothing:
+        empty = sum(STATS.nothing.values())
+        line += f", {empty} with nothing to compare (zero-element inputs or outputs)"
     if STATS.delegated:
         why = "; ".join(f"{w} ({n})" for w, n in sorted(STATS.reasons.items())[:5])
         line += (f", {STATS.delegated} decided by torch's own gradcheck (gradscope cannot "

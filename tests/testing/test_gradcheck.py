@@ -13,6 +13,7 @@ import torch
 
 import gradscope
 from gradscope.testing import gradcheck as dropin
+from gradscope.testing import judging
 from tests.paths import DATA, ROOT
 
 TORCH = sys.modules["torch.autograd.gradcheck"]
@@ -37,8 +38,9 @@ def test_signatures_and_defaults_match_torch():
     def shape(fn):  # names, kinds and defaults (annotations are strings on our side)
         return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
-    assert shape(gradscope.gradcheck) == shape(TORCH.gradcheck)
-    assert shape(gradscope.gradgradcheck) == shape(TORCH.gradgradcheck)
+    strict = ("strict", inspect.Parameter.KEYWORD_ONLY, None)  # gradscope's one addition
+    assert shape(gradscope.gradcheck) == [*shape(TORCH.gradcheck), strict]
+    assert shape(gradscope.gradgradcheck) == [*shape(TORCH.gradgradcheck), strict]
     assert issubclass(gradscope.GradcheckError, TORCH.GradcheckError)
     assert issubclass(gradscope.GradcheckError, RuntimeError)
 
@@ -98,7 +100,7 @@ def test_nan_at_the_inputs_fails():
 def test_fast_mode_passes_cheaply_and_drills_down_on_disagreement(monkeypatch):
     x = leaf(5)
     calls = []
-    monkeypatch.setattr(dropin, "_full", lambda *a: calls.append(a) or pytest.fail("drilled"))
+    monkeypatch.setattr(judging, "full", lambda *a: calls.append(a) or pytest.fail("drilled"))
     assert gradscope.gradcheck(torch.tanh, (x,), fast_mode=True) and not calls
     monkeypatch.undo()
     with pytest.raises(gradscope.GradcheckError) as info:
@@ -157,18 +159,25 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_pytest_switch_routes_a_suites_calls_and_sums_them_up():
     plain = _pytest()
     assert "4 passed" in plain.stdout, plain.stdout  # torch misses the 0.05 % bug
-    switched = _pytest("--gradscope")
-    out = switched.stdout
+    # the call's tolerances decide: green under torch stays green, what gradscope's own
+    # check finds inside them is a warning in pytest's summary, the relation named
+    switched = _pytest("--gradscope").stdout
+    assert "4 passed, 1 warning" in switched, switched
+    assert "GradscopeWarning" in switched and "0.9995 × the derivative" in switched
+    assert "1 passed within the call's tolerances with a disagreement" in switched
+    out = _pytest("--gradscope", "--gradscope-strict").stdout
     assert "1 failed, 3 passed" in out, out
     assert "0.9995 × the derivative" in out
     assert ("4 gradcheck call(s) in 4 test(s) routed through gradscope: 3 passed, 1 failed "
             "with an explanation (failing 1 test(s))") in out  # tests, as pytest counts them
     # pytest-grade: the test's own line, never gradscope's frames or its call objects
     assert "def _backward" not in out and "GradcheckCall(" not in out
-    assert "called as gradcheck(eps=1e-06, atol=1e-05, rtol=0.001)" in out
+    assert "called as gradcheck(eps=1e-06, atol=1e-05, rtol=0.001); strict" in out
     assert "--surrogate" not in out and "@gradscope.surrogate marker" in out
-    by_env = _pytest(env={"GRADSCOPE_GRADCHECK": "1"})
+    by_env = _pytest(env={"GRADSCOPE_GRADCHECK": "1", "GRADSCOPE_STRICT": "1"})
     assert "1 failed, 3 passed" in by_env.stdout
+    by_ini = _pytest("--gradscope", "-o", "gradscope_strict=true")
+    assert "1 failed, 3 passed" in by_ini.stdout
 
 
 def _parity_calls():

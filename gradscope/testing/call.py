@@ -1,0 +1,150 @@
+"""One gradcheck call as the drop-in sees it: the function, its arguments, which of them are
+checked, which outputs are compared — and the function of the checked tensors alone that
+gradscope's engines evaluate.
+
+As torch does, only floating tensors with `requires_grad` are checked; everything else reaches
+`func` untouched. Zero-element tensors have no Jacobian entries: they are passed as they are
+and not checked (a call where nothing is left has nothing to compare). A checked input whose
+layout is not a plain contiguous tensor of its own storage (a view with a storage offset, a
+slice of a larger storage, transposed strides) reaches `func` with that layout: gradscope's
+perturbed copies are written into a copy of the whole storage, so `as_strided` and stride-
+dependent code see what they saw in the caller's tensor."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.errors import GradscopeError
+
+
+@dataclass
+class GradcheckCall:
+    """One gradcheck call: the function, its arguments, which of them are checked."""
+
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
+    checked: list[int]  # positions of non-empty floating tensors that require grad
+    names: list[str]
+    outputs: list[int] = field(default_factory=list)  # non-empty differentiable outputs
+    float_outputs: list[int] = field(default_factory=list)  # positions of floating outputs
+    single: bool = True  # func returned one tensor (not a tuple or list)
+    complex: bool = False  # a complex input or output: torch's gradcheck runs it whole
+    empty: list[str] = field(default_factory=list)  # what has no elements ("input 1 (0, 3)")
+    differentiable: int = 0  # differentiable outputs, empty or not
+
+    @classmethod
+    def of(cls, func: Callable[..., Any], inputs: Any) -> GradcheckCall:
+        args = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
+        grads = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                 and a.requires_grad and (a.is_floating_point() or a.is_complex())]
+        if not grads:
+            raise ValueError("gradcheck expects at least one input tensor to require gradient, "
+                             "but none of the them have requires_grad=True.")
+        checked = [i for i in grads if args[i].numel()]
+        call = cls(func, args, checked, _names(func, len(args), checked))
+        call.empty = [f"input {i} {tuple(args[i].shape)}" for i in grads if not args[i].numel()]
+        out = func(*args)
+        call.single = isinstance(out, torch.Tensor)
+        outs = [out] if call.single else list(out) if isinstance(out, tuple | list) else None
+        if outs is None:
+            raise GradscopeError(f"gradcheck: func returned {type(out).__name__}; expected a "
+                                 "tensor or a tuple/list of tensors")
+        differentiable = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor)
+                          and o.requires_grad and (o.is_floating_point() or o.is_complex())]
+        call.differentiable = len(differentiable)
+        call.outputs = [k for k in differentiable if outs[k].numel()]
+        call.empty += [f"output {k} {tuple(outs[k].shape)}" for k in differentiable
+                       if not outs[k].numel()]
+        call.float_outputs = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor)
+                              and o.is_floating_point() and o.numel()]
+        call.complex = any(args[i].is_complex() for i in grads) or any(
+            isinstance(o, torch.Tensor) and o.is_complex() for o in outs)
+        return call
+
+    @property
+    def nothing_to_compare(self) -> bool:
+        """Every checked input or every differentiable output has zero elements."""
+        return not self.checked or (self.differentiable > 0 and not self.outputs)
+
+    def wrapped_outputs(self) -> list[torch.Tensor]:
+        """The differentiable outputs at the given arguments."""
+        out = self.func(*self.args)
+        outs = [out] if self.single else list(out)
+        return [outs[k] for k in self.outputs]
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [self.args[i] for i in self.checked]
+
+    def wrapped(self, which: list[int] | None = None) -> Callable[..., torch.Tensor]:
+        """func of the checked tensors alone, its outputs `which` (default: the
+        differentiable ones) laid end to end (one output keeps its shape)."""
+        picked = self.outputs if which is None else which
+        laid_out = {pos: self.args[pos] for pos in self.checked if unusual_layout(self.args[pos])}
+
+        def run(*tensors: torch.Tensor) -> torch.Tensor:
+            full = list(self.args)
+            for pos, t in zip(self.checked, tensors, strict=True):
+                full[pos] = in_layout(t, laid_out[pos]) if pos in laid_out else t
+            out = self.func(*full)
+            outs = [out] if self.single else list(out)
+            chosen = [outs[k] for k in picked]
+            if len(chosen) == 1:
+                return chosen[0]
+            dtype = chosen[0].dtype
+            for c in chosen[1:]:
+                dtype = torch.promote_types(dtype, c.dtype)
+            return torch.cat([c.reshape(-1).to(dtype) for c in chosen])
+
+        params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  for n in self.names]
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__name__ = run.__qualname__ = label(self.func)
+        return run
+
+
+def unusual_layout(x: torch.Tensor) -> bool:
+    """A strided tensor that is not the contiguous whole of its own storage."""
+    if x.layout != torch.strided:
+        return False
+    whole = x.untyped_storage().nbytes() == x.numel() * x.element_size()
+    return not (x.is_contiguous() and x.storage_offset() == 0 and whole)
+
+
+def in_layout(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`t`'s values in `like`'s layout: a copy of like's whole storage with t written where
+    like's elements live, viewed with like's sizes, strides and storage offset — differentiable
+    in `t` (as_strided_scatter), so autograd flows back to gradscope's copy."""
+    size = like.untyped_storage().nbytes() // like.element_size()
+    storage = like.detach().as_strided((size,), (1,), 0).to(t.dtype).clone()
+    placed = storage.as_strided_scatter(t, like.shape, like.stride(), like.storage_offset())
+    return placed.as_strided(like.shape, like.stride(), like.storage_offset())
+
+
+def label(func: Callable[..., Any]) -> str:
+    """`MyFunction.apply`, `my_fn`, `Conv2d` — what the report calls the target."""
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, type):
+        return f"{owner.__name__}.{getattr(func, '__name__', 'apply')}"
+    if isinstance(func, torch.nn.Module):
+        return type(func).__name__
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", "func")
+
+
+def _names(func: Callable[..., Any], count: int, checked: list[int]) -> list[str]:
+    """The checked inputs' names: the parameters of func where it has readable ones."""
+    names: list[str] = []
+    try:
+        params = [p for p in inspect.signature(func).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    for i in checked:
+        name = params[i].name if i < len(params) else f"input{i}"
+        name = name if name.isidentifier() and not name.startswith("_") else f"input{i}"
+        names.append(name if name not in names else f"{name}{i}")
+    return names

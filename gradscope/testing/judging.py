@@ -1,0 +1,195 @@
+"""The drop-in's judgement of the Jacobian: gradscope's own check, tight and dtype-aware, decides
+first; where it finds a disagreement that the call's own tolerances (torch's defaults where
+left) accept, the call passes with a `GradscopeWarning` naming what was found (a constant
+factor, a transposed block), so every test green under torch stays green — unless strict mode
+(`strict=True`, `pytest --gradscope-strict`, ini `gradscope_strict = true`,
+`GRADSCOPE_STRICT=1`) makes gradscope's own verdict the call's.
+
+Only precision can be excused so: a NaN, an element at a kink or jump, an undeclared surrogate,
+an input nothing was compared for, a failing custom-backward check fail whatever the
+tolerances. `fast_mode=True` compares one random projection vᵀJu from both sides first and
+drills down to the per-element check only when it disagrees."""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Any
+
+import torch
+
+from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
+from gradscope.report.headline import headline
+from gradscope.report.model import Report
+from gradscope.report.status import Status
+from gradscope.testing.assertions import as_called, drop_in_failure
+from gradscope.testing.call import GradcheckCall, label
+from gradscope.testing.stats import STATS
+
+_torch_gradcheck = __import__("torch.autograd.gradcheck", fromlist=["GradcheckError"])
+TORCH_DEFAULTS = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
+STRICT = (Status.MISMATCH, Status.UNDEFINED, Status.NONDIFFERENTIABLE, Status.INCONCLUSIVE)
+PRECISION = ("mismatch", "check")  # failures a looser tolerance can answer
+STRICT_ENV = "GRADSCOPE_STRICT"
+FAST_SEED = 0x5EED
+
+
+class GradcheckError(_torch_gradcheck.GradcheckError):
+    """gradcheck failed; the message is gradscope's explanation, `report` the whole Report
+    (None when a plumbing check failed)."""
+
+    def __init__(self, message: str, report: Report | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class GradscopeWarning(UserWarning):
+    """gradcheck passed within the call's tolerances, but gradscope's own check found a
+    disagreement (strict mode fails it)."""
+
+
+class Settings:
+    """Process-wide defaults the pytest plugin sets (`--gradscope-strict`, the ini option)."""
+
+    strict = False
+
+
+def strict_mode(strict: bool | None) -> bool:
+    """The call's `strict`, else the plugin's setting, else GRADSCOPE_STRICT."""
+    if strict is not None:
+        return strict
+    env = os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return Settings.strict or env
+
+
+def options(call: GradcheckCall, kw: dict[str, Any], tight: bool) -> dict[str, Any]:
+    """What gradscope's check runs with. `tight`: gradscope's own tolerances for the dtype,
+    or the call's where those are tighter; else the call's (torch's defaults where left).
+    A step other than torch's default is used (as a relative one) either way."""
+    from gradscope.verdict.tolerance import DEFAULT_TOLERANCES
+
+    dtypes = {call.args[i].dtype for i in call.checked}
+    dtype = str(dtypes.pop()).removeprefix("torch.") if len(dtypes) == 1 else "float64"
+    out: dict[str, Any] = {"dtype": dtype, "fail_on": "mismatch", "nondet_tol": kw["nondet_tol"],
+                           "device": str(call.args[call.checked[0]].device)}
+    if kw["eps"] != TORCH_DEFAULTS["eps"]:
+        out["eps"] = clamped(kw["eps"])
+    own = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[dtype], strict=True))
+    for key in ("atol", "rtol"):
+        if not tight or kw[key] < own[key]:  # (tight: where the call asks for more)
+            out[key] = kw[key]
+    return out
+
+
+def full(call: GradcheckCall, options: dict[str, Any]) -> Report:
+    from gradscope.api import check
+
+    return check(call.wrapped(), *call.tensors(), **options)
+
+
+def _fast_agrees(call: GradcheckCall, options: dict[str, Any], atol: float, rtol: float) -> bool:
+    """vᵀ(J·u) by the finite-difference engine's four-point directional derivative against
+    (Jᵀv)·u by one backward, for seeded random u (over every checked element) and v (over
+    every output element)."""
+    gen = torch.Generator().manual_seed(FAST_SEED)
+    xs = [t.detach() for t in call.tensors()]
+    us = [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x) for x in xs]
+    leaves = [x.clone().requires_grad_(True) for x in xs]
+    out = call.wrapped()(*leaves)
+    if not bool(torch.isfinite(out).all()):
+        return False
+    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
+    grads = torch.autograd.grad(out, leaves, v, allow_unused=True)
+    ag = sum(float((g.double() * u.double()).sum()) for g, u in zip(grads, us, strict=True)
+             if g is not None)
+    fd = _differences(call, call.outputs, getattr(torch, options["dtype"]),
+                      options.get("eps", DEFAULT_EPS))
+    with torch.no_grad():
+        along = fd.directional(dict(zip(call.names, us, strict=True)))
+    vd = v.double()
+    projected = float((vd * along.value.double()).sum())
+    slack = atol + rtol * abs(projected) + 3 * float((vd.abs() * along.error.double()).sum())
+    return math.isfinite(ag) and math.isfinite(projected) and abs(ag - projected) <= slack
+
+
+def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float) -> Any:
+    """The finite-difference engine over func's checked tensors (by name), outputs `outputs`."""
+    from gradscope.engines.fd import FiniteDifferences
+
+    fn = call.wrapped(outputs)
+    names = call.names
+
+    def traced(values):
+        return fn(*[values[n] for n in names]), []
+
+    values = {n: t.detach() for n, t in zip(names, call.tensors(), strict=True)}
+    return FiniteDifferences(traced, values, eps=clamped(eps), elementwise=set(), dtype=dtype)
+
+
+def _tolerance(options: dict[str, Any]) -> tuple[float, float]:
+    from gradscope.verdict.tolerance import Tolerance
+
+    tol = Tolerance.for_dtype(options["dtype"], options.get("rtol"), options.get("atol"))
+    return tol.atol, tol.rtol
+
+
+def _zero_jacobian(call: GradcheckCall, eps: float, atol: float) -> str | None:
+    """No output is differentiable: gradcheck asserts the numerical Jacobian is zero."""
+    if not call.float_outputs:
+        return None
+    fd = _differences(call, call.float_outputs, torch.float64, eps)
+    names = call.names
+    for name in names:
+        est = fd.estimate(name)
+        moving = est.partial.abs() > atol + 3 * est.error
+        if bool(moving.any()):
+            return (f"gradscope: gradcheck failed: no output requires grad, but the numerical "
+                    f"Jacobian for {name} is not zero at {int(moving.sum())} entries (the "
+                    "output moves with it): is a differentiable path cut (.detach(), "
+                    "torch.no_grad, an integer cast)?")
+    return None
+
+
+
+def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
+    """The Jacobian judged (module doc); GradcheckError when the call fails."""
+    __tracebackhide__ = True
+    tight = options(call, kw, tight=True)
+    if not call.outputs:
+        problem = _zero_jacobian(call, tight.get("eps", DEFAULT_EPS), _tolerance(tight)[0])
+        if problem:
+            raise GradcheckError(problem)
+        return
+    if kw["fast_mode"]:
+        atol, rtol = _tolerance(tight)
+        if _fast_agrees(call, tight, atol, rtol):
+            return
+    report = full(call, tight)  # the per-element check, or the drill-down of fast mode
+    loose = options(call, kw, tight=False)
+    same = _tolerance(loose) == _tolerance(tight)
+    precision = bool(report.failures) and all(f.kind in PRECISION for f in report.failures)
+    judged_by = "strict" if strict else "call" if same else "any"
+    problem = drop_in_failure(report, as_called(kw, tight["dtype"], judged_by), STRICT)
+    if not problem:
+        return
+    if strict or same or not precision:
+        raise GradcheckError(problem, report)
+    judged = full(call, loose)
+    failing = drop_in_failure(judged, as_called(kw, loose["dtype"], "call"), STRICT)
+    if failing:
+        raise GradcheckError(failing, judged)
+    warn(call, kw, tight, report)
+
+
+def warn(call: GradcheckCall, kw: dict[str, Any], tight: dict[str, Any], report: Report
+         ) -> None:
+    """A pass within the call's tolerances that gradscope's own check disputes: said."""
+    atol, rtol = _tolerance(tight)
+    found = headline(report) or f"{report.mismatches} element(s) outside its tolerance"
+    STATS.warned += 1
+    warnings.warn(GradscopeWarning(
+        f"gradscope: gradcheck of {label(call.func)} passes within the call's tolerances "
+        f"(atol={kw['atol']:g}, rtol={kw['rtol']:g}), but gradscope's own check (atol {atol:g}, "
+        f"rtol {rtol:g} for {tight['dtype']}) finds: {found}. strict=True (pytest "
+        f"--gradscope-strict, {STRICT_ENV}=1) fails it"), stacklevel=4)

@@ -1,0 +1,147 @@
+"""The drop-in's checks of autograd's plumbing, done natively with public autograd calls: what
+torch's gradcheck checks besides the Jacobian, each costing a backward or two, not a second
+gradcheck —
+
+* backward is multiplied by grad_output: zero upstream gradients give zero (or no) input
+  gradients, of the inputs' dtype, device and size (`check_grad_dtypes` adds the dtype check
+  of the ordinary VJP too);
+* undefined upstream gradients (`check_undefined_grad`): every output's gradient undefined, and
+  with several outputs each one's alone, must be handled and give zero or undefined input
+  gradients — the case a custom Function with `ctx.set_materialize_grads(False)` meets;
+* batched gradients (`check_batched_grad`): two upstream vectors through one backward with
+  `is_grads_batched=True` (autograd's vmap over the backward) equal the two taken one at a time.
+
+Forward-mode checks (`check_forward_ad`, `check_batched_forward_grad`) and `masked` are torch's
+own gradcheck's, run only when asked for (gradscope.testing.gradcheck)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from gradscope.testing.call import GradcheckCall
+
+DOCS = 'see "Notes about undefined output gradients" in PyTorch\'s tools/autograd/derivatives.yaml'
+PLUMBING_SEED = 0xB47C
+
+
+class _Undefined(torch.autograd.Function):
+    """The identity whose backward returns None: the node before it receives an undefined
+    gradient, as torch's own check arranges with an internal node."""
+
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _leaves(call: GradcheckCall) -> list[torch.Tensor]:
+    return [t for t in call.tensors()]
+
+
+def _outputs(call: GradcheckCall) -> list[torch.Tensor]:
+    return call.wrapped_outputs()
+
+
+def _zero_or_none(grads: Sequence[torch.Tensor | None]) -> bool:
+    return all(g is None or bool(g.eq(0).all()) for g in grads)
+
+
+def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool) -> str | None:
+    """Zero upstream gradients give zero input gradients of the inputs' dtype, device, size."""
+    leaves = _leaves(call)
+    outs = _outputs(call)
+    grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
+                                allow_unused=True)
+    for name, g, x in zip(call.names, grads, leaves, strict=True):
+        if g is None:
+            continue
+        if not bool(g.to_dense().eq(0).all()):
+            return (f"backward not multiplied by grad_output: a zero upstream gradient gives "
+                    f"a nonzero gradient for {name}")
+        if g.dtype != x.dtype or g.device != x.device or g.shape != x.shape:
+            return (f"the gradient of {name} is {g.dtype} {tuple(g.shape)} on {g.device}; the "
+                    f"input is {x.dtype} {tuple(x.shape)} on {x.device}")
+    if dtypes:
+        return _vjp_dtypes(call, leaves)
+    return None
+
+
+def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor]) -> str | None:
+    outs = _outputs(call)
+    gen = torch.Generator().manual_seed(PLUMBING_SEED)
+    vs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o) for o in outs]
+    grads = torch.autograd.grad(outs, leaves, vs, allow_unused=True)
+    for name, g, x in zip(call.names, grads, leaves, strict=True):
+        if g is not None and (g.dtype != x.dtype or g.device != x.device):
+            return (f"the gradient of {name} is {g.dtype} on {g.device}; the input is "
+                    f"{x.dtype} on {x.device} (check_grad_dtypes)")
+    return None
+
+
+def undefined_grads(call: GradcheckCall) -> str | None:
+    """Backward with every output's gradient undefined, then (several outputs) each one's."""
+    count = len(call.outputs)
+    cases = [set(range(count))] + ([{k} for k in range(count)] if count > 1 else [])
+    leaves = _leaves(call)
+    for undefined in cases:
+        outs = [_Undefined.apply(o) if k in undefined else o
+                for k, o in enumerate(_outputs(call))]
+        try:
+            grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
+                                        allow_unused=True)
+        except RuntimeError as exc:
+            which = "every output's gradient" if len(undefined) == count else \
+                f"output {min(undefined)}'s gradient"
+            return (f"backward fails when {which} is undefined ({str(exc).splitlines()[0]}); "
+                    f"{DOCS}")
+        if not _zero_or_none(grads):
+            return ("backward gives nonzero input gradients when the output gradients are "
+                    f"undefined or zero; {DOCS}")
+    return None
+
+
+def batched_grads(call: GradcheckCall) -> str | None:
+    """Two upstream vectors at once (is_grads_batched) against one at a time, per output."""
+    leaves = _leaves(call)
+    gen = torch.Generator().manual_seed(PLUMBING_SEED)
+    for k, out in enumerate(_outputs(call)):
+        vs = [torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
+              for _ in range(2)]
+        one_by_one = [_filled(torch.autograd.grad(out, leaves, v, retain_graph=True,
+                                                  allow_unused=True), leaves) for v in vs]
+        expected = [torch.stack(shards) for shards in zip(*one_by_one, strict=True)]
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="There is a performance drop")
+                got = _filled(torch.autograd.grad(out, leaves, torch.stack(vs),
+                                                  retain_graph=True, allow_unused=True,
+                                                  is_grads_batched=True), leaves, batch=2)
+        except RuntimeError as exc:
+            return (f"batched gradients of output {k} fail ({str(exc).splitlines()[0]}): the "
+                    "backward is not vmap-compatible; pass check_batched_grad=False if that "
+                    "is intended")
+        for name, g, e in zip(call.names, got, expected, strict=True):
+            if not torch.allclose(g, e):
+                return (f"batched gradients of output {k} for {name} differ from the same "
+                        f"gradients taken one at a time (by up to "
+                        f"{float((g - e).abs().max()):.3g}): the backward's batching rule is "
+                        "wrong")
+    return None
+
+
+def _filled(grads: Sequence[torch.Tensor | None], leaves: list[torch.Tensor],
+            batch: int = 0) -> list[torch.Tensor]:
+    """None gradients as zeros of the input's shape (with a batch dimension if batched)."""
+    out = []
+    for g, x in zip(grads, leaves, strict=True):
+        if g is None:
+            g = torch.zeros((batch, *x.shape) if batch else x.shape, dtype=x.dtype,
+                            device=x.device)
+        out.append(g.to_dense())
+    return out
