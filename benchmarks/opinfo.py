@@ -42,6 +42,7 @@ class Outcome:
     torch_s: float
     gradscope_s: float
     delegated: str = ""  # why gradscope handed the call to torch's gradcheck, if it did
+    warned: bool = False  # passed with a GradscopeWarning (inside the call's tolerances)
 
     @property
     def diverges(self) -> bool:
@@ -83,11 +84,13 @@ def _recompose(inputs: tuple[torch.Tensor, ...], value: Any, k: int) -> tuple[An
     return value, k
 
 
-def calls(op: Any, samples: int) -> Iterator[tuple[Callable[..., Any], tuple[Any, ...],
-                                                  dict[str, Any]]]:
-    """(fn, gradcheck inputs, gradcheck keywords) per sample, as torch's gradient tests."""
+def calls(op: Any, samples: int, small: bool = False
+          ) -> Iterator[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]:
+    """(fn, gradcheck inputs, gradcheck keywords) per sample, as torch's gradient tests
+    (`small`: the small inputs torch's tests use in slow mode)."""
     variant = op.get_op()
-    for sample in list(op.sample_inputs("cpu", torch.float64, requires_grad=True))[:samples]:
+    for sample in list(op.sample_inputs("cpu", torch.float64, requires_grad=True,
+                                        small_inputs_only=small))[:samples]:
         inp = sample.input
         if isinstance(inp, list | tuple) and all(isinstance(x, torch.Tensor) for x in inp):
             everything = chain(inp, sample.args, sample.kwargs.values())
@@ -131,23 +134,25 @@ def _outcome(check: Callable[..., bool], fn: Callable[..., Any], args: tuple[Any
 
 
 def run(ops: list[Any], samples: int, modes: list[str]) -> Iterator[Outcome]:
-    """Every op/sample/mode through torch's gradcheck, then gradscope's."""
+    """Every op/mode/sample through torch's gradcheck, then gradscope's (slow mode on the
+    small inputs torch's own slow-mode tests use)."""
     import gradscope
     from gradscope.testing.stats import STATS
 
     for op in ops:
-        try:
-            cases = list(calls(op, samples))
-        except Exception:  # noqa: BLE001 - a sample that cannot be built is not a call
-            continue
-        for k, (fn, args, kw) in enumerate(cases):
-            for mode in modes:
+        for mode in modes:
+            try:
+                cases = list(calls(op, samples, small=mode == "slow"))
+            except Exception:  # noqa: BLE001 - a sample that cannot be built is not a call
+                continue
+            for k, (fn, args, kw) in enumerate(cases):
                 options = {**kw, "fast_mode": mode == "fast"}
                 theirs, t_s = _outcome(TORCH_GRADCHECK, fn, args, options)
-                before = dict(STATS.reasons)
+                before, warned = dict(STATS.reasons), STATS.warned
                 ours, g_s = _outcome(gradscope.gradcheck, fn, args, options)
                 why = [w for w, n in STATS.reasons.items() if n != before.get(w, 0)]
-                yield Outcome(_name(op), k, mode, theirs, ours, t_s, g_s, "; ".join(why))
+                yield Outcome(_name(op), k, mode, theirs, ours, t_s, g_s, "; ".join(why),
+                              STATS.warned > warned)
 
 
 def summary(rows: list[Outcome]) -> dict[str, Any]:
@@ -155,6 +160,7 @@ def summary(rows: list[Outcome]) -> dict[str, Any]:
     out: dict[str, Any] = {"calls": len(rows),
                            "divergent": [asdict(r) for r in rows if r.diverges],
                            "delegated": sum(bool(r.delegated) for r in rows),
+                           "warned": [asdict(r) for r in rows if r.warned],
                            "torch_fails_gradscope_passes": [
                                asdict(r) for r in rows
                                if r.torch != "pass" and r.gradscope == "pass"]}

@@ -91,8 +91,12 @@ HINTS = {
 
 
 def number(x: float) -> str:
-    """A factor as people write it: −0.5, 0.25, 3 (a true minus sign)."""
-    text = f"{x:.4g}"
+    """A factor as people write it: −0.5, 0.25, 3 (a true minus sign), with the digits that
+    tell it from 1 (1.0005, not 1.001)."""
+    for digits in range(4, 10):
+        text = f"{x:.{digits}g}"
+        if abs(float(text) - x) <= 0.05 * abs(x - 1):
+            break
     return text.replace("-", "\u2212")
 
 

@@ -40,22 +40,14 @@ class _Undefined(torch.autograd.Function):
         return None
 
 
-def _leaves(call: GradcheckCall) -> list[torch.Tensor]:
-    return [t for t in call.tensors()]
-
-
-def _outputs(call: GradcheckCall) -> list[torch.Tensor]:
-    return call.wrapped_outputs()
-
-
 def _zero_or_none(grads: Sequence[torch.Tensor | None]) -> bool:
     return all(g is None or bool(g.eq(0).all()) for g in grads)
 
 
 def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool) -> str | None:
     """Zero upstream gradients give zero input gradients of the inputs' dtype, device, size."""
-    leaves = _leaves(call)
-    outs = _outputs(call)
+    leaves = call.tensors()
+    outs = call.wrapped_outputs()
     grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
                                 allow_unused=True)
     for name, g, x in zip(call.names, grads, leaves, strict=True):
@@ -73,7 +65,7 @@ def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool) -> str | None:
 
 
 def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor]) -> str | None:
-    outs = _outputs(call)
+    outs = call.wrapped_outputs()
     gen = torch.Generator().manual_seed(PLUMBING_SEED)
     vs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o) for o in outs]
     grads = torch.autograd.grad(outs, leaves, vs, allow_unused=True)
@@ -88,17 +80,18 @@ def undefined_grads(call: GradcheckCall) -> str | None:
     """Backward with every output's gradient undefined, then (several outputs) each one's."""
     count = len(call.outputs)
     cases = [set(range(count))] + ([{k} for k in range(count)] if count > 1 else [])
-    leaves = _leaves(call)
+    leaves = call.tensors()
     for undefined in cases:
         outs = [_Undefined.apply(o) if k in undefined else o
-                for k, o in enumerate(_outputs(call))]
+                for k, o in enumerate(call.wrapped_outputs())]
         try:
             grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
                                         allow_unused=True)
-        except RuntimeError as exc:
+        except Exception as exc:  # noqa: BLE001 - the user's backward, whatever it raised
             which = "every output's gradient" if len(undefined) == count else \
                 f"output {min(undefined)}'s gradient"
-            return (f"backward fails when {which} is undefined ({str(exc).splitlines()[0]}); "
+            why = (str(exc).splitlines() or [""])[0]
+            return (f"backward fails when {which} is undefined ({type(exc).__name__}: {why}); "
                     f"{DOCS}")
         if not _zero_or_none(grads):
             return ("backward gives nonzero input gradients when the output gradients are "
@@ -108,9 +101,9 @@ def undefined_grads(call: GradcheckCall) -> str | None:
 
 def batched_grads(call: GradcheckCall) -> str | None:
     """Two upstream vectors at once (is_grads_batched) against one at a time, per output."""
-    leaves = _leaves(call)
+    leaves = call.tensors()
     gen = torch.Generator().manual_seed(PLUMBING_SEED)
-    for k, out in enumerate(_outputs(call)):
+    for k, out in enumerate(call.wrapped_outputs()):
         vs = [torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
               for _ in range(2)]
         one_by_one = [_filled(torch.autograd.grad(out, leaves, v, retain_graph=True,

@@ -103,6 +103,7 @@ def test_ignored_elements():
 
 def test_number_uses_a_true_minus_and_sizes_name_dims():
     assert number(-0.5) == "\u22120.5" and number(3.0) == "3"
+    assert number(1.0005) == "1.0005" and number(0.9995) == "0.9995"  # told from 1
     assert relations.sizes_of((8,), {"x": (8, 5)}) == {
         "the size of dim 0 of the output": 8, "the size of dim 1 of x": 5}
 
