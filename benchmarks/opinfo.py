@@ -28,6 +28,10 @@ from typing import Any
 import torch
 
 TORCH_GRADCHECK = sys.modules["torch.autograd.gradcheck"].gradcheck
+# slow mode builds the dense Jacobian (inputs × outputs entries): past this many, torch's
+# gradcheck runs for minutes and tens of GB (grid_sampler_3d's third sample), so the call is
+# left out of both sides and counted
+MAX_SLOW_JACOBIAN = 20_000_000
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Outcome:
     gradscope_s: float
     delegated: str = ""  # why gradscope handed the call to torch's gradcheck, if it did
     warned: bool = False  # passed with a GradscopeWarning (inside the call's tolerances)
+    matters: bool = True  # --inject: the scaled output's gradient is not zero (a bug to see)
 
     @property
     def diverges(self) -> bool:
@@ -119,6 +124,38 @@ def calls(op: Any, samples: int, small: bool = False
                          "check_undefined_grad": True}
 
 
+class _Off(torch.autograd.Function):
+    """The identity whose backward is off by a factor: the injected mistake."""
+
+    factor = 1.0
+
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
+        return g * _Off.factor
+
+
+def injected(fn: Callable[..., Any], factor: float) -> Callable[..., Any]:
+    """fn with its first differentiable output's backward scaled by `factor`."""
+
+    def wrong(*inputs: torch.Tensor) -> Any:
+        _Off.factor = factor
+        out = fn(*inputs)
+        if isinstance(out, torch.Tensor):
+            return _Off.apply(out) if out.requires_grad else out
+        outs, done = list(out), False
+        for k, o in enumerate(outs):
+            if not done and isinstance(o, torch.Tensor) and o.requires_grad:
+                outs[k], done = _Off.apply(o), True
+        return type(out)(outs) if isinstance(out, tuple) else outs
+
+    wrong.__name__ = getattr(fn, "__name__", "fn")
+    return wrong
+
+
 def _outcome(check: Callable[..., bool], fn: Callable[..., Any], args: tuple[Any, ...],
              kw: dict[str, Any]) -> tuple[str, float]:
     start = time.process_time()
@@ -128,12 +165,13 @@ def _outcome(check: Callable[..., bool], fn: Callable[..., Any], args: tuple[Any
             result = "pass" if check(fn, args, **kw) else "fail: returned False"
     except sys.modules["torch.autograd.gradcheck"].GradcheckError as exc:
         result = "fail: " + (str(exc).strip().splitlines() or [""])[0][:200]
-    except Exception as exc:  # noqa: BLE001 - every crash is an outcome to count
+    except Exception as exc:  # every crash is an outcome to count
         result = f"error: {type(exc).__name__}: {str(exc).strip()[:200]}"
     return result, time.process_time() - start
 
 
-def run(ops: list[Any], samples: int, modes: list[str]) -> Iterator[Outcome]:
+def run(ops: list[Any], samples: int, modes: list[str], inject: float | None = None
+        ) -> Iterator[Outcome]:
     """Every op/mode/sample through torch's gradcheck, then gradscope's (slow mode on the
     small inputs torch's own slow-mode tests use)."""
     import gradscope
@@ -143,24 +181,60 @@ def run(ops: list[Any], samples: int, modes: list[str]) -> Iterator[Outcome]:
         for mode in modes:
             try:
                 cases = list(calls(op, samples, small=mode == "slow"))
-            except Exception:  # noqa: BLE001 - a sample that cannot be built is not a call
+            except Exception:  # a sample that cannot be built is not a call
                 continue
             for k, (fn, args, kw) in enumerate(cases):
+                if mode == "slow" and _jacobian_entries(fn, args) > MAX_SLOW_JACOBIAN:
+                    yield Outcome(_name(op), k, mode, "too big", "too big", 0.0, 0.0)
+                    continue
                 options = {**kw, "fast_mode": mode == "fast"}
+                matters = True
+                if inject is not None:
+                    matters = _moves(fn, args)
+                    fn = injected(fn, inject)
                 theirs, t_s = _outcome(TORCH_GRADCHECK, fn, args, options)
                 before, warned = dict(STATS.reasons), STATS.warned
                 ours, g_s = _outcome(gradscope.gradcheck, fn, args, options)
                 why = [w for w, n in STATS.reasons.items() if n != before.get(w, 0)]
                 yield Outcome(_name(op), k, mode, theirs, ours, t_s, g_s, "; ".join(why),
-                              STATS.warned > warned)
+                              STATS.warned > warned, matters)
+
+
+def _moves(fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether the first differentiable output has a nonzero gradient (scaling it matters)."""
+    out = fn(*args)
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    first = next((o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad), None)
+    if first is None or not first.numel():
+        return False
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(first.shape, generator=gen, dtype=torch.float64).to(first)
+    try:
+        grads = torch.autograd.grad(first, args, v, allow_unused=True)
+    except RuntimeError:  # sparse layouts and the like: counted as mattering
+        return True
+    return any(g is not None and bool(g.to_dense().ne(0).any()) for g in grads)
+
+
+def _jacobian_entries(fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
+    out = fn(*args)
+    outs = [out] if isinstance(out, torch.Tensor) else [o for o in out
+                                                         if isinstance(o, torch.Tensor)]
+    return sum(a.numel() for a in args) * sum(o.numel() for o in outs)
 
 
 def summary(rows: list[Outcome]) -> dict[str, Any]:
     """Counts per mode, the divergences, and time over the calls both pass."""
     out: dict[str, Any] = {"calls": len(rows),
+                           "too_big": sum(r.torch == "too big" for r in rows),
                            "divergent": [asdict(r) for r in rows if r.diverges],
                            "delegated": sum(bool(r.delegated) for r in rows),
                            "warned": [asdict(r) for r in rows if r.warned],
+                           # with --inject: the calls each side flags (fails, or warns)
+                           "torch_flags": sum(r.torch.startswith("fail") for r in rows),
+                           "matters": sum(r.matters for r in rows),
+                           "gradscope_flags": sum(r.gradscope.startswith("fail") or r.warned
+                                                  for r in rows),
                            "torch_fails_gradscope_passes": [
                                asdict(r) for r in rows
                                if r.torch != "pass" and r.gradscope == "pass"]}
@@ -181,11 +255,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=("fast", "slow", "both"), default="both")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--quiet", action="store_true", help="the summary only")
+    parser.add_argument("--inject", type=float, metavar="FACTOR",
+                        help="scale every op's backward by FACTOR (1.001: a 0.1 %% bug)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     modes = ["fast", "slow"] if args.mode == "both" else [args.mode]
     rows = []
-    for row in run(checkable_ops(args.ops, args.stride), args.samples, modes):
+    for row in run(checkable_ops(args.ops, args.stride), args.samples, modes, args.inject):
         rows.append(row)
         if not args.quiet:
             print(json.dumps(asdict(row)), flush=True)

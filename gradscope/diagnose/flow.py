@@ -45,6 +45,8 @@ class GradientStats:
         if t is None:
             return None
         d = t.detach()
+        if d.layout != torch.strided:  # a sparse gradient (to_sparse's backward): its values
+            d = d.to_dense()
         if not d.numel():
             return cls(0, 0, 0, 0.0)
         # Hooks run on every node of a graph over millions of elements: a sum tells whether

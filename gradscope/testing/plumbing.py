@@ -87,7 +87,7 @@ def undefined_grads(call: GradcheckCall) -> str | None:
         try:
             grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
                                         allow_unused=True)
-        except Exception as exc:  # noqa: BLE001 - the user's backward, whatever it raised
+        except Exception as exc:  # the user's backward, whatever it raised
             which = "every output's gradient" if len(undefined) == count else \
                 f"output {min(undefined)}'s gradient"
             why = (str(exc).splitlines() or [""])[0]

@@ -76,3 +76,12 @@ def test_flow_hooks_leave_no_trace():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     gradscope.check("round(x) * x", x=x)
     assert x.grad is None
+
+
+def test_a_sparse_gradient_on_the_way_is_counted_not_a_crash():
+    def fn(x):  # to_sparse's backward hands a sparse gradient to the node before it
+        return x.to_sparse().to_dense() * 2
+
+    x = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    assert gradscope.gradcheck(fn, (x,))
+    assert gradscope.check(fn, x).passed
