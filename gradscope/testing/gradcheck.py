@@ -46,9 +46,9 @@ def _plumbing(call: GradcheckCall, kw: dict[str, Any]) -> None:
     """The plumbing checks asked for (module doc): natively, forward mode by torch."""
     __tracebackhide__ = True
     if kw["check_backward_ad"] and call.outputs:
-        problem = (plumbing.multiplied_by_grad_output(call, kw["check_grad_dtypes"])
-                   or (kw["check_batched_grad"] and plumbing.batched_grads(call))
-                   or (kw["check_undefined_grad"] and plumbing.undefined_grads(call)))
+        problem = plumbing.checks(call, batched=kw["check_batched_grad"],
+                                  undefined=kw["check_undefined_grad"],
+                                  dtypes=kw["check_grad_dtypes"])
         if problem:
             raise GradcheckError(f"gradscope: gradcheck failed: {problem}")
     forward = {k: kw[k] for k in ("check_forward_ad", "check_batched_forward_grad")}

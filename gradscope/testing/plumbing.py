@@ -44,12 +44,21 @@ def _zero_or_none(grads: Sequence[torch.Tensor | None]) -> bool:
     return all(g is None or bool(g.eq(0).all()) for g in grads)
 
 
-def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool) -> str | None:
+def checks(call: GradcheckCall, batched: bool, undefined: bool, dtypes: bool) -> str | None:
+    """The checks asked for, over one forward (each backward keeps its graph), or None."""
+    outs = call.wrapped_outputs()
+    return (multiplied_by_grad_output(call, dtypes, outs)
+            or (batched and batched_grads(call, outs))
+            or (undefined and undefined_grads(call, outs)) or None)
+
+
+def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool,
+                              outs: list[torch.Tensor] | None = None) -> str | None:
     """Zero upstream gradients give zero input gradients of the inputs' dtype, device, size."""
     leaves = call.tensors()
-    outs = call.wrapped_outputs()
+    outs = call.wrapped_outputs() if outs is None else outs
     grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
-                                allow_unused=True)
+                                retain_graph=True, allow_unused=True)
     for name, g, x in zip(call.names, grads, leaves, strict=True):
         if g is None:
             continue
@@ -60,15 +69,15 @@ def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool) -> str | None:
             return (f"the gradient of {name} is {g.dtype} {tuple(g.shape)} on {g.device}; the "
                     f"input is {x.dtype} {tuple(x.shape)} on {x.device}")
     if dtypes:
-        return _vjp_dtypes(call, leaves)
+        return _vjp_dtypes(call, leaves, outs)
     return None
 
 
-def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor]) -> str | None:
-    outs = call.wrapped_outputs()
+def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor], outs: list[torch.Tensor]
+                ) -> str | None:
     gen = torch.Generator().manual_seed(PLUMBING_SEED)
     vs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o) for o in outs]
-    grads = torch.autograd.grad(outs, leaves, vs, allow_unused=True)
+    grads = torch.autograd.grad(outs, leaves, vs, retain_graph=True, allow_unused=True)
     for name, g, x in zip(call.names, grads, leaves, strict=True):
         if g is not None and (g.dtype != x.dtype or g.device != x.device):
             return (f"the gradient of {name} is {g.dtype} on {g.device}; the input is "
@@ -76,17 +85,18 @@ def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor]) -> str | None:
     return None
 
 
-def undefined_grads(call: GradcheckCall) -> str | None:
+def undefined_grads(call: GradcheckCall, outs: list[torch.Tensor] | None = None
+                    ) -> str | None:
     """Backward with every output's gradient undefined, then (several outputs) each one's."""
     count = len(call.outputs)
     cases = [set(range(count))] + ([{k} for k in range(count)] if count > 1 else [])
     leaves = call.tensors()
+    outs = call.wrapped_outputs() if outs is None else outs
     for undefined in cases:
-        outs = [_Undefined.apply(o) if k in undefined else o
-                for k, o in enumerate(call.wrapped_outputs())]
+        cut = [_Undefined.apply(o) if k in undefined else o for k, o in enumerate(outs)]
         try:
-            grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
-                                        allow_unused=True)
+            grads = torch.autograd.grad(cut, leaves, [torch.zeros_like(o) for o in cut],
+                                        retain_graph=True, allow_unused=True)
         except Exception as exc:  # the user's backward, whatever it raised
             which = "every output's gradient" if len(undefined) == count else \
                 f"output {min(undefined)}'s gradient"
@@ -99,11 +109,11 @@ def undefined_grads(call: GradcheckCall) -> str | None:
     return None
 
 
-def batched_grads(call: GradcheckCall) -> str | None:
+def batched_grads(call: GradcheckCall, outs: list[torch.Tensor] | None = None) -> str | None:
     """Two upstream vectors at once (is_grads_batched) against one at a time, per output."""
     leaves = call.tensors()
     gen = torch.Generator().manual_seed(PLUMBING_SEED)
-    for k, out in enumerate(call.wrapped_outputs()):
+    for k, out in enumerate(call.wrapped_outputs() if outs is None else outs):
         vs = [torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
               for _ in range(2)]
         one_by_one = [_filled(torch.autograd.grad(out, leaves, v, retain_graph=True,
