@@ -11,7 +11,7 @@ import torch
 
 from benchmarks import opinfo
 
-STRIDE = 11  # ~50 of the ~540 ops: every kind of op the database groups by name
+STRIDE = 16  # ~34 of the ~540 ops, spread over every kind the database groups by name
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def ops():
 def test_every_call_torch_passes_gradscope_passes(ops):
     rows = list(opinfo.run(ops, samples=1, modes=["fast", "slow"]))
     both = [r for r in rows if r.torch == r.gradscope == "pass"]
-    assert len(both) >= 60, len(both)  # the sample really ran
+    assert len(both) >= 40, len(both)  # the sample really ran
     divergent = [(r.op, r.mode, r.gradscope) for r in rows if r.diverges]
     assert not divergent, divergent
     warned = [(r.op, r.mode) for r in rows if r.warned]
@@ -31,7 +31,7 @@ def test_every_call_torch_passes_gradscope_passes(ops):
 
 
 def test_an_injected_tenth_of_a_percent_is_named_where_torch_passes(ops):
-    rows = [r for r in opinfo.run(ops[::3], samples=1, modes=["fast"], inject=1.001)
+    rows = [r for r in opinfo.run(ops[::2], samples=1, modes=["fast"], inject=1.001)
             if r.torch == "pass" and not r.delegated and r.matters]
     assert len(rows) >= 8, len(rows)
     missed = [r.op for r in rows if r.gradscope == "pass" and not r.warned]
