@@ -36,6 +36,9 @@ class GradcheckCall:
     complex: bool = False  # a complex input or output: torch's gradcheck runs it whole
     empty: list[str] = field(default_factory=list)  # what has no elements ("input 1 (0, 3)")
     differentiable: int = 0  # differentiable outputs, empty or not
+    # func's outputs at the given arguments, with their graph: the fast check and the plumbing
+    # checks take their backwards from it (each keeps the graph) instead of new forwards
+    first: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
     def of(cls, func: Callable[..., Any], inputs: Any) -> GradcheckCall:
@@ -54,6 +57,7 @@ class GradcheckCall:
         if outs is None:
             raise GradscopeError(f"gradcheck: func returned {type(out).__name__}; expected a "
                                  "tensor or a tuple/list of tensors")
+        call.first = outs
         differentiable = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor)
                           and o.requires_grad and (o.is_floating_point() or o.is_complex())]
         call.differentiable = len(differentiable)
@@ -72,10 +76,13 @@ class GradcheckCall:
         return not self.checked or (self.differentiable > 0 and not self.outputs)
 
     def wrapped_outputs(self) -> list[torch.Tensor]:
-        """The differentiable outputs at the given arguments."""
-        out = self.func(*self.args)
-        outs = [out] if self.single else list(out)
-        return [outs[k] for k in self.outputs]
+        """The differentiable outputs at the given arguments (the first forward's: a backward
+        from them must keep the graph, `retain_graph=True`)."""
+        return [self.first[k] for k in self.outputs]
+
+    def laid_end_to_end(self) -> torch.Tensor:
+        """The differentiable outputs as `wrapped()` returns them, from the first forward."""
+        return _end_to_end(self.wrapped_outputs())
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.args[i] for i in self.checked]
@@ -92,19 +99,23 @@ class GradcheckCall:
                 full[pos] = in_layout(t, laid_out[pos]) if pos in laid_out else t
             out = self.func(*full)
             outs = [out] if self.single else list(out)
-            chosen = [outs[k] for k in picked]
-            if len(chosen) == 1:
-                return chosen[0]
-            dtype = chosen[0].dtype
-            for c in chosen[1:]:
-                dtype = torch.promote_types(dtype, c.dtype)
-            return torch.cat([c.reshape(-1).to(dtype) for c in chosen])
+            return _end_to_end([outs[k] for k in picked])
 
         params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
                   for n in self.names]
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         run.__name__ = run.__qualname__ = label(self.func)
         return run
+
+
+def _end_to_end(chosen: list[torch.Tensor]) -> torch.Tensor:
+    """One output as it is; several flattened and concatenated in their common dtype."""
+    if len(chosen) == 1:
+        return chosen[0]
+    dtype = chosen[0].dtype
+    for c in chosen[1:]:
+        dtype = torch.promote_types(dtype, c.dtype)
+    return torch.cat([c.reshape(-1).to(dtype) for c in chosen])
 
 
 def unusual_layout(x: torch.Tensor) -> bool:

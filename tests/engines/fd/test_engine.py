@@ -32,3 +32,26 @@ def test_directional_derivative():
     d = fd.directional({"x": torch.tensor([1.0, 1.0]), "y": torch.tensor([0.0, 1.0])})
     assert torch.allclose(d.value, torch.tensor([3.0, 6.0], dtype=torch.float64))
     assert not bool(d.kink.any())
+
+
+def test_directional_without_measured_noise_saves_two_calls_and_keeps_the_value():
+    from gradscope.engines.fd import FiniteDifferences
+    from gradscope.engines.fd.policy import DEFAULT_EPS
+
+    calls = []
+
+    def traced(values):
+        calls.append(1)
+        return (values["x"] ** 3).sum().reshape(1), []
+
+    x = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    t = {"x": torch.tensor([1.0, 0.5, -1.0], dtype=torch.float64)}
+    measured = FiniteDifferences(traced, {"x": x}, eps=DEFAULT_EPS, elementwise=set())
+    calls.clear()
+    full = measured.directional(t)
+    with_noise = len(calls)
+    quick = FiniteDifferences(traced, {"x": x}, eps=DEFAULT_EPS, elementwise=set())
+    calls.clear()
+    cheap = quick.directional(t, measured_noise=False)
+    assert len(calls) == with_noise - 2 == 4
+    assert torch.allclose(cheap.value, full.value) and bool((cheap.error <= full.error).all())
