@@ -47,7 +47,7 @@ def _zero_or_none(grads: Sequence[torch.Tensor | None]) -> bool:
 def checks(call: GradcheckCall, batched: bool, undefined: bool, dtypes: bool) -> str | None:
     """The checks asked for, over one forward (each backward keeps its graph), or None."""
     outs = call.wrapped_outputs()
-    return (multiplied_by_grad_output(call, dtypes, outs)
+    return (multiplied_by_grad_output(call, dtypes, outs) or each_output_alone(call, outs)
             or (batched and batched_grads(call, outs))
             or (undefined and undefined_grads(call, outs)) or None)
 
@@ -82,6 +82,38 @@ def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor], outs: list[torc
         if g is not None and (g.dtype != x.dtype or g.device != x.device):
             return (f"the gradient of {name} is {g.dtype} on {g.device}; the input is "
                     f"{x.dtype} on {x.device} (check_grad_dtypes)")
+    return None
+
+
+def each_output_alone(call: GradcheckCall, outs: list[torch.Tensor]) -> str | None:
+    """Several outputs: each one's VJP taken alone (the others' gradients undefined, as
+    torch's gradcheck takes its Jacobian output by output) equals the same VJP taken with zero
+    gradients for the others — which the Jacobian check compared with finite differences. A
+    backward that returns zeros once another output's gradient is undefined fails here."""
+    if len(outs) < 2:
+        return None
+    leaves = call.tensors()
+    gen = torch.Generator().manual_seed(PLUMBING_SEED)
+    for k, out in enumerate(outs):
+        v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
+        try:
+            alone = _filled(torch.autograd.grad(out, leaves, v, retain_graph=True,
+                                                allow_unused=True), leaves)
+        except Exception as exc:  # the user's backward, whatever it raised
+            why = (str(exc).splitlines() or [""])[0]
+            return (f"backward fails when output {k}'s gradient is taken alone (the other "
+                    f"outputs' gradients undefined: {type(exc).__name__}: {why}); {DOCS}")
+        zeros = [v if j == k else torch.zeros_like(o) for j, o in enumerate(outs)]
+        together = _filled(torch.autograd.grad(outs, leaves, zeros, retain_graph=True,
+                                               allow_unused=True), leaves)
+        for name, a, b in zip(call.names, alone, together, strict=True):
+            # (the same sums in the same order, but for zeros: equal up to round-off)
+            tol = float(torch.finfo(b.dtype).eps) ** 0.5 if b.is_floating_point() else 0.0
+            if not torch.allclose(a, b, rtol=tol, atol=tol * float(b.abs().max())):
+                return (f"the gradient of output {k} for {name} taken alone (the other "
+                        f"outputs' gradients undefined) differs from the same with zero "
+                        f"gradients for the others (by up to {float((a - b).abs().max()):.3g}):"
+                        f" the backward mishandles undefined output gradients; {DOCS}")
     return None
 
 

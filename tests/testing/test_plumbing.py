@@ -107,7 +107,12 @@ def test_undefined_output_gradients_must_be_handled():
     assert problem and "undefined" in problem and "derivatives.yaml" in problem
     with pytest.raises(gradscope.GradcheckError, match="undefined"):
         gradscope.gradcheck(NoUndefined.apply, (_leaf(3),))
-    assert gradscope.gradcheck(NoUndefined.apply, (_leaf(3),), check_undefined_grad=False)
+    # torch's Jacobian takes each output alone whatever check_undefined_grad says: it raises
+    # the TypeError; gradscope names it
+    with pytest.raises(TypeError):
+        TORCH.gradcheck(NoUndefined.apply, (_leaf(3),), check_undefined_grad=False)
+    with pytest.raises(gradscope.GradcheckError, match="taken alone"):
+        gradscope.gradcheck(NoUndefined.apply, (_leaf(3),), check_undefined_grad=False)
 
 
 def test_batched_gradients_that_fail_or_differ():
@@ -126,3 +131,30 @@ def test_grad_dtypes_as_torch_sees_them():
     call = _call(WrongDtype.apply, _leaf(3))
     assert plumbing.multiplied_by_grad_output(call, dtypes=True) is None
     assert TORCH.gradcheck(WrongDtype.apply, (_leaf(3),), check_grad_dtypes=True)
+
+
+class DropsAlone(torch.autograd.Function):
+    """Two outputs; the backward gives up (zeros) when the first output's gradient is
+    undefined — right whenever both are used, wrong for the second output alone (what
+    torch's native_group_norm does with its mean and rstd outputs)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        if g1 is None:
+            return torch.zeros_like(g2)
+        return g1 * 2 + (0 if g2 is None else g2 * 3)
+
+
+def test_each_output_alone_against_the_same_with_zeros_for_the_others():
+    call = _call(DropsAlone.apply, _leaf(3))
+    problem = plumbing.each_output_alone(call, call.wrapped_outputs())
+    assert problem and "output 1" in problem and "taken alone" in problem
+    assert not gradscope.gradcheck(DropsAlone.apply, (_leaf(3),), raise_exception=False)
+    assert not TORCH.gradcheck(DropsAlone.apply, (_leaf(3),), raise_exception=False)
+    fine = _call(HandlesUndefined.apply, _leaf(3))
+    assert plumbing.each_output_alone(fine, fine.wrapped_outputs()) is None
