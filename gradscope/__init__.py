@@ -19,6 +19,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category
 __all__ = [
     "GradcheckError",
     "GradscopeError",
+    "GradscopeWarning",
     "TargetError",
     "UsageError",
     "__version__",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 _API = {"check", "vjp", "jvp", "jacobian", "run_config", "testing"}
-_DROP_IN = {"gradcheck", "gradgradcheck", "GradcheckError"}
+_DROP_IN = {"gradcheck", "gradgradcheck", "GradcheckError", "GradscopeWarning"}
 
 
 def __dir__() -> list[str]:

@@ -107,6 +107,12 @@ def test_tolerance_never_excuses_what_is_not_precision():
     assert not gradscope.gradcheck(torch.relu, (kink,), rtol=0.5, raise_exception=False)
 
 
+def test_the_warning_class_is_public():
+    assert gradscope.GradscopeWarning is GradscopeWarning and issubclass(GradscopeWarning,
+                                                                         UserWarning)
+    assert "GradscopeWarning" in dir(gradscope)
+
+
 def test_options_tight_and_loose():
     call = gradscope.testing.call.GradcheckCall.of(torch.sin, (_leaf(3),))
     kw = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "nondet_tol": 0.0}
