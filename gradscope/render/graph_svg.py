@@ -70,8 +70,9 @@ def svg(report: Any) -> str:
         return _document(460, 60, [_text(10, 24, title, bold=True),
                                    _text(10, 46, "the output has no grad_fn: nothing flows back")])
     by_id = {n.id: n for n in report.nodes}
-    size = {nid: (max(len(s) for s in _lines(n)) * CHAR_W + 2 * PAD,
-                  len(_lines(n)) * LINE_H + PAD) for nid, n in by_id.items()}
+    lines = {nid: _lines(n) for nid, n in by_id.items()}
+    size = {nid: (max(len(t) for t in ls) * CHAR_W + 2 * PAD, len(ls) * LINE_H + PAD)
+            for nid, ls in lines.items()}
     layers = _layers(report)
     widths = [sum(size[i][0] for i in layer) + GAP_X * (len(layer) - 1) for layer in layers]
     width = max(max(widths), len(title) * CHAR_W) + 2 * GAP_X
@@ -97,12 +98,11 @@ def svg(report: Any) -> str:
 def _node(node: Any, where: tuple[float, float, float, float]) -> str:
     x, y, w, h = where
     colour = COLOUR.get(node.status, "#333333")
-    shape = (f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{h / 2:.1f}" '
-             if node.leaf else
-             f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="3" ')
+    rounded = h / 2 if node.leaf else 3.0  # inputs as pills, grad_fn nodes as boxes
     fill = "#eef5ff" if node.leaf else "#fdecec" if node.status else "#ffffff"
     stroke = 2.5 if node.status else 1
-    out = [shape + f'fill="{fill}" stroke="{colour}" stroke-width="{stroke}"/>']
+    out = [f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" '
+           f'rx="{rounded:.1f}" fill="{fill}" stroke="{colour}" stroke-width="{stroke}"/>']
     for k, line in enumerate(_lines(node)):
         out.append(_text(x + w / 2, y + PAD / 2 + LINE_H * (k + 0.8), line, bold=k == 0,
                          anchor="middle", colour=colour if node.status and k else "#222222"))

@@ -85,8 +85,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         if call.complex:
             return _torch_decides(kw, "complex inputs or outputs")
         if call.nothing_to_compare:
-            STATS.nothing[", ".join(call.empty)[:120]] = \
-                STATS.nothing.get(", ".join(call.empty)[:120], 0) + 1
+            STATS.nothing_to_compare(", ".join(call.empty))
             return True
         if check_backward_ad:
             backward(call, kw, strict_mode(strict))
@@ -98,8 +97,8 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         return False
     except TargetError as exc:  # func itself raised: torch's gradcheck lets that through too
         raise (exc.__cause__ or exc) from None
-    except UsageError as exc:  # a call torch accepts and gradscope cannot check (zero-element
-        # or sparse inputs, NaN inputs, a random func, nondet_tol=inf): torch's answer, said
+    except UsageError as exc:  # a call torch accepts and gradscope cannot check (sparse
+        # inputs, NaN inputs, a random func, nondet_tol=inf): torch's answer, said
         return _torch_decides(kw, str(exc).splitlines()[0])
     STATS.passed += 1
     return True
@@ -109,8 +108,7 @@ def _torch_decides(kw: dict[str, Any], why: str) -> bool:
     """torch's own gradcheck on the call, counted apart: the drop-in never refuses a call
     torch accepts, and never answers differently from it where gradscope cannot check."""
     args = {k: v for k, v in kw.items() if k not in ("func", "inputs", "strict")}
-    STATS.delegated += 1
-    STATS.reasons[why[:120]] = STATS.reasons.get(why[:120], 0) + 1
+    STATS.decided_by_torch(why)
     return TORCH_GRADCHECK(kw["func"], kw["inputs"], **args)
 
 

@@ -40,6 +40,11 @@ class _Undefined(torch.autograd.Function):
         return None
 
 
+def _said(exc: BaseException) -> str:
+    """`TypeError: its first line` (an exception may carry no message at all)."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+
+
 def _zero_or_none(grads: Sequence[torch.Tensor | None]) -> bool:
     return all(g is None or bool(g.eq(0).all()) for g in grads)
 
@@ -100,9 +105,8 @@ def each_output_alone(call: GradcheckCall, outs: list[torch.Tensor]) -> str | No
             alone = _filled(torch.autograd.grad(out, leaves, v, retain_graph=True,
                                                 allow_unused=True), leaves)
         except Exception as exc:  # the user's backward, whatever it raised
-            why = (str(exc).splitlines() or [""])[0]
             return (f"backward fails when output {k}'s gradient is taken alone (the other "
-                    f"outputs' gradients undefined: {type(exc).__name__}: {why}); {DOCS}")
+                    f"outputs' gradients undefined: {_said(exc)}); {DOCS}")
         zeros = [v if j == k else torch.zeros_like(o) for j, o in enumerate(outs)]
         together = _filled(torch.autograd.grad(outs, leaves, zeros, retain_graph=True,
                                                allow_unused=True), leaves)
@@ -132,9 +136,7 @@ def undefined_grads(call: GradcheckCall, outs: list[torch.Tensor] | None = None
         except Exception as exc:  # the user's backward, whatever it raised
             which = "every output's gradient" if len(undefined) == count else \
                 f"output {min(undefined)}'s gradient"
-            why = (str(exc).splitlines() or [""])[0]
-            return (f"backward fails when {which} is undefined ({type(exc).__name__}: {why}); "
-                    f"{DOCS}")
+            return f"backward fails when {which} is undefined ({_said(exc)}); {DOCS}"
         if not _zero_or_none(grads):
             return ("backward gives nonzero input gradients when the output gradients are "
                     f"undefined or zero; {DOCS}")
@@ -158,7 +160,7 @@ def batched_grads(call: GradcheckCall, outs: list[torch.Tensor] | None = None) -
                                                   retain_graph=True, allow_unused=True,
                                                   is_grads_batched=True), leaves, batch=2)
         except RuntimeError as exc:
-            return (f"batched gradients of output {k} fail ({str(exc).splitlines()[0]}): the "
+            return (f"batched gradients of output {k} fail ({_said(exc)}): the "
                     "backward is not vmap-compatible; pass check_batched_grad=False if that "
                     "is intended")
         for name, g, e in zip(call.names, got, expected, strict=True):

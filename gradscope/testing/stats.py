@@ -35,6 +35,15 @@ class DropInStats:
         if self.current:
             self.failed_tests[self.current] = 1
 
+    def decided_by_torch(self, why: str) -> None:
+        """A call gradscope cannot check, handed to torch's gradcheck, and why."""
+        self.delegated += 1
+        _tally(self.reasons, why[:120])
+
+    def nothing_to_compare(self, what: str) -> None:
+        """A call whose inputs or outputs have no elements (`what` was empty)."""
+        _tally(self.nothing, what[:120])
+
     @property
     def calls(self) -> int:
         return self.passed + self.failed + self.delegated + sum(self.nothing.values())
@@ -45,12 +54,15 @@ class DropInStats:
         self.failed += other.get("failed", 0)
         self.delegated += other.get("delegated", 0)
         self.warned += other.get("warned", 0)
-        for what, count in other.get("nothing", {}).items():
-            self.nothing[what] = self.nothing.get(what, 0) + count
-        for why, count in other.get("reasons", {}).items():
-            self.reasons[why] = self.reasons.get(why, 0) + count
+        for table in ("nothing", "reasons"):
+            for key, count in other.get(table, {}).items():
+                _tally(getattr(self, table), key, count)
         self.tests.update(other.get("tests", {}))
         self.failed_tests.update(other.get("failed_tests", {}))
+
+
+def _tally(table: dict[str, int], key: str, count: int = 1) -> None:
+    table[key] = table.get(key, 0) + count
 
 
 STATS = DropInStats()

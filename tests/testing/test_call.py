@@ -10,17 +10,14 @@ import torch
 
 import gradscope
 from gradscope.testing.call import GradcheckCall, in_layout, unusual_layout
+from tests.testing import leaf
 
 TORCH = sys.modules["torch.autograd.gradcheck"]
 
 
-def _leaf(*shape: int) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(0)
-    return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_(True)
-
 
 def test_zero_element_inputs_are_passed_but_not_checked():
-    x, empty = _leaf(3), torch.zeros(0, 2, dtype=torch.float64, requires_grad=True)
+    x, empty = leaf(3), torch.zeros(0, 2, dtype=torch.float64, requires_grad=True)
     call = GradcheckCall.of(lambda a, b: a.sin() + b.sum(), (x, empty))
     assert call.checked == [0] and call.empty == ["input 1 (0, 2)"]
     assert not call.nothing_to_compare
@@ -29,7 +26,7 @@ def test_zero_element_inputs_are_passed_but_not_checked():
 def test_nothing_to_compare_when_every_input_or_output_is_empty():
     empty = torch.zeros(0, dtype=torch.float64, requires_grad=True)
     assert GradcheckCall.of(lambda t: t * 2, (empty,)).nothing_to_compare
-    call = GradcheckCall.of(lambda t: t[:0], (_leaf(3),))
+    call = GradcheckCall.of(lambda t: t[:0], (leaf(3),))
     assert call.nothing_to_compare and call.empty == ["output 0 (0,)"]
 
 
@@ -57,7 +54,7 @@ def test_a_wrong_gradient_beside_an_empty_input_still_fails():
             return g * 2, None  # should be 3
 
     empty = torch.zeros(0, dtype=torch.float64, requires_grad=True)
-    assert not gradscope.gradcheck(Double.apply, (_leaf(3), empty), raise_exception=False)
+    assert not gradscope.gradcheck(Double.apply, (leaf(3), empty), raise_exception=False)
 
 
 def test_unusual_layouts_are_recognised():

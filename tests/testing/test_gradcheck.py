@@ -15,13 +15,10 @@ import gradscope
 from gradscope.testing import gradcheck as dropin
 from gradscope.testing import judging
 from tests.paths import DATA, ROOT
+from tests.testing import leaf
 
 TORCH = sys.modules["torch.autograd.gradcheck"]
 
-
-def leaf(*shape: int, seed: int = 0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_(True)
 
 
 class HalfBackward(torch.autograd.Function):

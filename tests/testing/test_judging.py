@@ -13,11 +13,8 @@ import torch
 import gradscope
 from gradscope.testing import judging
 from gradscope.testing.judging import GradscopeWarning
-
-
-def _leaf(*shape: int, seed: int = 0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_(True)
+from tests.data.branches import RoundSTE  # undeclared: a straight-through round
+from tests.testing import leaf
 
 
 def _scaled(factor: float):
@@ -37,7 +34,7 @@ def test_inside_the_calls_tolerance_passes_with_the_relation_named():
     fn = _scaled(1.0005)  # 0.05 %: inside torch's rtol 1e-3, outside gradscope's 1e-6
     for fast in (False, True):
         with pytest.warns(GradscopeWarning, match=r"1\.0005 × the derivative") as caught:
-            assert gradscope.gradcheck(fn, (_leaf(4),), fast_mode=fast)
+            assert gradscope.gradcheck(fn, (leaf(4),), fast_mode=fast)
         text = str(caught[0].message)
         assert "atol=1e-05, rtol=0.001" in text and "strict=True" in text
         assert caught[0].filename == __file__  # the warning points at the caller's line
@@ -46,59 +43,47 @@ def test_inside_the_calls_tolerance_passes_with_the_relation_named():
 def test_strict_mode_fails_it():
     fn = _scaled(1.0005)
     with pytest.raises(gradscope.GradcheckError, match="strict: judged with gradscope's own"):
-        gradscope.gradcheck(fn, (_leaf(4),), strict=True)
+        gradscope.gradcheck(fn, (leaf(4),), strict=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(judging.STRICT_ENV, "1")
-        assert not gradscope.gradcheck(fn, (_leaf(4),), raise_exception=False)
+        assert not gradscope.gradcheck(fn, (leaf(4),), raise_exception=False)
         with pytest.warns(GradscopeWarning):  # the call's own word wins
-            assert gradscope.gradcheck(fn, (_leaf(4),), strict=False)
+            assert gradscope.gradcheck(fn, (leaf(4),), strict=False)
     judging.Settings.strict = True
     try:
-        assert not gradscope.gradcheck(fn, (_leaf(4),), raise_exception=False)
+        assert not gradscope.gradcheck(fn, (leaf(4),), raise_exception=False)
     finally:
         judging.Settings.strict = False
 
 
 def test_outside_the_calls_tolerance_fails_judged_by_it():
     with pytest.raises(gradscope.GradcheckError) as info:
-        gradscope.gradcheck(_scaled(1.01), (_leaf(4),))
+        gradscope.gradcheck(_scaled(1.01), (leaf(4),))
     assert "fails at these tolerances" in str(info.value)
     assert "1.01 × the derivative" in str(info.value)
     # a looser tolerance the caller chose accepts it, with the warning
     with pytest.warns(GradscopeWarning):
-        assert gradscope.gradcheck(_scaled(1.01), (_leaf(4),), rtol=0.05)
+        assert gradscope.gradcheck(_scaled(1.01), (leaf(4),), rtol=0.05)
 
 
 def test_a_tighter_tolerance_than_gradscopes_own_is_the_callers():
     fn = _scaled(1 + 1e-8)  # inside gradscope's float64 rtol 1e-6
     with warnings.catch_warnings():
         warnings.simplefilter("error", GradscopeWarning)
-        assert gradscope.gradcheck(fn, (_leaf(4),))
-    assert not gradscope.gradcheck(fn, (_leaf(4),), rtol=1e-10, atol=1e-12,
+        assert gradscope.gradcheck(fn, (leaf(4),))
+    assert not gradscope.gradcheck(fn, (leaf(4),), rtol=1e-10, atol=1e-12,
                                    raise_exception=False)
 
 
 def test_correct_gradients_pass_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", GradscopeWarning)
-        assert gradscope.gradcheck(torch.tanh, (_leaf(5),))
-        assert gradscope.gradcheck(torch.tanh, (_leaf(5),), fast_mode=True)
-
-
-class RoundSTE(torch.autograd.Function):
-    """A straight-through estimator nobody declared: the forward is flat."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return torch.round(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
+        assert gradscope.gradcheck(torch.tanh, (leaf(5),))
+        assert gradscope.gradcheck(torch.tanh, (leaf(5),), fast_mode=True)
 
 
 def test_tolerance_never_excuses_what_is_not_precision():
-    x = _leaf(4)
+    x = leaf(4)
     with pytest.raises(gradscope.GradcheckError, match="NaN or inf"):
         gradscope.gradcheck(lambda t: torch.log(t - 10), (x,), atol=1e3, rtol=1.0)
     with pytest.raises(gradscope.GradcheckError, match="not a matter of precision"):
@@ -114,7 +99,7 @@ def test_the_warning_class_is_public():
 
 
 def test_options_tight_and_loose():
-    call = gradscope.testing.call.GradcheckCall.of(torch.sin, (_leaf(3),))
+    call = gradscope.testing.call.GradcheckCall.of(torch.sin, (leaf(3),))
     kw = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "nondet_tol": 0.0}
     tight, loose = judging.options(call, kw, tight=True), judging.options(call, kw, tight=False)
     assert "atol" not in tight and "rtol" not in tight  # gradscope's own for float64

@@ -11,13 +11,10 @@ import torch
 import gradscope
 from gradscope.testing import plumbing
 from gradscope.testing.call import GradcheckCall
+from tests.testing import leaf
 
 TORCH = sys.modules["torch.autograd.gradcheck"]
 
-
-def _leaf(*shape: int, seed: int = 0) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_(True)
 
 
 class NotTimesGrad(torch.autograd.Function):
@@ -87,7 +84,7 @@ def _call(fn, *inputs):
 
 
 def test_correct_ops_pass_every_plumbing_check():
-    x, y = _leaf(3, 4), _leaf(3, 4, seed=1)
+    x, y = leaf(3, 4), leaf(3, 4, seed=1)
     for fn in (torch.sin, lambda a: (a.exp(), a.sum(0)), HandlesUndefined.apply):
         call = _call(fn, x)
         assert plumbing.multiplied_by_grad_output(call, dtypes=True) is None
@@ -97,40 +94,40 @@ def test_correct_ops_pass_every_plumbing_check():
 
 
 def test_backward_not_multiplied_by_grad_output():
-    problem = plumbing.multiplied_by_grad_output(_call(NotTimesGrad.apply, _leaf(3)), False)
+    problem = plumbing.multiplied_by_grad_output(_call(NotTimesGrad.apply, leaf(3)), False)
     assert problem and "not multiplied by grad_output" in problem
-    assert not TORCH.gradcheck(NotTimesGrad.apply, (_leaf(3),), raise_exception=False)
+    assert not TORCH.gradcheck(NotTimesGrad.apply, (leaf(3),), raise_exception=False)
 
 
 def test_undefined_output_gradients_must_be_handled():
-    problem = plumbing.undefined_grads(_call(NoUndefined.apply, _leaf(3)))
+    problem = plumbing.undefined_grads(_call(NoUndefined.apply, leaf(3)))
     assert problem and "undefined" in problem and "derivatives.yaml" in problem
     with pytest.raises(gradscope.GradcheckError, match="undefined"):
-        gradscope.gradcheck(NoUndefined.apply, (_leaf(3),))
+        gradscope.gradcheck(NoUndefined.apply, (leaf(3),))
     # torch's Jacobian takes each output alone whatever check_undefined_grad says: it raises
     # the TypeError; gradscope names it
     with pytest.raises(TypeError):
-        TORCH.gradcheck(NoUndefined.apply, (_leaf(3),), check_undefined_grad=False)
+        TORCH.gradcheck(NoUndefined.apply, (leaf(3),), check_undefined_grad=False)
     with pytest.raises(gradscope.GradcheckError, match="taken alone"):
-        gradscope.gradcheck(NoUndefined.apply, (_leaf(3),), check_undefined_grad=False)
+        gradscope.gradcheck(NoUndefined.apply, (leaf(3),), check_undefined_grad=False)
 
 
 def test_batched_gradients_that_fail_or_differ():
-    problem = plumbing.batched_grads(_call(Unbatchable.apply, _leaf(3)))
+    problem = plumbing.batched_grads(_call(Unbatchable.apply, leaf(3)))
     assert problem and "vmap" in problem
-    assert not gradscope.gradcheck(Unbatchable.apply, (_leaf(3),), check_batched_grad=True,
+    assert not gradscope.gradcheck(Unbatchable.apply, (leaf(3),), check_batched_grad=True,
                                    raise_exception=False)
-    assert gradscope.gradcheck(Unbatchable.apply, (_leaf(3),))  # not asked: not checked
-    assert not TORCH.gradcheck(Unbatchable.apply, (_leaf(3),), check_batched_grad=True,
+    assert gradscope.gradcheck(Unbatchable.apply, (leaf(3),))  # not asked: not checked
+    assert not TORCH.gradcheck(Unbatchable.apply, (leaf(3),), check_batched_grad=True,
                                raise_exception=False)
 
 
 def test_grad_dtypes_as_torch_sees_them():
     # autograd's engine casts a float32 gradient of a float64 input back: torch and gradscope
     # both see float64 and pass
-    call = _call(WrongDtype.apply, _leaf(3))
+    call = _call(WrongDtype.apply, leaf(3))
     assert plumbing.multiplied_by_grad_output(call, dtypes=True) is None
-    assert TORCH.gradcheck(WrongDtype.apply, (_leaf(3),), check_grad_dtypes=True)
+    assert TORCH.gradcheck(WrongDtype.apply, (leaf(3),), check_grad_dtypes=True)
 
 
 class DropsAlone(torch.autograd.Function):
@@ -151,10 +148,10 @@ class DropsAlone(torch.autograd.Function):
 
 
 def test_each_output_alone_against_the_same_with_zeros_for_the_others():
-    call = _call(DropsAlone.apply, _leaf(3))
+    call = _call(DropsAlone.apply, leaf(3))
     problem = plumbing.each_output_alone(call, call.wrapped_outputs())
     assert problem and "output 1" in problem and "taken alone" in problem
-    assert not gradscope.gradcheck(DropsAlone.apply, (_leaf(3),), raise_exception=False)
-    assert not TORCH.gradcheck(DropsAlone.apply, (_leaf(3),), raise_exception=False)
-    fine = _call(HandlesUndefined.apply, _leaf(3))
+    assert not gradscope.gradcheck(DropsAlone.apply, (leaf(3),), raise_exception=False)
+    assert not TORCH.gradcheck(DropsAlone.apply, (leaf(3),), raise_exception=False)
+    fine = _call(HandlesUndefined.apply, leaf(3))
     assert plumbing.each_output_alone(fine, fine.wrapped_outputs()) is None
