@@ -132,6 +132,9 @@ def graph(**values: Any) -> None:
         check_output(values["output"])
         check_output(values["dot"], "--dot")
         check_output(values["svg"], "--svg")
+        if values["svg"] is not None and values["svg"].suffix.lower() != ".svg":
+            raise UsageError(f"--svg {values['svg']}: the file must end in .svg (the picture "
+                             "is SVG text; --dot FILE writes Graphviz DOT)")
         from gradscope import api
         from gradscope.render.graph import dot
         from gradscope.render.graph_svg import svg

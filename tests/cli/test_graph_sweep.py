@@ -54,6 +54,7 @@ def test_sweep_terminal_plot(capsys):
     (["sweep", "x*x", "--var", "x", "--range", "a,b"], "LO,HI"),
     (["sweep", "x*x", "--var", "x", "--range", "0,1", "--plot", "out.gif"], ".png or .svg"),
     (["graph", "x*2", "--at", "z=1"], "not an input"),
+    (["graph", "x*2", "--at", "x=1", "--svg", "graph.gif"], "must end in .svg"),
 ])
 def test_bad_usage(capsys, args, fragment):
     code, out, err = run(capsys, *args)
