@@ -89,12 +89,15 @@ class AutogradEngine:
                 self.single_use = True
         return call(self.forward(self.leaves))
 
-    def jacobian(self) -> dict[str, torch.Tensor]:
-        """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs."""
+    def jacobian(self, batched_only: bool = False) -> dict[str, torch.Tensor] | None:
+        """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs (one
+        backward per output element where those fail; `batched_only`: None then)."""
         n_out = self.output.numel()
         eye = torch.eye(n_out, dtype=self.output.dtype, device=self.output.device)
         basis = eye.reshape(n_out, *self.output.shape)
         rows = None if self.single_use else self._batched_rows(basis)
+        if rows is None and batched_only:
+            return None
         if rows is None:  # one backward per output element
             per_row = [self.vjp(b) for b in basis]
             rows = [torch.stack([r[n] for r in per_row]) for n in self.names]

@@ -5,7 +5,7 @@ forward, and the lowest precision the target computes in."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +31,37 @@ class Backward:
     grads: dict[str, torch.Tensor] | None
     failure: Diagnostic | None
     flow: flow.Flow | None
+
+
+LOOPED_ROWS = 8  # a claim from one backward per output element: for ≥ 8 columns per row
+
+
+def claimed(back: Backward) -> Callable[[str], torch.Tensor | None] | None:
+    """Where autograd's Jacobian of each input is nonzero, computed on first use (None: its
+    VJPs failed): finite differences share evaluations between the columns it calls disjoint
+    and verify the claim as they go (engines/fd/grouped.py)."""
+    if back.grads is None:
+        return None
+    memo: dict[str, dict[str, torch.Tensor] | None] = {}
+    engine = back.engine
+
+    def pattern(name: str) -> torch.Tensor | None:
+        if "all" not in memo:
+            # one backward per output element only where that is far cheaper than the two
+            # evaluations per column it may save
+            few = engine.output.numel() * LOOPED_ROWS <= engine.leaves[name].numel()
+            try:
+                found = engine.jacobian(batched_only=not few)
+                memo["all"] = None if found is None else {n: (j != 0) | j.isnan()
+                                                          for n, j in found.items()}
+            except GradscopeError:
+                raise
+            except Exception:  # (backward ran once already; its failures are judged there)
+                memo["all"] = None
+        found = memo["all"]
+        return None if found is None else found.get(name)
+
+    return pattern
 
 
 def backward(prepared: Prepared) -> Backward:

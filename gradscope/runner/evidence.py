@@ -27,6 +27,7 @@ from gradscope.runner import roundoff
 from gradscope.runner.backward import (
     Backward,
     backward,
+    claimed,
     computed_in,
     deterministic,
     precision_note,
@@ -121,7 +122,7 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
         back = with_flow(prepared, back)
     computed = computed_in(prepared, back.engine.output)
     setup = Setup(prepared, back.engine.output, back.upstream, for_values, computed,
-                  progress=progress)
+                  progress=progress, claimed=claimed(back))
     references: list[Reference] = []
     for start in registry.REFERENCES:  # (read at run time: the registration is there)
         tic = time.perf_counter()

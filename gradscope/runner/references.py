@@ -40,6 +40,8 @@ class Setup:
     computed: torch.dtype
     before: tuple[Reference, ...] = ()
     progress: Callable[[str, int], Any] | None = None
+    # where autograd's Jacobian of an input is nonzero (finite differences group columns by it)
+    claimed: Callable[[str], torch.Tensor | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -302,7 +304,8 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
                                  elementwise=target.elementwise_inputs,
                                  eps=eps_for(options.eps, setup.computed, bound.dtype),
                                  around=around, probe=not target.readable,
-                                 round_off=setup.computed if lower else None), []
+                                 round_off=setup.computed if lower else None,
+                                 claimed=setup.claimed), []
     except GradscopeError as exc:
         if bound.dtype == torch.float64:
             raise

@@ -192,25 +192,44 @@ class Batcher:
     def _copies(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
                 points: int) -> Columns:
         k = len(idx)
-        # One stencil point at a time: a batch holds k perturbed copies, not 4k (a single
-        # column of a 20M-element input is 160 MB per copy).
         flat = x.reshape(-1)
         rows = torch.arange(k, device=x.device)
-        per_point, kinks = [], {}
-        for scale in STENCIL[:points]:
+
+        def at(scale: float) -> torch.Tensor:
             batch = flat.expand(k, flat.numel()).clone()
             batch[rows, idx] += scale * h
+            return batch
+
+        return self._stencil(name, x, k, at, h.unsqueeze(0), points)
+
+    def along(self, name: str, x: torch.Tensor, dirs: torch.Tensor, points: int = 2
+              ) -> Columns:
+        """Differences along k whole directions of `name` at once ((k, numel) steps, already
+        scaled), at `points` stencil points: column i is the derivative along dᵢ."""
+        flat = x.reshape(-1)
+        ones = torch.ones(1, dirs.shape[0], dtype=self.point.dtype, device=x.device)
+        return self._stencil(name, x, dirs.shape[0],
+                             lambda scale: torch.add(flat, dirs, alpha=scale), ones, points)
+
+    def _stencil(self, name: str, x: torch.Tensor, k: int, at: Any, h: torch.Tensor,
+                 points: int) -> Columns:
+        """The stencil's points for k perturbed copies (`at(scale)`: the (k, numel) batch)."""
+        # One stencil point at a time: a batch holds k perturbed copies, not 4k (a single
+        # column of a 20M-element input is 160 MB per copy).
+        per_point, kinks = [], {}
+        for scale in STENCIL[:points]:
+            batch = at(scale)
             out, branches = self.batched(name, batch.reshape(k, *x.shape))
             per_point.append(out.reshape(k, -1).transpose(0, 1))  # (n_out, k)
             del batch
             for j, (b, b0) in enumerate(zip(branches, self.point.branches, strict=True)):
                 changed = branch_changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
                 kinks[j] = kinks[j] | changed if j in kinks else changed
-        est, err = estimate(per_point, h.unsqueeze(0), self.point.machine_eps, self._noise())
+        est, err = estimate(per_point, h, self.point.machine_eps, self._noise())
         kinks = {j: m for j, m in kinks.items() if bool(m.any())}
         if points == 4 and self.point.find_kinks:
             base = self._base(name, x, k)
-            found = kinked(base, per_point, h.unsqueeze(0), self.point.machine_eps).any(0)
+            found = kinked(base, per_point, h, self.point.machine_eps).any(0)
             if bool(found.any()):
                 kinks[FOUND] = found
         return est, err, kinks

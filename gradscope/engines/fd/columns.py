@@ -1,7 +1,9 @@
 """Dense inputs: one Jacobian column per element. Every column gets a two-point difference
-first (half of gradcheck's cost per column is what makes dense inputs affordable); `refine`
-makes a new estimate whose doubted columns are extrapolated from four points with an error
-bound. Kinks and unconverged columns are retried with smaller steps."""
+first (half of gradcheck's cost per column is what makes dense inputs affordable), shared by a
+group of columns where a claimed sparsity pattern allows (grouped.py); `refine` makes a new
+estimate whose doubted columns — and every column of a doubted column's group — are
+extrapolated from four points with an error bound, each on its own. Kinks and unconverged
+columns are retried with smaller steps."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope.engines.fd.batcher import Batcher, rejection
+from gradscope.engines.fd.grouped import agreeing, colouring, grouped
 from gradscope.engines.fd.point import Point
 from gradscope.engines.fd.result import ColumnEstimate
 from gradscope.engines.fd.stencil import (
@@ -38,42 +41,84 @@ class _Work:
     rejected: torch.Tensor | None = None  # flat: the target rejected the column's last try
     raised: TargetError | None = None  # the first rejection
     why: str = ""  # what it said, in one line (kept from the estimate a refinement starts at)
+    groups: torch.Tensor | None = None  # (n_in,): the group a column shares differences with
 
 
 class ColumnEstimator:
     def __init__(self, point: Point, batcher: Batcher) -> None:
         self.point, self.batcher = point, batcher
+        self.patterns: dict[str, torch.Tensor] = {}  # input → the claim its groups follow
 
-    def estimate(self, name: str, progress: Progress | None = None) -> ColumnEstimate:
-        """Two-point differences for every column of `name`."""
+    def estimate(self, name: str, progress: Progress | None = None,
+                 pattern: torch.Tensor | None = None) -> ColumnEstimate:
+        """Two-point differences for every column of `name`; `pattern`: where the Jacobian is
+        claimed nonzero (n_out, n_in), to share differences between columns (grouped.py)."""
         x = self.point.values[name]
         n_in, n_out = x.numel(), numel(self.point.out_shape)
         zeros = torch.zeros(n_out, n_in, dtype=self.point.dtype, device=x.device)
         work = _Work(zeros, zeros.clone(), torch.zeros(n_in, dtype=torch.bool, device=x.device),
                      torch.zeros(n_in, dtype=torch.int8, device=x.device))
-        self._rounds(work, name, torch.arange(n_in, device=x.device),
-                     self.point.step(name).reshape(-1), 2, progress)
+        todo = torch.arange(n_in, device=x.device)
+        groups = colouring(pattern) if pattern is not None \
+            and self.batcher.columns(name) is None else None
+        if groups is not None:
+            self.patterns[name] = pattern
+            shared = grouped(self.point, self.batcher, name, pattern, groups)
+            work.partial, work.error = shared.partial, shared.error
+            work.forward_calls, work.groups = shared.forward_calls, shared.groups
+            work.points[shared.groups >= 0] = 2
+            todo = torch.nonzero(shared.groups < 0).reshape(-1)
+            if progress is not None:
+                progress(n_in - todo.numel())
+        self._rounds(work, name, todo, self.point.step(name).reshape(-1)[todo], 2, progress)
         note = (f"per-element loop ({self.batcher.vmap_failed})" if self.batcher.vmap_failed
                 else "vmap batches")
+        if groups is not None:
+            note += f", {int(groups.max()) + 1:,} groups of columns"
         return self._frozen(work, name, note, every=True)
 
     def refine(self, est: ColumnEstimate, mask: torch.Tensor) -> tuple[ColumnEstimate, int]:
         """A new estimate whose two-point columns under `mask` (input-shaped) are refined to
-        four points, and how many were."""
+        four points, and how many were. A doubted column's group is refined as a group where
+        two weightings agree, else column by column (grouped.py)."""
         assert est.points is not None
-        todo = torch.nonzero(mask.reshape(-1).to(est.points.device) & (est.points == 2))
-        todo = todo.reshape(-1)
-        if not todo.numel():
+        doubted = mask.reshape(-1).to(est.points.device) & (est.points == 2)
+        if not bool(doubted.any()):
             return est, 0
         work = _Work(est.partial.clone(), est.error.clone(), est.kink.reshape(-1).clone(),
                      est.points.clone(),
                      {k: m.reshape(-1).clone() for k, m in est.kink_by_branch.items()},
                      est.forward_calls,
                      est.rejected.reshape(-1).clone() if est.rejected is not None else None,
-                     why=est.why)
+                     why=est.why, groups=est.groups)
+        count = 0
+        if est.groups is not None:
+            shared = est.groups[doubted & (est.groups >= 0)].unique()
+            if shared.numel():
+                count = self._refine_groups(work, est.name, shared)
+                # every column of a group taken apart, doubted or not: an entry the claim
+                # calls zero may sit in any of them
+                left = (est.groups >= 0) & (work.groups < 0)  # type: ignore[operator]
+                doubted = (doubted | left) & (work.points == 2)
+        todo = torch.nonzero(doubted).reshape(-1)
         self._rounds(work, est.name, todo, self.point.step(est.name).reshape(-1)[todo].clone(),
                      4, None)
-        return self._frozen(work, est.name, est.note), int(todo.numel())
+        return self._frozen(work, est.name, est.note), count + int(todo.numel())
+
+    def _refine_groups(self, work: _Work, name: str, shared: torch.Tensor) -> int:
+        """The groups `shared` extrapolated as groups under two weightings; where those
+        agree the columns take the first's four-point values, else they leave their group
+        (and stay two-point, for the column-by-column refinement). Returns columns refined."""
+        groups, pattern = work.groups, self.patterns[name]
+        assert groups is not None
+        first = grouped(self.point, self.batcher, name, pattern, groups, shared, 4)
+        second = grouped(self.point, self.batcher, name, pattern, groups, shared, 4, "again")
+        work.forward_calls += first.forward_calls + second.forward_calls
+        ok = agreeing(first, second, groups, shared)
+        work.partial[:, ok], work.error[:, ok] = first.partial[:, ok], first.error[:, ok]
+        work.points[ok] = 4
+        work.groups = torch.where(torch.isin(groups, shared) & ~ok, -1, groups)
+        return int(ok.sum())
 
     def _frozen(self, work: _Work, name: str, note: str, every: bool = False
                 ) -> ColumnEstimate:
@@ -93,7 +138,8 @@ class ColumnEstimator:
             rejected = work.rejected.reshape(x.shape)
         return ColumnEstimate(name, tuple(x.shape), self.point.out_shape, work.partial,
                               work.error, work.kink.reshape(x.shape), by_branch,
-                              work.forward_calls, note, work.points, rejected, work.why)
+                              work.forward_calls, note, work.points, rejected, work.why,
+                              groups=work.groups)
 
     def _rounds(self, work: _Work, name: str, todo: torch.Tensor, h: torch.Tensor,
                 points: int, progress: Progress | None) -> None:

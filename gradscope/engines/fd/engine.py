@@ -15,7 +15,9 @@ to hide it.
   the target declares or probing finds) are perturbed all at once: two forward calls for the
   whole tensor (four, i.e. extrapolated from the start, below TWO_POINT_FROM elements, where
   the cost is negligible);
-* otherwise each element is its own perturbation (a column), batched by the batcher.
+* otherwise each element is its own perturbation (a column), batched by the batcher — or
+  columns share perturbations where a claimed sparsity pattern (`claimed`: autograd's, from the
+  runner) lets them, verified as they go (grouped.py).
 
 A target may also report *branch ids* (which piece of each kinky op every element is on). An
 element whose stencil changes a branch id straddles a kink, jump or pole: it is retried with
@@ -24,7 +26,7 @@ smaller steps and, if it still straddles, marked as such and never compared as a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import torch
@@ -32,6 +34,7 @@ import torch
 from gradscope.engines.fd.batcher import Batcher, rejection
 from gradscope.engines.fd.columns import ColumnEstimator
 from gradscope.engines.fd.elementwise import ElementwiseEstimator
+from gradscope.engines.fd.grouped import worth_asking
 from gradscope.engines.fd.point import Around, Point, Traced
 from gradscope.engines.fd.probe import PROBED_ELEMENTS, Prober
 from gradscope.engines.fd.result import (
@@ -53,6 +56,9 @@ from gradscope.engines.fd.stencil import (
 from gradscope.errors import TargetError
 from gradscope.tensors import branch_changed
 
+# input name → where its Jacobian is claimed nonzero, (n_out, n_in) bool, or None
+Claimed = Callable[[str], torch.Tensor | None]
+
 
 class FiniteDifferences:
     """Finite differences of a traced target around fixed values (in `dtype`, float64 unless
@@ -63,7 +69,8 @@ class FiniteDifferences:
     def __init__(self, fn: Traced, values: Mapping[str, torch.Tensor], *,
                  elementwise: set[str], eps: float, dtype: torch.dtype = torch.float64,
                  two_point_from: int = TWO_POINT_FROM, around: Around | None = None,
-                 probe: bool = False, round_off: torch.dtype | None = None) -> None:
+                 probe: bool = False, round_off: torch.dtype | None = None,
+                 claimed: Claimed | None = None) -> None:
         self.point = Point(fn, values, eps=eps, dtype=dtype, around=around, round_off=round_off,
                            find_kinks=probe)
         self.elementwise = set(elementwise)
@@ -75,6 +82,7 @@ class FiniteDifferences:
         self.columns = ColumnEstimator(self.point, self.batcher)
         self.elements = ElementwiseEstimator(self.point)
         self._cache: dict[str, Estimate] = {}
+        self._claimed = claimed
 
     # ------------------------------------------------------------ what it works around
     @property
@@ -122,8 +130,17 @@ class FiniteDifferences:
                 big = self.values[name].numel() >= self.two_point_from
                 self._cache[name] = self.elements.estimate(name, 2 if big else 4)
             else:
-                self._cache[name] = self.columns.estimate(name, progress)
+                self._cache[name] = self.columns.estimate(name, progress, self._pattern(name))
         return self._cache[name]
+
+    def _pattern(self, name: str) -> torch.Tensor | None:
+        """Where `name`'s Jacobian is claimed nonzero, (n_out, n_in), if asking can pay."""
+        if self._claimed is None or not worth_asking(self.out.numel(),
+                                                     self.values[name].numel()):
+            return None
+        pattern = self._claimed(name)
+        want = (self.out.numel(), self.values[name].numel())
+        return pattern if pattern is not None and tuple(pattern.shape) == want else None
 
     def sampled(self, name: str, count: int, seed: int, progress: Progress | None = None
                 ) -> Estimate:

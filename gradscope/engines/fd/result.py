@@ -110,6 +110,8 @@ class ColumnEstimate(Estimate):
     `indices`, of the sampled elements only."""
 
     indices: torch.Tensor | None = None  # sampled: flat indices of the columns estimated
+    # (n_in,): the group whose differences a column shares (grouped.py), −1: its own
+    groups: torch.Tensor | None = None
 
     @property
     def mode(self) -> str:  # type: ignore[override]
