@@ -21,6 +21,8 @@ import torch
 
 from gradscope.errors import GradscopeError
 
+VJP_SEED = 0x5EED  # the random upstream of `random_vjp`
+
 
 @dataclass
 class GradcheckCall:
@@ -39,6 +41,7 @@ class GradcheckCall:
     # func's outputs at the given arguments, with their graph: the fast check and the plumbing
     # checks take their backwards from it (each keeps the graph) instead of new forwards
     first: list[Any] = field(default_factory=list, repr=False)
+    _vjp: tuple[torch.Tensor, torch.Tensor, tuple] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, func: Callable[..., Any], inputs: Any) -> GradcheckCall:
@@ -86,6 +89,19 @@ class GradcheckCall:
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.args[i] for i in self.checked]
+
+    def random_vjp(self) -> tuple[torch.Tensor, torch.Tensor, tuple]:
+        """(the outputs laid end to end, a seeded random upstream v, autograd's Jᵀv per
+        checked tensor), from the first forward, once: the fast projection and the dtype
+        check read the same backward."""
+        if self._vjp is None:
+            out = self.laid_end_to_end()
+            gen = torch.Generator().manual_seed(VJP_SEED)
+            v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
+            grads = torch.autograd.grad(out, self.tensors(), v, retain_graph=True,
+                                        allow_unused=True)
+            self._vjp = (out, v, grads)
+        return self._vjp
 
     def wrapped(self, which: list[int] | None = None) -> Callable[..., torch.Tensor]:
         """func of the checked tensors alone, its outputs `which` (default: the

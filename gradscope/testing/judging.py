@@ -92,54 +92,64 @@ def full(call: GradcheckCall, options: dict[str, Any]) -> Report:
 
 
 def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any]) -> bool:
-    """vᵀ(J·u) by the finite-difference engine's four-point directional derivative against
-    (Jᵀv)·u by one backward, for seeded random u (over every checked element) and v (over
-    every output element), within the tight tolerance."""
+    """vᵀ(J·u) by the finite-difference engine's directional derivative against (Jᵀv)·u by
+    one backward, for seeded random u (over every checked element) and v (over every output
+    element), within the tight tolerance."""
     atol, rtol = _tolerance(tight)
     call_atol, call_rtol = _tolerance(loose)
     gen = torch.Generator().manual_seed(FAST_SEED)
     leaves = call.tensors()
     us = [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x) for x in leaves]
-    out = call.laid_end_to_end()  # the first forward's graph (kept for the plumbing checks)
+    out, v, grads = call.random_vjp()  # the first forward's graph, one backward
     if not bool(torch.isfinite(out).all()):
         return False
-    v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
-    grads = torch.autograd.grad(out, leaves, v, retain_graph=True, allow_unused=True)
     ag = sum(float((g.double() * u.double()).sum()) for g, u in zip(grads, us, strict=True)
              if g is not None)
     if not math.isfinite(ag):
         return False
     base = tight.get("eps", DEFAULT_EPS)
     vd = v.double()
-    # a projection whose own error bound is a sizeable part of the call's tolerance cannot
-    # tell agreement from a bug (a sort whose order changes along u, a kink crossed): it is
-    # taken again at a step 100× smaller, and if that cannot decide either, the elements do.
-    # (A bound below a hundredth of the call's tolerance hides only bugs 100× below what the
+    tangents = dict(zip(call.names, us, strict=True))
+    # A two-point difference that agrees is accepted (its truncation error would have to
+    # cancel a bug to hide it); one that does not is extrapolated from four points. A
+    # projection whose own error bound is a sizeable part of the call's tolerance cannot tell
+    # agreement from a bug (a sort whose order changes along u, a kink crossed): it is taken
+    # again at a step 100× smaller, and if that cannot decide either, the elements do. (A
+    # bound below a hundredth of the call's tolerance hides only bugs 100× below what the
     # call would ever fail.)
     for eps in (base, base * 1e-2):
-        fd = _differences(call, call.outputs, getattr(torch, tight["dtype"]), eps)
-        with torch.no_grad():
-            # (a bound too small only sends the call to the per-element check)
-            along = fd.directional(dict(zip(call.names, us, strict=True)),
-                                   measured_noise=False)
-        projected = float((vd * along.value.double()).sum())
-        allowed = atol + rtol * abs(projected)
-        noise = 3 * float((vd.abs() * along.error.double()).sum())
-        if not math.isfinite(projected):
-            return False
-        if noise <= max(allowed, 0.01 * (call_atol + call_rtol * abs(projected))):
-            return abs(ag - projected) <= allowed + noise
+        fd = _differences(call, call.outputs, getattr(torch, tight["dtype"]), eps,
+                          out.detach())
+        for points in (2, 4):
+            with torch.no_grad():
+                # (a bound too small only sends the call to the per-element check)
+                along = fd.directional(tangents, measured_noise=False, points=points)
+            projected = float((vd * along.value.double()).sum())
+            if not math.isfinite(projected):
+                return False
+            allowed = atol + rtol * abs(projected)
+            noise = 3 * float((vd.abs() * along.error.double()).sum())
+            if noise > max(allowed, 0.01 * (call_atol + call_rtol * abs(projected))):
+                break  # undecided at this step: a smaller one
+            agrees = abs(ag - projected) <= allowed + noise
+            if agrees or points == 4:
+                return agrees
     return False
 
 
-def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float) -> Any:
-    """The finite-difference engine over func's checked tensors (by name), outputs `outputs`."""
+def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float,
+                 base: torch.Tensor | None = None) -> Any:
+    """The finite-difference engine over func's checked tensors (by name), outputs `outputs`;
+    `base`: those outputs at the call's own values, known already (one forward fewer)."""
     from gradscope.engines.fd import FiniteDifferences
 
     fn = call.wrapped(outputs)
     names = call.names
+    known = [base] if base is not None else []
 
     def traced(values):
+        if known:  # (the engine's first evaluation is at the base values)
+            return known.pop(), []
         return fn(*[values[n] for n in names]), []
 
     values = {n: t.detach() for n, t in zip(names, call.tensors(), strict=True)}

@@ -74,16 +74,14 @@ def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool,
             return (f"the gradient of {name} is {g.dtype} {tuple(g.shape)} on {g.device}; the "
                     f"input is {x.dtype} {tuple(x.shape)} on {x.device}")
     if dtypes:
-        return _vjp_dtypes(call, leaves, outs)
+        return _vjp_dtypes(call)
     return None
 
 
-def _vjp_dtypes(call: GradcheckCall, leaves: list[torch.Tensor], outs: list[torch.Tensor]
-                ) -> str | None:
-    gen = torch.Generator().manual_seed(PLUMBING_SEED)
-    vs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o) for o in outs]
-    grads = torch.autograd.grad(outs, leaves, vs, retain_graph=True, allow_unused=True)
-    for name, g, x in zip(call.names, grads, leaves, strict=True):
+def _vjp_dtypes(call: GradcheckCall) -> str | None:
+    """A random upstream's input gradients have the inputs' dtypes and devices."""
+    _, _, grads = call.random_vjp()
+    for name, g, x in zip(call.names, grads, call.tensors(), strict=True):
         if g is not None and (g.dtype != x.dtype or g.device != x.device):
             return (f"the gradient of {name} is {g.dtype} on {g.device}; the input is "
                     f"{x.dtype} on {x.device} (check_grad_dtypes)")
