@@ -106,3 +106,23 @@ def test_options_tight_and_loose():
     assert (loose["atol"], loose["rtol"], loose["eps"]) == (1e-5, 1e-3, 1e-6)
     stricter = judging.options(call, {**kw, "atol": 1e-12, "eps": 1e-4}, tight=True)
     assert stricter["atol"] == 1e-12 and "rtol" not in stricter and stricter["eps"] == 1e-4
+
+
+def test_fast_mode_projects_each_input_alone_where_all_at_once_jumps(monkeypatch):
+    # the label y requires grad but the loss jumps off ±1: moving every input at once
+    # moves y too; each input alone (as torch's fast mode takes them) decides without the
+    # per-element drill-down
+    x1, x2 = leaf(5, 5), leaf(5, 5, seed=1)
+    y = torch.tensor([1.0, -1.0, 1.0, -1.0, -1.0], dtype=torch.float64, requires_grad=True)
+
+    def loss(a, b, label):
+        return torch.nn.functional.cosine_embedding_loss(a, b, label, reduction="none")
+
+    def no_drill_down(*args):
+        raise AssertionError("drilled down")
+
+    monkeypatch.setattr(judging, "full", no_drill_down)
+    assert gradscope.gradcheck(loss, (x1, x2, y), fast_mode=True)
+    wrong = _scaled(1.01)  # and a wrong input is still one alone
+    with pytest.raises(AssertionError, match="drilled down"):
+        gradscope.gradcheck(lambda a, label: wrong(a) * label, (x1, y), fast_mode=True)

@@ -115,6 +115,8 @@ class ColumnEstimator:
         second = grouped(self.point, self.batcher, name, pattern, groups, shared, 4, "again")
         work.forward_calls += first.forward_calls + second.forward_calls
         ok = agreeing(first, second, groups, shared)
+        # (an estimate that has not converged is retried column by column at smaller steps)
+        ok &= col_max(first.error) <= REFINE_ERROR * (col_max(first.partial.abs()) + 1)
         work.partial[:, ok], work.error[:, ok] = first.partial[:, ok], first.error[:, ok]
         work.points[ok] = 4
         work.groups = torch.where(torch.isin(groups, shared) & ~ok, -1, groups)
