@@ -252,6 +252,7 @@ def finite(setup: Setup) -> Finite:
             if count is None:
                 estimates[name] = fd.estimate(name, progress)
                 notes.extend(rejected_note(estimates[name]))
+                notes.extend(grouped_note(estimates[name]))
                 if name in fd.probed and fd.is_elementwise(name):
                     notes.append(
                         f"finite differences: the target is elementwise in {name} (each output "
@@ -274,6 +275,19 @@ def finite(setup: Setup) -> Finite:
     closing = tuple(f"finite differences skipped for {n}: {why}" for n, why in skipped.items())
     return Finite("finite_difference", "finite diff", skipped=skipped, notes=(*notes, *sampled),
                   closing=closing, fd=fd, estimates=estimates)
+
+
+def grouped_note(est: Estimate | None) -> list[str]:
+    """The note on columns that shared evaluations (engines/fd/grouped.py)."""
+    groups = getattr(est, "groups", None)
+    if est is None or groups is None or not bool((groups >= 0).any()):
+        return []
+    alone = int((groups < 0).sum())
+    apart = f"; {alone:,} were differenced on their own (the pattern did not hold for their " \
+        "group)" if alone else ""
+    return [f"finite differences: {est.name}'s Jacobian is sparse by autograd's pattern, so its "
+            f"{groups.numel():,} columns shared {int(groups.max()) + 1:,} groups of "
+            f"evaluations, each group verified against the pattern{apart}"]
 
 
 MAX_LISTED = 6  # rejected elements named in the note

@@ -1,9 +1,9 @@
 """Dense inputs: one Jacobian column per element. Every column gets a two-point difference
 first (half of gradcheck's cost per column is what makes dense inputs affordable), shared by a
 group of columns where a claimed sparsity pattern allows (grouped.py); `refine` makes a new
-estimate whose doubted columns — and every column of a doubted column's group — are
-extrapolated from four points with an error bound, each on its own. Kinks and unconverged
-columns are retried with smaller steps."""
+estimate whose doubted columns are extrapolated from four points with an error bound — a
+doubted column's group as a group where two weightings agree, else every column of the group
+on its own. Kinks and unconverged columns are retried with smaller steps."""
 
 from __future__ import annotations
 
