@@ -89,15 +89,12 @@ class AutogradEngine:
                 self.single_use = True
         return call(self.forward(self.leaves))
 
-    def jacobian(self, batched_only: bool = False) -> dict[str, torch.Tensor] | None:
-        """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs (one
-        backward per output element where those fail; `batched_only`: None then)."""
+    def jacobian(self) -> dict[str, torch.Tensor]:
+        """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs."""
         n_out = self.output.numel()
         eye = torch.eye(n_out, dtype=self.output.dtype, device=self.output.device)
         basis = eye.reshape(n_out, *self.output.shape)
         rows = None if self.single_use else self._batched_rows(basis)
-        if rows is None and batched_only:
-            return None
         if rows is None:  # one backward per output element
             per_row = [self.vjp(b) for b in basis]
             rows = [torch.stack([r[n] for r in per_row]) for n in self.names]
@@ -107,6 +104,33 @@ class AutogradEngine:
                 r = torch.zeros(n_out, *leaf.shape, dtype=leaf.dtype, device=leaf.device)
             out[n] = r.detach().reshape(n_out, leaf.numel())
         return out
+
+    def nonzero(self, batched_only: bool, entries: int = 1 << 22
+                ) -> dict[str, torch.Tensor] | None:
+        """Where each input's Jacobian is nonzero or NaN, (out_numel, in_numel) booleans, from
+        batched VJPs over blocks of output elements (`entries` per block, so a large Jacobian
+        is never held in floats); one backward per output element where batching fails, or
+        None then with `batched_only`."""
+        n_out = self.output.numel()
+        widest = max(leaf.numel() for leaf in self.leaves.values())
+        step = max(1, entries // max(1, widest))
+        parts: dict[str, list[torch.Tensor]] = {n: [] for n in self.names}
+        for start in range(0, n_out, step):
+            k = min(step, n_out - start)
+            basis = torch.zeros(k, n_out, dtype=self.output.dtype, device=self.output.device)
+            basis[torch.arange(k), torch.arange(start, start + k)] = 1
+            basis = basis.reshape(k, *self.output.shape)
+            rows = None if self.single_use else self._batched_rows(basis)
+            if rows is None and batched_only:
+                return None
+            if rows is None:
+                per_row = [self.vjp(b) for b in basis]
+                rows = tuple(torch.stack([r[n] for r in per_row]) for n in self.names)
+            for (n, leaf), r in zip(self.leaves.items(), rows, strict=True):
+                parts[n].append(torch.zeros(k, leaf.numel(), dtype=torch.bool,
+                                            device=leaf.device) if r is None
+                                else ((r != 0) | r.isnan()).reshape(k, leaf.numel()))
+        return {n: torch.cat(p) for n, p in parts.items()}
 
     def _batched_rows(self, basis: torch.Tensor) -> tuple | None:
         """All VJPs of `basis` in one batched backward on the retained graph; None where that

@@ -41,7 +41,7 @@ MAX_GROUP = 256  # columns per group: the weights of a group stay well apart
 MAX_SCAN = 64  # groups tried per column before it opens a new one (bounds the colouring)
 WORTH = 0.5  # group only when it needs at most this fraction of the evaluations
 MIN_COLUMNS = 16  # below this, grouping saves nothing worth its setup
-MAX_ENTRIES = 1 << 24  # claimed patterns larger than this are not asked for
+MAX_ENTRIES = 1 << 26  # claimed patterns larger than this are not asked for (64 MB)
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,11 @@ def colouring(pattern: torch.Tensor) -> torch.Tensor | None:
     size: list[int] = []
     start = [0] * len(masks)  # columns of one kind resume where the last one found room
     out = [0] * n_in
+    open_from = 0  # every group before it is full
     for column, kind in enumerate(inverse.tolist()):
-        mask, k = masks[kind], start[kind]
+        while open_from < len(size) and size[open_from] >= MAX_GROUP:
+            open_from += 1
+        mask, k = masks[kind], max(start[kind], open_from)
         for _ in range(MAX_SCAN):
             if k >= len(used) or not (used[k] & mask or size[k] >= MAX_GROUP):
                 break
