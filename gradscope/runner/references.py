@@ -231,6 +231,9 @@ class Finite(Reference):
                     notes = [n for n in notes
                              if not (n.startswith(REJECTED) and f" of {name} (flat" in n)]
                     notes.extend(rejected_note(estimates[name]))
+                if getattr(est, "groups", None) is not None:  # (groups taken apart: anew)
+                    notes = [n for n in notes if not n.startswith(f"{GROUPED}{name}'s ")]
+                    notes.extend(grouped_note(estimates[name]))
         return (replace(self, estimates=estimates, notes=tuple(notes)), count) if count \
             else (self, 0)
 
@@ -277,17 +280,25 @@ def finite(setup: Setup) -> Finite:
                   closing=closing, fd=fd, estimates=estimates)
 
 
+GROUPED = "finite differences: "
+
+
 def grouped_note(est: Estimate | None) -> list[str]:
     """The note on columns that shared evaluations (engines/fd/grouped.py)."""
     groups = getattr(est, "groups", None)
-    if est is None or groups is None or not bool((groups >= 0).any()):
+    if est is None or groups is None:
         return []
-    alone = int((groups < 0).sum())
-    apart = f"; {alone:,} were differenced on their own (the pattern did not hold for their " \
-        "group)" if alone else ""
-    return [f"finite differences: {est.name}'s Jacobian is sparse by autograd's pattern, so its "
-            f"{groups.numel():,} columns shared {int(groups.max()) + 1:,} groups of "
-            f"evaluations, each group verified against the pattern{apart}"]
+    alone, count = int((groups < 0).sum()), int(groups.max()) + 1
+    if alone == groups.numel():
+        return [f"{GROUPED}{est.name}'s columns were grouped by autograd's sparsity pattern, "
+                "then every column was differenced on its own (the groups' differences did not "
+                "fit the pattern: an entry it calls zero moved the output, or a kink lay in a "
+                "group's stencil)"]
+    apart = f"; {alone:,} were differenced on their own (their group's differences did not " \
+        "fit the pattern)" if alone else ""
+    return [f"{GROUPED}{est.name}'s Jacobian is sparse by autograd's pattern, so its "
+            f"{groups.numel():,} columns shared {count:,} group{'s' if count > 1 else ''} of "
+            f"evaluations, each verified against the pattern{apart}"]
 
 
 MAX_LISTED = 6  # rejected elements named in the note

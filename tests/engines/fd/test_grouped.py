@@ -113,7 +113,10 @@ def test_checks_place_wrong_gradients_whatever_the_claim():
     blind = gradscope.check(sj.Blind, x=x)
     column0 = [row[0].value for row in blind.inputs[0].element_status]
     assert not blind.passed and column0 == ["mismatch"] * 6
+    assert any("then every column was differenced on its own" in n for n in blind.notes)
     assert gradscope.check(sj.Halves, x=x).passed
+    shared = gradscope.check(sj.row_softmax, x=x).notes
+    assert any("48 columns shared 8 groups of evaluations" in n for n in shared)
 
 
 def test_the_drop_in_fails_a_moved_gradient_and_names_a_factor_torch_passes():
