@@ -92,12 +92,8 @@ class AutogradEngine:
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Each input's Jacobian as an (out_numel, in_numel) matrix, from batched VJPs."""
         n_out = self.output.numel()
-        eye = torch.eye(n_out, dtype=self.output.dtype, device=self.output.device)
-        basis = eye.reshape(n_out, *self.output.shape)
-        rows = None if self.single_use else self._batched_rows(basis)
-        if rows is None:  # one backward per output element
-            per_row = [self.vjp(b) for b in basis]
-            rows = [torch.stack([r[n] for r in per_row]) for n in self.names]
+        rows = self._rows(0, n_out)
+        assert rows is not None
         out = {}
         for (n, leaf), r in zip(self.leaves.items(), rows, strict=True):
             if r is None:
@@ -117,20 +113,28 @@ class AutogradEngine:
         parts: dict[str, list[torch.Tensor]] = {n: [] for n in self.names}
         for start in range(0, n_out, step):
             k = min(step, n_out - start)
-            basis = torch.zeros(k, n_out, dtype=self.output.dtype, device=self.output.device)
-            basis[torch.arange(k), torch.arange(start, start + k)] = 1
-            basis = basis.reshape(k, *self.output.shape)
-            rows = None if self.single_use else self._batched_rows(basis)
-            if rows is None and batched_only:
-                return None
+            rows = self._rows(start, k, batched_only)
             if rows is None:
-                per_row = [self.vjp(b) for b in basis]
-                rows = tuple(torch.stack([r[n] for r in per_row]) for n in self.names)
+                return None
             for (n, leaf), r in zip(self.leaves.items(), rows, strict=True):
                 parts[n].append(torch.zeros(k, leaf.numel(), dtype=torch.bool,
                                             device=leaf.device) if r is None
                                 else ((r != 0) | r.isnan()).reshape(k, leaf.numel()))
         return {n: torch.cat(p) for n, p in parts.items()}
+
+    def _rows(self, start: int, k: int, batched_only: bool = False) -> tuple | None:
+        """The VJPs of output elements start … start+k−1 (one per basis vector), per input
+        (None: an input the graph never reached): batched, else one backward per element —
+        or None where batching fails and `batched_only`."""
+        n_out, device = self.output.numel(), self.output.device
+        basis = torch.zeros(k, n_out, dtype=self.output.dtype, device=device)
+        basis[torch.arange(k, device=device), torch.arange(start, start + k, device=device)] = 1
+        basis = basis.reshape(k, *self.output.shape)
+        rows = None if self.single_use else self._batched_rows(basis)
+        if rows is None and not batched_only:
+            per_row = [self.vjp(b) for b in basis]
+            rows = tuple(torch.stack([r[n] for r in per_row]) for n in self.names)
+        return rows
 
     def _batched_rows(self, basis: torch.Tensor) -> tuple | None:
         """All VJPs of `basis` in one batched backward on the retained graph; None where that

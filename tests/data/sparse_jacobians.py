@@ -11,23 +11,8 @@ def row_softmax(x):
     return torch.softmax(x, -1) * x.sum(-1, keepdim=True)
 
 
-class Shifted(torch.autograd.Function):
-    """y = 2·x[:, :-1]; backward writes each gradient one column to the right (an index bug:
-    autograd's pattern claims column j+1 where column j belongs)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return 2 * x[:, :-1]
-
-    @staticmethod
-    def backward(ctx, g):
-        grad = torch.zeros(g.shape[0], g.shape[1] + 1, dtype=g.dtype)
-        grad[:, 1:] = 2 * g
-        return grad
-
-
 class Halves(torch.autograd.Function):
-    """y = 2·x[:, :-1], and backward right (Shifted's correct twin)."""
+    """y = 2·x[:, :-1], and backward right."""
 
     @staticmethod
     def forward(ctx, x):
@@ -37,6 +22,17 @@ class Halves(torch.autograd.Function):
     def backward(ctx, g):
         grad = torch.zeros(g.shape[0], g.shape[1] + 1, dtype=g.dtype)
         grad[:, :-1] = 2 * g
+        return grad
+
+
+class Shifted(Halves):
+    """Halves, but backward writes each gradient one column to the right (an index bug:
+    autograd's pattern claims column j+1 where column j belongs)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = torch.zeros(g.shape[0], g.shape[1] + 1, dtype=g.dtype)
+        grad[:, 1:] = 2 * g
         return grad
 
 

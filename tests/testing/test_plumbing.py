@@ -16,13 +16,20 @@ from tests.testing import leaf
 TORCH = sys.modules["torch.autograd.gradcheck"]
 
 
-
-class NotTimesGrad(torch.autograd.Function):
-    """backward adds a constant: right where the upstream is one, wrong where it is zero."""
+class Doubling(torch.autograd.Function):
+    """y = 2·x: each broken backward below overrides its backward only."""
 
     @staticmethod
     def forward(ctx, x):
         return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class NotTimesGrad(Doubling):
+    """backward adds a constant: right where the upstream is one, wrong where it is zero."""
 
     @staticmethod
     def backward(ctx, g):
@@ -42,11 +49,8 @@ class NoUndefined(torch.autograd.Function):
         return g1 * 2 + g2 * 3  # None * 2: TypeError when one is undefined
 
 
-class HandlesUndefined(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.set_materialize_grads(False)
-        return x * 2, x * 3
+class HandlesUndefined(NoUndefined):
+    """NoUndefined with a backward that skips an undefined gradient."""
 
     @staticmethod
     def backward(ctx, g1, g2):
@@ -57,23 +61,15 @@ class HandlesUndefined(torch.autograd.Function):
         return out
 
 
-class Unbatchable(torch.autograd.Function):
+class Unbatchable(Doubling):
     """A backward that reads a value out of the upstream gradient: not vmap-compatible."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
 
     @staticmethod
     def backward(ctx, g):
         return g * 2 if float(g.sum()) == float(g.sum()) else g
 
 
-class WrongDtype(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
+class WrongDtype(Doubling):
     @staticmethod
     def backward(ctx, g):
         return (g * 2).float()

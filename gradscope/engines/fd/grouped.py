@@ -116,8 +116,9 @@ def grouped(point: Point, batcher: Batcher, name: str, pattern: torch.Tensor,
     partial = torch.zeros(n_out, n_in, dtype=point.dtype, device=x.device)
     error = torch.zeros_like(partial)
     alone = torch.zeros(n_in, dtype=torch.bool, device=x.device)
-    todo = torch.arange(int(groups.max()) + 1, device=x.device) if which is None else which
-    slot_of = torch.full((int(groups.max()) + 1,), -1, dtype=torch.long, device=x.device)
+    count = int(groups.max()) + 1
+    todo = torch.arange(count, device=x.device) if which is None else which
+    slot_of = torch.full((count,), -1, dtype=torch.long, device=x.device)
     size = batcher.chunk_size(name, n_in, n_out)
     calls = 0
     for first in range(0, todo.numel(), size):
@@ -136,14 +137,14 @@ def grouped(point: Point, batcher: Batcher, name: str, pattern: torch.Tensor,
                 raise
             alone[members] = True  # column by column, where rejections are found one by one
             continue
+        mine = claimed[:, members]
         covered = torch.zeros(n_out, k, dtype=torch.float32, device=x.device)
-        covered.index_add_(1, slot, claimed[:, members].to(torch.float32))
+        covered.index_add_(1, slot, mine.to(torch.float32))
         # (an output element no column is claimed at must not move beyond its error bound)
         doubtful = ((est.abs() > err) & (covered == 0)).any(0) | ~torch.isfinite(est).all(0)
         for changed in kinks.values():
             doubtful |= changed
-        partial[:, members] = torch.where(claimed[:, members], est[:, slot] / scaled[members],
-                                          0.0)
+        partial[:, members] = torch.where(mine, est[:, slot] / scaled[members], 0.0)
         error[:, members] = err[:, slot] / scaled[members].abs()
         alone[members] |= doubtful[slot]
     return Grouped(partial, error, torch.where(alone, -1, groups), calls)
