@@ -58,13 +58,14 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
            values: Mapping[str, torch.Tensor], upstream: torch.Tensor) -> list[FunctionCall]:
     """The calls of custom Functions in one forward and backward of `forward` at `values`
     (all of them leaves that require grad), backward with `upstream`."""
-    leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point())
-              for n, v in values.items()}
+    # (leaves share the values' storage: torch's own ops never write into their inputs, and
+    # a model's parameters copied twice more would be two more copies of the model)
+    leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
     with torch.enable_grad():
         found = classes(forward(leaves))
         if not found:
             return []
-        leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point())
+        leaves = {n: v.detach().requires_grad_(v.is_floating_point())
                   for n, v in values.items()}
         calls: list[FunctionCall] = []
         with wrapped(found, calls):
@@ -77,6 +78,8 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         finally:
             for h in handles:
                 h.remove()
+            for c in calls:  # (a node holds the whole graph behind it: the model's copy too)
+                c.node = None
     return [c for c in calls if c.ran]
 
 

@@ -43,20 +43,50 @@ class Wrong:
     count: int
 
 
+@dataclass(frozen=True)
+class ClassCheck:
+    """One custom Function class checked in place: on how many calls, over how many argument
+    elements, and the calls whose backward disagrees."""
+
+    cls: type
+    calls: int
+    elements: int
+    wrong: tuple[Wrong, ...]
+
+    @property
+    def where(self) -> str:
+        return backward_location(self.cls) or ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.cls.__name__}.backward" + (f" ({self.where})" if self.where else "")
+
+
+def check_classes(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+            values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
+            eps: float, max_fd: int, sample: int, seed: int) -> list[ClassCheck]:
+    """Every custom Function class on the run, each call checked in place."""
+    by_class: dict[type, list[FunctionCall]] = {}
+    for call in record(forward, values, upstream):
+        by_class.setdefault(call.cls, []).append(call)
+    out = []
+    for cls, mine in by_class.items():
+        results = [_check(c, tol, eps, max_fd, sample, seed) for c in mine]
+        out.append(ClassCheck(cls, len(mine), sum(n for _, n in results),
+                              tuple(w for w, _ in results if w is not None)))
+    return out
+
+
 def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
          values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
          eps: float, max_fd: int, sample: int, seed: int) -> list[Diagnostic]:
     """A `culprit` diagnostic per Function class whose backward is wrong on some call."""
-    calls = record(forward, values, upstream)
-    by_class: dict[type, list[FunctionCall]] = {}
-    for call in calls:
-        by_class.setdefault(call.cls, []).append(call)
-    out = []
-    for cls, mine in by_class.items():
-        wrong = [w for w in (_check(c, tol, eps, max_fd, sample, seed) for c in mine) if w]
-        if wrong:
-            out.append(_diagnostic(cls, wrong, len(mine)))
-    return out
+    return diagnostics(check_classes(forward, values, upstream, tol, eps, max_fd, sample, seed))
+
+
+def diagnostics(checks: list[ClassCheck]) -> list[Diagnostic]:
+    """The culprit diagnostics of the classes checked in place that are wrong."""
+    return [_diagnostic(c.cls, list(c.wrong), c.calls) for c in checks if c.wrong]
 
 
 def _names(call: FunctionCall) -> list[str]:
@@ -71,15 +101,16 @@ def _names(call: FunctionCall) -> list[str]:
 
 
 def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: int,
-           seed: int) -> Wrong | None:
-    """The first argument of `call` where its backward disagrees with its forward."""
+           seed: int) -> tuple[Wrong | None, int]:
+    """The first argument of `call` where its backward disagrees with its forward, and how
+    many argument elements were compared (0: the call could not be checked)."""
     names = _names(call)
     tensors = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
     grads = dict(zip(tensors, call.returned, strict=False))
     checked = {names[i]: call.args[i].double() for i in tensors
                if grads.get(i) is not None and call.args[i].is_floating_point()}
     if not checked:
-        return None
+        return None, 0
     try:
         fd = FiniteDifferences(_as_function(call, names), checked, elementwise=set(), eps=eps,
                                probe=True)
@@ -88,17 +119,18 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
             checked[names[i]].shape), v, tol, max_fd, sample, seed)
                     for i in tensors if names[i] in checked}
     except Exception:  # the Function refuses perturbed arguments: this call tells nothing
-        return None
+        return None, 0
+    elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
     wrong = next((n for n, (_, count) in compared.items() if count), None)
     if wrong is None:
-        return None
+        return None, elements
     arrays = {n: a for n, (a, _) in compared.items()}
     variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
     sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
                                                      for n, t in checked.items()})
     rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
                          written(call.cls))
-    return Wrong(call, wrong, rel, compared[wrong][1])
+    return Wrong(call, wrong, rel, compared[wrong][1]), elements
 
 
 def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tensor,
@@ -132,10 +164,15 @@ def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str,
 
 
 def _flat(out: Any) -> torch.Tensor:
+    """The call's floating outputs as one tensor: the output itself when it is the only one
+    (its shape kept, so that an elementwise Function is found elementwise and differenced
+    all at once), else flattened and joined."""
     parts = out if isinstance(out, tuple | list) else (out,)
-    floats = [p.double().reshape(-1) for p in parts
-              if isinstance(p, torch.Tensor) and p.is_floating_point()]
-    return torch.cat(floats) if floats else torch.zeros(0, dtype=torch.float64)
+    floats = [p.double() for p in parts if isinstance(p, torch.Tensor) and p.is_floating_point()]
+    if len(floats) == 1:
+        return floats[0]
+    return torch.cat([f.reshape(-1) for f in floats]) if floats else torch.zeros(
+        0, dtype=torch.float64)
 
 
 def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
@@ -143,14 +180,14 @@ def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
     output none reached)."""
     parts = [g.double().reshape(-1) if g is not None else None for g in call.received]
     if all(p is not None for p in parts) and sum(p.numel() for p in parts) == out.numel():
-        return torch.cat(parts)  # type: ignore[arg-type]
-    v = torch.zeros_like(out)
+        return torch.cat(parts).reshape(out.shape)  # type: ignore[arg-type]
+    v = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
     start = 0
     for p in parts:
         if p is not None and start + p.numel() <= out.numel():
             v[start:start + p.numel()] = p
             start += p.numel()
-    return v
+    return v.reshape(out.shape)
 
 
 def named(cls: type, argument: str, relation: relations.Relation | None,

@@ -57,17 +57,30 @@ def _random(shape: torch.Size, like: torch.Tensor, seed: int, label: str) -> tor
         like.device, like.dtype)
 
 
-def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int,
-              target: str) -> tuple[Diagnostic | None, dict[str, torch.Tensor]]:
-    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element."""
+def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
+              first: tuple[torch.Tensor, Mapping[str, torch.Tensor]] | None = None
+              ) -> tuple[Diagnostic | None, dict[str, torch.Tensor]]:
+    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element. For a
+    scalar output with `first` (an upstream u ≠ 0 and its VJP) linearity is homogeneity:
+    backward(αv + βw) against (αv + βw)/u · backward(u), one backward instead of three (a
+    model's gradient is a copy of the model: three at once are three copies)."""
     out = autograd.output
     v = _random(out.shape, out, seed, ":linearity-v")
     w = _random(out.shape, out, seed, ":linearity-w")
     combined = autograd.vjp(ALPHA * v + BETA * w)
-    gv, gw = autograd.vjp(v), autograd.vjp(w)
+    if out.numel() == 1 and first is not None and float(first[0]) != 0.0:
+        ratio = float(ALPHA * v + BETA * w) / float(first[0])
+
+        def wanted(name: str) -> torch.Tensor:
+            return ratio * first[1][name].to(torch.float64)
+    else:
+        gv, gw = autograd.vjp(v), autograd.vjp(w)
+
+        def wanted(name: str) -> torch.Tensor:
+            return (ALPHA * gv[name] + BETA * gw[name]).to(torch.float64)
     masks = {}
     for name, g in combined.items():
-        want = ALPHA * gv[name] + BETA * gw[name]
+        want = wanted(name)
         diff = (g.to(torch.float64) - want.to(torch.float64)).abs()
         bad = diff > tol.atol + tol.rtol * want.to(torch.float64).abs() * 4
         masks[name] = bad & torch.isfinite(diff)
@@ -133,7 +146,7 @@ def backward_checks(text: str, autograd: AutogradEngine, upstream: torch.Tensor,
     nondeterministic = determinism(autograd, upstream, grads, text, nondet_tol)
     if nondeterministic:
         diagnostics.append(nondeterministic)
-    nonlinear, masks = linearity(autograd, tol, seed, text)
+    nonlinear, masks = linearity(autograd, tol, seed, text, (upstream, grads))
     if nonlinear:
         diagnostics.append(nonlinear)
     return tuple(diagnostics), masks

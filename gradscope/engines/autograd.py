@@ -47,9 +47,7 @@ class AutogradEngine:
         for leaf in self.leaves.values():
             leaf.grad = None
         self.output.backward(upstream, retain_graph=True)
-        return {n: (leaf.grad.detach().clone() if leaf.grad is not None
-                    else torch.zeros_like(leaf.detach()))
-                for n, leaf in self.leaves.items()}
+        return self._taken()
 
     def accumulate(self, upstream: torch.Tensor, times: int) -> dict[str, torch.Tensor]:
         """`.grad` after `times` calls of `y.backward(upstream, retain_graph=True)`, never
@@ -58,9 +56,17 @@ class AutogradEngine:
             leaf.grad = None
         for _ in range(times):
             self._replayed(lambda out: out.backward(upstream, retain_graph=True))
-        return {n: (leaf.grad.detach().clone() if leaf.grad is not None
-                    else torch.zeros_like(leaf.detach()))
-                for n, leaf in self.leaves.items()}
+        return self._taken()
+
+    def _taken(self) -> dict[str, torch.Tensor]:
+        """Each leaf's `.grad`, taken from it (never copied: a model's gradient is a copy of
+        the model; the next backward starts from None, so nothing writes into these)."""
+        out = {}
+        for n, leaf in self.leaves.items():
+            out[n] = leaf.grad.detach() if leaf.grad is not None else \
+                torch.zeros_like(leaf.detach())
+            leaf.grad = None
+        return out
 
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         return self._named(self._replayed(lambda out: self._grad(out, upstream)))

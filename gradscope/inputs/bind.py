@@ -253,10 +253,16 @@ def _unsupported_kind(t: torch.Tensor) -> str | None:
     return None
 
 
+# A module's parameters exist already (the user built the model): they are bounded by this many
+# times --max-elements-total (10^9 elements by default, GPT-2 small's 124M well inside), a
+# check holding a few float64 copies of them at most (docs/models.md, "Models at scale")
+PARAMETER_FACTOR = 50
+
+
 def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputValue | None
             ) -> dict[str, InputValue]:
     values: dict[str, InputValue] = {}
-    total = 0
+    total = held = 0
     limit = options.max_elements_total
     parameters = target.parameters
     # given values first: an elementwise expression's random inputs take their shape
@@ -274,17 +280,23 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
                                  f"parameter has shape {shape_text(parameters[name].shape)}")
         elif name in parameters:  # checked like a given tensor (complex ones are refused)
             tensor = value_of(parameters[name], f"module parameter {name}", options.seed, name,
-                              limit).tensor
+                              PARAMETER_FACTOR * limit).tensor
             value = InputValue(tensor, "module parameter")
         else:
             shape, why = _shape_of(name, options, target, values, grad)
             value = _distinct(tuple(shape), options, name, target.domain(name), limit, values)
             value = InputValue(value.tensor, f"{value.origin} · {why}" if why
                                else value.origin, chosen=True)
-        total += value.tensor.numel()
-        if total > limit:
-            raise UsageError(f"the inputs hold {total:,} elements together; the limit is "
-                             f"{limit:,} (--max-elements-total)")
+        if name in parameters and name not in at:
+            held += value.tensor.numel()
+        else:
+            total += value.tensor.numel()
+        if total > limit or held > PARAMETER_FACTOR * limit:
+            what, count, most = ("inputs", total, limit) if total > limit else (
+                "module parameters", held, PARAMETER_FACTOR * limit)
+            raise UsageError(f"the {what} hold {count:,} elements together; the limit is "
+                             f"{most:,} (--max-elements-total"
+                             f"{f' × {PARAMETER_FACTOR}' if what != 'inputs' else ''})")
         values[name] = value
     return {n: values[n] for n in target.names}  # in the target's order again
 

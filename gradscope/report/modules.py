@@ -57,15 +57,22 @@ def forward_sorted(inputs: list[InputReport], order: list[str]) -> list[InputRep
     """The tensors in the order the forward used their modules (`order`: module paths as the
     forward first ran them; a tensor whose module did not run itself goes with its nearest
     enclosing one that did), parameter order within a module and without an order."""
+    names = in_forward_order([i.name for i in inputs], order)
+    by_name = {i.name: i for i in inputs}
+    return [by_name[n] for n in names] if len(by_name) == len(inputs) else list(inputs)
+
+
+def in_forward_order(names: list[str], order: list[str]) -> list[str]:
+    """Tensor names in forward order (see forward_sorted)."""
     rank = {m: k for k, m in enumerate(order)}
 
-    def key(item: InputReport) -> int:
-        parts = _parts(item.name)
+    def key(name: str) -> int:
+        parts = _parts(name)
         for depth in range(len(parts), -1, -1):
             if ".".join(parts[:depth]) in rank:
                 return rank[".".join(parts[:depth])]
         return -1  # a plain input: used first
-    return sorted(inputs, key=key) if order else list(inputs)
+    return sorted(names, key=key) if order else list(names)
 
 
 def wrong_from(inputs: list[InputReport], order: list[str] | None = None

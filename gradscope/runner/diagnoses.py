@@ -149,6 +149,8 @@ def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict,
     """Where an input mismatched in user code: each custom Function on the run checked in
     place, the wrong ones named (a search, never a verdict: if it cannot run, none is). A
     target that is one Function is its own culprit, with the relation its table found."""
+    if evidence.in_place:  # (checked in place already, whatever the tensors' statuses)
+        return culprits.diagnostics(list(evidence.in_place))
     if not prepared.target.runs_user_code or Status.MISMATCH not in verdict.statuses.values():
         return []
     own = prepared.target.own_function

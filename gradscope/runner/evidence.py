@@ -20,6 +20,7 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd.batcher import rejection
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.inputs.bind import tangents_for
+from gradscope.report.modules import in_forward_order
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
 from gradscope.runner import references as registry
@@ -34,6 +35,8 @@ from gradscope.runner.backward import (
     with_flow,
 )
 from gradscope.runner.prepare import Prepared, shape_hint
+from gradscope.runner.composition import Composition, composed
+from gradscope.runner.inplace import ClassCheck, in_place
 from gradscope.runner.projections import Projection, projected
 from gradscope.runner.references import Finite, Reference, Setup
 from gradscope.tensors import all_finite
@@ -92,6 +95,8 @@ class Evidence:
     computed: torch.dtype  # the lowest precision the target computes in
     views: tuple[View, ...] = ()  # the table's first (absent when backward failed)
     projections: tuple[Projection, ...] = ()
+    composition: Composition | None = None  # a model at scale: projections over everything
+    in_place: tuple[ClassCheck, ...] = ()  # custom Functions, each checked where it ran
     forward: Forward | None = None
     accumulation: Accumulation | None = None
     notes: tuple[str, ...] = ()
@@ -189,9 +194,29 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
                      None) for n in prepared.target.names}
     nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
-    return replace(evidence, views=tuple(views), projections=projected(prepared, evidence),
+    finite = evidence.finite
+    scale = finite is not None and finite.scale and finite.fd is not None
+    with _timed(evidence.timings, "in place"):
+        checked = in_place(prepared, evidence.backward, evidence.tol,
+                           finite.fd.eps if finite is not None and finite.fd is not None
+                           else None)
+    with _timed(evidence.timings, "composition"):
+        composition = _composition(prepared, evidence) if scale else None
+    return replace(evidence, views=tuple(views),
+                   projections=() if scale else projected(prepared, evidence),
+                   composition=composition, in_place=checked,
                    forward=_forward(prepared, evidence), nonfinite=nonfinite,
                    accumulation=_accumulation(prepared, evidence))
+
+
+def _composition(prepared: Prepared, evidence: Evidence) -> Composition:
+    """Projections over every tensor at once, in forward order (for the bisection)."""
+    back, finite, tol = evidence.backward, evidence.finite, evidence.tol
+    assert finite is not None and finite.fd is not None and back.grads is not None
+    entered = list(back.flow.entered) if back.flow is not None else []
+    order = in_forward_order(list(prepared.target.names), entered)
+    return composed(finite.fd, back.grads, back.upstream, order, tol.atol, tol.rtol,
+                    prepared.options.seed)
 
 
 # ------------------------------------------------------------------ views
@@ -239,7 +264,10 @@ def _views(prepared: Prepared, evidence: Evidence,
         answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
         answers = widen(answers, lambda: rounding.vjp(back.upstream))
         views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
-    if command == "check":
+    finite = evidence.finite
+    scalar_at_scale = finite is not None and finite.scale and back.engine.output.numel() == 1
+    if command == "check" and not scalar_at_scale:  # (a scalar's VJP for another upstream
+        # is a multiple of this one: the linearity check of user code covers it)
         refs = _references_for(evidence, "random")
         for label, v, grads in _random_upstreams(prepared, back):
             answers = widen({r.name: r.vjp(v) for r in refs}, lambda v=v: rounding.vjp(v))

@@ -60,7 +60,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     judged = [{n: _excused(n, view, excuses, seen, surrogate, shapes[n]) for n in view.raw}
               for view in evidence.views]
     table = judged[0]
-    statuses = {n: _status(c) for n, c in table.items()}
+    statuses = _covered({n: _status(c) for n, c in table.items()}, evidence)
     named = [checks.named(view.label, cmps)
              for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
     named += [c for check in CHECKS for c in check(evidence, excuses, surrogate)]
@@ -69,7 +69,8 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     failures = outcome.failures(
         statuses=statuses, mismatches={n: c.counts().get(Status.MISMATCH, 0)
                                       for n, c in table.items()},
-        unjudged=_unjudged(evidence, table), findings=excuses.findings, checks=named,
+        unjudged={**_unjudged(evidence, table), **_uncovered(evidence)},
+        findings=excuses.findings, checks=named,
         forward=forward_status, nonfinite=evidence.nonfinite,
         allow_nan=prepared.options.allow_nan)
     return Verdict(table, statuses, tuple(named), forward, forward_status, acc, surrogate, seen,
@@ -165,11 +166,83 @@ def projections(evidence: Evidence, excuses: Excuses,
     return [_projection(p, p.name in excused) for p in evidence.projections]
 
 
+def composition(evidence: Evidence, excuses: Excuses,
+                surrogate: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
+    """A model at scale: each projection over every tensor at once, passing where it agrees
+    within its slack; one whose stencil crossed a kink at every step tried is `not run`
+    (nothing compared: never a pass for the tensors it alone covers)."""
+    found = evidence.composition
+    if found is None:
+        return []
+    size = sum(evidence.backward.grads[n].numel() for n in found.order) \
+        if evidence.backward.grads is not None else 0
+    out = []
+    for p in found.projections:
+        label = (f"projection #{p.index + 1} over every tensor at once ({len(p.names):,} "
+                 f"tensors, {size:,} elements)")
+        if not p.compared:
+            why = p.rejected or "its stencil crossed a kink or jump at every step tried"
+            out.append(UpstreamCheck(f"{label}: not compared ({why})", True, float("nan"), 0,
+                                     {}, Status.NOT_RUN))
+            continue
+        word = Status.OK if p.agrees else Status.MISMATCH
+        out.append(UpstreamCheck(label, p.agrees, p.difference, 0 if p.agrees else 1,
+                                 {} if p.agrees else {found.start or p.names[-1]: word}, word))
+    return out
+
+
+def in_place(evidence: Evidence, excuses: Excuses,
+             surrogate: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
+    """Each custom Function class checked in place, per element, on every call it made."""
+    out = []
+    for c in evidence.in_place:
+        bad = sum(w.count for w in c.wrong)
+        label = (f"{c.label} checked in place: {c.calls} call(s), {c.elements:,} argument "
+                 "element(s) per element")
+        if not c.elements:
+            out.append(UpstreamCheck(f"{label}: not compared (its forward refused perturbed "
+                                     "arguments)", True, float("nan"), 0, {}, Status.NOT_RUN))
+            continue
+        word = Status.MISMATCH if bad else Status.OK
+        out.append(UpstreamCheck(label, not bad, float("nan"), bad, {}, word))
+    return out
+
+
+def _covered(statuses: dict[str, Status], evidence: Evidence) -> dict[str, Status]:
+    """A model at scale: a tensor whose elements were not sampled takes its status from the
+    projections (ok where they agree, inconclusive where nothing tells); the one the
+    bisection placed a wrong gradient at is a mismatch whatever its sample said."""
+    found, finite = evidence.composition, evidence.finite
+    if found is None or finite is None:
+        return statuses
+    covered = found.covered()
+    out = dict(statuses)
+    for name, ok in covered.items():
+        if ok is False:
+            out[name] = Status.MISMATCH
+        elif name in finite.projected_only:
+            out[name] = Status.OK if ok else Status.INCONCLUSIVE
+    return out
+
+
+def _uncovered(evidence: Evidence) -> dict[str, str]:
+    """Why a tensor that only the projections covered is inconclusive."""
+    found, finite = evidence.composition, evidence.finite
+    if found is None or finite is None:
+        return {}
+    why = (f"projected only together with {found.start}, where the bisection placed a wrong "
+           "gradient" if found.start else "no projection over it could be compared (each "
+           "crossed a kink at every step, or the target rejected its points)")
+    return {n: why for n, ok in found.covered().items()
+            if ok is None and n in finite.projected_only}
+
+
 # The named checks beyond each view's own (a random upstream, the full Jacobian): functions of
 # the evidence, the excuses and the surrogate elements found, each returning UpstreamChecks
 # that name themselves; a failing one fails the run. A new check is a function and its line.
 CHECKS: tuple[Callable[[Evidence, Excuses, Mapping[str, torch.Tensor]],
-                       list[UpstreamCheck]], ...] = (projections, intended)
+                       list[UpstreamCheck]], ...] = (projections, composition, in_place,
+                                                         intended)
 
 
 def _projection(p: Projection, surrogate: bool) -> UpstreamCheck:

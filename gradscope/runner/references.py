@@ -15,7 +15,7 @@ import torch
 
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import Estimate, FiniteDifferences
-from gradscope.engines.fd.budget import sample_size, sampled_note
+from gradscope.engines.fd.budget import at_scale, sample_size, sampled_note
 from gradscope.engines.fd.policy import eps_for, low_precision_eps
 from gradscope.engines.fd.stencil import REFINE_FACTOR, REFINE_ROUNDS
 from gradscope.engines.symbolic import SymbolicEngine
@@ -176,6 +176,10 @@ def _symbolic_failure(form: SymbolicForm, setup: Setup
 class Finite(Reference):
     fd: FiniteDifferences | None = None
     estimates: Mapping[str, Estimate | None] = field(default_factory=dict)
+    # a model checked at scale (budget.at_scale): projections over everything cover every
+    # tensor (runner/composition.py); `projected_only` got no element of its own
+    scale: bool = False
+    projected_only: tuple[str, ...] = ()
 
     @property
     def ran(self) -> bool:
@@ -246,9 +250,15 @@ def finite(setup: Setup) -> Finite:
     skipped: dict[str, str] = {}
     sampled: list[str] = []  # notes on sampled inputs come after the others
     covered = any(r.exact and r.ran for r in setup.before)
+    scale = at_scale(fd, setup.prepared.target.parameters, options.max_fd, options.sample)
+    alone: list[str] = []
     for name in setup.prepared.target.names:
         try:
-            count = sample_size(fd, name, options.max_fd, options.sample)
+            count = sample_size(fd, name, options.max_fd, options.sample, scale)
+            if count == 0:
+                estimates[name] = None
+                alone.append(name)
+                continue
             todo = fd.values[name].numel() if count is None else count
             progress = setup.progress(f"finite differences for {name}", todo) \
                 if setup.progress and not fd.is_elementwise(name) else None
@@ -273,11 +283,13 @@ def finite(setup: Setup) -> Finite:
             continue
         others = "the symbolic engine covers every element, " if covered \
             else "the others are `unchecked`, "
-        sampled.append(sampled_note(name, count, fd.values[name].numel(), options.sample,
-                                    options.max_fd, fd.flops(), others, PROJECTIONS))
+        if not scale:
+            sampled.append(sampled_note(name, count, fd.values[name].numel(), options.sample,
+                                        options.max_fd, fd.flops(), others, PROJECTIONS))
     closing = tuple(f"finite differences skipped for {n}: {why}" for n, why in skipped.items())
     return Finite("finite_difference", "finite diff", skipped=skipped, notes=(*notes, *sampled),
-                  closing=closing, fd=fd, estimates=estimates)
+                  closing=closing, fd=fd, estimates=estimates, scale=scale,
+                  projected_only=tuple(alone))
 
 
 GROUPED = "finite differences: "

@@ -136,7 +136,9 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
     if not answers:  # nothing was checked: say so rather than `ok`
         status = torch.full(ag.shape, UNCHECKED, dtype=torch.int8, device=ag.device)
         status.masked_fill_(~torch.isfinite(ag), UNDEFINED)
-        return Comparison(status, torch.zeros_like(ag))
+        # (one zero, broadcast: a model's tensor holds no copy of itself for nothing)
+        return Comparison(status, torch.zeros((), dtype=ag.dtype, device=ag.device)
+                          .expand(ag.shape))
     # This runs a dozen times per check on tensors of up to millions of elements, so it is
     # written in few passes: a difference is finite exactly when both sides are, and one sum
     # tells whether all differences are (an overflowing sum only sends us the exact way).

@@ -21,11 +21,24 @@ MAX_STORED_ENTRIES = 1 << 27
 # checked element by element (7e10, 5 s), one of 110,000 on 16 tokens too (8e11). About a
 # minute of float64 CPU work at most (vmapped batches run at about 15 GFLOP/s on 2 cores).
 MAX_DENSE_FLOPS = 1e12
+# A model past that budget is checked at scale (docs/models.md, "Models at scale"): its custom
+# Functions per element in place, its composition by projections over every parameter at
+# once, and a seeded per-element sample sharing this smaller budget (a few seconds of work;
+# a tensor whose share is less than one column gets none: the projections cover it)
+MAX_SAMPLE_FLOPS = 1e11
 
 
-def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
+def at_scale(fd: Any, parameters: Any, max_fd: int, sample: int) -> bool:
+    """Whether a model is checked at scale: some parameter tensor would be sampled."""
+    return any(sample_size(fd, n, max_fd, sample) is not None
+               for n in parameters if n in fd.values)
+
+
+def sample_size(fd: Any, name: str, max_fd: int, sample: int, scale: bool = False
+                ) -> int | None:
     """How many columns to sample for `name`, or None for one column per element (all at
-    once when the input is elementwise)."""
+    once when the input is elementwise). At scale the sample shares MAX_SAMPLE_FLOPS and may
+    be empty."""
     if fd.is_elementwise(name):
         return None
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
@@ -38,10 +51,12 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int) -> int | None:
     model = width is None and fd.flops() > max(n_in, n_out, fd.point.activations())
     work = n_in if model else _work_share(fd, name)
     by_flops = n_in if width is not None else _flop_share(fd, n_in)
-    if n_in <= max_fd and n_in <= work and stored and n_in <= by_flops:
+    if n_in <= max_fd and n_in <= work and stored and n_in <= by_flops and not scale:
         return None
+    if scale and width is None:
+        by_flops = _flop_share(fd, n_in, MAX_SAMPLE_FLOPS)
     affordable = int(min(work, MAX_STORED_ENTRIES // n_out, by_flops))
-    return max(1, min(sample, n_in, affordable))
+    return max(0 if scale else 1, min(sample, n_in, affordable))
 
 
 def _per_column(fd: Any, name: str) -> int:
@@ -69,14 +84,14 @@ def _work_share(fd: Any, name: str) -> int:
     return columns.get(name, fd.values[name].numel())
 
 
-def _flop_share(fd: Any, n_in: int) -> int:
+def _flop_share(fd: Any, n_in: int, budget: float = MAX_DENSE_FLOPS) -> int:
     """Columns of an input with n_in elements that the flop budget affords: all of them when
     every whole-evaluation column of every input fits, else a share in proportion to size.
     A column costs one evaluation's flops plus its perturbed copy of the input."""
     sizes = [v.numel() for n, v in fd.values.items() if not fd.is_elementwise(n)]
     flops = max(fd.flops(), 1)
     need = 2.0 * sum(n * (flops + n) for n in sizes)
-    return n_in if need <= MAX_DENSE_FLOPS else int(n_in * MAX_DENSE_FLOPS / need)
+    return n_in if need <= budget else int(n_in * budget / need)
 
 
 def sampled_note(name: str, count: int, n: int, sample: int, max_fd: int,

@@ -185,21 +185,22 @@ class FiniteDifferences:
         return self.directional(tangents).value
 
     def directional(self, tangents: Mapping[str, torch.Tensor], measured_noise: bool = True,
-                    points: int = 4) -> Directional:
+                    points: int = 4, shrink: float = 1.0) -> Directional:
         """J·t by perturbing every input along its tangent at once (four forward calls).
         `measured_noise=False`: the error bound takes round-off as eps·|f| without measuring
         f's own (two forward calls fewer; a bound that may be too small, for a caller that
         treats a disagreement as a reason to look closer, never as a verdict). `points=2`: a
         central difference whose bound is round-off only (for a caller that extrapolates
-        when it disagrees)."""
+        when it disagrees). `shrink`: the step is that much smaller than the usual one (a
+        caller whose stencil crossed a kink tries again inside it)."""
         point = self.point
-        t = {k: v.to(point.dtype) for k, v in tangents.items()}
+        t = dict(tangents)  # (each converted to the point's dtype when added: one at a time)
         size = max((float(v.abs().max()) if v.numel() else 0.0) for v in t.values())
         if size == 0.0:
             zeros = torch.zeros(point.out_shape, dtype=point.dtype, device=point.out.device)
             return Directional(zeros, zeros, zeros.bool())
         big = max(1.0, max(float(v.abs().max()) for v in point.values.values()))
-        h = point.eps * big / size
+        h = point.eps * big / size / shrink
         for _ in range(REFINE_ROUNDS):  # smaller steps may stay inside the target's domain
             try:
                 return self._along(t, h, measured_noise, points)
@@ -213,9 +214,10 @@ class FiniteDifferences:
         outs, changed = [], torch.zeros(point.out_shape, dtype=torch.bool,
                                         device=point.out.device)
         for scale in STENCIL[:points]:
-            vals = {k: torch.add(v, t[k], alpha=scale * h) if k in t else v
+            vals = {k: torch.add(v, t[k].to(v.dtype), alpha=scale * h) if k in t else v
                     for k, v in point.values.items()}
             out, branches = point.fn(vals)
+            del vals  # (a model's perturbed copy: gone before the next one is made)
             outs.append(out.expand(point.out_shape))
             for b, b0 in zip(branches, point.branches, strict=True):
                 diff = branch_changed(b, b0)

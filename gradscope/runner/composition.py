@@ -1,0 +1,170 @@
+"""The composition of a model checked at scale (docs/models.md, "Models at scale"): autograd's
+gradient against finite differences along seeded random directions over every input and
+parameter at once — four forwards each — with the chance of missing an error of a given size
+stated. A direction whose stencil crosses a kink or jump (a relu, clamp or round switching
+inside it) is tried again with smaller steps and, if it still crosses one, counts as not
+compared: never as agreeing. A disagreement is bisected over the tensors in forward order to
+the last one whose projection still disagrees — where wrong gradients start (every tensor
+before a bug inherits it; those after it agree together)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from gradscope.engines.fd import FiniteDifferences
+from gradscope.errors import TargetError
+from gradscope.rng import generator
+
+DIRECTIONS = 3  # seeded random directions over every element
+SHRINK = 16.0  # a kinked stencil is tried again with steps this much smaller...
+SHRINKS = 2  # ...this many times
+
+
+@dataclass(frozen=True)
+class Along:
+    """vᵀJt by finite differences along one direction t over `names`, against (Jᵀv)·t from
+    autograd, the slack the difference is allowed, and autograd's gradient norm over those
+    tensors (what an error's size is measured against)."""
+
+    names: tuple[str, ...]
+    index: int
+    difference: float
+    slack: float
+    norm: float
+    kinked: bool = False  # the stencil crossed a kink at every step tried: not compared
+    rejected: str = ""  # what the target raised along t: not compared
+
+    @property
+    def compared(self) -> bool:
+        return not self.kinked and not self.rejected and math.isfinite(self.difference)
+
+    @property
+    def agrees(self) -> bool:
+        return self.compared and self.difference <= self.slack
+
+    def miss(self, relative: float) -> float:
+        """The chance that an error e in autograd's gradient with |e| = relative·|g| goes
+        unseen along a Gaussian t: e·t ~ N(0, |e|²) must stay within the slack."""
+        if not self.compared:
+            return 1.0
+        size = relative * self.norm
+        return 1.0 if size == 0 else math.erf(self.slack / (size * math.sqrt(2.0)))
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The projections over everything, and where a disagreement was bisected to: `start`,
+    the last tensor in forward order whose projection disagrees; `after`, the first of those
+    that agree together after it (None: it is the last); `bisected`, the steps taken."""
+
+    projections: tuple[Along, ...]
+    order: tuple[str, ...]
+    start: str | None = None
+    after: str | None = None
+    bisected: tuple[Along, ...] = ()
+
+    @property
+    def compared(self) -> int:
+        return sum(p.compared for p in self.projections)
+
+    @property
+    def agrees(self) -> bool:
+        return self.compared > 0 and all(p.agrees for p in self.projections if p.compared)
+
+    def miss(self, relative: float) -> float:
+        """The chance that every compared projection misses an error of that relative size
+        (independent directions: the product)."""
+        return math.prod(p.miss(relative) for p in self.projections)
+
+    def covered(self) -> dict[str, bool | None]:
+        """Per tensor: True where the projections that moved it agree, False where the
+        bisection placed a wrong gradient, None where nothing tells (no projection compared,
+        or a tensor before the one placed: it was only projected together with it)."""
+        if not self.compared:
+            return dict.fromkeys(self.order)
+        if self.agrees:
+            return dict.fromkeys(self.order, True)
+        out: dict[str, bool | None] = dict.fromkeys(self.order)
+        if self.start is not None:
+            k = self.order.index(self.start)
+            out[self.start] = False
+            out.update(dict.fromkeys(self.order[k + 1:], True) if self.after else {})
+        return out
+
+
+def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+             order: Sequence[str], atol: float, rtol: float, seed: int) -> Composition:
+    """DIRECTIONS projections over every tensor in `order` (forward order), the first that
+    disagrees bisected."""
+    v = upstream.to(torch.float64)
+    # (each direction drawn when used, never all at once: one is a float32 copy of the model)
+    found = tuple(_along(fd, grads, v, _direction(fd, order, seed, k), tuple(order), k, atol,
+                         rtol) for k in range(DIRECTIONS))
+    wrong = next((p for p in found if p.compared and not p.agrees), None)
+    if wrong is None:
+        return Composition(found, tuple(order))
+    start, after, steps = _bisect(fd, grads, v, _direction(fd, order, seed, wrong.index),
+                                  tuple(order), wrong.index, atol, rtol)
+    return Composition(found, tuple(order), start, after, steps)
+
+
+def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
+               ) -> dict[str, torch.Tensor]:
+    """A seeded Gaussian direction over every element of `names` (float64, each drawn from
+    its own generator: the same tensor gets the same direction whatever else is checked)."""
+    out = {}
+    for name in names:
+        x = fd.values[name]
+        gen = generator(seed, f":compose:{name}:{k}")
+        # (float32 draws are four times faster than float64 ones and as Gaussian; half the
+        # memory while held)
+        out[name] = torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.device)
+    return out
+
+
+def _along(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], v: torch.Tensor,
+           t: Mapping[str, torch.Tensor], names: tuple[str, ...], index: int, atol: float,
+           rtol: float) -> Along:
+    """One projection over `names`, its stencil shrunk while it crosses a kink."""
+    moved = {n: t[n] for n in names}
+    # (|g|·|t| elementwise, summed: one temporary per tensor, never the whole model's)
+    dot = sum(float(torch.dot(grads[n].double().reshape(-1), moved[n].double().reshape(-1)))
+              for n in names)
+    spread = sum(float(torch.mul(grads[n].double(), moved[n]).abs_().sum()) for n in names)
+    norm = math.sqrt(sum(float(grads[n].double().pow(2).sum()) for n in names))
+    shrink = 1.0
+    for attempt in range(SHRINKS + 1):
+        try:
+            d = fd.directional(moved, shrink=shrink)
+        except TargetError as exc:
+            return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
+        slack = atol + rtol * spread + 3 * float((v * d.error).abs().sum())
+        difference = abs(float((v * d.value).sum()) - dot)
+        kinked = bool(d.kink.any())
+        if not kinked or attempt == SHRINKS:
+            return Along(names, index, difference, slack, norm, kinked)
+        shrink *= SHRINK
+    raise AssertionError("unreachable")  # (the loop returns on its last attempt)
+
+
+def _bisect(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], v: torch.Tensor,
+            t: Mapping[str, torch.Tensor], order: tuple[str, ...], index: int, atol: float,
+            rtol: float) -> tuple[str | None, str | None, tuple[Along, ...]]:
+    """The last tensor in `order` whose suffix projection disagrees (`lo`: a suffix that
+    disagrees, `hi`: one that agrees or is empty), the first after it, and the steps."""
+    lo, hi, steps = 0, len(order), []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        p = _along(fd, grads, v, t, order[mid:], index, atol, rtol)
+        steps.append(p)
+        if not p.compared:  # a kink in the way: the bug lies at lo or after it
+            return None, None, tuple(steps)
+        if p.agrees:
+            hi = mid
+        else:
+            lo = mid
+    return order[lo], order[hi] if hi < len(order) else None, tuple(steps)
