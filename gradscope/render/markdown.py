@@ -74,6 +74,8 @@ def render(report: Report) -> str:
              f"rtol {report.tolerances.get('rtol', 0):g}, atol "
              f"{report.tolerances.get('atol', 0):g}; output shape {tuple(report.output.shape)}",
              ""]
+    if report.coverage:
+        lines += [f"**How much was compared:** {md(report.coverage)}", ""]
     if report.constants:
         held = ", ".join(f"`{md_code(n)}` {tuple(c['shape'])} {c['dtype']}"
                          for n, c in report.constants.items())

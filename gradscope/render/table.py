@@ -276,6 +276,8 @@ def verdict(report: Report) -> Text:
         text.append(f"  {printable(cause)}", style="bold")
     text.append(f"{' · ' if cause else '  '}{len(report.inputs)} input(s): ")
     text.append(", ".join(f"{n:,} {s}" for s, n in counts.items()) or "nothing compared")
+    if report.coverage:
+        text.append(f"; {printable(report.coverage)}")
     if report.skipped:
         text.append(f"  (finite differences skipped for {', '.join(report.skipped)}: see the "
                     "notes)", style="bold yellow")

@@ -249,6 +249,9 @@ class Report:
     # where the forward branched on the inputs' values, and how many elements took each side:
     # [{"where", "op", "sides": {label: elements}, "one_sided"}]
     branches: list[dict[str, Any]] = field(default_factory=list)
+    # what was compared and how, where not every element got its own comparison (a model
+    # checked at scale: per element by sample, by projections, custom Functions in place)
+    coverage: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", ByName(self.inputs))

@@ -18,6 +18,7 @@ from gradscope.report.model import Column, ForwardReport, InputReport, Report
 from gradscope.report.modules import is_model, rollup
 from gradscope.report.status import Status
 from gradscope.runner.diagnoses import Diagnoses
+from gradscope.runner.composition import coverage
 from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
@@ -59,7 +60,17 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
         constants={n: {"shape": list(c.tensor.shape),
                        "dtype": str(c.tensor.dtype).removeprefix("torch."),
                        "origin": c.origin} for n, c in prepared.bound.constants.items()},
-        failures=failures, model=model, branches=_branches(traced))
+        failures=failures, model=model, branches=_branches(traced),
+        coverage=_coverage(evidence, inputs))
+
+
+def _coverage(evidence: Evidence, inputs: list[InputReport]) -> str:
+    """What a model checked at scale compared and how (empty where every element was)."""
+    if evidence.composition is None:
+        return ""
+    total = sum(i.total for i in inputs)
+    return coverage(evidence.composition, total, sum(i.checked for i in inputs),
+                    evidence.in_place)
 
 
 def _branches(traced: Any) -> list[dict[str, Any]]:

@@ -34,9 +34,9 @@ from gradscope.runner.backward import (
     precision_note,
     with_flow,
 )
-from gradscope.runner.prepare import Prepared, shape_hint
 from gradscope.runner.composition import Composition, composed
 from gradscope.runner.inplace import ClassCheck, in_place
+from gradscope.runner.prepare import Prepared, shape_hint
 from gradscope.runner.projections import Projection, projected
 from gradscope.runner.references import Finite, Reference, Setup
 from gradscope.tensors import all_finite

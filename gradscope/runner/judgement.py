@@ -193,7 +193,13 @@ def composition(evidence: Evidence, excuses: Excuses,
 
 def in_place(evidence: Evidence, excuses: Excuses,
              surrogate: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
-    """Each custom Function class checked in place, per element, on every call it made."""
+    """Each custom Function class checked in place, per element, on every call it made. A
+    wrong one is `surrogate` (a warning) only where the user declared it: every input
+    declared, or a declared input whose mismatches the declaration excused — a Function whose
+    wrong gradient reaches only undeclared inputs still fails."""
+    names = set(evidence.backward.grads or {})
+    declared = set(excuses.declared)
+    excused = bool(names) and names <= declared or bool(declared & set(surrogate))
     out = []
     for c in evidence.in_place:
         bad = sum(w.count for w in c.wrong)
@@ -203,15 +209,15 @@ def in_place(evidence: Evidence, excuses: Excuses,
             out.append(UpstreamCheck(f"{label}: not compared (its forward refused perturbed "
                                      "arguments)", True, float("nan"), 0, {}, Status.NOT_RUN))
             continue
-        word = Status.MISMATCH if bad else Status.OK
-        out.append(UpstreamCheck(label, not bad, float("nan"), bad, {}, word))
+        word = Status.OK if not bad else Status.SURROGATE if excused else Status.MISMATCH
+        out.append(UpstreamCheck(label, not bad or excused, float("nan"), bad, {}, word))
     return out
 
 
 def _covered(statuses: dict[str, Status], evidence: Evidence) -> dict[str, Status]:
     """A model at scale: a tensor whose elements were not sampled takes its status from the
     projections (ok where they agree, inconclusive where nothing tells); the one the
-    bisection placed a wrong gradient at is a mismatch whatever its sample said."""
+    drill-down placed a wrong gradient at is a mismatch whatever its sample said."""
     found, finite = evidence.composition, evidence.finite
     if found is None or finite is None:
         return statuses
@@ -230,9 +236,10 @@ def _uncovered(evidence: Evidence) -> dict[str, str]:
     found, finite = evidence.composition, evidence.finite
     if found is None or finite is None:
         return {}
-    why = (f"projected only together with {found.start}, where the bisection placed a wrong "
-           "gradient" if found.start else "no projection over it could be compared (each "
-           "crossed a kink at every step, or the target rejected its points)")
+    why = (f"projected only together with others: the drill-down placed the wrong gradient "
+           f"at {found.start} and did not reach this tensor alone" if found.start else
+           "no projection over it could be compared alone (each crossed a kink at every "
+           "step, the target rejected its points, or its module's children agreed alone)")
     return {n: why for n, ok in found.covered().items()
             if ok is None and n in finite.projected_only}
 

@@ -1,8 +1,9 @@
 """A nanoGPT-style GPT-2 (token and position embeddings, pre-norm blocks with causal attention,
 a tied language-model head), built at any size from a config, with one custom autograd
 Function in its MLP — correct, with a planted 1 % error, or with a gradient hook that halves
-what flows into a layer. `GPT.small()` is GPT-2 small's shape (124M parameters: gpt_small.py); the
-tests use the tiny one. Weights are random (nothing is downloaded); token ids are data (`--const`)."""
+what flows into a layer. `GPT.small()` is GPT-2 small's shape (124M parameters: gpt_small.py);
+the tests use the tiny one. Weights are random (nothing is downloaded); token ids are data
+(`--const`)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,22 @@ tiny_hooked.h[1].c_fc.weight.register_hook(lambda g: g * 0.5)  # a hook that hal
 
 def tiny_hooked_loss(tokens: torch.Tensor) -> torch.Tensor:
     return lm_loss(tiny_hooked, tokens)
+
+
+class DetachedBlock(Block):
+    """Attention reads a detached copy of its normalised input: the gradient through ln_1
+    (and everything before it on that path) loses the attention term — no custom Function,
+    so only the model's own finite differences can see it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.ln_1(x).detach())
+        return x + self.mlp_proj(self.gelu.apply(self.c_fc(self.ln_2(x))))
+
+
+torch.manual_seed(0)
+tiny_detached = GPT(TINY)
+tiny_detached.h[1] = DetachedBlock(TINY, TanhGELU)
+
+
+def tiny_detached_loss(tokens: torch.Tensor) -> torch.Tensor:
+    return lm_loss(tiny_detached, tokens)

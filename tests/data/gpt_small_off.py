@@ -2,7 +2,6 @@
 input is positive (gpt.OffGELU)."""
 
 import torch
-
 from gpt import GPT, OffGELU, lm_loss
 
 model = GPT.small(OffGELU)
