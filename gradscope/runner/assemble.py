@@ -17,8 +17,8 @@ from gradscope.report import build
 from gradscope.report.model import Column, ForwardReport, InputReport, Report
 from gradscope.report.modules import is_model, rollup
 from gradscope.report.status import Status
-from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.composition import coverage
+from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict

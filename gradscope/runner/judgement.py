@@ -199,7 +199,7 @@ def in_place(evidence: Evidence, excuses: Excuses,
     wrong gradient reaches only undeclared inputs still fails."""
     names = set(evidence.backward.grads or {})
     declared = set(excuses.declared)
-    excused = bool(names) and names <= declared or bool(declared & set(surrogate))
+    excused = (bool(names) and names <= declared) or bool(declared & set(surrogate))
     out = []
     for c in evidence.in_place:
         bad = sum(w.count for w in c.wrong)
