@@ -2,7 +2,7 @@
 one process, and a scaling table. Models are hand-written (tests/data/stack.py: a pre-norm
 transformer stack), float32 as users have them; every tool checks a float64 copy.
 
-    python benchmarks/models.py [--threads 2] [--quick] [--no-slow]
+    python benchmarks/models.py [--threads 2] [--quick] [--no-slow] [--scale]
 
 Rows: the 4-block stack (34,240 parameter elements, input 2×8×32), a 2-layer GPT-2-shaped toy
 (embedding width 128), and stacks scaled to about 1e4, 1e5 and 1e6 parameter elements. Prints
@@ -95,13 +95,57 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+SCALE = [("GPT tiny (2 layers, width 16)", "gpt.py:tiny_loss", "gpt.py:tiny_off_loss",
+          "randint(0,97,(2,9))"),
+         ("GPT-2 small (124M)", "gpt_small.py:loss", "gpt_small_off.py:loss",
+          "randint(0,50257,(1,17))")]
+
+
+def scale_rows(threads: int) -> list[dict[str, Any]]:
+    """Models at scale, passing and failing (a 1 % error planted in the custom GELU), each
+    `gradscope check` in its own process: seconds and peak resident memory (getrusage of the
+    child), exit code and what the report says it compared."""
+    import resource
+    import subprocess
+
+    data = Path(__file__).resolve().parent.parent / "tests" / "data"
+    out = []
+    for label, right, wrong, tokens in SCALE:
+        for kind, target in (("passing", right), ("failing", wrong)):
+            code = ("import sys, time, resource, torch; torch.set_num_threads(%d); "
+                    "from gradscope.cli.main import entry; sys.argv=%r; entry()")
+            argv = ["gradscope", "check", str(data / target), "--const", f"tokens={tokens}",
+                    "--json"]
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", code % (threads, argv)],
+                                  capture_output=True, text=True)
+            wall = time.perf_counter() - started
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # (KB → GB)
+            try:
+                coverage = json.loads(done.stdout).get("coverage", "")
+            except ValueError:
+                coverage = done.stderr.strip().splitlines()[-1:] or ""
+            row = {"model": label, "run": kind, "exit": done.returncode,
+                   "seconds": round(wall, 1), "peak_gb_so_far": round(peak, 2),
+                   "coverage": coverage}
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--quick", action="store_true", help="the two named models only")
     parser.add_argument("--no-slow", action="store_true", help="skip gradcheck's slow mode")
+    parser.add_argument("--scale", action="store_true",
+                        help="models at scale only: GPT tiny and GPT-2 small (124M), passing "
+                        "and failing, each in its own process (seconds, peak memory)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.scale:
+        scale_rows(args.threads)
+        return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")
     for r in table:

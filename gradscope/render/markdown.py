@@ -63,14 +63,9 @@ def _result(check: UpstreamCheck) -> str:
     return f"**{word}**" if word.fails else str(word)
 
 
-def render(report: Report) -> str:
-    verdict = "✅ passed" if report.passed else "❌ failed"
-    if headline(report):
-        verdict += f": {md(headline(report))}"
-    if report.skipped:
-        verdict += f" (finite differences skipped for {md(', '.join(report.skipped))})"
-    lines = [f"## gradscope {report.command}: `{md_code(report.target)}` — {verdict}", "",
-             f"dtype {report.dtype} on {report.device}, seed {report.seed}, "
+def _setting(report: Report) -> list[str]:
+    """Dtype, seed and tolerances; what a model at scale compared how; the --const inputs."""
+    lines = [f"dtype {report.dtype} on {report.device}, seed {report.seed}, "
              f"rtol {report.tolerances.get('rtol', 0):g}, atol "
              f"{report.tolerances.get('atol', 0):g}; output shape {tuple(report.output.shape)}",
              ""]
@@ -80,6 +75,17 @@ def render(report: Report) -> str:
         held = ", ".join(f"`{md_code(n)}` {tuple(c['shape'])} {c['dtype']}"
                          for n, c in report.constants.items())
         lines += [f"data inputs (--const, not differentiated): {held}", ""]
+    return lines
+
+
+def render(report: Report) -> str:
+    verdict = "✅ passed" if report.passed else "❌ failed"
+    if headline(report):
+        verdict += f": {md(headline(report))}"
+    if report.skipped:
+        verdict += f" (finite differences skipped for {md(', '.join(report.skipped))})"
+    lines = [f"## gradscope {report.command}: `{md_code(report.target)}` — {verdict}", "",
+             *_setting(report)]
     model = report.model
     if model:
         lines += _model_summary(report)
