@@ -80,9 +80,9 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
             return (ALPHA * gv[name] + BETA * gw[name]).to(torch.float64)
     masks = {}
     for name, g in combined.items():
-        want = wanted(name)
-        diff = (g.to(torch.float64) - want.to(torch.float64)).abs()
-        bad = diff > tol.atol + tol.rtol * want.to(torch.float64).abs() * 4
+        want = wanted(name)  # (float64)
+        diff = (g.to(torch.float64) - want).abs()
+        bad = diff > tol.atol + tol.rtol * want.abs() * 4
         masks[name] = bad & torch.isfinite(diff)
     bad = {n: m for n, m in masks.items() if bool(m.any())}
     if not bad:

@@ -19,6 +19,7 @@ import torch
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.errors import TargetError
 from gradscope.rng import generator
+from gradscope.runner.projections import judged
 
 DIRECTIONS = 3  # seeded random directions over every element
 SHRINK = 16.0  # a kinked stencil is tried again with steps this much smaller...
@@ -84,8 +85,8 @@ class Composition:
 
     def covered(self) -> dict[str, bool | None]:
         """Per tensor: True where the projections that moved it agree, False where the
-        bisection placed a wrong gradient, None where nothing tells (no projection compared,
-        or a tensor before the one placed: it was only projected together with it)."""
+        drill-down placed a wrong gradient, None where nothing tells (no projection compared,
+        or a tensor the drill-down never projected alone)."""
         if not self.compared:
             return dict.fromkeys(self.order)
         if self.agrees:
@@ -97,25 +98,38 @@ class Composition:
         return out
 
 
+@dataclass(frozen=True)
+class _Side:
+    """Autograd's side of every projection: the gradients, the upstream, each tensor's
+    squared gradient norm (computed once, not per projection) and the tolerances."""
+
+    grads: Mapping[str, torch.Tensor]
+    v: torch.Tensor
+    squares: Mapping[str, float]
+    atol: float
+    rtol: float
+
+
 def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream: torch.Tensor,
              order: Sequence[str], atol: float, rtol: float, seed: int) -> Composition:
     """DIRECTIONS projections over every tensor in `order` (forward order), the first that
     disagrees drilled down."""
-    v = upstream.to(torch.float64)
+    side = _Side(grads, upstream.to(torch.float64),
+                 {n: float(grads[n].double().pow(2).sum()) for n in order}, atol, rtol)
     # (each direction drawn when used, never all at once: one is a float32 copy of the model)
-    found = tuple(_along(fd, grads, v, _direction(fd, order, seed, k), tuple(order), k, atol,
-                         rtol) for k in range(DIRECTIONS))
+    found = tuple(_along(fd, side, _direction(fd, order, seed, k), tuple(order), k)
+                  for k in range(DIRECTIONS))
     wrong = next((p for p in found if p.compared and not p.agrees), None)
     if wrong is None:
         return Composition(found, tuple(order))
-    start, agreed, steps = _drilled(fd, grads, v, _direction(fd, order, seed, wrong.index),
-                                    tuple(order), wrong.index, atol, rtol)
+    start, agreed, steps = _drilled(fd, side, _direction(fd, order, seed, wrong.index),
+                                    tuple(order), wrong.index)
     return Composition(found, tuple(order), start, agreed, steps)
 
 
 def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
                ) -> dict[str, torch.Tensor]:
-    """A seeded Gaussian direction over every element of `names` (float64, each drawn from
+    """A seeded Gaussian direction over every element of `names` (float32, each drawn from
     its own generator: the same tensor gets the same direction whatever else is checked)."""
     out = {}
     for name in names:
@@ -127,24 +141,23 @@ def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
     return out
 
 
-def _along(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], v: torch.Tensor,
-           t: Mapping[str, torch.Tensor], names: tuple[str, ...], index: int, atol: float,
-           rtol: float) -> Along:
+def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
+           names: tuple[str, ...], index: int) -> Along:
     """One projection over `names`, its stencil shrunk while it crosses a kink."""
     moved = {n: t[n] for n in names}
-    # (|g|·|t| elementwise, summed: one temporary per tensor, never the whole model's)
-    dot = sum(float(torch.dot(grads[n].double().reshape(-1), moved[n].double().reshape(-1)))
-              for n in names)
-    spread = sum(float(torch.mul(grads[n].double(), moved[n]).abs_().sum()) for n in names)
-    norm = math.sqrt(sum(float(grads[n].double().pow(2).sum()) for n in names))
+    dot = spread = 0.0
+    for n in names:  # (one temporary per tensor, never the whole model's)
+        gt = torch.mul(side.grads[n].double(), moved[n])
+        dot += float(gt.sum())
+        spread += float(gt.abs_().sum())
+    norm = math.sqrt(sum(side.squares[n] for n in names))
     shrink = 1.0
     for attempt in range(SHRINKS + 1):
         try:
             d = fd.directional(moved, shrink=shrink)
         except TargetError as exc:
             return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
-        slack = atol + rtol * spread + 3 * float((v * d.error).abs().sum())
-        difference = abs(float((v * d.value).sum()) - dot)
+        difference, slack = judged(d, side.v, dot, spread, side.atol, side.rtol)
         kinked = bool(d.kink.any())
         if not kinked or attempt == SHRINKS:
             return Along(names, index, difference, slack, norm, kinked)
@@ -152,9 +165,9 @@ def _along(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], v: torch.Te
     raise AssertionError("unreachable")  # (the loop returns on its last attempt)
 
 
-def _drilled(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], v: torch.Tensor,
-             t: Mapping[str, torch.Tensor], order: tuple[str, ...], index: int, atol: float,
-             rtol: float) -> tuple[str | None, tuple[str, ...], tuple[Along, ...]]:
+def _drilled(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
+             order: tuple[str, ...], index: int
+             ) -> tuple[str | None, tuple[str, ...], tuple[Along, ...]]:
     """Down the module tree from the root: the children of the module reached (submodules and
     its own tensors), projected alone from the last in forward order back, until one
     disagrees; then into it. Each child's projection is as sensitive as its own gradient
@@ -169,7 +182,7 @@ def _drilled(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], v: torch.
             continue
         wrong = None
         for group in reversed(groups):
-            p = _along(fd, grads, v, t, group, index, atol, rtol)
+            p = _along(fd, side, t, group, index)
             steps.append(p)
             if not p.compared:
                 return None, tuple(agreed), tuple(steps)

@@ -14,7 +14,6 @@ import torch
 
 from gradscope.diagnose import culprits, findings, kinks, partitions, relations, surrogates
 from gradscope.diagnose.layers import LayerStats, quiet_layers
-from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.report.modules import is_model
@@ -146,28 +145,18 @@ def _undefined_where(prepared: Prepared, found: list[Diagnostic],
 
 def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict,
               explained: Mapping[str, relations.Relation]) -> list[Diagnostic]:
-    """Where an input mismatched in user code: each custom Function on the run checked in
-    place, the wrong ones named (a search, never a verdict: if it cannot run, none is). A
-    target that is one Function is its own culprit, with the relation its table found."""
+    """The custom Functions the evidence checked in place (runner/inplace.py), the wrong ones
+    named; a target that is one Function is its own culprit where an input mismatched, with
+    the relation its table found."""
     if evidence.in_place:  # (checked in place already, whatever the tensors' statuses)
         return culprits.diagnostics(list(evidence.in_place))
-    if not prepared.target.runs_user_code or Status.MISMATCH not in verdict.statuses.values():
-        return []
     own = prepared.target.own_function
-    if own is not None:
-        wrong = [n for n, s in verdict.statuses.items() if s == Status.MISMATCH]
-        first = wrong[0]
-        count = verdict.table[first].counts().get(Status.MISMATCH, 0)
-        return [culprits.named(own, first, explained.get(first), count)]
-    options, finite = prepared.options, evidence.finite
-    eps = finite.fd.eps if finite is not None and finite.fd is not None else \
-        (options.eps or DEFAULT_EPS)
-    try:
-        return culprits.find(prepared.target.forward, prepared.bound.cast,
-                             evidence.backward.upstream, evidence.tol, eps, options.max_fd,
-                             options.sample, options.seed)
-    except Exception:  # (the user's code refused a second run: the verdict stands alone)
-        return []
+    if own is None or Status.MISMATCH not in verdict.statuses.values():
+        return []  # (no custom Function ran where it could be checked in place)
+    wrong = [n for n, s in verdict.statuses.items() if s == Status.MISMATCH]
+    first = wrong[0]
+    count = verdict.table[first].counts().get(Status.MISMATCH, 0)
+    return [culprits.named(own, first, explained.get(first), count)]
 
 
 def _pattern(prepared: Prepared, verdict: Verdict, name: str,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradscope.engines.fd.batcher import rejection
+from gradscope.engines.fd.result import Directional
 from gradscope.errors import TargetError
 from gradscope.rng import generator
 from gradscope.runner.prepare import Prepared
@@ -56,9 +57,17 @@ def projected(prepared: Prepared, evidence: Evidence) -> tuple[Projection, ...]:
                 out.append(Projection(name, k, t.numel(), float("nan"), 0.0, False,
                                       rejection(exc)))
                 continue
-            # |g|·|t| = |g·t|, and the error is >= 0: one temporary each, not three (20M)
-            slack = (tol.atol + tol.rtol * float(torch.mul(g, t).abs_().sum())
-                     + 3 * float(torch.mul(v, d.error).abs_().sum()))
-            difference = abs(float((v * d.value).sum()) - float((g * t).sum()))
+            gt = torch.mul(g, t)
+            dot = float(gt.sum())
+            difference, slack = judged(d, v, dot, float(gt.abs_().sum()), tol.atol, tol.rtol)
             out.append(Projection(name, k, t.numel(), difference, slack, bool(d.kink.any())))
     return tuple(out)
+
+
+def judged(d: Directional, v: torch.Tensor, dot: float, spread: float, atol: float,
+           rtol: float) -> tuple[float, float]:
+    """A projection's difference |vᵀ(J·t) − (Jᵀv)·t| (`dot`: autograd's side) and the slack it
+    is allowed: the tolerance on Σ|g·t| (`spread`; |g|·|t| = |g·t|) plus three times the
+    estimate's own error bound (≥ 0: one temporary, not three)."""
+    slack = atol + rtol * spread + 3 * float(torch.mul(v, d.error).abs_().sum())
+    return abs(float((v * d.value).sum()) - dot), slack

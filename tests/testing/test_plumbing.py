@@ -126,15 +126,10 @@ def test_grad_dtypes_as_torch_sees_them():
     assert TORCH.gradcheck(WrongDtype.apply, (leaf(3),), check_grad_dtypes=True)
 
 
-class DropsAlone(torch.autograd.Function):
-    """Two outputs; the backward gives up (zeros) when the first output's gradient is
-    undefined — right whenever both are used, wrong for the second output alone (what
-    torch's native_group_norm does with its mean and rstd outputs)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.set_materialize_grads(False)
-        return x * 2, x * 3
+class DropsAlone(NoUndefined):
+    """NoUndefined's two outputs; the backward gives up (zeros) when the first output's
+    gradient is undefined — right whenever both are used, wrong for the second output alone
+    (what torch's native_group_norm does with its mean and rstd outputs)."""
 
     @staticmethod
     def backward(ctx, g1, g2):
