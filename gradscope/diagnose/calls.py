@@ -4,10 +4,10 @@ above and what its backward returned — the material for checking each Function
 (culprits.py).
 
 A first forward finds the Function classes in the graph; a second runs with each class's
-`apply` wrapped (on the class itself, restored afterwards whatever happens) to record the
-arguments of each call and the node it made; hooks on those nodes record the gradients of one
-backward with the run's upstream. A subclass of a wrapped class still runs its own forward and
-backward: the wrapper calls the original `apply` on the class it was called on."""
+`forward` (or `setup_context`) wrapped on the class itself, restored afterwards whatever
+happens, to record the arguments of each call and the node it made (the ctx is the node);
+hooks on those nodes record the gradients of one backward with the run's upstream. A subclass
+that overrides only `backward` still runs its parent's forward and its own backward."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from gradscope.targets.oldstyle import has_setup_context, own_static, patched
 from gradscope.tensors import grad_nodes
 
 MAX_CALLS = 64  # calls recorded in one forward (a loop over thousands of steps keeps the first)
@@ -94,51 +95,36 @@ def _keeper(call: FunctionCall) -> Callable[..., None]:
 
 @contextmanager
 def wrapped(found: list[type], calls: list[FunctionCall]) -> Iterator[None]:
-    """Each class's `apply` records its calls into `calls` while inside."""
-    saved: list[tuple[type, Any]] = []
-    try:
-        for cls in found:
-            own = cls.__dict__.get("apply")
-            saved.append((cls, own))
-            cls.apply = classmethod(_recording(cls, own, calls))
+    """Each class records its calls into `calls` while inside: its `forward` (old style: ctx
+    first) or its `setup_context` (functorch style) is wrapped on the class, since code keeps
+    `apply` bound long before (`relu = MyReLU.apply`) and a bound `apply` still looks those two
+    up on the class at every call. The ctx either receives is the call's autograd node."""
+    changes = []
+    for cls in found:  # (every original looked up before anything is patched)
+        name = "setup_context" if has_setup_context(cls) else "forward"
+        changes.append((cls, name, staticmethod(_recording(own_static(cls, name), name,
+                                                           calls))))
+    with patched(changes):
         yield
-    finally:
-        for cls, own in reversed(saved):
-            if own is None:
-                delattr(cls, "apply")
-            else:
-                cls.apply = own
 
 
-def _recording(cls: type, own: Any, calls: list[FunctionCall]) -> Callable[..., Any]:
-    """An `apply` for `cls` that runs the original one (its own, else the inherited one) on
-    the class it is called on, and records the call."""
-    if own is not None:
-        original = own.__func__ if isinstance(own, classmethod) else own
-    else:
-        inherited = next(b.__dict__["apply"] for b in cls.__mro__[1:] if "apply" in b.__dict__)
-        original = inherited.__func__ if isinstance(inherited, classmethod) else inherited
+def _recording(original: Callable[..., Any], name: str, calls: list[FunctionCall]
+               ) -> Callable[..., Any]:
+    """`forward(ctx, *args)` or `setup_context(ctx, inputs, output)` that records the call
+    (once per ctx: a subclass's forward may call its parent's) and runs the original."""
 
-    def apply(called: type, *args: Any, **kwargs: Any) -> Any:
-        out = original(called, *args, **kwargs)
-        first = next((t for t in _tensors(out) if t.grad_fn is not None), None)
-        if first is not None and len(calls) < MAX_CALLS:
-            calls.append(FunctionCall(called, tuple(_kept(a) for a in args),
-                              {k: _kept(v) for k, v in kwargs.items()}, first.grad_fn,
-                              order=len(calls)))
-        return out
+    def run(ctx: Any, *rest: Any) -> Any:
+        args = rest if name == "forward" else tuple(rest[0])
+        if len(calls) < MAX_CALLS and not any(c.node is ctx for c in calls):
+            cls = getattr(ctx, "_forward_cls", None)
+            if isinstance(cls, type):
+                calls.append(FunctionCall(cls, tuple(_kept(a) for a in args), {}, ctx,
+                                          order=len(calls)))
+        return original(ctx, *rest)
 
-    return apply
+    return run
 
 
 def _kept(value: Any) -> Any:
     """An argument as the call received it, detached from the graph (a tensor's value)."""
     return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from _tensors(item)

@@ -2,7 +2,8 @@
 global, a closure cell, a default argument or a bound method's `self` — so that their
 parameters are checked too, on copies: the function is rebuilt to use the copies, which a
 wrapper module holds, so `torch.func.functional_call` can swap their parameters in. The user's
-modules are never touched.
+modules are never touched. Also what the modules' normalisation layers do in train mode: a note,
+and running statistics left alone while finite differences evaluate values.
 
 Only the names the function itself uses are followed: a helper it calls that reaches a module
 through its own globals still sees the original (the notes say which modules were found)."""
@@ -12,7 +13,8 @@ from __future__ import annotations
 import copy
 import inspect
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -153,3 +155,33 @@ def top_level(obj: Any, args: Mapping[str, Any], text: str) -> dict[str, Any]:
                              "Python literal, or the name of an nn.Module defined there")
         out[name] = found
     return out
+
+
+_STATISTICS = ("running_mean", "running_var", "num_batches_tracked", "track_running_stats")
+
+
+def tracking_layers(root: torch.nn.Module | None) -> list[torch.nn.Module]:
+    """Normalisation layers in train mode that track running statistics (batch norm,
+    instance norm with tracking)."""
+    return [m for m in (root.modules() if root is not None else ())
+            if m.training and getattr(m, "track_running_stats", False)
+            and isinstance(getattr(m, "running_mean", None), torch.Tensor)]
+
+
+@contextmanager
+def batch_statistics_only(layers: list[torch.nn.Module]) -> Iterator[None]:
+    """While inside, the `tracking_layers` stop tracking running statistics: their output is
+    the same (train mode normalises with the batch's own statistics), and `torch.func.vmap`
+    refuses a layer that would update unbatched running statistics in place from a batch of
+    evaluations — which left every CNN with batch norm differenced one column at a time.
+    Restored on exit."""
+    saved = [(m, {k: getattr(m, k, None) for k in _STATISTICS}) for m in layers]
+    try:
+        for m in layers:
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+            m.track_running_stats = False
+        yield
+    finally:
+        for m, values in saved:
+            for k, v in values.items():
+                setattr(m, k, v)

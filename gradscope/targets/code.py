@@ -21,7 +21,12 @@ from gradscope.errors import GradscopeError, UsageError
 from gradscope.markers import marker_of, reference_of
 from gradscope.targets import numbers
 from gradscope.targets.base import FlowSource, Target, TracedFn, _last_line
-from gradscope.targets.closures import Holder, batch_statistics
+from gradscope.targets.closures import (
+    Holder,
+    batch_statistics,
+    batch_statistics_only,
+    tracking_layers,
+)
 from gradscope.targets.oldstyle import old_style, values_only
 from gradscope.targets.outputs import picked
 from gradscope.targets.shapes import module_input_shape
@@ -241,12 +246,13 @@ class CodeTarget(Target):
         return self.obj(*args, **kwargs)
 
     def for_values(self, output: torch.Tensor) -> tuple[TracedFn, list[str]]:
-        """Old-style Functions found in autograd's graph run as their forward while finite
-        differences evaluate values, so that the evaluation can be vmapped (oldstyle.py)."""
-        classes = old_style(output)
+        """Old-style Functions found in autograd's graph run as their forward, and train-mode
+        normalisation layers leave their running statistics alone, while finite differences
+        evaluate values, so that the evaluation can be vmapped (oldstyle.py, closures.py)."""
+        classes, layers = old_style(output), tracking_layers(self.module)
 
         def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-            with values_only(classes):
+            with values_only(classes), batch_statistics_only(layers):
                 return self.forward(values), []
 
         notes = []

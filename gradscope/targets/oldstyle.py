@@ -4,13 +4,17 @@ differences can batch them with `torch.func.vmap`.
 torch.func refuses an `autograd.Function` without `setup_context`, which left a model using one
 differenced one column at a time (about 6× slower). Finite differences need no backward, and
 `Function.apply`'s value is its `forward`'s (run without grad), so while the target is evaluated
-for values, each such class found in its autograd graph has `apply` call `forward` directly
-with a stand-in ctx. The classes are restored when the evaluation returns or raises; autograd's
-own evaluations never see the stand-in."""
+for values, each such class found in its autograd graph is made a functorch-style Function for
+the moment: its `forward` runs the original with a stand-in ctx, `setup_context` does nothing,
+and vmap generates its rule. The class attributes are what change, not `apply`, because code
+keeps `apply` bound long before (`relu = MyReLU.apply`, `self.act = MyReLU.apply`), and a
+bound `apply` still looks `forward` and `setup_context` up on the class at every call. The
+classes are restored when the evaluation returns or raises; autograd's own evaluations never
+see the stand-in."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -63,22 +67,51 @@ def old_style(output: torch.Tensor) -> list[type]:
             if f"{cls.__name__}Backward" in names and not has_setup_context(cls)]
 
 
-def _direct(cls: Any, *args: Any) -> Any:
-    with torch.no_grad():  # as apply runs it
-        return cls.forward(_Ctx(args), *args)
+_ABSENT = object()
+
+
+def own_static(cls: type, name: str) -> Callable[..., Any]:
+    """The function behind `cls.name` as the class defines or inherits it (a staticmethod's
+    function; looked up in the class dicts, so that a patched parent is not picked up)."""
+    value = next(vars(b)[name] for b in cls.__mro__ if name in vars(b))
+    return value.__func__ if isinstance(value, staticmethod | classmethod) else value
+
+
+@contextmanager
+def patched(changes: Sequence[tuple[type, str, Any]]) -> Iterator[None]:
+    """Each (class, attribute, value) set while inside; every class's own attributes are
+    restored afterwards (an inherited one by deleting the class's own again)."""
+    saved = [(cls, name, vars(cls).get(name, _ABSENT)) for cls, name, _ in changes]
+    try:
+        for cls, name, value in changes:
+            setattr(cls, name, value)
+        yield
+    finally:
+        for cls, name, own in reversed(saved):
+            if own is _ABSENT:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, own)
+
+
+def _values_forward(forward: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        return forward(_Ctx(args), *args)
+    return run
+
+
+def _nothing(ctx: Any, inputs: Any, output: Any) -> None:
+    return None
 
 
 @contextmanager
 def values_only(classes: Sequence[type]) -> Iterator[None]:
-    """While inside, `cls.apply(...)` is `cls.forward(ctx, ...)` for each class."""
-    saved = [(cls, vars(cls).get("apply")) for cls in classes]
-    try:
-        for cls in classes:
-            cls.apply = classmethod(_direct)  # type: ignore[attr-defined]
+    """While inside, each class computes `forward(ctx, ...)`'s values as a functorch-style
+    Function (vmap generates its rule), whichever way its `apply` is reached."""
+    changes: list[tuple[type, str, Any]] = []
+    for cls in classes:  # (every original looked up before anything is patched)
+        changes += [(cls, "forward", staticmethod(_values_forward(own_static(cls, "forward")))),
+                    (cls, "setup_context", staticmethod(_nothing)),
+                    (cls, "generate_vmap_rule", True)]
+    with patched(changes):
         yield
-    finally:
-        for cls, own in saved:
-            if own is None:
-                delattr(cls, "apply")
-            else:
-                cls.apply = own  # type: ignore[attr-defined]

@@ -23,16 +23,31 @@ def test_only_old_style_functions_in_the_graph_are_found():
     assert old_style(torch.tanh(x)) == []
 
 
-def test_values_only_runs_forward_and_restores_apply():
+def test_values_only_runs_forward_and_restores_the_class():
     x = torch.randn(4)
+    own = dict(vars(Scaled))
     with values_only([Scaled]):
-        assert "apply" in vars(Scaled)
+        assert vars(Scaled)["forward"] is not own["forward"]
         batched = torch.func.vmap(lambda v: Scaled.apply(v))(torch.stack([x, 2 * x]))
-    assert "apply" not in vars(Scaled)
+    assert dict(vars(Scaled)) == own
     assert torch.equal(batched, torch.stack([2 * x, 4 * x]))
     y = torch.randn(2, requires_grad=True)
     Scaled.apply(y).sum().backward()  # the real Function again
     assert torch.equal(y.grad, torch.full((2,), 2.0))
+    try:
+        torch.func.vmap(Scaled.apply)(torch.stack([x, 2 * x]))
+    except RuntimeError as exc:  # vmap refuses the old-style class again
+        assert "setup_context" in str(exc)
+    else:
+        raise AssertionError("vmap took an old-style Function after the patch was undone")
+
+
+def test_an_apply_bound_before_the_check_is_batched_too():
+    bound = Scaled.apply  # as `relu = MyReLU.apply` is written at import time
+    x = torch.randn(3)
+    with values_only([Scaled]):
+        batched = torch.func.vmap(bound)(torch.stack([x, -x]))
+    assert torch.equal(batched, torch.stack([2 * x, -2 * x]))
 
 
 def test_the_same_estimates_as_the_per_column_loop(monkeypatch):
@@ -54,7 +69,7 @@ def test_an_old_style_typo_is_found_as_in_the_functorch_style():
     names = [i.name for i in report.inputs]
     failing = {i.name for i in report.inputs if i.status == "mismatch"}
     assert failing == set(names[:names.index("small_old_typo.blocks.1.fc2.weight")])
-    assert "apply" not in vars(OldTypoGELU)
+    assert "setup_context" not in vars(OldTypoGELU)
 
 
 def test_a_subclass_that_overrides_only_backward_is_found_and_runs_its_parents_forward():
@@ -65,4 +80,4 @@ def test_a_subclass_that_overrides_only_backward_is_found_and_runs_its_parents_f
     with values_only([SwishMissingTerm]):
         batched = torch.func.vmap(SwishMissingTerm.apply)(torch.stack([x.detach()] * 2))
     assert torch.allclose(batched[0], x.detach() * torch.sigmoid(x.detach()))
-    assert "apply" not in vars(SwishMissingTerm)
+    assert "forward" not in vars(SwishMissingTerm)
