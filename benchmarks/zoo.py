@@ -153,8 +153,8 @@ def main() -> None:
     print(f"\n{'model':10} {'variant':8} {'gradscope':>10} {'s':>8} {'gradcheck':>10} "
           f"{'s':>8} {'ratio':>6}")
     for r in table:
-        print(f"{r['model']:10} {r['variant']:8} {str(r['gradscope_passed']):>10} "
-              f"{r['gradscope_s']:8.2f} {str(r.get('gradcheck_fast_passed', '')):>10} "
+        print(f"{r['model']:10} {r['variant']:8} {r['gradscope_passed']!s:>10} "
+              f"{r['gradscope_s']:8.2f} {r.get('gradcheck_fast_passed', '')!s:>10} "
               f"{r.get('gradcheck_fast_s', 0):8.2f} {r.get('ratio', ''):>6}")
 
 

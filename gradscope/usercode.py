@@ -47,6 +47,14 @@ def backward_location(cls: type) -> str:
     return f"{Path(path or '?').name}:{line}"
 
 
+def calling_site() -> str:
+    """`file.py:LINE` of the innermost frame of the current stack in the user's code (neither
+    gradscope's nor torch's), or ''."""
+    frame = next((f for f in reversed(traceback.extract_stack())
+                  if not f.filename.startswith(OURS)), None)
+    return f"{Path(frame.filename).name}:{frame.lineno}" if frame is not None else ""
+
+
 def user_frames(exc: BaseException) -> list[str]:
     """The user's frames of a traceback (gradscope's, torch's and the importer's left out),
     each as its 'File …, line …, in …' line and the source line under it."""

@@ -7,7 +7,9 @@ A first forward finds the Function classes in the graph; a second runs with each
 `forward` (or `setup_context`) wrapped on the class itself, restored afterwards whatever
 happens, to record the arguments of each call and the node it made (the ctx is the node);
 hooks on those nodes record the gradients of one backward with the run's upstream. A subclass
-that overrides only `backward` still runs its parent's forward and its own backward."""
+that overrides only `backward` still runs its parent's forward and its own backward. The same
+watched forward records every gradient hook registered on a tensor (a `TorchFunctionMode` sees
+`Tensor.register_hook`), with what backward gave it and what it returned."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched
 from gradscope.tensors import grad_nodes
+from gradscope.usercode import calling_site
 
 MAX_CALLS = 64  # calls recorded in one forward (a loop over thousands of steps keeps the first)
 
@@ -45,6 +49,61 @@ class FunctionCall:
         return bool(self.returned)
 
 
+@dataclass
+class HookCall:
+    """One gradient hook registered on a tensor during the forward (`t.register_hook(fn)`):
+    where, and (after backward) the gradient it was given and what it returned (None: it
+    returned None, leaving the gradient as it was)."""
+
+    hook: Any
+    where: str
+    shape: tuple[int, ...]
+    received: torch.Tensor | None = None
+    returned: torch.Tensor | None = None
+
+    @property
+    def name(self) -> str:
+        return getattr(self.hook, "__qualname__", None) or type(self.hook).__name__
+
+
+@dataclass
+class Recorded:
+    """What one watched forward and backward saw: custom Function calls and gradient hooks
+    that backward reached."""
+
+    calls: list[FunctionCall] = field(default_factory=list)
+    hooks: list[HookCall] = field(default_factory=list)
+
+
+class _Hooks(TorchFunctionMode):
+    """Records each `Tensor.register_hook` of the forward, registering a wrapper that keeps
+    what the hook was given and what it returned."""
+
+    def __init__(self, hooks: list[HookCall] | None) -> None:
+        super().__init__()
+        self.hooks, self.seen = hooks, False
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        kwargs = kwargs or {}
+        if func is not torch.Tensor.register_hook or len(args) < 2:
+            return func(*args, **kwargs)
+        self.seen = True
+        if self.hooks is None or len(self.hooks) >= MAX_CALLS:
+            return func(*args, **kwargs)
+        tensor, hook = args[0], args[1]
+        call = HookCall(hook, calling_site(), tuple(tensor.shape))
+        self.hooks.append(call)
+
+        def watched(grad: torch.Tensor) -> Any:
+            out = hook(grad)
+            call.received = grad.detach().clone()
+            call.returned = out.detach().clone() if isinstance(out, torch.Tensor) else None
+            return out
+
+        return func(tensor, watched)
+
+
 def classes(output: torch.Tensor) -> list[type]:
     """The custom Function classes in the graph of `output`, in the order first met."""
     found: list[type] = []
@@ -56,20 +115,23 @@ def classes(output: torch.Tensor) -> list[type]:
 
 
 def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-           values: Mapping[str, torch.Tensor], upstream: torch.Tensor) -> list[FunctionCall]:
-    """The calls of custom Functions in one forward and backward of `forward` at `values`
-    (all of them leaves that require grad), backward with `upstream`."""
+           values: Mapping[str, torch.Tensor], upstream: torch.Tensor) -> Recorded:
+    """The calls of custom Functions and the gradient hooks registered in one forward and
+    backward of `forward` at `values` (all of them leaves that require grad), backward with
+    `upstream`."""
     # (leaves share the values' storage: torch's own ops never write into their inputs, and
     # a model's parameters copied twice more would be two more copies of the model)
     leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
     with torch.enable_grad():
-        found = classes(forward(leaves))
-        if not found:
-            return []
+        with _Hooks(None) as looking:
+            found = classes(forward(leaves))
+        if not found and not looking.seen:
+            return Recorded()
         leaves = {n: v.detach().requires_grad_(v.is_floating_point())
                   for n, v in values.items()}
         calls: list[FunctionCall] = []
-        with wrapped(found, calls):
+        hooks: list[HookCall] = []
+        with wrapped(found, calls), _Hooks(hooks):
             out = forward(leaves)
         handles = [c.node.register_hook(_keeper(c)) for c in calls if c.node is not None]
         try:
@@ -81,7 +143,7 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
                 h.remove()
             for c in calls:  # (a node holds the whole graph behind it: the model's copy too)
                 c.node = None
-    return [c for c in calls if c.ran]
+    return Recorded([c for c in calls if c.ran], [h for h in hooks if h.received is not None])
 
 
 def _keeper(call: FunctionCall) -> Callable[..., None]:

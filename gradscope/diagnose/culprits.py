@@ -18,6 +18,7 @@ import torch
 
 from gradscope.diagnose import relations
 from gradscope.diagnose.calls import FunctionCall, record
+from gradscope.diagnose.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
@@ -62,12 +63,28 @@ class ClassCheck:
         return f"{self.cls.__name__}.backward" + (f" ({self.where})" if self.where else "")
 
 
+def check_in_place(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+                   values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
+                   eps: float, max_fd: int, sample: int, seed: int
+                   ) -> list[ClassCheck | HookCheck]:
+    """Every custom Function class and every gradient hook on the run, each call checked in
+    place (one watched forward and backward records them all)."""
+    recorded = record(forward, values, upstream)
+    return [*_classes(recorded.calls, tol, eps, max_fd, sample, seed),
+            *check_hooks(recorded.hooks, tol)]
+
+
 def check_classes(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-            values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
-            eps: float, max_fd: int, sample: int, seed: int) -> list[ClassCheck]:
+                  values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
+                  eps: float, max_fd: int, sample: int, seed: int) -> list[ClassCheck]:
     """Every custom Function class on the run, each call checked in place."""
+    return _classes(record(forward, values, upstream).calls, tol, eps, max_fd, sample, seed)
+
+
+def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
+             sample: int, seed: int) -> list[ClassCheck]:
     by_class: dict[type, list[FunctionCall]] = {}
-    for call in record(forward, values, upstream):
+    for call in calls:
         by_class.setdefault(call.cls, []).append(call)
     out = []
     for cls, mine in by_class.items():
@@ -84,9 +101,27 @@ def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     return diagnostics(check_classes(forward, values, upstream, tol, eps, max_fd, sample, seed))
 
 
-def diagnostics(checks: list[ClassCheck]) -> list[Diagnostic]:
-    """The culprit diagnostics of the classes checked in place that are wrong."""
-    return [_diagnostic(c.cls, list(c.wrong), c.calls) for c in checks if c.wrong]
+def diagnostics(checks: list[ClassCheck | HookCheck]) -> list[Diagnostic]:
+    """The culprit diagnostics of the classes checked in place that are wrong, and of the
+    gradient hooks that changed a gradient."""
+    return [_diagnostic(c.cls, list(c.wrong), c.calls) if isinstance(c, ClassCheck)
+            else _hook_diagnostic(c) for c in checks if c.wrong]
+
+
+def _hook_diagnostic(check: HookCheck) -> Diagnostic:
+    first = check.wrong[0]
+    how = first.relation.text if first.relation is not None else (
+        f"{first.count} element(s) differ")
+    how = how.replace("autograd", "what it returns").replace("the derivative",
+                                                             "what it was given")
+    calls = f" in {len(check.wrong)} of {check.calls} calls" if check.calls > 1 else ""
+    return Diagnostic(
+        kind="culprit", op=check.label, where=check.where, inputs=[],
+        count=sum(w.count for w in check.wrong),
+        message=f"{check.label} changes the gradient it is given{calls}: {how}",
+        hint=HOOK_HINT, relation=first.relation.kind if first.relation else None,
+        factor=first.relation.factor if first.relation else None,
+        summary=f"{check.label} changes the gradient it is given: {how}")
 
 
 def _names(call: FunctionCall) -> list[str]:

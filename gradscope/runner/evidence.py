@@ -35,7 +35,7 @@ from gradscope.runner.backward import (
     with_flow,
 )
 from gradscope.runner.composition import Composition, composed
-from gradscope.runner.inplace import ClassCheck, in_place
+from gradscope.runner.inplace import ClassCheck, HookCheck, in_place
 from gradscope.runner.prepare import Prepared, shape_hint
 from gradscope.runner.projections import Projection, projected
 from gradscope.runner.references import Finite, Reference, Setup
@@ -96,7 +96,8 @@ class Evidence:
     views: tuple[View, ...] = ()  # the table's first (absent when backward failed)
     projections: tuple[Projection, ...] = ()
     composition: Composition | None = None  # a model at scale: projections over everything
-    in_place: tuple[ClassCheck, ...] = ()  # custom Functions, each checked where it ran
+    # custom Functions and gradient hooks, each checked where it ran
+    in_place: tuple[ClassCheck | HookCheck, ...] = ()
     forward: Forward | None = None
     accumulation: Accumulation | None = None
     notes: tuple[str, ...] = ()

@@ -17,6 +17,7 @@ from gradscope.report.model import Failure, UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
+from gradscope.runner.inplace import HookCheck
 from gradscope.runner.prepare import Prepared
 from gradscope.runner.projections import Projection
 from gradscope.verdict import checks, outcome
@@ -203,7 +204,8 @@ def in_place(evidence: Evidence, excuses: Excuses,
     out = []
     for c in evidence.in_place:
         bad = sum(w.count for w in c.wrong)
-        label = (f"{c.label} checked in place: {c.calls} call(s), {c.elements:,} argument "
+        what = "gradient" if isinstance(c, HookCheck) else "argument"
+        label = (f"{c.label} checked in place: {c.calls} call(s), {c.elements:,} {what} "
                  "element(s) per element")
         if not c.elements:
             out.append(UpstreamCheck(f"{label}: not compared (its forward refused perturbed "

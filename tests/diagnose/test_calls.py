@@ -1,5 +1,6 @@
 """Recording each custom Function call: its arguments, the gradient it received and what its
-backward returned; `apply` restored afterwards, subclasses still running their own code."""
+backward returned, however `apply` is reached; the class restored afterwards, subclasses still
+running their own code."""
 
 from __future__ import annotations
 
@@ -17,24 +18,44 @@ def test_calls_record_arguments_and_both_gradients():
     def forward(v):
         return branches.LeakySwishBug.apply(2 * branches.LeakySwish.apply(v["x"]))
 
-    first, second = record(forward, {"x": X}, ONES)
+    first, second = record(forward, {"x": X}, ONES).calls
     assert (first.cls, second.cls) == (branches.LeakySwish, branches.LeakySwishBug)
     assert torch.equal(first.args[0], X)
     assert torch.allclose(first.received[0], 2 * second.returned[0])  # through the 2·
     assert torch.equal(second.received[0], ONES)
 
 
-def test_apply_is_restored_and_subclasses_run_their_own_backward():
+def test_the_class_is_restored_and_subclasses_run_their_own_backward():
     own = dict(branches.LeakySwish.__dict__)
-    calls = record(lambda v: branches.LeakySwishBug.apply(v["x"]), {"x": X}, ONES)
-    assert "apply" not in branches.LeakySwish.__dict__ and dict(
-        branches.LeakySwish.__dict__) == own
+    sub = dict(branches.LeakySwishBug.__dict__)
+    calls = record(lambda v: branches.LeakySwishBug.apply(v["x"]), {"x": X}, ONES).calls
+    assert dict(branches.LeakySwish.__dict__) == own
+    assert dict(branches.LeakySwishBug.__dict__) == sub
     bug = calls[0].returned[0]
-    right = record(lambda v: branches.LeakySwish.apply(v["x"]), {"x": X}, ONES)[0].returned[0]
+    right = record(lambda v: branches.LeakySwish.apply(v["x"]), {"x": X}, ONES).calls[0].returned[0]
     assert not torch.allclose(bug, right)  # the subclass's own backward ran
 
 
-def test_apply_is_restored_when_the_forward_raises():
+def test_an_apply_bound_before_the_check_is_recorded_once_per_call():
+    from tests.data.zoo_conv import ClampedReLU
+
+    relu = ClampedReLU.apply  # bound at import time, as `self.relu = MyReLU.apply` is
+    calls = record(lambda v: relu(relu(v["x"]) - 1), {"x": X}, ONES).calls
+    assert [c.cls for c in calls] == [ClampedReLU, ClampedReLU]
+    assert torch.equal(calls[0].args[0], X) and torch.equal(calls[1].args[0], X.clamp(min=0) - 1)
+    assert "forward" in vars(ClampedReLU) and "setup_context" not in vars(ClampedReLU)
+
+
+def test_a_functorch_style_class_is_recorded_through_setup_context():
+    from tests.data.stack import TypoGELU
+
+    gelu = TypoGELU.apply
+    (call,) = record(lambda v: gelu(v["x"]), {"x": X}, ONES).calls
+    assert call.cls is TypoGELU and torch.equal(call.args[0], X)
+    assert torch.equal(call.received[0], ONES)
+
+
+def test_the_class_is_restored_when_the_forward_raises():
     def forward(v):
         y = branches.RoundSTE.apply(v["x"])
         if len(classes_seen) == 1:
@@ -45,7 +66,8 @@ def test_apply_is_restored_when_the_forward_raises():
     classes_seen: list = []
     with pytest.raises(ValueError):
         record(forward, {"x": X}, ONES)
-    assert "apply" not in branches.RoundSTE.__dict__
+    assert "setup_context" not in branches.RoundSTE.__dict__
+    assert branches.RoundSTE.forward is vars(branches.RoundSTE)["forward"].__func__
 
 
 def test_non_tensor_arguments_and_calls_backward_never_reached():
@@ -54,7 +76,7 @@ def test_non_tensor_arguments_and_calls_backward_never_reached():
         return branches.scaled_matmul(v["x"].reshape(1, 5), v["w"], 3.0)
 
     calls = record(forward, {"x": X, "w": torch.ones(5, 2, dtype=torch.float64)},
-                   torch.ones(1, 2, dtype=torch.float64))
+                   torch.ones(1, 2, dtype=torch.float64)).calls
     (call,) = calls
     assert call.args[2] == 3.0 and len(call.returned) == 2
 
@@ -62,3 +84,33 @@ def test_non_tensor_arguments_and_calls_backward_never_reached():
 def test_classes_of_a_model():
     out = culprits.BuggyNet().double()(torch.randn(2, 6, dtype=torch.float64))
     assert classes(out) == [culprits.BuggyLeakyReLU, culprits.Swish]
+
+
+def test_gradient_hooks_of_the_forward_are_recorded_with_what_they_were_given():
+    def forward(v):
+        h = v["x"] * 3
+        h.register_hook(lambda g: g * 0.5)  # changes it
+        k = h.exp()
+        k.register_hook(lambda g: None)  # only looks
+        return k.sum()
+
+    recorded = record(forward, {"x": X}, torch.ones((), dtype=torch.float64))
+    assert recorded.calls == []
+    halve, look = sorted(recorded.hooks, key=lambda h: h.returned is None)
+    assert halve.where == look.where.replace(str(int(look.where.split(":")[1])),
+                                             str(int(look.where.split(":")[1]) - 2))
+    assert halve.where.startswith("test_calls.py:")
+    assert torch.allclose(halve.returned, 0.5 * halve.received)
+    assert torch.allclose(halve.received, (3 * X).exp())
+    assert look.returned is None
+
+
+def test_no_hook_and_no_function_costs_one_forward_only():
+    seen = []
+
+    def forward(v):
+        seen.append(1)
+        return (v["x"] ** 2).sum()
+
+    recorded = record(forward, {"x": X}, torch.ones((), dtype=torch.float64))
+    assert recorded.calls == [] and recorded.hooks == [] and len(seen) == 1

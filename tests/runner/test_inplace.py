@@ -1,6 +1,7 @@
 """Custom Functions checked in place on every run of user code: each class named with its
 file and line and its verdict; a declared surrogate excuses it only where the declaration
-reaches (a wrong Function whose gradient flows to an undeclared input still fails)."""
+reaches (a wrong Function whose gradient flows to an undeclared input still fails). Gradient
+hooks registered in the forward likewise: one that changes a gradient is named with its line."""
 
 import gradscope
 from gradscope.report.status import Status
@@ -45,3 +46,39 @@ def test_a_target_that_is_itself_a_function_is_not_checked_twice():
     report = gradscope.check("tests/data/corpus.py:GradientReversal", at={"x": "randn(4)"},
                              arg={"alpha": 0.5})
     assert not _in_place(report)
+
+
+INPLACE = "tests/data/inplace.py"
+ZOO_SEQ = "tests/data/zoo_seq.py"
+
+
+def test_a_hook_that_changes_the_gradient_fails_with_its_line():
+    report = gradscope.check(f"{ZOO_SEQ}:lstm_bad_loss", const={"tokens": "randint(0,50,(2,5))"},
+                             only="*.bias_hh_l0")  # (the check in place covers the rest)
+    (check,) = _in_place(report)
+    assert check.label.startswith("gradient hook LSTMLM.forward.<locals>.<lambda> (zoo_seq.py:")
+    assert check.result == Status.MISMATCH and not report.passed
+    (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert "0.5 × what it was given" in culprit.message and culprit.factor == 0.5
+
+
+def test_hooks_that_only_look_pass_and_a_clamp_fails_only_where_it_clamps():
+    report = gradscope.check(f"{INPLACE}:logged", at={"x": "randn(5)"})
+    assert report.passed and len(_in_place(report)) == 2
+    assert all(c.result == Status.OK for c in _in_place(report))
+    small = gradscope.check(f"{INPLACE}:clipped", at={"x": "uniform(-0.1,0.1,4)"})
+    assert small.passed  # its gradient 6x stays inside [−1, 1]: the clamp changes nothing
+    large = gradscope.check(f"{INPLACE}:clipped", at={"x": "[1,2,-3,0.01]"})
+    (check,) = _in_place(large)
+    assert not large.passed and check.result == Status.MISMATCH and check.mismatches == 3
+
+
+def test_a_reversal_hook_is_excused_only_where_declared():
+    values = {"x": "randn(6)", "y": "randn(6)"}
+    plain = gradscope.check(f"{INPLACE}:reversed_by_hook", at=values)
+    assert not plain.passed
+    declared = gradscope.check(f"{INPLACE}:reversed_by_hook", at=values, surrogate="x")
+    (check,) = _in_place(declared)
+    assert declared.passed and check.result == Status.SURROGATE
+    elsewhere = gradscope.check(f"{INPLACE}:reversed_by_hook", at=values, surrogate="y")
+    assert not elsewhere.passed  # declared for y, whose gradient the hook never touches

@@ -88,6 +88,27 @@ def test_a_module_instance_in_train_mode_keeps_its_running_statistics():
     assert not any("batch norm" in n for n in evaluated.notes) and net.training
 
 
+def test_running_statistics_are_left_alone_while_values_are_batched():
+    from gradscope.targets.closures import batch_statistics_only, tracking_layers
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3),
+                              torch.nn.InstanceNorm2d(3, track_running_stats=True)).double()
+    frozen = torch.nn.BatchNorm2d(3).double().eval()
+    layers = tracking_layers(torch.nn.Sequential(net, frozen))
+    assert layers == [net[1], net[2]]  # (eval mode reads its running statistics: kept)
+    xs = torch.randn(4, 2, 2, 5, 5, dtype=torch.float64)
+    with pytest.raises(RuntimeError):
+        torch.func.vmap(net)(xs)
+    before = {n: b.clone() for n, b in net.named_buffers()}
+    with batch_statistics_only(layers):
+        batched = torch.func.vmap(net)(xs)
+    assert net[1].track_running_stats and net[1].running_mean is not None
+    assert all(torch.equal(before[n], b) for n, b in net.named_buffers())
+    looped = torch.stack([net(x) for x in xs])  # (this updates them: the values are the same)
+    assert torch.allclose(batched, looped, atol=1e-12)
+
+
 def test_a_module_on_another_device_is_moved_as_a_copy():
     from gradscope.targets import resolve
 
