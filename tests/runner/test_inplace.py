@@ -82,3 +82,22 @@ def test_a_reversal_hook_is_excused_only_where_declared():
     assert declared.passed and check.result == Status.SURROGATE
     elsewhere = gradscope.check(f"{INPLACE}:reversed_by_hook", at=values, surrogate="y")
     assert not elsewhere.passed  # declared for y, whose gradient the hook never touches
+
+
+ZOO_CONV = "tests/data/zoo_conv.py"
+IMAGES = {"x": "randn(2,3,8,8)"}
+LABELS = {"labels": "randint(0,10,(2,))"}
+
+
+def test_a_function_whose_apply_was_bound_at_import_is_checked_and_named():
+    # (ResNet's blocks keep `ClampedReLU.apply` as an attribute; batch norm in train mode)
+    right = gradscope.check(f"{ZOO_CONV}:resnet_loss", at=IMAGES, const=LABELS,
+                            only="*.layer3.*")
+    assert right.passed and _in_place(right) == []
+    wrong = gradscope.check(f"{ZOO_CONV}:resnet_bad_loss", at=IMAGES, const=LABELS,
+                            only="*.layer3.*")
+    (check,) = _in_place(wrong)
+    assert check.label.startswith("ClampedReLU.backward (zoo_conv.py:")
+    # (backward reaches the two calls of layer3 only: the rest is held as data)
+    assert "2 call(s)" in check.label and check.result == Status.MISMATCH
+    assert any(f.subject == check.label for f in wrong.failures)
