@@ -33,3 +33,8 @@ def clipped(x: torch.Tensor) -> torch.Tensor:
     if h.requires_grad:
         h.register_hook(lambda g: g.clamp(-1, 1))
     return (h * h).sum()
+
+
+def half_detached(x: torch.Tensor) -> torch.Tensor:
+    """No Function, no hook: a `.detach()` that drops half of x²'s derivative."""
+    return (x * x.detach()).sum()

@@ -17,9 +17,16 @@ def test_a_pass_has_no_headline():
 
 
 def test_the_relation_a_mismatch_follows_leads():
-    # no custom Function to blame: the input's relation leads
+    # no custom Function or hook to blame: the input's relation leads
+    report = gradscope.check(f"{DATA}/inplace.py:half_detached", x="1,2,3")
+    assert headline(report) == "x: autograd = 0.5 × the derivative at every element"
+
+
+def test_a_hook_that_changes_the_gradient_leads():
     report = gradscope.check(f"{DATA}/culprits.py:HookedNet", x="randn(2,6)", only="x")
-    assert headline(report) == "x: autograd = 2 × the derivative at every element"
+    assert headline(report).startswith("gradient hook HookedNet.forward.<locals>.<lambda> (")
+    assert headline(report).endswith("changes the gradient it is given: what it returns = 2 × "
+                                     "what it was given at every element")
 
 
 def test_a_culprit_leads_in_place_of_the_inputs_it_explains():
