@@ -12,6 +12,7 @@ gradcheck fast; timings are never asserted anywhere."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -47,7 +48,8 @@ class Case:
     mode: str | None = None
 
 
-def _images(shape: tuple[int, ...], classes: int | None = None) -> Callable[[], Any]:
+def _images(shape: tuple[int, ...]) -> Callable[[], Any]:
+    """A float input `x` of this shape, seeded."""
     return lambda: {"x": torch.randn(*shape, generator=_seeded())}
 
 
@@ -99,7 +101,7 @@ def _gradcheck(case: Case, bad: int) -> tuple[bool, float, int]:
     consts = {k: v.double() if v.is_floating_point() else v for k, v in case.consts().items()}
     names = [n for n, _ in wrapper.named_parameters()]
     params = [p.detach().clone().requires_grad_() for _, p in wrapper.named_parameters()]
-    order = list(__import__("inspect").signature(loss).parameters)
+    order = list(inspect.signature(loss).parameters)
 
     def f(*leaves: torch.Tensor) -> torch.Tensor:
         given = dict(zip(inputs, leaves[:len(inputs)], strict=True)) | consts
