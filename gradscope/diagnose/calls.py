@@ -57,7 +57,6 @@ class HookCall:
 
     hook: Any
     where: str
-    shape: tuple[int, ...]
     received: torch.Tensor | None = None
     returned: torch.Tensor | None = None
 
@@ -92,7 +91,7 @@ class _Hooks(TorchFunctionMode):
         if self.hooks is None or len(self.hooks) >= MAX_CALLS:
             return func(*args, **kwargs)
         tensor, hook = args[0], args[1]
-        call = HookCall(hook, calling_site(), tuple(tensor.shape))
+        call = HookCall(hook, calling_site())
         self.hooks.append(call)
 
         def watched(grad: torch.Tensor) -> Any:

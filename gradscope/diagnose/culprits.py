@@ -10,7 +10,7 @@ Function whose backward agrees on every call is not named, whatever else is wron
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,13 +74,6 @@ def check_in_place(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
             *check_hooks(recorded.hooks, tol)]
 
 
-def check_classes(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-                  values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
-                  eps: float, max_fd: int, sample: int, seed: int) -> list[ClassCheck]:
-    """Every custom Function class on the run, each call checked in place."""
-    return _classes(record(forward, values, upstream).calls, tol, eps, max_fd, sample, seed)
-
-
 def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
              sample: int, seed: int) -> list[ClassCheck]:
     by_class: dict[type, list[FunctionCall]] = {}
@@ -98,30 +91,49 @@ def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
          values: Mapping[str, torch.Tensor], upstream: torch.Tensor, tol: Tolerance,
          eps: float, max_fd: int, sample: int, seed: int) -> list[Diagnostic]:
     """A `culprit` diagnostic per Function class whose backward is wrong on some call."""
-    return diagnostics(check_classes(forward, values, upstream, tol, eps, max_fd, sample, seed))
+    calls = record(forward, values, upstream).calls
+    return diagnostics(_classes(calls, tol, eps, max_fd, sample, seed))
 
 
-def diagnostics(checks: list[ClassCheck | HookCheck]) -> list[Diagnostic]:
+def diagnostics(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
     """The culprit diagnostics of the classes checked in place that are wrong, and of the
     gradient hooks that changed a gradient."""
-    return [_diagnostic(c.cls, list(c.wrong), c.calls) if isinstance(c, ClassCheck)
-            else _hook_diagnostic(c) for c in checks if c.wrong]
+    return [_diagnostic(c) if isinstance(c, ClassCheck) else _hook_diagnostic(c)
+            for c in checks if c.wrong]
+
+
+def _diagnostic(check: ClassCheck) -> Diagnostic:
+    first = check.wrong[0]
+    how = _how(first.relation, f"{first.count} element(s) disagree")
+    reading = f": {first.relation.reading}" if first.relation and first.relation.reading else ""
+    return _culprit(check, f" is wrong for its argument {first.argument}",
+                    f", for its argument {first.argument}", how, reading, [first.argument], HINT)
 
 
 def _hook_diagnostic(check: HookCheck) -> Diagnostic:
     first = check.wrong[0]
-    how = first.relation.text if first.relation is not None else (
-        f"{first.count} element(s) differ")
-    how = how.replace("autograd", "what it returns").replace("the derivative",
-                                                             "what it was given")
+    how = _how(first.relation, f"{first.count} element(s) differ").replace(
+        "autograd", "what it returns").replace("the derivative", "what it was given")
+    said = " changes the gradient it is given"
+    return _culprit(check, said, said, how, "", [], HOOK_HINT)
+
+
+def _how(relation: relations.Relation | None, otherwise: str) -> str:
+    return relation.text if relation is not None else otherwise
+
+
+def _culprit(check: ClassCheck | HookCheck, said: str, summary: str, how: str, reading: str,
+             inputs: list[str], hint: str) -> Diagnostic:
+    """The culprit diagnostic of a Function class or hook checked in place: `said` of it in
+    the message, `summary` in the headline, the relation of its first wrong call."""
+    relation = check.wrong[0].relation
     calls = f" in {len(check.wrong)} of {check.calls} calls" if check.calls > 1 else ""
     return Diagnostic(
-        kind="culprit", op=check.label, where=check.where, inputs=[],
+        kind="culprit", op=check.label, where=check.where, inputs=inputs,
         count=sum(w.count for w in check.wrong),
-        message=f"{check.label} changes the gradient it is given{calls}: {how}",
-        hint=HOOK_HINT, relation=first.relation.kind if first.relation else None,
-        factor=first.relation.factor if first.relation else None,
-        summary=f"{check.label} changes the gradient it is given: {how}")
+        message=f"{check.label}{said}{calls}: {how}{reading}", hint=hint,
+        relation=relation.kind if relation else None,
+        factor=relation.factor if relation else None, summary=f"{check.label}{summary}: {how}")
 
 
 def _names(call: FunctionCall) -> list[str]:
@@ -229,22 +241,4 @@ def named(cls: type, argument: str, relation: relations.Relation | None,
           count: int) -> Diagnostic:
     """The culprit diagnostic of a target that is itself the Function `cls`, from the
     relation its table already found (no second check: the table was it)."""
-    return _diagnostic(cls, [Wrong(None, argument, relation, count)], 1)
-
-
-def _diagnostic(cls: type, wrong: list[Wrong], total: int) -> Diagnostic:
-    first = wrong[0]
-    where = backward_location(cls)
-    named = f"{cls.__name__}.backward" + (f" ({where})" if where else "")
-    how = first.relation.text if first.relation is not None else (
-        f"{first.count} element(s) disagree")
-    calls = (f" in {len(wrong)} of {total} calls" if total > 1 else "")
-    reading = f": {first.relation.reading}" if first.relation and first.relation.reading else ""
-    return Diagnostic(
-        kind="culprit", op=named, where=where, inputs=[first.argument],
-        count=sum(w.count for w in wrong),
-        message=(f"{named} is wrong for its argument {first.argument}{calls}: {how}"
-                 f"{reading}"),
-        hint=HINT, relation=first.relation.kind if first.relation else None,
-        factor=first.relation.factor if first.relation else None,
-        summary=f"{named}, for its argument {first.argument}: {how}")
+    return _diagnostic(ClassCheck(cls, 1, 0, (Wrong(None, argument, relation, count),)))

@@ -149,7 +149,7 @@ def _culprits(prepared: Prepared, evidence: Evidence, verdict: Verdict,
     named; a target that is one Function is its own culprit where an input mismatched, with
     the relation its table found."""
     if evidence.in_place:  # (checked in place already, whatever the tensors' statuses)
-        return culprits.diagnostics(list(evidence.in_place))
+        return culprits.diagnostics(evidence.in_place)
     own = prepared.target.own_function
     if own is None or Status.MISMATCH not in verdict.statuses.values():
         return []  # (no custom Function ran where it could be checked in place)

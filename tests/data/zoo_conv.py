@@ -11,6 +11,8 @@ and one with a planted bug of the kind users write:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -146,18 +148,18 @@ def vae_objective(model: VAE, x: torch.Tensor, eps: torch.Tensor) -> torch.Tenso
     return F.mse_loss(recon, x) + kl
 
 
-torch.manual_seed(0)
-resnet = ResNet()
-torch.manual_seed(0)
-resnet_bad = ResNet(relu=ClampedReLU.apply)
-torch.manual_seed(0)
-unet = UNet()
-torch.manual_seed(0)
-unet_bad = UNet(detach_skip=True)
-torch.manual_seed(0)
-vae = VAE()
-torch.manual_seed(0)
-vae_bad = VAE(WrongReparameterise)
+def _twins(right: Callable[[], nn.Module], bad: Callable[[], nn.Module]
+           ) -> tuple[nn.Module, nn.Module]:
+    """A correct model and its buggy twin, built from the same seed: the same weights."""
+    torch.manual_seed(0)
+    first = right()
+    torch.manual_seed(0)
+    return first, bad()
+
+
+resnet, resnet_bad = _twins(ResNet, lambda: ResNet(relu=ClampedReLU.apply))
+unet, unet_bad = _twins(UNet, lambda: UNet(detach_skip=True))
+vae, vae_bad = _twins(VAE, lambda: VAE(WrongReparameterise))
 
 
 def resnet_loss(x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

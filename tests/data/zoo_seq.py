@@ -12,6 +12,8 @@ token, `nn.MultiheadAttention`). Each has a correct loss and one with a planted 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -184,22 +186,19 @@ class ViT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
-torch.manual_seed(0)
-lstm = LSTMLM()
-torch.manual_seed(0)
-lstm_bad = LSTMLM(halve_hook=True)
-torch.manual_seed(0)
-gcn = GCN()
-torch.manual_seed(0)
-gcn_bad = GCN(matmul=UntransposedAdjMatmul)
-torch.manual_seed(0)
-moe = MoE()
-torch.manual_seed(0)
-moe_bad = MoE(detach_router=True)
-torch.manual_seed(0)
-vit = ViT()
-torch.manual_seed(0)
-vit_bad = ViT(OffSoftmax)
+def _twins(right: Callable[[], nn.Module], bad: Callable[[], nn.Module]
+           ) -> tuple[nn.Module, nn.Module]:
+    """A correct model and its buggy twin, built from the same seed: the same weights."""
+    torch.manual_seed(0)
+    first = right()
+    torch.manual_seed(0)
+    return first, bad()
+
+
+lstm, lstm_bad = _twins(LSTMLM, lambda: LSTMLM(halve_hook=True))
+gcn, gcn_bad = _twins(GCN, lambda: GCN(matmul=UntransposedAdjMatmul))
+moe, moe_bad = _twins(MoE, lambda: MoE(detach_router=True))
+vit, vit_bad = _twins(ViT, lambda: ViT(OffSoftmax))
 
 
 def _next_token(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -216,15 +215,19 @@ def lstm_bad_loss(tokens: torch.Tensor) -> torch.Tensor:
     return _next_token(lstm_bad, tokens)
 
 
+def _node_classes(model: nn.Module, x: torch.Tensor, adj: torch.Tensor,
+                  labels: torch.Tensor) -> torch.Tensor:
+    adj = adj.abs() / adj.abs().sum(1, keepdim=True)  # row-normalised, directed
+    return F.cross_entropy(model(x, adj), labels)
+
+
 def gcn_loss(x: torch.Tensor, adj: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """x: node features (nodes, 48); adj: (nodes, nodes) data; labels: ints in [0, 12)."""
-    adj = adj.abs() / adj.abs().sum(1, keepdim=True)
-    return F.cross_entropy(gcn(x, adj), labels)
+    return _node_classes(gcn, x, adj, labels)
 
 
 def gcn_bad_loss(x: torch.Tensor, adj: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    adj = adj.abs() / adj.abs().sum(1, keepdim=True)
-    return F.cross_entropy(gcn_bad(x, adj), labels)
+    return _node_classes(gcn_bad, x, adj, labels)
 
 
 def moe_loss(x: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ G = torch.tensor([0.5, -2.0, 3.0], dtype=torch.float64)
 
 def _call(hook, where="model.py:12"):
     out = hook(G)
-    return HookCall(hook, where, tuple(G.shape), G.clone(),
+    return HookCall(hook, where, G.clone(),
                     out.clone() if isinstance(out, torch.Tensor) else None)
 
 
