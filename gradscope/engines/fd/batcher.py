@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -21,7 +21,10 @@ from gradscope.engines.fd.stencil import (
     STENCIL,
     estimate,
     kinked,
+    kinked_reusing,
     numel,
+    richardson_reusing,
+    second_difference,
 )
 from gradscope.errors import TargetError
 from gradscope.tensors import branch_changed
@@ -35,8 +38,35 @@ MODEL_BATCH_ELEMENTS = 1 << 25  # activations one such call may hold (256 MB in 
 VMAP_NOTES = ("There is a performance drop because we have not yet implemented the batching",
               "An output with one or more elements was resized")
 
-# (estimate (n_out, k), error (n_out, k), {branch index: (k,) changed}) for k columns
-Columns = tuple[torch.Tensor, torch.Tensor, dict[int, torch.Tensor]]
+
+
+class Columns(NamedTuple):
+    """k columns: estimate and error (n_out, k), {branch index: (k,) changed}, and for a
+    two-point pass of perturbed copies the second differences a refinement reuses (`Halfway`;
+    zeros where no kink is looked for, None where not kept)."""
+
+    estimate: torch.Tensor
+    error: torch.Tensor
+    kinks: dict[int, torch.Tensor]
+    second: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Halfway:
+    """k two-point columns at the step a refinement uses again, (n_out, k) each: their
+    estimate, its bound and second difference. The refinement evaluates ±h/2 only."""
+
+    d1: torch.Tensor
+    error: torch.Tensor
+    second: torch.Tensor
+
+    def part(self, cols: Any) -> Halfway:
+        return Halfway(self.d1[:, cols], self.error[:, cols], self.second[:, cols])
+
+
+def _part(halfway: Halfway | None, cols: Any) -> Halfway | None:
+    return None if halfway is None else halfway.part(cols)
+
 # Failed evaluations one batch of columns may spend finding the columns the target rejects
 # (halving the batch each time): past it the target rejects too much to be worth finding.
 MAX_REJECTED = 64
@@ -117,8 +147,9 @@ class Batcher:
         return self.column_fn[name]
 
     def perturb(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
-                points: int = 4) -> Columns:
-        """The columns of the elements `idx` of `name` (steps `h`) at `points` stencil points."""
+                points: int = 4, halfway: Halfway | None = None) -> Columns:
+        """The columns of the elements `idx` of `name` (steps `h`) at `points` stencil points
+        (four from `halfway` and the points at ±h/2, where the columns are copies)."""
         k = len(idx)
         columns = self.columns(name)
         if columns is not None:
@@ -132,11 +163,11 @@ class Batcher:
             outs = outs.reshape(points, k, -1).transpose(1, 2)  # (points, n_out, k)
             est, err = estimate(outs, h.unsqueeze(0), self.point.machine_eps, self._noise())
             kinks = {j: f.reshape(points, k).any(0) for j, f in flags.items() if bool(f.any())}
-            return est, err, kinks
+            return Columns(est, err, kinks)
         if k > self.chunk_size(name, x.numel(), numel(self.point.out_shape)):
-            return self._in_chunks(name, x, idx, h, points)  # sized for copies
+            return self._in_chunks(name, x, idx, h, points, halfway)  # sized for copies
         try:
-            return self._copies(name, x, idx, h, points)
+            return self._copies(name, x, idx, h, points, halfway)
         except (RuntimeError, MemoryError) as exc:
             # An estimate of activations can be wrong: on an allocation failure halve the
             # batch (and remember the size for the next ones), down to a single column.
@@ -144,11 +175,14 @@ class Batcher:
                 raise
             self.memory_cap[name] = max(1, k // 2)
             half = k // 2
-            return joined([self.perturb(name, x, idx[:half], h[:half], points),
-                           self.perturb(name, x, idx[half:], h[half:], points)], x.device)
+            low, high = slice(None, half), slice(half, None)
+            return joined([self.perturb(name, x, idx[low], h[low], points, _part(halfway, low)),
+                           self.perturb(name, x, idx[high], h[high], points,
+                                        _part(halfway, high))], x.device)
 
     def tolerant(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
-                 points: int = 4) -> tuple[Columns, Rejected]:
+                 points: int = 4, halfway: Halfway | None = None
+                 ) -> tuple[Columns, Rejected]:
         """`perturb`, where the target may reject some perturbed points (an ODE solver's
         "underflow in dt", a probability pushed past 1): the batch is halved down to the
         columns it rejects, which come back NaN and marked. The target's rejection is never
@@ -156,9 +190,10 @@ class Batcher:
         failures = [0]
         first: list[TargetError] = []
 
-        def attempt(part: torch.Tensor, hp: torch.Tensor) -> tuple[Columns, torch.Tensor]:
+        def attempt(part: torch.Tensor, hp: torch.Tensor, hw: Halfway | None
+                    ) -> tuple[Columns, torch.Tensor]:
             try:
-                return self.perturb(name, x, part, hp, points), \
+                return self.perturb(name, x, part, hp, points, hw), \
                     torch.zeros(len(part), dtype=torch.bool, device=x.device)
             except TargetError as exc:
                 first.append(exc)
@@ -167,8 +202,8 @@ class Batcher:
                     raise first[0] from None
             if len(part) == 1:
                 return smaller(part, hp)
-            half = len(part) // 2
-            low, high = attempt(part[:half], hp[:half]), attempt(part[half:], hp[half:])
+            a, b = slice(None, len(part) // 2), slice(len(part) // 2, None)
+            low, high = attempt(part[a], hp[a], _part(hw, a)), attempt(part[b], hp[b], _part(hw, b))
             return joined([low[0], high[0]], x.device), torch.cat([low[1], high[1]])
 
         def smaller(part: torch.Tensor, hp: torch.Tensor) -> tuple[Columns, torch.Tensor]:
@@ -184,13 +219,13 @@ class Batcher:
                         raise first[0] from None
             nan = torch.full((numel(self.point.out_shape), 1), float("nan"),
                              dtype=self.point.dtype, device=x.device)
-            return (nan, nan.clone(), {}), torch.ones(1, dtype=torch.bool, device=x.device)
+            return Columns(nan, nan.clone(), {}), torch.ones(1, dtype=torch.bool, device=x.device)
 
-        columns, mask = attempt(idx, h)
+        columns, mask = attempt(idx, h, halfway)
         return columns, Rejected(mask, first[0] if first else None)
 
     def _copies(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
-                points: int) -> Columns:
+                points: int, halfway: Halfway | None = None) -> Columns:
         k = len(idx)
         flat = x.reshape(-1)
         rows = torch.arange(k, device=x.device)
@@ -200,7 +235,7 @@ class Batcher:
             batch[rows, idx] += scale * h
             return batch
 
-        return self._stencil(name, x, k, at, h.unsqueeze(0), points)
+        return self._stencil(name, x, k, at, h.unsqueeze(0), points, halfway, keep=True)
 
     def along(self, name: str, x: torch.Tensor, dirs: torch.Tensor, points: int = 2
               ) -> Columns:
@@ -212,12 +247,14 @@ class Batcher:
                              lambda scale: torch.add(flat, dirs, alpha=scale), ones, points)
 
     def _stencil(self, name: str, x: torch.Tensor, k: int, at: Any, h: torch.Tensor,
-                 points: int) -> Columns:
-        """The stencil's points for k perturbed copies (`at(scale)`: the (k, numel) batch)."""
+                 points: int, halfway: Halfway | None = None, keep: bool = False) -> Columns:
+        """The stencil's points for k perturbed copies (`at(scale)`: the (k, numel) batch);
+        with `halfway`, the points at ±h/2 only. `keep`: a two-point pass keeps its second
+        differences for a refinement to reuse."""
         # One stencil point at a time: a batch holds k perturbed copies, not 4k (a single
         # column of a 20M-element input is 160 MB per copy).
         per_point, kinks = [], {}
-        for scale in STENCIL[:points]:
+        for scale in (STENCIL[2:] if halfway is not None else STENCIL[:points]):
             batch = at(scale)
             out, branches = self.batched(name, batch.reshape(k, *x.shape))
             per_point.append(out.reshape(k, -1).transpose(0, 1))  # (n_out, k)
@@ -225,14 +262,20 @@ class Batcher:
             for j, (b, b0) in enumerate(zip(branches, self.point.branches, strict=True)):
                 changed = branch_changed(b, b0.unsqueeze(0)).reshape(k, -1).any(-1)
                 kinks[j] = kinks[j] | changed if j in kinks else changed
-        est, err = estimate(per_point, h, self.point.machine_eps, self._noise())
         kinks = {j: m for j, m in kinks.items() if bool(m.any())}
-        if points == 4 and self.point.find_kinks:
-            base = self._base(name, x, k)
-            found = kinked(base, per_point, h, self.point.machine_eps).any(0)
-            if bool(found.any()):
-                kinks[FOUND] = found
-        return est, err, kinks
+        eps, find = self.point.machine_eps, self.point.find_kinks
+        if halfway is not None:
+            est, err = richardson_reusing(halfway.d1, halfway.error, *per_point, h)
+            found = kinked_reusing(halfway.second, halfway.error, halfway.d1,
+                                   self._base(name, x, k), *per_point, h, eps) if find else None
+            return Columns(est, err, _with_found(kinks, found))
+        est, err = estimate(per_point, h, eps, self._noise())
+        if points == 2:
+            second = None if not keep else torch.zeros_like(est) if not find else \
+                second_difference(*per_point, self._base(name, x, k))
+            return Columns(est, err, kinks, second)
+        found = kinked(self._base(name, x, k), per_point, h, eps) if find else None
+        return Columns(est, err, _with_found(kinks, found))
 
     def _noise(self) -> torch.Tensor:
         """f's round-off per output element, as a column (n_out, 1)."""
@@ -251,10 +294,10 @@ class Batcher:
         return self._bases[key]
 
     def _in_chunks(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,
-                   points: int) -> Columns:
+                   points: int, halfway: Halfway | None = None) -> Columns:
         """`perturb` over vmap-sized pieces of `idx` (a chunk sized for the column evaluator
         can be far too large for perturbed copies)."""
-        pieces = [self.perturb(name, x, idx[part], h[part], points)
+        pieces = [self.perturb(name, x, idx[part], h[part], points, _part(halfway, part))
                   for part in self.chunks(torch.arange(len(idx), device=idx.device),
                                           x.numel(), numel(self.point.out_shape), name)]
         return joined(pieces, x.device)
@@ -298,15 +341,25 @@ class Batcher:
         return out, branches
 
 
+def _with_found(kinks: dict[int, torch.Tensor], found: torch.Tensor | None
+                ) -> dict[int, torch.Tensor]:
+    """The branch kinks and, under FOUND, the columns `kinked` found ((n_out, k) → any)."""
+    if found is not None and bool((found := found.any(0)).any()):
+        kinks[FOUND] = found
+    return kinks
+
+
 def joined(pieces: list[Columns], device: torch.device) -> Columns:
-    """(estimate, error, kinks) of column pieces, side by side."""
-    est = torch.cat([p[0] for p in pieces], dim=1)
-    err = torch.cat([p[1] for p in pieces], dim=1)
+    """Column pieces side by side (second differences where every piece kept them)."""
+    est = torch.cat([p.estimate for p in pieces], dim=1)
+    err = torch.cat([p.error for p in pieces], dim=1)
     kinks: dict[int, torch.Tensor] = {}
-    for j in {j for p in pieces for j in p[2]}:
-        kinks[j] = torch.cat([p[2].get(j, torch.zeros(p[0].shape[1], dtype=torch.bool,
-                                                      device=device)) for p in pieces])
-    return est, err, kinks
+    for j in {j for p in pieces for j in p.kinks}:
+        kinks[j] = torch.cat([p.kinks.get(j, torch.zeros(p.estimate.shape[1], dtype=torch.bool,
+                                                         device=device)) for p in pieces])
+    kept = [p.second for p in pieces]
+    second = torch.cat(kept, dim=1) if all(s is not None for s in kept) else None
+    return Columns(est, err, kinks, second)
 
 
 def out_of_memory(exc: BaseException) -> bool:

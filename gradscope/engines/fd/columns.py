@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gradscope.engines.fd.batcher import Batcher, rejection
+from gradscope.engines.fd.batcher import Batcher, Halfway, rejection
 from gradscope.engines.fd.grouped import agreeing, colouring, grouped
 from gradscope.engines.fd.point import Point
 from gradscope.engines.fd.result import ColumnEstimate
@@ -42,6 +42,7 @@ class _Work:
     raised: TargetError | None = None  # the first rejection
     why: str = ""  # what it said, in one line (kept from the estimate a refinement starts at)
     groups: torch.Tensor | None = None  # (n_in,): the group a column shares differences with
+    second: torch.Tensor | None = None  # (n_out, n_in): two-point second differences (NaN: none)
 
 
 class ColumnEstimator:
@@ -90,7 +91,8 @@ class ColumnEstimator:
                      {k: m.reshape(-1).clone() for k, m in est.kink_by_branch.items()},
                      est.forward_calls,
                      est.rejected.reshape(-1).clone() if est.rejected is not None else None,
-                     why=est.why, groups=est.groups)
+                     why=est.why, groups=est.groups,
+                     second=est.second.clone() if est.second is not None else None)
         count = 0
         if est.groups is not None:
             shared = est.groups[doubted & (est.groups >= 0)].unique()
@@ -100,10 +102,21 @@ class ColumnEstimator:
                 # calls zero may sit in any of them
                 left = (est.groups >= 0) & (work.groups < 0)  # type: ignore[operator]
                 doubted = (doubted | left) & (work.points == 2)
-        todo = torch.nonzero(doubted).reshape(-1)
-        self._rounds(work, est.name, todo, self.point.step(est.name).reshape(-1)[todo].clone(),
-                     4, None)
-        return self._frozen(work, est.name, est.note), count + int(todo.numel())
+        halfway = self._halfway(work, est.name) & doubted
+        for cols, reuse in ((halfway, True), (doubted & ~halfway, False)):
+            todo = torch.nonzero(cols).reshape(-1)
+            self._rounds(work, est.name, todo,
+                         self.point.step(est.name).reshape(-1)[todo].clone(), 4, None, reuse)
+            count += int(todo.numel())
+        return self._frozen(work, est.name, est.note), count
+
+    def _halfway(self, work: _Work, name: str) -> torch.Tensor:
+        """(n_in,) the two-point columns a refinement completes with ±h/2 only: made from
+        perturbed copies at the base step (their second differences kept), off any kink."""
+        if work.second is None or self.batcher.columns(name) is not None:
+            return torch.zeros_like(work.kink)
+        kept = torch.isfinite(work.second).all(0) & (work.points == 2) & ~work.kink
+        return kept if work.rejected is None else kept & ~work.rejected
 
     def _refine_groups(self, work: _Work, name: str, shared: torch.Tensor) -> int:
         """The groups `shared` extrapolated as groups under two weightings; where those
@@ -141,12 +154,13 @@ class ColumnEstimator:
         return ColumnEstimate(name, tuple(x.shape), self.point.out_shape, work.partial,
                               work.error, work.kink.reshape(x.shape), by_branch,
                               work.forward_calls, note, work.points, rejected, work.why,
-                              groups=work.groups)
+                              groups=work.groups, second=work.second)
 
     def _rounds(self, work: _Work, name: str, todo: torch.Tensor, h: torch.Tensor,
-                points: int, progress: Progress | None) -> None:
+                points: int, progress: Progress | None, reuse: bool = False) -> None:
         """Estimate the columns `todo` (steps `h`), retrying kinks and unconverged columns
-        with smaller steps, keeping per column the trustworthy estimate."""
+        with smaller steps, keeping per column the trustworthy estimate. `reuse`: the first
+        round completes the columns' two-point estimates (`Halfway`)."""
         x = self.point.values[name]
         n_in, n_out = x.numel(), numel(self.point.out_shape)
         step = torch.zeros(n_in, dtype=self.point.dtype, device=x.device)
@@ -156,7 +170,12 @@ class ColumnEstimator:
             retry = []
             for idx in self.batcher.chunks(todo, n_in, n_out, name):
                 use = points if round_ == 0 else 4
-                needs = self._keep(work, name, x, idx, step[idx], use, first_round)
+                halfway = None
+                if reuse and round_ == 0:
+                    assert work.second is not None
+                    halfway = Halfway(work.partial[:, idx], work.error[:, idx],
+                                      work.second[:, idx])
+                needs = self._keep(work, name, x, idx, step[idx], use, first_round, halfway)
                 retry.append(idx[needs])
                 if progress is not None and round_ == 0:
                     progress(len(idx))
@@ -169,11 +188,13 @@ class ColumnEstimator:
         work.kink |= extrapolated & unconverged
 
     def _keep(self, work: _Work, name: str, x: torch.Tensor, idx: torch.Tensor,
-              h: torch.Tensor, use: int, first_round: torch.Tensor) -> torch.Tensor:
+              h: torch.Tensor, use: int, first_round: torch.Tensor,
+              halfway: Halfway | None = None) -> torch.Tensor:
         """One batch of columns: keep per column the trustworthy estimate (whatever the first
         round gave, then off-kink first, then the smaller error); returns which to retry."""
-        (est, e, kinks), rejected = self.batcher.tolerant(name, x, idx, h, use)
-        work.forward_calls += use * len(idx)
+        (est, e, kinks, second), rejected = self.batcher.tolerant(name, x, idx, h, use,
+                                                                  halfway)
+        work.forward_calls += (2 if halfway is not None else use) * len(idx)
         new_kink = torch.zeros(len(idx), dtype=torch.bool, device=x.device)
         for m in kinks.values():
             new_kink |= m
@@ -197,6 +218,12 @@ class ColumnEstimator:
         work.partial[:, keep], work.error[:, keep] = est[:, better], e[:, better]
         work.kink[keep] = new_kink[better]
         work.points[keep] = use
+        if second is not None:
+            if work.second is None:
+                work.second = torch.full_like(work.partial, float("nan"))
+            work.second[:, keep] = second[:, better]
+        elif work.second is not None:
+            work.second[:, keep] = float("nan")
         for k in set(work.kink_by_branch) | set(kinks):
             mask = work.kink_by_branch.setdefault(
                 k, torch.zeros(x.numel(), dtype=torch.bool, device=x.device))

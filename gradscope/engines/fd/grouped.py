@@ -131,7 +131,7 @@ def grouped(point: Point, batcher: Batcher, name: str, pattern: torch.Tensor,
         dirs[slot, members] = scaled[members]
         calls += points * k
         try:
-            est, err, kinks = batcher.along(name, x, dirs, points)
+            est, err, kinks, _ = batcher.along(name, x, dirs, points)
         except (TargetError, RuntimeError, MemoryError) as exc:
             if not isinstance(exc, TargetError) and not out_of_memory(exc):
                 raise

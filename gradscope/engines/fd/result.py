@@ -112,6 +112,9 @@ class ColumnEstimate(Estimate):
     indices: torch.Tensor | None = None  # sampled: flat indices of the columns estimated
     # (n_in,): the group whose differences a column shares (grouped.py), −1: its own
     groups: torch.Tensor | None = None
+    # (n_out, n_in): a two-point column's f(x+h) − 2f(x) + f(x−h), which its refinement
+    # reuses with the points at ±h/2 (NaN: refined from four new points; None: none kept)
+    second: torch.Tensor | None = None
 
     @property
     def mode(self) -> str:  # type: ignore[override]

@@ -27,8 +27,8 @@ def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
     rejected = torch.zeros(n_in, dtype=torch.bool, device=x.device)
     raised = None
     for chunk in batcher.chunks(idx, n_in, n_out, name):
-        (est, e, kinks), refused = batcher.tolerant(name, x, chunk,
-                                                   h[start:start + len(chunk)], 4)
+        (est, e, kinks, _), refused = batcher.tolerant(name, x, chunk,
+                                                      h[start:start + len(chunk)], 4)
         rejected[chunk[refused.mask]] = True
         raised = raised or refused.error
         calls += 4 * len(chunk)

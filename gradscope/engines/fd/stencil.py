@@ -74,6 +74,16 @@ def richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch
     return est, err
 
 
+def richardson_reusing(d1: torch.Tensor, error1: torch.Tensor, fp2: torch.Tensor,
+                      fm2: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`richardson` from a two-point estimate made before at the same step (d1, its bound
+    `error1`) and the points at ±h/2: refining costs two evaluations, not four. The same
+    numbers: a two-point bound is exactly the four-point one's round-off term."""
+    d2 = (fp2 - fm2) / h
+    est = (4 * d2 - d1) / 3
+    return est, (est - d2).abs() + error1
+
+
 def kinked(f0: torch.Tensor | list[torch.Tensor], outs: list[torch.Tensor] | torch.Tensor,
            h: torch.Tensor, eps: float = EPS64) -> torch.Tensor:
     """Where the four stencil points straddle a kink the target could not report (user code
@@ -90,10 +100,32 @@ def kinked(f0: torch.Tensor | list[torch.Tensor], outs: list[torch.Tensor] | tor
     was (a batch)."""
     fp, fm, fp2, fm2 = outs[0], outs[1], outs[2], outs[3]
     b = f0 if isinstance(f0, list) else [f0] * 4
-    c1 = ((fp - b[0]) + (fm - b[1])) / h
-    c2 = ((fp2 - b[2]) + (fm2 - b[3])) / (h / 2)
-    d1, d2 = (fp - fm) / (2 * h), (fp2 - fm2) / h  # central differences at h, h/2
     noise = 8 * eps * (fp.abs() + fm.abs() + b[0].abs() + b[1].abs()) / h
+    return _kink_shaped((fp - b[0]) + (fm - b[1]), (fp2 - b[2]) + (fm2 - b[3]),
+                        (fp - fm) / (2 * h), h, noise, fp2, fm2, eps)
+
+
+def second_difference(fp: torch.Tensor, fm: torch.Tensor, f0: torch.Tensor) -> torch.Tensor:
+    """f(x+h) − 2f(x) + f(x−h), kept by a two-point pass for `kinked_reusing`."""
+    return (fp - f0) + (fm - f0)
+
+
+def kinked_reusing(second: torch.Tensor, error1: torch.Tensor, d1: torch.Tensor,
+                   f0: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor, h: torch.Tensor,
+                   eps: float = EPS64) -> torch.Tensor:
+    """`kinked` where the points at ±h were evaluated before: their second difference, the
+    two-point estimate d1 and its bound (which is 3·(eps·(|f(x+h)| + |f(x−h)|) + f's noise)/h,
+    so it stands in for the round-off of the outer points)."""
+    noise = 8 * (error1 / 3 + 2 * eps * f0.abs() / h)
+    return _kink_shaped(second, (fp2 - f0) + (fm2 - f0), d1, h, noise, fp2, fm2, eps)
+
+
+def _kink_shaped(second1: torch.Tensor, second2: torch.Tensor, d1: torch.Tensor,
+                 h: torch.Tensor, noise: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor,
+                 eps: float) -> torch.Tensor:
+    """The test of `kinked` on the second differences at h and h/2 (numerators)."""
+    c1, c2 = second1 / h, second2 / (h / 2)
+    d2 = (fp2 - fm2) / h  # central differences at h (d1), h/2
     above = c2.abs() > torch.maximum(10 * noise + 3 * (d2 - d1).abs(),
                                      eps ** 0.5 * torch.maximum(d1.abs(), d2.abs()))
     shaped = (c1 * c2 > 0) & (c1.abs() >= 0.9 * c2.abs())

@@ -49,12 +49,12 @@ def test_batches_count_activations_and_halve_on_allocation_failure(monkeypatch):
     original = Batcher._copies
     sizes = []
 
-    def scarce(self, name, x, idx, h, points):
+    def scarce(self, name, x, idx, h, points, halfway=None):
         sizes.append(len(idx))
         if len(idx) > 8:
             raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: "
                                "can't allocate memory")
-        return original(self, name, x, idx, h, points)
+        return original(self, name, x, idx, h, points, halfway)
 
     monkeypatch.setattr(Batcher, "_copies", scarce)
     grad, _ = fd.estimate("x").vjp(torch.ones(40, dtype=torch.float64))

@@ -8,6 +8,7 @@ import torch
 from gradscope.engines.fd.engine import FiniteDifferences
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from tests.engines.fd import fd_of as _fd
+from tests.engines.fd import python_fd_of
 from tests.paths import DATA
 
 
@@ -40,7 +41,8 @@ def test_dense_columns_start_with_two_points_and_refine_on_demand():
     assert first.points.tolist() == [2, 2, 2] and first.forward_calls == 6
     col, count = fd.refine(first, torch.tensor([False, True, False]))
     assert count == 1 and first.points.tolist() == [2, 2, 2]
-    assert col.points.tolist() == [2, 4, 2] and col.forward_calls == 10
+    # (the refined column reuses its two-point pass: two calls at ±h/2, not four)
+    assert col.points.tolist() == [2, 4, 2] and col.forward_calls == 8
     x = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
     assert torch.allclose(col.partial[0], torch.exp(x), rtol=1e-7)
     assert float(col.error[0, 1]) > float(col.error[0, 0])  # now with a truncation bound
@@ -53,3 +55,17 @@ def test_python_jump_is_found_after_refinement():
     report = gradscope.check(f"{DATA}/functions.py:floor_plus", x="1.0,0.3,2.5")
     assert report.inputs[0].element_status == ["nondifferentiable", "ok", "ok"]
     assert report.passed
+
+
+def test_a_refinement_reusing_the_two_point_pass_still_finds_a_kink():
+    def leaky(x):
+        return torch.where(x > 0, x, 0.1 * x).sum()
+
+    fd = python_fd_of(leaky, torch.tensor([0.0, 0.5, -1.0], dtype=torch.float64))
+    first = fd.estimate("x")
+    assert first.points.tolist() == [2, 2, 2] and first.kink.tolist() == [False] * 3
+    assert first.second is not None and bool(torch.isfinite(first.second).all())
+    col, count = fd.refine(first, torch.ones(3, dtype=torch.bool))
+    assert count == 3 and col.kink.tolist() == [True, False, False]
+    assert torch.allclose(col.partial[0, 1:], torch.tensor([1.0, 0.1], dtype=torch.float64))
+    assert col.points[1:].tolist() == [4, 4]

@@ -7,7 +7,16 @@ import math
 
 import torch
 
-from gradscope.engines.fd.stencil import STENCIL, central, estimate, kinked, richardson
+from gradscope.engines.fd.stencil import (
+    STENCIL,
+    central,
+    estimate,
+    kinked,
+    kinked_reusing,
+    richardson,
+    richardson_reusing,
+    second_difference,
+)
 
 
 def _points(f, x: float, h: float, n: int) -> list[torch.Tensor]:
@@ -30,13 +39,30 @@ def test_richardson_matches_estimate_with_four_points():
     assert torch.equal(richardson(*pts, h)[0], estimate(pts, h)[0])
 
 
+def test_a_refinement_reusing_a_two_point_pass_is_the_four_point_estimate():
+    for f, x, h in [(math.sin, 1.0, 1e-2), (math.exp, -3.0, 1e-4), (lambda t: t ** 5, 2.0, 1e-3)]:
+        ht = torch.tensor(h, dtype=torch.float64)
+        pts = _points(f, x, h, 4)
+        d1, err1 = estimate(pts[:2], ht)
+        full, reused = richardson(*pts, ht), richardson_reusing(d1, err1, pts[2], pts[3], ht)
+        assert torch.allclose(full[0], reused[0], rtol=1e-14)
+        assert torch.allclose(full[1], reused[1], rtol=1e-12)
+
+
 def test_central_difference_of_a_scalar_function():
     assert abs(central(lambda x: torch.tensor(x ** 3, dtype=torch.float64), 2.0, 1e-4) - 12) < 1e-6
 
 
 def _kinked(f, x: float, h: float = 1e-4) -> bool:
+    """`kinked`, checked to say the same as `kinked_reusing` on a two-point pass's values."""
     base = torch.tensor(f(x), dtype=torch.float64)
-    return bool(kinked(base, _points(f, x, h, 4), torch.tensor(h, dtype=torch.float64)))
+    pts, ht = _points(f, x, h, 4), torch.tensor(h, dtype=torch.float64)
+    found = bool(kinked(base, pts, ht))
+    d1, err1 = estimate(pts[:2], ht)
+    reused = kinked_reusing(second_difference(pts[0], pts[1], base), err1, d1, base,
+                            pts[2], pts[3], ht)
+    assert bool(reused) == found, (f, x)
+    return found
 
 
 def test_a_slope_jump_inside_the_stencil_is_found_from_f_itself():
