@@ -9,7 +9,10 @@ happens, to record the arguments of each call and the node it made (the ctx is t
 hooks on those nodes record the gradients of one backward with the run's upstream. A subclass
 that overrides only `backward` still runs its parent's forward and its own backward. The same
 watched forward records every gradient hook registered on a tensor (a `TorchFunctionMode` sees
-`Tensor.register_hook`), with what backward gave it and what it returned."""
+`Tensor.register_hook`), with what backward gave it and what it returned, and so do the hooks
+the user's code registered before (on parameters, module backward hooks: targets/registered.py).
+torch's own Functions (the identity a module backward hook hangs on) are torch's: the hook on
+them is what is checked."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched
+from gradscope.targets.registered import WatchedHook, reporting
 from gradscope.tensors import grad_nodes
 from gradscope.usercode import calling_site
 
@@ -88,7 +92,9 @@ class _Hooks(TorchFunctionMode):
         if func is not torch.Tensor.register_hook or len(args) < 2:
             return func(*args, **kwargs)
         self.seen = True
-        if self.hooks is None or len(self.hooks) >= MAX_CALLS:
+        # (a WatchedHook reports its calls itself, with the line that first registered it)
+        if self.hooks is None or len(self.hooks) >= MAX_CALLS \
+                or isinstance(args[1], WatchedHook):
             return func(*args, **kwargs)
         tensor, hook = args[0], args[1]
         call = HookCall(hook, calling_site())
@@ -104,13 +110,20 @@ class _Hooks(TorchFunctionMode):
 
 
 def classes(output: torch.Tensor) -> list[type]:
-    """The custom Function classes in the graph of `output`, in the order first met."""
+    """The custom Function classes in the graph of `output`, in the order first met
+    (torch's own among them: see `users`)."""
     found: list[type] = []
     for node in grad_nodes(output.grad_fn):
         cls = getattr(node, "_forward_cls", None)
         if isinstance(cls, type) and cls not in found:
             found.append(cls)
     return found
+
+
+def users(found: list[type]) -> list[type]:
+    """The classes the user's code defines: torch's own (the identity Function a module
+    backward hook hangs on) are torch's, the hook on them is what is checked."""
+    return [cls for cls in found if cls.__module__.partition(".")[0] != "torch"]
 
 
 def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
@@ -124,25 +137,37 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     with torch.enable_grad():
         with _Hooks(None) as looking:
             found = classes(forward(leaves))
-        if not found and not looking.seen:
+        if not found and not looking.seen:  # (a module hook's identity Function is found)
             return Recorded()
         leaves = {n: v.detach().requires_grad_(v.is_floating_point())
                   for n, v in values.items()}
         calls: list[FunctionCall] = []
         hooks: list[HookCall] = []
-        with wrapped(found, calls), _Hooks(hooks):
+        with wrapped(users(found), calls), _Hooks(hooks):
             out = forward(leaves)
         handles = [c.node.register_hook(_keeper(c)) for c in calls if c.node is not None]
         try:
             wanted = [v for v in leaves.values() if v.requires_grad]
             if out.requires_grad and wanted:
-                torch.autograd.grad(out, wanted, upstream.to(out.dtype), allow_unused=True)
+                with reporting(_reported(hooks)):
+                    torch.autograd.grad(out, wanted, upstream.to(out.dtype), allow_unused=True)
         finally:
             for h in handles:
                 h.remove()
             for c in calls:  # (a node holds the whole graph behind it: the model's copy too)
                 c.node = None
     return Recorded([c for c in calls if c.ran], [h for h in hooks if h.received is not None])
+
+
+def _reported(hooks: list[HookCall]) -> Callable[..., None]:
+    """Where a WatchedHook's calls go: one HookCall per gradient tensor it was given."""
+    def report(watched: WatchedHook, pairs: list[tuple[Any, Any]]) -> None:
+        for given, out in pairs:
+            if isinstance(given, torch.Tensor) and len(hooks) < MAX_CALLS:
+                hooks.append(HookCall(watched.hook, watched.where, given.detach().clone(),
+                                      out.detach().clone() if isinstance(out, torch.Tensor)
+                                      else None))
+    return report
 
 
 def _keeper(call: FunctionCall) -> Callable[..., None]:

@@ -6,6 +6,7 @@ Status is always spelled out in words; colour only repeats it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from rich import box
@@ -206,8 +207,10 @@ def checks_table(report: Report) -> Table | None:
     for c in report.upstream_checks:
         word = c.result
         ran = word != Status.NOT_RUN
-        table.add_row(c.label, Text(word, style=style(word)),
-                      fmt(c.max_abs_error) if ran else "—", str(c.mismatches) if ran else "—")
+        # (a check in place compares per call, with no single error to show: NaN)
+        error = c.max_abs_error if ran and not math.isnan(c.max_abs_error) else None
+        table.add_row(c.label, Text(word, style=style(word)), fmt(error),
+                      str(c.mismatches) if ran else "—")
     return table
 
 

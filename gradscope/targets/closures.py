@@ -10,7 +10,6 @@ through its own globals still sees the original (the notes say which modules wer
 
 from __future__ import annotations
 
-import copy
 import inspect
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -21,6 +20,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.option_text import TopLevel
+from gradscope.targets.registered import deep_copy
 
 
 def reached(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
@@ -97,7 +97,7 @@ def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None =
     if not found:
         return None, ""
     try:
-        copies = {name: copy.deepcopy(module) for name, module in found.items()}
+        copies = {name: deep_copy(module) for name, module in found.items()}
     except Exception as exc:  # a module that cannot be copied: its parameters stay unchecked
         return None, (f"the function reaches module(s) {', '.join(found)}, which could not be "
                       f"copied ({type(exc).__name__}); their parameters are not checked")
@@ -113,7 +113,7 @@ def copied(module: torch.nn.Module) -> tuple[torch.nn.Module, str]:
     """A deep copy of a module given as the target, and a note when it cannot be copied (the
     original is used then; a forward in train mode updates its buffers)."""
     try:
-        return copy.deepcopy(module), ""
+        return deep_copy(module), ""
     except Exception as exc:
         return module, (f"the module could not be copied ({type(exc).__name__}), so it was "
                         "evaluated itself: in train mode its buffers (batch norm running "

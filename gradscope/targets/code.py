@@ -9,7 +9,6 @@ The kinds themselves — `function.py` (torch.autograd.Function), `module.py` (n
 
 from __future__ import annotations
 
-import copy
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ from gradscope.targets.closures import (
 )
 from gradscope.targets.oldstyle import old_style, values_only
 from gradscope.targets.outputs import picked
+from gradscope.targets.registered import WatchedHook, carry, deep_copy, hooks_by_name
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param
 from gradscope.usercode import known_hint, user_code
@@ -46,6 +46,7 @@ class CodeTarget(Target):
         self.module: torch.nn.Module | None = None
         self.owned = False  # `module` is gradscope's own (a copy or an instance it built)
         self.output: int | str | None = None  # --output-index / --output-key
+        self.parameter_hooks: dict[str, list[WatchedHook]] = {}
 
     # ------------------------------------------------------------ inputs
     @property
@@ -193,7 +194,7 @@ class CodeTarget(Target):
         assert self.module is not None
         if not self.owned:
             try:
-                self.module = copy.deepcopy(self.module)
+                self.module = deep_copy(self.module)
             except Exception as exc:
                 raise UsageError(f"{self.text} cannot be checked {how}: its module cannot be "
                                  f"copied ({type(exc).__name__}), and gradscope never changes "
@@ -207,6 +208,9 @@ class CodeTarget(Target):
         assert self.module is not None
         self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
                            if p.requires_grad}
+        # hooks on them registered in the user's code: registered again on the leaves autograd
+        # differentiates (registered.py), as training runs them
+        self.parameter_hooks: dict[str, list[WatchedHook]] = hooks_by_name(self.module)
 
     # ------------------------------------------------------------ calling it
     def _call_args(self, values: Mapping[str, torch.Tensor]
@@ -236,6 +240,8 @@ class CodeTarget(Target):
         with user_code("forward", hint=self._forward_hint):
             if self.module is not None:
                 params = {n: values[n] for n in self.parameters}
+                if self.parameter_hooks:
+                    carry(self.parameter_hooks, params)
                 out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
             else:
                 out = self.call(args, kwargs)

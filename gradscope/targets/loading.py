@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import UsageError
+from gradscope.targets.registered import registering
 from gradscope.usercode import relative_path, user_code
 
 
@@ -55,7 +56,7 @@ def _load_file(path: Path) -> Any:
     sys.path.insert(0, folder)  # so the file can import its neighbours
     try:
         sys.modules[mod_name] = module
-        with user_code(f"import of {relative_path(str(path))}"):
+        with user_code(f"import of {relative_path(str(path))}"), registering():
             spec.loader.exec_module(module)
     finally:
         if sys.path and sys.path[0] == folder:
@@ -74,7 +75,7 @@ def _load_module(name: str, base: Path | None) -> Any:
         if spec is None:
             raise UsageError(f"no module named {name!r} (looked in {folder} and sys.path); a "
                              "target is file.py:NAME or package.module:NAME")
-        with user_code(f"import of {name}"):
+        with user_code(f"import of {name}"), registering():
             return importlib.import_module(name)
     finally:
         if sys.path and sys.path[0] == folder:

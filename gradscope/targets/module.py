@@ -13,6 +13,7 @@ import torch
 from gradscope.errors import UsageError
 from gradscope.targets.closures import copied
 from gradscope.targets.code import CodeTarget
+from gradscope.targets.registered import registering
 from gradscope.targets.signature import signature
 from gradscope.usercode import known_hint, user_code
 
@@ -25,7 +26,8 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
           ) -> ModuleTarget | None:
     if inspect.isclass(obj) and issubclass(obj, torch.nn.Module):
         shown = ", ".join(f"{k}={v!r}" for k, v in init.items())
-        with user_code(f"{obj.__name__}({shown})", hint=lambda exc: _init_hint(obj, exc)):
+        with user_code(f"{obj.__name__}({shown})", hint=lambda exc: _init_hint(obj, exc)), \
+                registering():
             instance = obj(**init)
         return _target(instance, text, args, built=True)
     if isinstance(obj, torch.nn.Module):

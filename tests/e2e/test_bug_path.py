@@ -126,6 +126,37 @@ def test_a_hook_is_named_where_it_is_wrong_and_its_correct_functions_are_not():
     assert "2 × what it was given" in culprit.message
 
 
+HOOKED = f"{DATA}/hooked.py"
+
+
+@pytest.mark.parametrize("name,line", [("param_bad", 18), ("module_bad", 29), ("pre_bad", 40),
+                                       ("param_loss", 18)])
+def test_a_hook_registered_in_init_is_placed_at_the_line_that_registered_it(name, line):
+    # registered before any check ran: on a parameter (lost on a copy unless carried), as a
+    # module's backward hook or pre-hook (torch's identity Function it hangs on is not blamed)
+    report = gradscope.check(f"{HOOKED}:{name}", x="randn(3,4)")
+    assert not report.passed
+    (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert culprit.op.endswith(f".<locals>.<lambda> (hooked.py:{line})"), culprit.op
+    assert "0.5 × what it was given" in culprit.message
+
+
+@pytest.mark.parametrize("name", ["param_ok", "module_ok", "pre_ok"])
+def test_a_hook_registered_in_init_that_leaves_the_gradient_passes(name):
+    report = gradscope.check(f"{HOOKED}:{name}", x="randn(3,4)")
+    assert report.passed, report.failures
+    (row,) = [c for c in report.upstream_checks if "gradient hook" in c.label]
+    assert row.result == "ok" and "hooked.py:" in row.label
+
+
+def test_a_declared_hook_is_a_surrogate_and_an_undeclared_input_still_fails():
+    declared = gradscope.check(f"{HOOKED}:param_bad", x="randn(3,4)", surrogate=["fc1.weight"])
+    assert declared.passed
+    assert {i.name: i.status for i in declared.inputs}["fc1.weight"] == "surrogate"
+    other = gradscope.check(f"{HOOKED}:param_bad", x="randn(3,4)", surrogate=["fc2.weight"])
+    assert not other.passed
+
+
 def test_a_correct_function_lists_the_branches_it_exercised():
     report = gradscope.check(f"{BRANCHES}:LeakySwish")
     (site,) = report.branches
