@@ -93,6 +93,9 @@ class Bound:
 def bind(options: Options, target: Any, upstream: Upstream | None = None) -> Bound:
     """The inputs of `target` from `options` (names checked against the target's first);
     `upstream`: the table's (default: --grad as the options give it)."""
+    for name in [*options.at, *options.shape, *options.const]:
+        if name not in target.names:
+            target.adopt(name)  # (`labels=None` of a forward, given a value)
     names = target.names
     at = {**target.given, **options.at}
     data = {n: v for n, v in at.items() if isinstance(v, torch.Tensor)

@@ -31,9 +31,10 @@ def causes(report: Report) -> list[str]:
     # (a culprit named says how the inputs are wrong: their own patterns would repeat it)
     found += [_input(f, patterns) for f in inputs if start is None
               and not (named and f.kind == Status.MISMATCH)]
-    if not inputs:
-        found += [f"{f.subject}: {f.count:,} mismatch(es) in {f.detail}"
-                  for f in failures if f.kind == "check"]
+    if not inputs:  # (a check of no input is one in place: a culprit named says it already)
+        found += [f"{f.subject}: {f.count:,} mismatch(es)" + (f" in {f.detail}" if f.detail
+                                                              else "")
+                  for f in failures if f.kind == "check" and (f.detail or not named)]
     undefined = next((d.summary for d in report.diagnostics if d.kind == "nan" and d.summary),
                      None)
     found += [f"NaN or inf at the given inputs in {f.subject}"

@@ -134,6 +134,11 @@ class Target:
     def roles(self) -> dict[str, str]:
         return {n: ("parameter" if n in self.parameters else "input") for n in self.names}
 
+    def adopt(self, name: str) -> bool:
+        """Make an optional argument `name` an input because an option gives it a value
+        (False: the target has no such argument)."""
+        return False
+
     def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
         """Make these inputs data (--const, or left out by --only/--skip)."""
         self.constants = dict(constants)

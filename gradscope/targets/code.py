@@ -47,14 +47,26 @@ class CodeTarget(Target):
         self.owned = False  # `module` is gradscope's own (a copy or an instance it built)
         self.output: int | str | None = None  # --output-index / --output-key
         self.parameter_hooks: dict[str, list[WatchedHook]] = {}
+        self.adopted: set[str] = set()  # forward's parameters with a default an option gave
 
     # ------------------------------------------------------------ inputs
     @property
     def input_names(self) -> tuple[str, ...]:
-        """Parameters without a default that are not --arg and not annotated as a number."""
+        """Parameters without a default (or adopted) that are not --arg and not annotated as
+        a number."""
         return tuple(p.name for p in self.params if p.name not in self.args
-                     and p.name not in self.constants
-                     and p.default is inspect.Parameter.empty and p.scalar is None)
+                     and p.name not in self.constants and p.scalar is None
+                     and (p.default is inspect.Parameter.empty or p.name in self.adopted))
+
+    def adopt(self, name: str) -> bool:
+        """Make `name`, a parameter of forward with a default (`labels=None`,
+        `attention_mask=None`), an input because an option gives it a value."""
+        param = next((p for p in self.params if p.name == name), None)
+        if param is None or param.default is inspect.Parameter.empty or param.scalar \
+                or name in self.args:
+            return False
+        self.adopted.add(name)
+        return True
 
     @property
     def names(self) -> tuple[str, ...]:

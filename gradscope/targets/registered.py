@@ -37,7 +37,7 @@ _ON: dict[int, tuple[weakref.ref, list[WatchedHook]]] = {}
 _CARRIED: dict[int, weakref.ref] = {}  # leaves `carry` already hooked
 
 
-@dataclass
+@dataclass(eq=False)  # (a hook is itself: compared and hashed by identity)
 class WatchedHook:
     """A user's gradient hook as registered: the hook, where (`file.py:LINE`) and how
     (`tensor`: fn(grad); `module`: fn(module, grad_input, grad_output) → grad_input;

@@ -11,6 +11,7 @@ from gradscope.inputs.bind import Upstream, bind, tangents_for, value_of
 from gradscope.options import Options, Request, from_values
 from gradscope.runner import prepare
 from gradscope.targets import resolve
+from tests.paths import DATA
 
 
 def test_bind_builds_seeded_inputs_in_the_domain_and_casts_them():
@@ -131,3 +132,18 @@ def test_two_chosen_inputs_never_get_the_same_values():
     x, y = report.inputs
     assert x.values != y.values and sorted(x.values) == sorted(y.values)
     assert "manual_seed(141782672656065)" in y.origin  # the seed actually used is shown
+
+
+def test_an_optional_argument_an_option_gives_becomes_an_input_or_data():
+    target = f"{DATA}/targets.py:weighted_loss"
+    plain = gradscope.check(target, x="randn(2,3)")
+    assert [i.name for i in plain.inputs] == ["x"] and plain.passed
+    labelled = gradscope.check(target, x="randn(2,3)", const={"labels": torch.tensor([0, 2])})
+    assert [i.name for i in labelled.inputs] == ["x"] and labelled.passed
+    weighted = gradscope.check(target, x="randn(2,3)", at={"weights": "2,3"},
+                               const={"labels": torch.tensor([1, 1])})
+    assert [i.name for i in weighted.inputs] == ["x", "weights"] and weighted.passed
+    with pytest.raises(UsageError, match="`scale"):
+        gradscope.check(target, x="randn(2,3)", at={"scale": "2"})  # a number: --arg
+    with pytest.raises(UsageError, match="`label`, which is not an input"):
+        gradscope.check(target, x="randn(2,3)", const={"label": torch.tensor([1, 1])})

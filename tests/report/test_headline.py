@@ -56,3 +56,15 @@ def test_many_causes_are_counted():
     failures = [Failure("mismatch", f"x{k}", 1) for k in range(MAX_CAUSES + 2)]
     many = replace(report, passed=False, failures=failures)
     assert headline(many).endswith("; and 2 more") and headline(many).count(";") == MAX_CAUSES
+
+
+def test_a_check_in_place_is_said_once_by_its_culprit():
+    # (a model whose inputs all pass within float32's tolerance, its Function wrong in place)
+    report = gradscope.check(f"{DATA}/corpus.py:SignFlip", x="0.5,1")
+    in_place = Failure("check", "SignFlip.backward (corpus.py:275) checked in place: 1 call(s)",
+                       2)
+    alone = replace(report, failures=[in_place])
+    assert headline(alone) == ("SignFlip.backward (corpus.py:275), for its argument x: "
+                               "autograd = −1 × the derivative at every element")
+    nobody = replace(alone, diagnostics=[])
+    assert headline(nobody) == in_place.subject + ": 2 mismatch(es)"

@@ -1,0 +1,56 @@
+"""Models from a library nobody here wrote, installed from the package index: Hugging Face
+`transformers` GPT-2 and BERT built from small configs (random weights, no download) — token
+ids and labels given as data to forward's optional arguments, the loss picked from a
+model-output object, GPT-2's tied embedding, dropout left on (refused with the advice) and off,
+and a custom Function planted in one GPT-2 block, named with its file and line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.errors import UsageError
+from tests.paths import DATA
+
+pytest.importorskip("transformers")
+
+MODELS = f"{DATA}/hf_models.py"
+
+
+def _tokens(seed: int) -> torch.Tensor:
+    # (from 1: BERT's padding token 0 gets no gradient through the lookup, torch's documented
+    # nn.Embedding(padding_idx) behaviour, which gradscope does not yet tell from a bug)
+    return torch.randint(1, 64, (2, 8), generator=torch.Generator().manual_seed(seed))
+
+
+def _check(name: str, **options):
+    return gradscope.check(f"{MODELS}:{name}", output_key="loss",
+                           const={"input_ids": _tokens(0), "labels": _tokens(1)}, **options)
+
+
+def test_dropout_left_on_is_refused_with_the_advice():
+    with pytest.raises(UsageError, match=r"is random: .*--eval"):
+        _check("gpt2")
+
+
+def test_gpt2_from_a_config_passes_with_its_tied_embedding_checked_once():
+    report = _check("gpt2", mode="eval")
+    assert report.passed, report.failures
+    names = [i.name for i in report.inputs]
+    assert "transformer.wte.weight" in names and "lm_head.weight" not in names
+    assert sum(sum(i.status_counts.values()) for i in report.inputs) == 28_032  # each element
+
+
+def test_a_custom_function_planted_in_gpt2_is_named_with_its_line():
+    report = _check("gpt2_off", mode="eval")
+    assert not report.passed
+    (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert culprit.op.startswith("OffGELUFunction.backward (hf_models.py:")
+    assert "1.01 × the derivative" in culprit.message
+
+
+def test_bert_for_masked_lm_passes():
+    report = _check("bert", mode="eval")
+    assert report.passed, report.failures
+    assert len(report.inputs) >= 40
