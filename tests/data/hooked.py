@@ -11,36 +11,35 @@ def _scaled(scale: float):
     return lambda grads: tuple(g * scale if g is not None else None for g in grads)
 
 
-class ParamHooked(nn.Module):
-    def __init__(self, scale: float = 1.0) -> None:
+class TwoLayers(nn.Module):
+    """The model every hooked variant shares: no hook of its own."""
+
+    def __init__(self) -> None:
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 1)
-        self.fc1.weight.register_hook(lambda g: g * scale)  # the parameter's hook
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(torch.tanh(self.fc1(x))).sum()
 
 
-class ModuleHooked(nn.Module):
+class ParamHooked(TwoLayers):
     def __init__(self, scale: float = 1.0) -> None:
         super().__init__()
-        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 1)
+        self.fc1.weight.register_hook(lambda g: g * scale)  # the parameter's hook
+
+
+class ModuleHooked(TwoLayers):
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__()
         scaled = _scaled(scale)
         self.fc2.register_full_backward_hook(lambda m, gin, gout: scaled(gin))  # module hook
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.tanh(self.fc1(x))).sum()
 
-
-class PreHooked(nn.Module):
+class PreHooked(TwoLayers):
     def __init__(self, scale: float = 1.0) -> None:
         super().__init__()
-        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 1)
         scaled = _scaled(scale)
         self.fc1.register_full_backward_pre_hook(lambda m, gout: scaled(gout))  # pre-hook
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.tanh(self.fc1(x))).sum()
 
 
 torch.manual_seed(0)

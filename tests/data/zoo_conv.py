@@ -148,7 +148,7 @@ def vae_objective(model: VAE, x: torch.Tensor, eps: torch.Tensor) -> torch.Tenso
     return F.mse_loss(recon, x) + kl
 
 
-def _twins(right: Callable[[], nn.Module], bad: Callable[[], nn.Module]
+def twins(right: Callable[[], nn.Module], bad: Callable[[], nn.Module]
            ) -> tuple[nn.Module, nn.Module]:
     """A correct model and its buggy twin, built from the same seed: the same weights."""
     torch.manual_seed(0)
@@ -157,9 +157,9 @@ def _twins(right: Callable[[], nn.Module], bad: Callable[[], nn.Module]
     return first, bad()
 
 
-resnet, resnet_bad = _twins(ResNet, lambda: ResNet(relu=ClampedReLU.apply))
-unet, unet_bad = _twins(UNet, lambda: UNet(detach_skip=True))
-vae, vae_bad = _twins(VAE, lambda: VAE(WrongReparameterise))
+resnet, resnet_bad = twins(ResNet, lambda: ResNet(relu=ClampedReLU.apply))
+unet, unet_bad = twins(UNet, lambda: UNet(detach_skip=True))
+vae, vae_bad = twins(VAE, lambda: VAE(WrongReparameterise))
 
 
 def resnet_loss(x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -12,11 +12,10 @@ token, `nn.MultiheadAttention`). Each has a correct loss and one with a planted 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import nn
+from zoo_conv import twins
 
 
 class LSTMLM(nn.Module):
@@ -186,19 +185,10 @@ class ViT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
-def _twins(right: Callable[[], nn.Module], bad: Callable[[], nn.Module]
-           ) -> tuple[nn.Module, nn.Module]:
-    """A correct model and its buggy twin, built from the same seed: the same weights."""
-    torch.manual_seed(0)
-    first = right()
-    torch.manual_seed(0)
-    return first, bad()
-
-
-lstm, lstm_bad = _twins(LSTMLM, lambda: LSTMLM(halve_hook=True))
-gcn, gcn_bad = _twins(GCN, lambda: GCN(matmul=UntransposedAdjMatmul))
-moe, moe_bad = _twins(MoE, lambda: MoE(detach_router=True))
-vit, vit_bad = _twins(ViT, lambda: ViT(OffSoftmax))
+lstm, lstm_bad = twins(LSTMLM, lambda: LSTMLM(halve_hook=True))
+gcn, gcn_bad = twins(GCN, lambda: GCN(matmul=UntransposedAdjMatmul))
+moe, moe_bad = twins(MoE, lambda: MoE(detach_router=True))
+vit, vit_bad = twins(ViT, lambda: ViT(OffSoftmax))
 
 
 def _next_token(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:

@@ -39,7 +39,6 @@ VMAP_NOTES = ("There is a performance drop because we have not yet implemented t
               "An output with one or more elements was resized")
 
 
-
 class Columns(NamedTuple):
     """k columns: estimate and error (n_out, k), {branch index: (k,) changed}, and for a
     two-point pass of perturbed copies the second differences a refinement reuses (`Halfway`;
