@@ -61,16 +61,19 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
                        "dtype": str(c.tensor.dtype).removeprefix("torch."),
                        "origin": c.origin} for n, c in prepared.bound.constants.items()},
         failures=failures, model=model, branches=_branches(traced),
-        coverage=_coverage(evidence, inputs))
+        coverage=_coverage(evidence, excuses, inputs))
 
 
-def _coverage(evidence: Evidence, inputs: list[InputReport]) -> str:
-    """What a model checked at scale compared and how (empty where every element was)."""
-    if evidence.composition is None:
+def _coverage(evidence: Evidence, excuses: Excuses, inputs: list[InputReport]) -> str:
+    """What a model checked at scale compared and how (empty where every element was): the
+    projections against autograd with torch's departures undone, where only they agree."""
+    found = excuses.composition or evidence.composition
+    if found is None:
         return ""
     total = sum(i.total for i in inputs)
-    return coverage(evidence.composition, total, sum(i.checked for i in inputs),
-                    evidence.in_place)
+    said = coverage(found, total, sum(i.checked for i in inputs), evidence.in_place)
+    return said + ("; the projections against autograd with torch's documented departures "
+                   "undone" if excuses.composition is not None else "")
 
 
 def _branches(traced: Any) -> list[dict[str, Any]]:

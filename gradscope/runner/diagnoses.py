@@ -12,7 +12,15 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import culprits, findings, kinks, partitions, relations, surrogates
+from gradscope.diagnose import (
+    culprits,
+    departures,
+    findings,
+    kinks,
+    partitions,
+    relations,
+    surrogates,
+)
 from gradscope.diagnose.layers import LayerStats, quiet_layers
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
@@ -53,7 +61,7 @@ def diagnose(prepared: Prepared, evidence: Evidence, excuses: Excuses,
               if name not in excuses.declared]
     found += _culprits(prepared, evidence, verdict, explained)
     surrogate, notes = _surrogates(prepared, evidence, excuses, verdict, explained)
-    found += surrogate
+    found += surrogate + _departures(prepared, excuses)
     if is_model(prepared.target.roles()):
         found += quiet_layers(_layer_stats(prepared, back.grads))
     return Diagnoses(tuple(found), explained, tuple(notes))
@@ -210,6 +218,24 @@ def _surrogates(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdic
               f"gradient hides a function that moves ({why}); not probed"
               for name, why in excuses.refused.items()]
     return found, notes
+
+
+def _departures(prepared: Prepared, excuses: Excuses) -> list[Diagnostic]:
+    """The `documented_departure` diagnostic: the elements where autograd is torch's own
+    documented departure from the derivative (each counted once, over every view)."""
+    counts = {}
+    for name, views in excuses.departed.items():
+        shape = prepared.bound.cast[name].shape
+        union = torch.zeros(shape, dtype=torch.bool)
+        for mask in views.values():
+            # (a Jacobian's mask is (outputs, elements): an element departs in any row)
+            union |= (mask.any(0) if mask.numel() != union.numel() else mask
+                      ).reshape(shape).cpu()
+        counts[name] = int(union.sum())
+    projected = excuses.composition is not None or bool(excuses.projections)
+    if not any(counts.values()) and not projected:
+        return []
+    return [departures.diagnostic(prepared.target.text, excuses.departures, counts, projected)]
 
 
 def _surrogate_lines(coarse: Any, elements: torch.Tensor) -> torch.Tensor:

@@ -202,7 +202,7 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
                            finite.fd.eps if finite is not None and finite.fd is not None
                            else None)
     with _timed(evidence.timings, "composition"):
-        composition = _composition(prepared, evidence) if scale else None
+        composition = composed_over(prepared, evidence) if scale else None
     return replace(evidence, views=tuple(views),
                    projections=() if scale else projected(prepared, evidence),
                    composition=composition, in_place=checked,
@@ -210,7 +210,7 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
                    accumulation=_accumulation(prepared, evidence))
 
 
-def _composition(prepared: Prepared, evidence: Evidence) -> Composition:
+def composed_over(prepared: Prepared, evidence: Evidence) -> Composition:
     """Projections over every tensor at once, in forward order (for the bisection)."""
     back, finite, tol = evidence.backward, evidence.finite, evidence.tol
     assert finite is not None and finite.fd is not None and back.grads is not None

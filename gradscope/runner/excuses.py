@@ -6,15 +6,17 @@ and, for the flat elements a raw comparison found wrong, whether the forward mov
 other values (a step: a surrogate may be at work) or ignores them altogether; and whether such a
 surrogate is consistent with the forward at a coarse scale (diagnose/coarse.py): one that is
 not is never excused, unless declared; a declared one with an intended form is compared with
-that form's gradient instead, element by element."""
+that form's gradient instead, element by element; and where a disagreement is torch's own
+documented departure from the derivative (diagnose/departures.py: an embedding's padding_idx),
+which autograd with the departure undone shows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from gradscope.diagnose import custom_backward, flow, surrogates, vanishing
+from gradscope.diagnose import custom_backward, departures, flow, surrogates, vanishing
 from gradscope.diagnose.coarse import AGAINST, SCALED
 from gradscope.diagnose.sweep import (
     MAX_ELEMENTWISE_LINES,
@@ -27,11 +29,13 @@ from gradscope.diagnose.sweep import (
 )
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
-from gradscope.errors import UsageError
+from gradscope.errors import TargetError, UsageError
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
-from gradscope.runner.evidence import Evidence
+from gradscope.runner.composition import Composition
+from gradscope.runner.evidence import Evidence, composed_over
 from gradscope.runner.prepare import Prepared
+from gradscope.runner.projections import Projection, projected
 from gradscope.verdict.compare import Comparison, compare
 
 
@@ -58,6 +62,14 @@ class Excuses:
     unswept: tuple[str, ...] = ()  # inputs with surrogate elements past MAX_INPUTS: unchecked
     # inputs whose probes the target refused (how): gradscope's own tries, never its failure
     refused: dict[str, str] = field(default_factory=dict)
+    # torch's documented departures in effect (diagnose/departures.py), and where each view's
+    # mismatches are one: {input: {view label: mask}}
+    departures: tuple[departures.Departure, ...] = ()
+    departed: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    # the projections that disagreed, run again against autograd with the departures undone,
+    # where they then agree: a model at scale's composition, each sampled input's projections
+    composition: Composition | None = None
+    projections: dict[tuple[str, int], Projection] = field(default_factory=dict)
 
 
 def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
@@ -76,10 +88,11 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     stepped, ignored = _probed(prepared, evidence, flat)
     coarse, unswept = _coarse(prepared, evidence, stepped)
     inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
+    found, departed, again = _departed(prepared, evidence, wrong)
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
                    stepped, ignored, coarse, {n: m for n, m in inconsistent.items()
                                               if bool(m.any())}, intended, unswept,
-                   probed.refused)
+                   probed.refused, found, departed, *again)
 
 
 def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
@@ -112,6 +125,61 @@ def _intended(prepared: Prepared, evidence: Evidence, declared: dict[str, str]
                 engine.vjp(view.upstream.to(engine.output.dtype))[name]
             out[name][view.label] = compare(view.autograd[name], [Answer(want, None)],
                                             evidence.tol)
+    return out
+
+
+def _departed(prepared: Prepared, evidence: Evidence, wrong: set[str]
+              ) -> tuple[tuple[departures.Departure, ...], dict[str, dict[str, torch.Tensor]],
+                         tuple[Composition | None, dict[tuple[str, int], Projection]]]:
+    """Where a disagreement is torch's documented departure from the derivative: autograd of
+    the forward with the departures undone agrees with the references there, element by
+    element in each view, and the projections that disagreed agree against it (only run where
+    something disagreed; a forward that then fails excuses nothing)."""
+    none: tuple[Composition | None, dict[tuple[str, int], Projection]] = (None, {})
+    projected_wrong = [p for p in evidence.projections
+                       if not p.kinked and not p.rejected and not p.difference <= p.slack]
+    composed_wrong = evidence.composition is not None and evidence.composition.compared \
+        and not evidence.composition.agrees
+    if not wrong and not projected_wrong and not composed_wrong:
+        return (), {}, none
+    seen = departures.Undone()
+    try:
+        engine = AutogradEngine(departures.undone(prepared.target.forward, seen),
+                                prepared.bound.exact)
+        if not seen.found:
+            return (), {}, none
+        departed = _departed_views(evidence, engine, wrong)
+        back = evidence.backward
+        grads = engine.vjp(back.upstream.to(engine.output.dtype))
+    except (TargetError, UsageError):
+        return (), {}, none
+    undone = replace(evidence, backward=replace(back, grads=grads))
+    again = composed_over(prepared, undone) if composed_wrong else None
+    projections = {(p.name, p.index): p for p in projected(prepared, undone)
+                   if p.difference <= p.slack} if projected_wrong else {}
+    return (tuple(dict.fromkeys(seen.found)), departed,
+            (again if again is not None and again.agrees else None,
+             {k: p for k, p in projections.items()
+              if any((q.name, q.index) == k for q in projected_wrong)}))
+
+
+def _departed_views(evidence: Evidence, engine: AutogradEngine, wrong: set[str]
+                    ) -> dict[str, dict[str, torch.Tensor]]:
+    """Per input and view, the mismatches where autograd with the departures undone agrees
+    with the references."""
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for view in evidence.views:
+        names = [n for n in wrong if view.raw[n].has(Status.MISMATCH)]
+        if not names:
+            continue
+        grads = engine.jacobian() if view.jacobian else \
+            engine.vjp(view.upstream.to(engine.output.dtype))  # type: ignore[union-attr]
+        for name in names:
+            undone = compare(grads[name], list(view.answers[name].values()), evidence.tol)
+            mask = (view.raw[name].status == Status.MISMATCH.code) & (
+                undone.status == Status.OK.code)
+            if bool(mask.any()):
+                out.setdefault(name, {})[view.label] = mask
     return out
 
 

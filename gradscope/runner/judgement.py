@@ -1,5 +1,6 @@
 """The verdict stage: each view's raw comparison with the excuses applied — mismatches where the
-forward is a step become `surrogate`, every mismatch of a declared input too, ok zeros below a
+forward is a step become `surrogate`, every mismatch of a declared input too, and those that
+are torch's documented departures (an embedding's padding row), ok zeros below a
 vanishing op `vanishing` — then each input's status, the named checks (random upstreams, the
 full Jacobian, random projections), forward mode and accumulation, and the list of failures
 that decides the run: `passed = not failures`."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -61,7 +62,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     judged = [{n: _excused(n, view, excuses, seen, surrogate, shapes[n]) for n in view.raw}
               for view in evidence.views]
     table = judged[0]
-    statuses = _covered({n: _status(c) for n, c in table.items()}, evidence)
+    statuses = _covered({n: _status(c) for n, c in table.items()}, evidence, excuses)
     named = [checks.named(view.label, cmps)
              for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
     named += [c for check in CHECKS for c in check(evidence, excuses, surrogate)]
@@ -70,7 +71,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     failures = outcome.failures(
         statuses=statuses, mismatches={n: c.counts().get(Status.MISMATCH, 0)
                                       for n, c in table.items()},
-        unjudged={**_unjudged(evidence, table), **_uncovered(evidence)},
+        unjudged={**_unjudged(evidence, table), **_uncovered(evidence, excuses)},
         findings=excuses.findings, checks=named,
         forward=forward_status, nonfinite=evidence.nonfinite,
         allow_nan=prepared.options.allow_nan)
@@ -91,6 +92,9 @@ def _excused(name: str, view: View, excuses: Excuses, seen: dict[str, Seen],
         if name in excuses.inconsistent and name not in excuses.declared:
             stepped &= ~excuses.inconsistent[name].to(flat.device)  # never excused
         cmp = cmp.surrogate(stepped.reshape(1, -1) if view.jacobian else stepped)
+    departed = excuses.departed.get(name, {}).get(view.label)
+    if departed is not None:  # torch's own departure (excused first: no relation to explain)
+        cmp = cmp.surrogate(departed)
     if cmp.has(Status.MISMATCH):
         if name not in seen:
             reference = _reference(view.answers[name])
@@ -101,6 +105,8 @@ def _excused(name: str, view: View, excuses: Excuses, seen: dict[str, Seen],
     if cmp.has(Status.SURROGATE):
         marked = cmp.status == Status.SURROGATE.code
         marked = (marked.any(0) if view.jacobian else marked)
+        if departed is not None:  # (torch's, not a surrogate of the user's)
+            marked = marked & ~(departed.any(0) if view.jacobian else departed).to(marked.device)
         marked = marked.reshape(shape).to(torch.bool)
         before = surrogate.get(name)
         surrogate[name] = marked if before is None else before | marked
@@ -164,7 +170,18 @@ def projections(evidence: Evidence, excuses: Excuses,
     """Random projections over every element of a sampled input: passing where they agree
     within their slack, and where a kink or a surrogate explains the difference."""
     excused = set(surrogate) | set(excuses.declared)
-    return [_projection(p, p.name in excused) for p in evidence.projections]
+    return [_departed(_projection(p, p.name in excused))
+            if (p.name, p.index) in excuses.projections else _projection(p, p.name in excused)
+            for p in evidence.projections]
+
+
+def _departed(check: UpstreamCheck) -> UpstreamCheck:
+    """A projection that agrees once torch's documented departures are undone (its error is
+    the departure's): excused, and said so."""
+    return replace(check, label=f"{check.label}: torch's documented departure (it agrees with "
+                   "the departure undone)", passed=True, mismatches=0,
+                   statuses=dict.fromkeys(check.statuses, Status.SURROGATE),
+                   result=Status.SURROGATE)
 
 
 def composition(evidence: Evidence, excuses: Excuses,
@@ -175,6 +192,9 @@ def composition(evidence: Evidence, excuses: Excuses,
     found = evidence.composition
     if found is None:
         return []
+    if excuses.composition is not None:  # it agrees once torch's departures are undone
+        return [_departed(c) for c in composition(replace(
+            evidence, composition=excuses.composition), Excuses(), surrogate)]
     size = sum(evidence.backward.grads[n].numel() for n in found.order) \
         if evidence.backward.grads is not None else 0
     out = []
@@ -216,11 +236,12 @@ def in_place(evidence: Evidence, excuses: Excuses,
     return out
 
 
-def _covered(statuses: dict[str, Status], evidence: Evidence) -> dict[str, Status]:
+def _covered(statuses: dict[str, Status], evidence: Evidence, excuses: Excuses
+             ) -> dict[str, Status]:
     """A model at scale: a tensor whose elements were not sampled takes its status from the
     projections (ok where they agree, inconclusive where nothing tells); the one the
     drill-down placed a wrong gradient at is a mismatch whatever its sample said."""
-    found, finite = evidence.composition, evidence.finite
+    found, finite = excuses.composition or evidence.composition, evidence.finite
     if found is None or finite is None:
         return statuses
     covered = found.covered()
@@ -233,9 +254,9 @@ def _covered(statuses: dict[str, Status], evidence: Evidence) -> dict[str, Statu
     return out
 
 
-def _uncovered(evidence: Evidence) -> dict[str, str]:
+def _uncovered(evidence: Evidence, excuses: Excuses) -> dict[str, str]:
     """Why a tensor that only the projections covered is inconclusive."""
-    found, finite = evidence.composition, evidence.finite
+    found, finite = excuses.composition or evidence.composition, evidence.finite
     if found is None or finite is None:
         return {}
     why = (f"projected only together with others: the drill-down placed the wrong gradient "

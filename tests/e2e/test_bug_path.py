@@ -205,3 +205,47 @@ def test_tiny_gradients_of_smooth_inputs_are_ok_not_surrogates():
                                  dtype=dtype)
         assert report.passed and [i.status for i in report.inputs] == ["ok", "ok"]
         assert not [d for d in report.diagnostics if d.kind == "surrogate_gradient"]
+
+
+PADDED = f"{DATA}/padded.py"
+PAD_IDS = {"ids": "[0,2,3,0,5]"}  # the padding index 0 looked up twice
+
+
+@pytest.mark.parametrize("name", ["Untied", "Tied", "scaled"])
+def test_torchs_documented_departures_pass_and_are_named(name):
+    report = gradscope.check(f"{PADDED}:{name}", const=PAD_IDS)
+    assert report.passed, report.failures
+    (found,) = [d for d in report.diagnostics if d.kind == "documented_departure"]
+    assert found.inputs == ["emb.weight"] and found.count == 3  # one row, and only it
+    assert {i.name: i.status for i in report.inputs}["emb.weight"] == "surrogate"
+
+
+def test_a_functional_padded_lookup_on_an_input_passes():
+    report = gradscope.check(f"{PADDED}:functional", shape={"w": "6,3"}, const=PAD_IDS)
+    assert report.passed and report.inputs[0].status_counts == {"ok": 15, "surrogate": 3}
+
+
+@pytest.mark.parametrize("name, wrong", [
+    # a bug downstream of the lookup: row 0 is wrong with padding undone too
+    ("PaddedWithBug", 12), ("DoubledLookup", 12),
+    # a hook zeroing row 0 as padding would, with no padding_idx: nothing of torch's departs
+    ("ZeroRow", 3),
+])
+def test_a_departure_never_excuses_a_bug(name, wrong):
+    report = gradscope.check(f"{PADDED}:{name}", const=PAD_IDS)
+    assert not report.passed
+    assert {i.name: i.status_counts.get("mismatch", 0) for i in report.inputs}[
+        "emb.weight"] == wrong
+    assert not [d for d in report.diagnostics if d.kind == "documented_departure"]
+
+
+def test_at_scale_the_projections_agree_with_the_departure_undone_and_a_bug_still_fails():
+    ids = {"ids": "[0,2,3,0,5,7,0]"}
+    passing = gradscope.check(f"{PADDED}:Large", const=ids)
+    assert passing.passed and "departures undone" in passing.coverage
+    assert any(d.kind == "documented_departure" for d in passing.diagnostics)
+    failing = gradscope.check(f"{PADDED}:large_bad", const=ids)
+    assert not failing.passed
+    assert not any(d.kind == "documented_departure" for d in failing.diagnostics)
+    assert any(c.result == "mismatch" for c in failing.upstream_checks
+               if "every tensor at once" in c.label)

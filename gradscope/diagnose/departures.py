@@ -1,0 +1,117 @@
+"""torch's documented departures from the derivative: options of its own ops whose backward is
+deliberately not the derivative of their forward. `nn.Embedding(padding_idx=p)` gives row p no
+gradient through the lookup (the forward still reads it), and `scale_grad_by_freq` divides each
+row's gradient by how often the batch looks it up. Finite differences see the derivative, so a
+correct model with padding tokens in its input disagrees with them on row p.
+
+`Undone` runs a forward with those options turned off (the forward's values are the same) and
+records which of them were in effect. The excuses stage takes autograd of that forward as the
+derivative autograd departs from: an element is torch's departure only where autograd
+disagrees with the references and the undone gradient agrees with them, never because an
+option is merely present."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from gradscope.report.model import Diagnostic
+
+KIND = "documented_departure"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """One option in effect in one call: what it is, and what it did there."""
+
+    option: str  # "padding_idx=0", "scale_grad_by_freq"
+    op: str  # "embedding", "embedding_bag"
+    effect: str  # "index 0 looked up at 3 position(s)"
+
+
+def _padding(ids: torch.Tensor, weight: torch.Tensor, padding_idx: int | None
+             ) -> Departure | None:
+    """The padding row's departure, if the ids look it up at all (else nothing departs)."""
+    if padding_idx is None:
+        return None
+    row = padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx
+    hits = int((ids == row).sum())
+    if not hits:
+        return None
+    return Departure(f"padding_idx={row}", "embedding",
+                     f"row {row} of the weight gets no gradient through the lookup, which "
+                     f"reads it at {hits} position(s)")
+
+
+# (bound by name: torch passes some of these by position, some by keyword)
+_SIGNATURES = {F.embedding: inspect.signature(F.embedding),
+               F.embedding_bag: inspect.signature(F.embedding_bag)}
+
+
+class Undone(TorchFunctionMode):
+    """While active, embedding lookups run without padding_idx (embedding only: a bag leaves
+    padding out of its forward too, so there the option is no departure) and without
+    scale_grad_by_freq; `found` lists what was in effect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[Departure] = []
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any,
+                           args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+                           ) -> Any:
+        if func is F.embedding or func is F.embedding_bag:
+            call = _SIGNATURES[func].bind(*args, **(kwargs or {}))
+            given = call.arguments
+            if func is F.embedding:
+                found = _padding(given["input"], given["weight"], given.get("padding_idx"))
+                self.found += [found] if found else []
+                given["padding_idx"] = None
+            if given.get("scale_grad_by_freq"):
+                self.found.append(Departure(
+                    "scale_grad_by_freq", func.__name__, "each looked-up row's gradient is "
+                    "divided by how often the batch reads it"))
+                given["scale_grad_by_freq"] = False
+            return func(*call.args, **call.kwargs)
+        return func(*args, **(kwargs or {}))
+
+
+def undone(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], seen: Undone
+           ) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+    """`forward` with torch's departures undone, recording them in `seen`."""
+
+    def run(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        with seen:
+            return forward(values)
+
+    return run
+
+
+def diagnostic(target: str, found: Sequence[Departure], counts: Mapping[str, int],
+               projected: bool = False) -> Diagnostic:
+    """Where autograd is torch's documented departure, and which one: `counts` elements per
+    input, and (`projected`) projections that agree only with the departure undone."""
+    names = sorted(n for n, c in counts.items() if c)
+    total = sum(counts.values())
+    options = list(dict.fromkeys(f"{d.op}({d.option}): {d.effect}" for d in found))
+    where = []
+    if total:
+        where.append(f"at {total} element(s) of {', '.join(names)}")
+    if projected:
+        where.append("in the random projections")
+    return Diagnostic(
+        kind=KIND, op=found[0].op if found else "embedding", where=target, inputs=names,
+        count=total,
+        message=("autograd departs from the derivative where torch documents it does — "
+                 + "; ".join(options) + " — " + " and ".join(where) + "; with the option "
+                 "undone autograd agrees with the references, so this is not counted as a "
+                 "mismatch"),
+        hint=("this is torch's documented behaviour, not a bug in your code; to compare the "
+              "derivative itself, build the layer without the option (or keep a padding index "
+              "out of the inputs)"))
