@@ -142,6 +142,8 @@ def _departed(prepared: Prepared, evidence: Evidence, wrong: set[str]
         and not evidence.composition.agrees
     if not wrong and not projected_wrong and not composed_wrong:
         return (), {}, none
+    if not _in_effect(prepared):
+        return (), {}, none
     seen = departures.Undone()
     try:
         engine = AutogradEngine(departures.undone(prepared.target.forward, seen),
@@ -161,6 +163,19 @@ def _departed(prepared: Prepared, evidence: Evidence, wrong: set[str]
             (again if again is not None and again.agrees else None,
              {k: p for k, p in projections.items()
               if any((q.name, q.index) == k for q in projected_wrong)}))
+
+
+def _in_effect(prepared: Prepared) -> bool:
+    """Whether any of torch's departures is in effect, from a forward without a graph or a
+    copy of the inputs (a model of 10⁸ parameters holds neither twice for nothing); code
+    that refuses to run without gradients is asked with them, by the caller."""
+    seen = departures.Undone()
+    try:
+        with torch.no_grad():
+            departures.undone(prepared.target.forward, seen)(prepared.bound.exact)
+    except (TargetError, UsageError):
+        return True
+    return bool(seen.found)
 
 
 def _departed_views(evidence: Evidence, engine: AutogradEngine, wrong: set[str]
