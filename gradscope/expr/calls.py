@@ -24,6 +24,7 @@ from gradscope.expr.ops import (
     MODULE_ROOTS,
     MODULES,
     OPTIONAL,
+    RANDOM,
     REQUIRED,
     TENSORS,
     Op,
@@ -71,12 +72,21 @@ def function_name(path: str) -> str:
 
 
 def unknown(snippet: str, name: str, method: bool) -> UsageError:
-    known = sorted(METHODS if method else FUNCTIONS)
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     what = f"tensor method `.{name}()`" if method else f"function `{name}`"
+    bare = name.rpartition(".")[2]
+    if bare in RANDOM:
+        return UsageError(
+            f"refused `{snippet}`: {what} is random (two calls at nearby points draw "
+            "differently, so finite differences would measure the noise); check the code as a "
+            "Python target with the randomness fixed: a module with --eval, or the mask passed "
+            "as data with --const")
+    known = sorted(METHODS if method else FUNCTIONS)
+    # (a close spelling only: `linear` is not a misspelt `inner`)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return UsageError(f"refused `{snippet}`: unknown {what}{hint} (`gradscope ops` lists "
-                      "every function and its spellings)")
+                      "every function and its spellings); the same code runs as a Python "
+                      "target: put it in a function in a .py file and check `file.py:NAME`")
 
 
 class Binder:

@@ -232,3 +232,18 @@ def test_mutated_expressions_never_reach_python_objects(text):
         assert isinstance(node, ir.Num | ir.Const | ir.Var | ir.Call)
         if isinstance(node, ir.Call):
             assert node.op in OPS
+
+
+@pytest.mark.parametrize("text", ["torch.stft(x, 4)", "torch.histc(x)"])
+def test_an_unknown_function_is_not_matched_to_a_far_one_and_names_the_python_target(text):
+    with pytest.raises(UsageError) as info:
+        parse(text)
+    message = str(info.value)
+    assert "did you mean" not in message  # (`linear` once got `inner`, `unfold` `fmod`)
+    assert "file.py:NAME" in message
+
+
+@pytest.mark.parametrize("text", ["F.dropout(x, 0.5)", "torch.bernoulli(x)", "x.rand_like()"])
+def test_a_random_function_is_refused_with_the_reason_and_the_way_to_check_it(text):
+    with pytest.raises(UsageError, match=r"is random .*--eval.*--const"):
+        parse(text)

@@ -94,6 +94,13 @@ UNARY = {_AST_UNARY[op.symbol]: op.name for op in _ROWS
          if op.symbol in _AST_UNARY and op.arity == (1, 1)}
 COMPARISONS = {_AST_COMPARE[op.symbol]: op.name for op in _ROWS if op.kind == COMPARE}
 CONSTANTS = {"pi": math.pi, "e": math.e}
+# torch functions that draw random numbers: refused with the reason (two calls at nearby points
+# draw differently, so finite differences measure the noise) and the way to check them
+RANDOM = frozenset({
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    "bernoulli", "multinomial", "normal", "poisson", "rand", "rand_like", "randn",
+    "randn_like", "randint", "randint_like", "randperm", "rrelu", "gumbel_softmax",
+    "native_dropout", "fractional_max_pool2d", "fractional_max_pool3d"})
 
 # sympy's own functions the rows use → the torch function that evaluates them (the symbolic
 # engine's evaluator reads this; gradscope's own sympy functions carry their torch form).
@@ -127,6 +134,7 @@ __all__ = [
     "OPTIONAL",
     "PASSES",
     "POLE",
+    "RANDOM",
     "REDUCTION",
     "REQUIRED",
     "SATURATES",
