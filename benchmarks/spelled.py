@@ -181,7 +181,8 @@ def _checked(name: str, spelled: Spelled) -> Row:
     except Exception as exc:  # gradscope's own failure: always a defect
         return Row(name, spelled.text, "error", f"{type(exc).__name__}: {exc}"[:200])
     if not report.passed:
-        return Row(name, spelled.text, "fails", "; ".join(f.message for f in report.failures)[:200])
+        said = "; ".join(f"{f.kind} {f.subject} {f.detail}" for f in report.failures)
+        return Row(name, spelled.text, "fails", said[:200])
     missing = [i.name for i in report.inputs if i.symbolic is None]
     if missing:
         return Row(name, spelled.text, "fails", f"no symbolic column for {', '.join(missing)}")

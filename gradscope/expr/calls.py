@@ -250,6 +250,11 @@ def check_static(p: OpParam, value: Any) -> Any:
         ok = isinstance(value, str) and (not p.choices or value in p.choices)
         need = ("must be one of " + ", ".join(repr(c) for c in p.choices)) if p.choices \
             else "must be a string"
+    elif kind == "contraction":  # tensordot's dims: a count, or the dims of each side
+        ok = _int(value, MAX_DIM) or (isinstance(value, tuple) and len(value) == 2 and all(
+            _int(v, MAX_DIM) or (isinstance(v, tuple) and all(_int(d, MAX_DIM) for d in v))
+            for v in value))
+        need = "must be a count of dims or two lists of dims, e.g. ([0, 1], [2, 0])"
     elif kind == "padding":
         ok = _int(value) or value in ("same", "valid") or (
             isinstance(value, tuple) and all(_int(v) for v in value))

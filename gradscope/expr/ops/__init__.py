@@ -15,6 +15,7 @@ import torch
 
 from gradscope.expr.ops import (
     activations,
+    blas,
     composite,
     conv,
     elementwise,
@@ -23,6 +24,7 @@ from gradscope.expr.ops import (
     reductions,
     shape,
     special,
+    spelled,
     structural,
 )
 from gradscope.expr.ops.base import (
@@ -48,14 +50,15 @@ from gradscope.expr.ops.base import (
 
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
-                   + conv.ROWS)
+                   + conv.ROWS + blas.ROWS + spelled.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
     op.name: family for family, rows in (
-        ("math", elementwise.ROWS + special.ROWS), ("activation", activations.ROWS),
-        ("reduction", reductions.ROWS), ("shape", shape.ROWS),
-        ("linear algebra", structural.ROWS + linalg.ROWS),
+        ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS),
+        ("activation", activations.ROWS),
+        ("reduction", reductions.ROWS), ("shape", shape.ROWS + spelled.SHAPE_ROWS),
+        ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS),
         ("normalisation and loss", composite.ROWS), ("convolution and pooling", conv.ROWS))
     for op in rows}
 
