@@ -9,7 +9,8 @@ from gradscope.expr.ops import COMPARE, OPS
 from tests.expr.ops import CASES, USED, everyday
 
 FAMILY_MODULES = (ops.elementwise, ops.special, ops.activations, ops.reductions,
-                  ops.structural, ops.shape, ops.linalg, ops.composite, ops.conv)
+                  ops.structural, ops.shape, ops.linalg, ops.composite, ops.conv, ops.blas,
+                  ops.spelled)
 
 
 def test_the_catalogue_uses_every_op_an_expression_can_call():
