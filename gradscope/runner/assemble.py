@@ -21,6 +21,7 @@ from gradscope.runner.composition import coverage
 from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
+from gradscope.runner.excuses import composition as judged_by
 from gradscope.runner.judgement import Verdict
 from gradscope.runner.prepare import Prepared
 from gradscope.verdict import outcome
@@ -67,7 +68,7 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
 def _coverage(evidence: Evidence, excuses: Excuses, inputs: list[InputReport]) -> str:
     """What a model checked at scale compared and how (empty where every element was): the
     projections against autograd with torch's departures undone, where only they agree."""
-    found = excuses.composition or evidence.composition
+    found = judged_by(evidence, excuses)
     if found is None:
         return ""
     total = sum(i.total for i in inputs)

@@ -88,11 +88,10 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     stepped, ignored = _probed(prepared, evidence, flat)
     coarse, unswept = _coarse(prepared, evidence, stepped)
     inconsistent = {n: _failed(c, stepped[n]) for n, c in coarse.items()}
-    found, departed, again = _departed(prepared, evidence, wrong)
     return Excuses(declared, nonlinear, findings, confirmed, confirmed & below_catalogue, flat,
                    stepped, ignored, coarse, {n: m for n, m in inconsistent.items()
                                               if bool(m.any())}, intended, unswept,
-                   probed.refused, found, departed, *again)
+                   probed.refused, **vars(_departed(prepared, evidence, wrong)))
 
 
 def _declared(prepared: Prepared, evidence: Evidence) -> dict[str, str]:
@@ -128,41 +127,51 @@ def _intended(prepared: Prepared, evidence: Evidence, declared: dict[str, str]
     return out
 
 
-def _departed(prepared: Prepared, evidence: Evidence, wrong: set[str]
-              ) -> tuple[tuple[departures.Departure, ...], dict[str, dict[str, torch.Tensor]],
-                         tuple[Composition | None, dict[tuple[str, int], Projection]]]:
+@dataclass(frozen=True)
+class _Departed:
+    """What torch's documented departures excuse (the Excuses fields of the same names)."""
+
+    departures: tuple[departures.Departure, ...] = ()
+    departed: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    composition: Composition | None = None
+    projections: dict[tuple[str, int], Projection] = field(default_factory=dict)
+
+
+def _departed(prepared: Prepared, evidence: Evidence, wrong: set[str]) -> _Departed:
     """Where a disagreement is torch's documented departure from the derivative: autograd of
     the forward with the departures undone agrees with the references there, element by
     element in each view, and the projections that disagreed agree against it (only run where
     something disagreed; a forward that then fails excuses nothing)."""
-    none: tuple[Composition | None, dict[tuple[str, int], Projection]] = (None, {})
-    projected_wrong = [p for p in evidence.projections
-                       if not p.kinked and not p.rejected and not p.difference <= p.slack]
+    projected_wrong = {(p.name, p.index) for p in evidence.projections
+                       if not p.kinked and not p.rejected and not p.difference <= p.slack}
     composed_wrong = evidence.composition is not None and evidence.composition.compared \
         and not evidence.composition.agrees
-    if not wrong and not projected_wrong and not composed_wrong:
-        return (), {}, none
-    if not _in_effect(prepared):
-        return (), {}, none
+    if not (wrong or projected_wrong or composed_wrong) or not _in_effect(prepared):
+        return _Departed()
     seen = departures.Undone()
     try:
         engine = AutogradEngine(departures.undone(prepared.target.forward, seen),
                                 prepared.bound.exact)
         if not seen.found:
-            return (), {}, none
+            return _Departed()
         departed = _departed_views(evidence, engine, wrong)
         back = evidence.backward
         grads = engine.vjp(back.upstream.to(engine.output.dtype))
     except (TargetError, UsageError):
-        return (), {}, none
+        return _Departed()
     undone = replace(evidence, backward=replace(back, grads=grads))
     again = composed_over(prepared, undone) if composed_wrong else None
-    projections = {(p.name, p.index): p for p in projected(prepared, undone)
-                   if p.difference <= p.slack} if projected_wrong else {}
-    return (tuple(dict.fromkeys(seen.found)), departed,
-            (again if again is not None and again.agrees else None,
-             {k: p for k, p in projections.items()
-              if any((q.name, q.index) == k for q in projected_wrong)}))
+    agreeing = {(p.name, p.index): p for p in projected(prepared, undone)
+                if (p.name, p.index) in projected_wrong and p.difference <= p.slack} \
+        if projected_wrong else {}
+    return _Departed(tuple(dict.fromkeys(seen.found)), departed,
+                     again if again is not None and again.agrees else None, agreeing)
+
+
+def composition(evidence: Evidence, excuses: Excuses) -> Composition | None:
+    """The composition a model at scale is judged by: the one against autograd with torch's
+    departures undone where only that one agrees, else autograd's own."""
+    return excuses.composition or evidence.composition
 
 
 def _in_effect(prepared: Prepared) -> bool:

@@ -18,6 +18,7 @@ from gradscope.report.model import Failure, UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
+from gradscope.runner.excuses import composition as judged_by
 from gradscope.runner.inplace import HookCheck
 from gradscope.runner.prepare import Prepared
 from gradscope.runner.projections import Projection
@@ -188,13 +189,11 @@ def composition(evidence: Evidence, excuses: Excuses,
                 surrogate: Mapping[str, torch.Tensor]) -> list[UpstreamCheck]:
     """A model at scale: each projection over every tensor at once, passing where it agrees
     within its slack; one whose stencil crossed a kink at every step tried is `not run`
-    (nothing compared: never a pass for the tensors it alone covers)."""
-    found = evidence.composition
+    (nothing compared: never a pass for the tensors it alone covers); one that agrees only
+    against autograd with torch's departures undone is that departure."""
+    found = judged_by(evidence, excuses)
     if found is None:
         return []
-    if excuses.composition is not None:  # it agrees once torch's departures are undone
-        return [_departed(c) for c in composition(replace(
-            evidence, composition=excuses.composition), Excuses(), surrogate)]
     size = sum(evidence.backward.grads[n].numel() for n in found.order) \
         if evidence.backward.grads is not None else 0
     out = []
@@ -209,7 +208,8 @@ def composition(evidence: Evidence, excuses: Excuses,
         word = Status.OK if p.agrees else Status.MISMATCH
         out.append(UpstreamCheck(label, p.agrees, p.difference, 0 if p.agrees else 1,
                                  {} if p.agrees else {found.start or p.names[-1]: word}, word))
-    return out
+    # (against autograd with torch's departures undone: each is that departure, excused)
+    return [_departed(c) for c in out] if excuses.composition is not None else out
 
 
 def in_place(evidence: Evidence, excuses: Excuses,
@@ -241,7 +241,7 @@ def _covered(statuses: dict[str, Status], evidence: Evidence, excuses: Excuses
     """A model at scale: a tensor whose elements were not sampled takes its status from the
     projections (ok where they agree, inconclusive where nothing tells); the one the
     drill-down placed a wrong gradient at is a mismatch whatever its sample said."""
-    found, finite = excuses.composition or evidence.composition, evidence.finite
+    found, finite = judged_by(evidence, excuses), evidence.finite
     if found is None or finite is None:
         return statuses
     covered = found.covered()
@@ -256,7 +256,7 @@ def _covered(statuses: dict[str, Status], evidence: Evidence, excuses: Excuses
 
 def _uncovered(evidence: Evidence, excuses: Excuses) -> dict[str, str]:
     """Why a tensor that only the projections covered is inconclusive."""
-    found, finite = excuses.composition or evidence.composition, evidence.finite
+    found, finite = judged_by(evidence, excuses), evidence.finite
     if found is None or finite is None:
         return {}
     why = (f"projected only together with others: the drill-down placed the wrong gradient "
