@@ -100,6 +100,10 @@ class Binder:
 
     def bind(self, positional: list[ast.AST], keywords: list[ast.keyword]) -> BoundCall:
         given = self._match(positional, keywords)
+        unbiased = given.get("dim")
+        if isinstance(unbiased, ast.Constant) and isinstance(unbiased.value, bool) and \
+                "unbiased" in {p.name for p in self.op.params} and "unbiased" not in given:
+            given["unbiased"] = given.pop("dim")  # torch's overload var(input, unbiased)
         args: list[ir.Node] = []
         names: list[str] = []
         params: list[tuple[str, Any]] = []

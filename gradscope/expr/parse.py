@@ -66,6 +66,7 @@ def parse(text: str) -> ir.Expression:
     _check_size(tree.body)
     builder = _Builder(source)
     root = builder.node(tree.body, allow_compare=False)
+    _check_picked(source, root)
     if not builder.inputs:
         raise UsageError(f"expression {text!r} has no inputs: name at least one, e.g. \"x**2\"")
     return ir.Expression(source=source, root=root, inputs=tuple(builder.inputs))
@@ -233,8 +234,12 @@ class _Builder:
         if calls.is_module(node.value):
             raise self.refuse(node, "module attributes are not values; call a function")
         name = node.attr
-        if name == "values" and isinstance(node.value, ast.Call):
+        if isinstance(node.value, ast.Call):
             inner = self.node(node.value, False)
+            if _tuple_call(inner):
+                assert isinstance(inner, ir.Call)
+                return self.pick(node, inner, name)
+        if name == "values" and isinstance(node.value, ast.Call):
             if _returns_values(inner):
                 return inner  # max(x, 1).values: the expression already means the values
             raise self.refuse(node, "`.values` follows only max/min/... called with a dim")
@@ -249,12 +254,38 @@ class _Builder:
 
     def subscript(self, node: ast.Subscript) -> ir.Node:
         value = self.node(node.value, False)
+        if _tuple_call(value):
+            assert isinstance(value, ir.Call)
+            item = node.slice
+            k = calls.literal(item, lambda what: self.refuse(node, what)) \
+                if isinstance(item, ast.Constant | ast.UnaryOp) else None
+            if type(k) is not int:
+                raise self.plain(node, f"{value.op}() returns a tuple: pick one part with a "
+                                       "constant index such as [0]")
+            return self.pick(node, value, k)
         if _returns_values(value):
             raise self.plain(node, "torch returns (values, indices) here; gradscope reads it "
                                    "as the values: write .values or leave the subscript off")
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         index = tuple(self.index_item(node, item) for item in items)
         return ir.Call(self.span(node), "index", (value,), (("index", index),))
+
+    def pick(self, node: ast.AST, call: ir.Call, which: str | int) -> ir.Call:
+        """One part of a tuple torch returns (`sort(x).values`, `chunk(x, 2)[1]`)."""
+        fields = OPS[call.op].returns
+        named = [f for f in fields if f != "*"]
+        k = which if isinstance(which, int) else (named.index(which) if which in named
+                                                   else None)
+        if k is None or (fields != ("*",) and not -len(fields) <= k < len(fields)):
+            parts = ", ".join(named) if named else "its parts by index"
+            raise self.plain(node, f"{call.op}() returns ({parts}); pick one with "
+                                   f"{_picks(named)}")
+        if named and named[k] in OPS[call.op].data_fields:
+            rest = [f for f in named if f not in OPS[call.op].data_fields]
+            raise self.plain(node, f"`{named[k]}` of {call.op}() are integers (no gradient); "
+                                   f"check a differentiable part: {_picks(rest)}")
+        return ir.Call(self.span(node), call.op, call.args, (*call.params, ("_item", k)),
+                       call.names)
 
     def index_item(self, node: ast.Subscript, item: ast.AST) -> tuple:
         def whole(part: ast.AST | None) -> int | None:
@@ -278,6 +309,27 @@ class _Builder:
         if isinstance(item, ast.Constant) and item.value is Ellipsis:
             return ("ellipsis",)
         return ("int", whole(item))
+
+
+def _tuple_call(node: ir.Node) -> bool:
+    """A call of a row torch answers with a tuple, no part picked yet."""
+    return isinstance(node, ir.Call) and bool(OPS[node.op].returns) and \
+        "_item" not in node.kwargs
+
+
+def _picks(named: list[str]) -> str:
+    return " or ".join([f".{f}" for f in named] + ["[0]"]) if named else "[0], [1], ..."
+
+
+def _check_picked(source: str, root: ir.Node) -> None:
+    """Every tuple torch returns has one part picked: the expression is one tensor."""
+    for node in ir.walk(root):
+        if _tuple_call(node):
+            assert isinstance(node, ir.Call)
+            named = [f for f in OPS[node.op].returns if f != "*"]
+            start, end = node.span
+            raise UsageError(f"refused `{source[start:end]}`: {node.op}() returns a tuple; "
+                             f"pick the part to check with {_picks(named)}")
 
 
 def _returns_values(node: ir.Node) -> bool:

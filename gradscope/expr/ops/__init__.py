@@ -21,6 +21,8 @@ from gradscope.expr.ops import (
     elementwise,
     flow_only,
     linalg,
+    order,
+    parts,
     reductions,
     shape,
     special,
@@ -50,14 +52,16 @@ from gradscope.expr.ops.base import (
 
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
-                   + conv.ROWS + blas.ROWS + spelled.ROWS)
+                   + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
+                   + order.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
     op.name: family for family, rows in (
         ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS),
         ("activation", activations.ROWS),
-        ("reduction", reductions.ROWS), ("shape", shape.ROWS + spelled.SHAPE_ROWS),
+        ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS),
+        ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS),
         ("normalisation and loss", composite.ROWS), ("convolution and pooling", conv.ROWS))
     for op in rows}

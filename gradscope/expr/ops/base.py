@@ -140,6 +140,12 @@ class Op:
     # Torch returns (values, indices) when these static parameters are given (max(x, 1)):
     # the expression means the values, and `.values` is accepted after it.
     values_when: tuple[str, ...] = ()
+    # Torch returns a tuple (sort: values, indices; chunk: any number of parts): the fields'
+    # names ("*" for a tuple of any length). The expression picks one with `[k]` or `.name`,
+    # which reaches the torch function as the static parameter `_item`; the fields that are
+    # not differentiable (indices) are named in `data_fields`.
+    returns: tuple[str, ...] = ()
+    data_fields: tuple[str, ...] = ()
     # The row a call means when an argument that is static here is an expression instead:
     # max(x, y) is maximum(x, y), as in torch.
     otherwise: str | None = None
