@@ -221,8 +221,12 @@ class _Builder:
         k = op.condition_arg
         if k is not None and not (isinstance(bound.args[k], ir.Call) and OPS[bound.args[k].op]
                                   .kind == COMPARE):
-            raise self.refuse(node, f"argument {k + 1} of {name}() must be a comparison, "
-                                    "e.g. where(x > 0, x, 0)")
+            if op.otherwise is None or not isinstance(bound.args[k], ir.Var):
+                raise self.refuse(node, f"argument {k + 1} of {name}() must be a comparison "
+                                        "or a bool mask given as data, e.g. where(x > 0, x, "
+                                        "0) or where(m, x, 0) with --const m=...")
+            op, name = OPS[op.otherwise], op.otherwise  # where(mask, x, y): a mask as data
+            bound = bind(op, name)
         span = self.span(node)
         args = tuple(a if a.span != (0, 0) else ir.Num(span, a.value, a.is_int)  # type: ignore[attr-defined]
                      for a in bound.args)

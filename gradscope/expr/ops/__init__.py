@@ -14,12 +14,14 @@ import sympy as sp
 import torch
 
 from gradscope.expr.ops import (
+    accumulate,
     activations,
     blas,
     composite,
     conv,
     elementwise,
     flow_only,
+    indexing,
     linalg,
     order,
     parts,
@@ -53,7 +55,7 @@ from gradscope.expr.ops.base import (
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
-                   + order.ROWS)
+                   + order.ROWS + indexing.ROWS + accumulate.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -61,7 +63,8 @@ FAMILIES: dict[str, str] = {
         ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS),
         ("activation", activations.ROWS),
         ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS),
-        ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS),
+        ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
+        ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS),
         ("normalisation and loss", composite.ROWS), ("convolution and pooling", conv.ROWS))
     for op in rows}

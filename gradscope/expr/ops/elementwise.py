@@ -177,6 +177,7 @@ PIECEWISE_CONSTANT = [
 CONDITIONS = [
     Op("where", ELEMENTWISE, (3, 3), _where, "where(cond, a, b), cond a comparison",
        sympy=lambda c, a, b: sp.Piecewise((a, c), (b, True)), condition_arg=0,
+       otherwise="masked_where",
        signature=signature("condition, input, other")),
     _compare(torch.lt, sp.StrictLessThan, "lt", "<"),
     _compare(torch.le, sp.LessThan, "le", "<="),
