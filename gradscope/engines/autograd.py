@@ -63,7 +63,7 @@ class AutogradEngine:
         the model; the next backward starts from None, so nothing writes into these)."""
         out = {}
         for n, leaf in self.leaves.items():
-            out[n] = leaf.grad.detach() if leaf.grad is not None else \
+            out[n] = stored(leaf.grad.detach()) if leaf.grad is not None else \
                 torch.zeros_like(leaf.detach())
             leaf.grad = None
         return out
@@ -80,7 +80,7 @@ class AutogradEngine:
                                    retain_graph=True, allow_unused=True)
 
     def _named(self, grads: tuple) -> dict[str, torch.Tensor]:
-        return {n: (g.detach() if g is not None else torch.zeros_like(leaf.detach()))
+        return {n: (stored(g.detach()) if g is not None else torch.zeros_like(leaf.detach()))
                 for (n, leaf), g in zip(self.leaves.items(), grads, strict=True)}
 
     def _replayed(self, call: Callable[[torch.Tensor], object]) -> object:
@@ -146,9 +146,10 @@ class AutogradEngine:
         """All VJPs of `basis` in one batched backward on the retained graph; None where that
         fails (no batching rule for some op, or a graph of one backward)."""
         try:
-            return torch.autograd.grad(self.output, list(self.leaves.values()), basis,
+            rows = torch.autograd.grad(self.output, list(self.leaves.values()), basis,
                                        retain_graph=True, allow_unused=True,
                                        is_grads_batched=True)
+            return tuple(r if r is None else stored(r) for r in rows)
         except (GradscopeError, SystemExit):
             raise
         except Exception:
@@ -163,4 +164,12 @@ class AutogradEngine:
             return self.forward(dict(zip(self.names, xs, strict=True)))
 
         _, out = torch.func.jvp(f, primals, tans)
-        return out.detach()
+        return stored(out.detach())
+
+
+def stored(g: torch.Tensor) -> torch.Tensor:
+    """A gradient with storage: torch answers some backwards (sgn's) with a zero tensor that
+    has none, which cannot be read element by element."""
+    if g.numel() and g.data_ptr() == 0:
+        return torch.zeros(g.shape, dtype=g.dtype, device=g.device)
+    return g

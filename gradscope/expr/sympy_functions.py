@@ -190,3 +190,40 @@ def _sinc_grad_fdiff(self: sp.Function, argindex: int = 1) -> sp.Expr:
 
 sinc_grad = _make("sinc_grad", 1, _sinc_grad, _sinc_grad_fdiff)
 sinc = _make("sinc", 1, torch.sinc, lambda self, argindex=1: sinc_grad(self.args[0]))
+
+
+# ------------------------------------------- modified Bessel functions, erfcx, log_ndtr
+def _at_zero(value: Callable[[torch.Tensor], torch.Tensor], limit: float
+             ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`value`, and its limit where x == 0 (a 0/0 there)."""
+    def run(x: torch.Tensor) -> torch.Tensor:
+        safe = torch.where(x == 0, torch.ones_like(x), x)
+        return torch.where(x == 0, torch.full_like(x, limit), value(safe))
+    return run
+
+
+# d i1/dx = i0 - i1/x (1/2 at 0); d i1e/dx = i0e - i1e (sign(x) + 1/x) (1/2 at 0)
+i1_dx = _make("i1_dx", 1, _at_zero(lambda x: torch.special.i0(x) - torch.special.i1(x) / x,
+                                   0.5), _zero_derivative)
+i1e_dx = _make("i1e_dx", 1, _at_zero(lambda x: torch.special.i0e(x) - torch.special.i1e(x) * (
+    torch.sign(x) + 1 / x), 0.5), _zero_derivative)
+i1 = _make("i1", 1, torch.special.i1, lambda self, argindex=1: i1_dx(self.args[0]))
+i0 = _make("i0", 1, torch.special.i0, lambda self, argindex=1: i1(self.args[0]))
+i1e = _make("i1e", 1, torch.special.i1e, lambda self, argindex=1: i1e_dx(self.args[0]))
+i0e = _make("i0e", 1, torch.special.i0e, lambda self, argindex=1: i1e(self.args[0])
+            - sign(self.args[0]) * i0e(self.args[0]))
+erfcx = _make("erfcx", 1, torch.special.erfcx, lambda self, argindex=1: 2 * self.args[0] * self
+              - 2 / sp.sqrt(sp.pi))
+# d log_ndtr/dx = pdf / cdf, written exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi): no 0/0 far left
+log_ndtr = _make("log_ndtr", 1, torch.special.log_ndtr, lambda self, argindex=1: sp.exp(
+    -self.args[0] ** 2 / 2 - self) / sp.sqrt(2 * sp.pi))
+
+_POLYGAMMA: dict[int, type[TorchFunction]] = {}
+
+
+def polygamma(n: int) -> type[TorchFunction]:
+    """polygamma(n, x) as a function of x, differentiating to polygamma(n + 1, x)."""
+    if n not in _POLYGAMMA:
+        _POLYGAMMA[n] = _make(f"polygamma{n}", 1, _polygamma(n),
+                              lambda self, argindex=1: polygamma(n + 1)(self.args[0]))
+    return _POLYGAMMA[n]

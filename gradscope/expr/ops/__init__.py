@@ -30,6 +30,7 @@ from gradscope.expr.ops import (
     special,
     spelled,
     structural,
+    variants,
 )
 from gradscope.expr.ops.base import (
     COMPARE,
@@ -55,12 +56,14 @@ from gradscope.expr.ops.base import (
 _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
-                   + order.ROWS + indexing.ROWS + accumulate.ROWS)
+                   + order.ROWS + indexing.ROWS + accumulate.ROWS
+                   + variants.ROWS + variants.SPECIAL_ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
     op.name: family for family, rows in (
-        ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS),
+        ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS + variants.ROWS
+                 + variants.SPECIAL_ROWS),
         ("activation", activations.ROWS),
         ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS),
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),

@@ -151,7 +151,7 @@ KINKS = [
                 kink=KINK, grad_fns=("ReluBackward",), flow=SATURATES, hint=RELU_HINT),
     elementwise("clamp", sf.clamp.torch_impl, sf.clamp, "clamp(x, lo, hi) (kinks at lo and hi)",
                 3, branch=_clamp_branch, kink=KINK, flow=SATURATES, hint=CLAMP_HINT,
-                signature=signature("input, min = -inf, max = inf"), aliases=("clip",),
+                signature=signature("input, min = -inf, max = inf"), aliases=("clip", "clamp_min"),
                 methods=("clamp_min",),
                 grad_fns=("ClampBackward", "ClampMinBackward", "ClampMaxBackward")),
     elementwise("maximum", torch.maximum, sf.maximum, "elementwise maximum(x, y)", 2,

@@ -110,9 +110,11 @@ def _quantile(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor
     """The q-th quantile: the sorted values at the two ranks around q·(n-1), mixed as
     `interpolation` says."""
     (x,), meta, d = args, metas[0], p.get("dim")
+    if meta.ndim == 0:  # one element: every quantile is that element
+        return b("pos", x)
     if d is None:
         x, meta, d = b("reshape", x, shape=(-1,)), meta.reshape(-1), 0
-    n, q = meta.shape[d] if meta.ndim else 1, p["q"]
+    n, q = meta.shape[d], p["q"]
     ranked = b("sort", x, dim=d, _item=0)
     rank = q * (n - 1)
     lo, hi = math.floor(rank), math.ceil(rank)

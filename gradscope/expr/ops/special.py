@@ -16,7 +16,7 @@ ABOVE_ONE = (1.1, 3.0)
 OPEN_UNIT = (0.05, 0.95)
 
 
-def _pole_left(x: Tensor) -> Tensor:
+def pole_left(x: Tensor) -> Tensor:
     # lgamma and digamma: smooth for x > 0, a pole at every integer <= 0
     return torch.where(x > 0, torch.ones_like(x), torch.floor(x))
 
@@ -59,10 +59,10 @@ ROWS = [
     elementwise("erfinv", torch.erfinv, sp.erfinv, "inverse error function, |x| < 1",
                 domain=UNIT),
     elementwise("lgamma", torch.lgamma, sf.lgamma, "log |gamma(x)| (poles at 0, -1, -2, ...)",
-                domain=(0.5, 3.0), branch=_pole_left, kink=POLE, aliases=("special.gammaln",)),
+                domain=(0.5, 3.0), branch=pole_left, kink=POLE, aliases=("special.gammaln",)),
     elementwise("digamma", torch.digamma, sf.digamma,
                 "digamma(x) = d lgamma / dx (poles at 0, -1, ...)", domain=(0.5, 3.0),
-                branch=_pole_left, kink=POLE, aliases=("special.psi", "special.digamma")),
+                branch=pole_left, kink=POLE, aliases=("special.psi", "special.digamma")),
     elementwise("logit", _logit, _sympy_logit,
                 "log(x / (1 - x)), 0 < x < 1; eps clamps x to [eps, 1 - eps]",
                 domain=OPEN_UNIT, branch=_logit_branch, kink=POLE,
