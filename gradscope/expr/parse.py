@@ -214,7 +214,8 @@ class _Builder:
         try:
             bound = bind(op, name)
         except UsageError:
-            if op.otherwise is None or len(positional) < 2 or _is_literal(positional[1]):
+            if op.otherwise is None or op.condition_arg is not None or len(positional) < 2 \
+                    or _is_literal(positional[1]):
                 raise
             op, name = OPS[op.otherwise], op.otherwise  # max(x, y): torch's maximum(x, y)
             bound = bind(op, name)

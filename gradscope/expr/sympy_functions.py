@@ -227,3 +227,9 @@ def polygamma(n: int) -> type[TorchFunction]:
         _POLYGAMMA[n] = _make(f"polygamma{n}", 1, _polygamma(n),
                               lambda self, argindex=1: polygamma(n + 1)(self.args[0]))
     return _POLYGAMMA[n]
+
+# fmax/fmin: torch passes a tie's gradient to the first argument (maximum splits it)
+fmax = _make("fmax", 2, torch.fmax, lambda self, argindex=1: 1 - step(self.args[1] - self.args[0])
+             if argindex == 1 else step(self.args[1] - self.args[0]))
+fmin = _make("fmin", 2, torch.fmin, lambda self, argindex=1: 1 - step(self.args[0] - self.args[1])
+             if argindex == 1 else step(self.args[0] - self.args[1]))

@@ -39,3 +39,11 @@ def test_jacobian_rows_and_jvp():
 def test_non_differentiable_output_is_refused():
     with pytest.raises(UsageError, match="does not depend differentiably"):
         _engine("where(x > 0, 1, 2)", x=[1.0])
+
+
+def test_a_zero_gradient_without_storage_reads_as_zeros():
+    # torch answers sgn's backward with a zero tensor that has no storage
+    e = _engine("torch.sgn(a)", a=[1.0, -2.0])
+    v = torch.ones(2, dtype=torch.float64)
+    assert e.backward(v)["a"].tolist() == e.vjp(v)["a"].tolist() == [0.0, 0.0]
+    assert e.jacobian()["a"].tolist() == [[0.0, 0.0], [0.0, 0.0]]

@@ -58,7 +58,7 @@ def test_where_takes_a_comparison():
     ("x > 0", "only as the condition of where"),
     ("where(0 < x < 1, x, 0)", "chained"),
     ("where(x == 1, x, 0)", "only < <= > >="),
-    ("where(x, x, 0)", "must be a comparison"),
+    ("where(x + 1, x, 0)", "must be a comparison or a bool mask given as data"),
     ("sin", "is a function"),
     ("sin(x, y)", "sin() takes at most 1 positional argument"),
     ("clamp(x, 0, 1, 2)", "clamp() takes at most 3 positional arguments"),
@@ -177,11 +177,12 @@ def test_every_function_name_parses_with_its_required_arguments():
             if p.default is not REQUIRED or p.kind == OPTIONAL:
                 continue
             args.append("[x, y]" if p.kind == TENSORS else "x" if p.tensor
-                        else _REQUIRED[p.kind])
+                        else repr(p.choices[0]) if p.choices else _REQUIRED[p.kind])
         if name == "where":
             args = ["x > 0", "x", "y"]
         spelled = f"torch.{name}" if "." in name else name  # torch.linalg.det
-        assert parse(f"{spelled}({', '.join(args)})").root.op == op.name, name
+        pick = "[0]" if op.returns else ""  # chunk(x, 1)[0]: one part of the tuple
+        assert parse(f"{spelled}({', '.join(args)}){pick}").root.op == op.name, name
 
 
 # ---------------------------------------------------------------- properties

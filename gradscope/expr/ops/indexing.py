@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gradscope.errors import UsageError
 from gradscope.expr.ops.base import Op, Tensor, structural
 
 Fn = Callable[..., Tensor]
@@ -68,9 +69,27 @@ def copy_jvp(fn: Fn) -> Callable[..., Tensor]:
 
 
 def _copy(name: str, fn: Fn, summary: str, sig: str, indices: tuple[str, ...] = (),
-          **kw: Any) -> Op:
+          mask: str | None = None, **kw: Any) -> Op:
+    """A copy row; `indices` take integer data only, a `mask` integers or bools (kept as
+    they are, _mask refuses floats)."""
     return structural(name, fn, summary, sig, vjp=copy_vjp(fn), jvp=copy_jvp(fn),
-                      integer_args=indices, integers_only=indices, **kw)
+                      integer_args=indices + ((mask,) if mask else ()),
+                      integers_only=indices, **kw)
+
+
+def _mask(mask: Tensor, name: str = "mask") -> Tensor:
+    """A mask given as data: bool as it is, integers nonzero (the command line has no bool
+    literal: --const m=1,0,1)."""
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point():
+        raise UsageError(f"`{name}` is a mask: give it as data with --const NAME=1,0,1 "
+                         "(nonzero is True) or as a bool tensor")
+    return mask != 0
+
+
+def _masked_select(x: Tensor, mask: Tensor) -> Tensor:
+    return torch.masked_select(x, _mask(mask))
 
 
 def _index_select(x: Tensor, index: Tensor, dim: int) -> Tensor:
@@ -82,11 +101,11 @@ def _take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tenso
 
 
 def _masked_fill(x: Tensor, mask: Tensor, value: float) -> Tensor:
-    return x.masked_fill(mask, value)
+    return x.masked_fill(_mask(mask), value)
 
 
 def _where(condition: Tensor, x: Tensor, other: Tensor) -> Tensor:
-    return torch.where(condition, x, other)
+    return torch.where(_mask(condition, "condition"), x, other)
 
 
 def _index_fill(x: Tensor, index: Tensor, dim: int, value: float) -> Tensor:
@@ -103,7 +122,7 @@ def _scatter(x: Tensor, index: Tensor, src: Tensor, dim: int) -> Tensor:
 
 
 def _masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    return x.masked_scatter(mask, source)
+    return x.masked_scatter(_mask(mask), source)
 
 
 def _strided(fn: Fn) -> Fn:
@@ -168,12 +187,12 @@ SELECT_ROWS = [
           "input, index", ("index",)),
     _copy("take_along_dim", _take_along_dim, "take_along_dim(x, indices, dim=None)",
           "input, indices, dim: dim = None", ("indices",)),
-    _copy("masked_select", torch.masked_select, "masked_select(x, mask): the elements where "
-          "the bool mask (--const data) is True", "input, mask"),
+    _copy("masked_select", _masked_select, "masked_select(x, mask): the elements where the "
+          "mask (--const data) is True", "input, mask", mask="mask"),
     _copy("masked_fill", _masked_fill, "masked_fill(x, mask, value): value where the mask is "
-          "True", "input, mask, value: float"),
-    _copy("masked_where", _where, "where(mask, x, y) with a bool mask given as --const data",
-          "condition, input, other"),
+          "True", "input, mask, value: float", mask="mask"),
+    _copy("masked_where", _where, "where(mask, x, y) with a mask given as --const data",
+          "condition, input, other", mask="condition"),
     _copy("index_fill", _index_fill, "index_fill(x, dim, index, value)",
           "input, dim: dim, index, value: float", ("index",)),
     _copy("index_copy", _index_copy, "index_copy(x, dim, index, source)",
@@ -181,7 +200,7 @@ SELECT_ROWS = [
     _copy("scatter", _scatter, "scatter(x, dim, index, src): src written at index",
           SCATTER, ("index",)),
     _copy("masked_scatter", _masked_scatter, "masked_scatter(x, mask, source)",
-          "input, mask, source"),
+          "input, mask, source", mask="mask"),
     _copy("diagonal_scatter", torch.diagonal_scatter, "diagonal_scatter(x, src, offset=0, "
           "dim1=0, dim2=1)", "input, src, offset: int = 0, dim1: dim = 0, dim2: dim = 1"),
     _copy("select_scatter", torch.select_scatter, "select_scatter(x, src, dim, index)",

@@ -33,15 +33,15 @@ def _static(p: dict) -> dict:
 
 
 def _narrowed(fn: Callable[..., Any], dim_of: Callable[[Tensor, dict], int]) -> Decompose:
-    """A split's part as a narrow: the part's place read from torch's own split of a meta
-    tensor (its storage offset along the split dim)."""
+    """A split's part as a narrow: the parts' sizes read from torch's own split of a meta
+    tensor, the part starting where the ones before it end."""
     def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
                   names: Sequence[str] = ()) -> ir.Node:
-        whole = metas[0].contiguous()
-        part = fn(whole, *_static(p).values())[p["_item"]]
-        d = dim_of(whole, _static(p)) % max(whole.ndim, 1)
-        start = part.storage_offset() // whole.stride(d) if part.numel() else 0
-        return b("narrow", args[0], dim=d, start=start, length=part.shape[d])
+        parts = fn(metas[0], *_static(p).values())
+        k = p["_item"] % len(parts)
+        d = dim_of(metas[0], _static(p)) % max(metas[0].ndim, 1)
+        start = sum(part.shape[d] for part in parts[:k])
+        return b("narrow", args[0], dim=d, start=start, length=parts[k].shape[d])
     return decompose
 
 

@@ -1,7 +1,7 @@
-"""torch's other names and variants of rows, and the special functions of `torch.special`
-that have no textbook sympy form: x.H and x.mH (the transposes, on real tensors), x.double(),
-fmax/fmin (maximum/minimum, NaN aside), nansum/nanmean, float_power, sgn, nan_to_num (finite
-inputs), ldexp; the modified Bessel functions i0, i1, i0e, i1e, erfcx, log_ndtr, polygamma."""
+"""torch's other names and variants of rows: x.H and x.mH (the transposes, on real tensors),
+x.double(), nansum/nanmean, float_power, sgn, nan_to_num (finite inputs), ldexp; and functions
+with no textbook sympy form: fmax/fmin (a tie's gradient to the first argument), the modified
+Bessel functions i0, i1, i0e, i1e, erfcx, log_ndtr and polygamma."""
 
 from __future__ import annotations
 
@@ -81,17 +81,13 @@ def _polygamma_sym(x: Any, n: int) -> Any:
 
 DIMS = "input, dim: dims = None, keepdim: bool = False"
 
-ROWS = [
+NAME_ROWS = [
     _row("H", lambda x: x.H, "x.H: the conjugate "
          "transpose (the transpose of a real matrix)", "input", "T", symbol=".H"),
     _row("mH", lambda x: x.mH, "x.mH: the last two dims swapped (real tensors)", "input",
          "mT", symbol=".mH"),
     _row("double", _double, "x.double(): x in float64", "input", "pos",
          methods=("double",)),
-    _row("fmax", torch.fmax, "fmax(a, b): maximum that ignores NaN", "input, other",
-         "maximum"),
-    _row("fmin", torch.fmin, "fmin(a, b): minimum that ignores NaN", "input, other",
-         "minimum"),
     _row("nansum", _nan_reduction(torch.nansum), "nansum(x[, dim, keepdim]): sum, NaN as 0",
          DIMS, "sum"),
     _row("nanmean", _nan_reduction(torch.nanmean), "nanmean(x[, dim, keepdim]): mean of the "
@@ -107,6 +103,10 @@ ROWS = [
 ]
 
 SPECIAL_ROWS = [
+    elementwise("fmax", torch.fmax, sf.fmax, "fmax(a, b): maximum that ignores NaN (a tie's "
+                "gradient goes to a)", 2, branch=lambda a, b: torch.sign(a - b), kink=KINK),
+    elementwise("fmin", torch.fmin, sf.fmin, "fmin(a, b): minimum that ignores NaN (a tie's "
+                "gradient goes to a)", 2, branch=lambda a, b: torch.sign(a - b), kink=KINK),
     elementwise("i0", torch.special.i0, sf.i0, "modified Bessel function I0(x)",
                 aliases=("special.i0",)),
     elementwise("i1", torch.special.i1, sf.i1, "modified Bessel function I1(x)",
@@ -124,3 +124,4 @@ SPECIAL_ROWS = [
                 branch=lambda x, n: pole_left(x), kink=POLE, signature=signature("n: int, input"),
                 aliases=("special.polygamma",)),
 ]
+ROWS = NAME_ROWS + SPECIAL_ROWS

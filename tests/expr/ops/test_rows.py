@@ -15,7 +15,7 @@ ELEMENTWISE_ROWS = [op for op in OPS.values() if op.kind == ELEMENTWISE and op.n
 PARAMS = {"threshold": {"threshold": 0.1, "value": 20.0}, "leaky_relu": {"negative_slope": 0.2},
           "elu": {"alpha": 0.5}, "celu": {"alpha": 2.0}, "hardtanh": {"min_val": -0.5},
           "softplus": {"beta": 2.0, "threshold": 3.0}, "logit": {"eps": 0.2},
-          "softshrink": {"lambd": 0.3}, "hardshrink": {"lambd": 0.3}}
+          "softshrink": {"lambd": 0.3}, "hardshrink": {"lambd": 0.3}, "polygamma": {"n": 2}}
 
 
 def _points(op, n=64):
