@@ -225,6 +225,10 @@ def _int(value: Any, limit: int = MAX_STATIC_INT) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= limit
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def check_static(p: OpParam, value: Any) -> Any:
     """The value for a static parameter; ValueError saying what is wrong with it."""
     if value is None and p.default is None:
@@ -244,6 +248,15 @@ def check_static(p: OpParam, value: Any) -> Any:
         ok = (_int(value) and kind == "ints") or (
             isinstance(value, tuple) and all(_int(v) for v in value))
         need = "must be whole numbers, e.g. (3, 2)"
+    elif kind == "sizes":  # output sizes: None keeps the input's (adaptive pooling)
+        ok = _int(value) or (isinstance(value, tuple) and all(
+            v is None or _int(v) for v in value))
+        need = "must be whole numbers (or None for the input's size), e.g. (3, None)"
+    elif kind == "floats":
+        ok = _number(value) or (isinstance(value, tuple) and all(_number(v) for v in value))
+        value = (float(value) if _number(value) else tuple(float(v) for v in value)) \
+            if ok else value
+        need = "must be a number or a tuple of numbers, e.g. (2.0, 1.5)"
     elif kind == "float":
         ok, need = isinstance(value, int | float) and not isinstance(value, bool), \
             "must be a number"

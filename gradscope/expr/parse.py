@@ -268,9 +268,13 @@ class _Builder:
                 raise self.plain(node, f"{value.op}() returns a tuple: pick one part with a "
                                        "constant index such as [0]")
             return self.pick(node, value, k)
+        if _returns_values(value) and isinstance(node.slice, ast.Constant) and \
+                type(node.slice.value) is int and node.slice.value == 0:
+            return value  # max(x, 1)[0]: the values, which the expression already means
         if _returns_values(value):
             raise self.plain(node, "torch returns (values, indices) here; gradscope reads it "
-                                   "as the values: write .values or leave the subscript off")
+                                   "as the values: write .values or [0], or leave the "
+                                   "subscript off")
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         index = tuple(self.index_item(node, item) for item in items)
         return ir.Call(self.span(node), "index", (value,), (("index", index),))
@@ -338,9 +342,11 @@ def _check_picked(source: str, root: ir.Node) -> None:
 
 
 def _returns_values(node: ir.Node) -> bool:
-    """A call torch answers with (values, indices) (max(x, 1)): the IR means the values."""
-    return isinstance(node, ir.Call) and any(k in OPS[node.op].values_when and v is not None
-                                             for k, v in node.params)
+    """A call torch answers with (values, indices) (max(x, 1), max_pool3d(x, 2,
+    return_indices=True)): the IR means the values."""
+    return isinstance(node, ir.Call) and any(
+        k in OPS[node.op].values_when and v is not None and v is not False
+        for k, v in node.params)
 
 
 def _is_literal(node: ast.AST) -> bool:

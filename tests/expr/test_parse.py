@@ -167,7 +167,7 @@ def test_limits_are_documented_values():
 
 
 _REQUIRED = {"dim": "0", "dims": "0", "int": "1", "ints": "2", "shape": "3", "float": "0.5",
-             "bool": "True", "str": "'ij->ij'", "padding": "0"}
+             "bool": "True", "str": "'ij->ij'", "padding": "0", "sizes": "2", "floats": "2.0"}
 
 
 def test_every_function_name_parses_with_its_required_arguments():

@@ -26,6 +26,7 @@ from gradscope.expr.ops import (
     order,
     parts,
     reductions,
+    resample,
     shape,
     special,
     spelled,
@@ -57,7 +58,7 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
-                   + variants.ROWS)
+                   + variants.ROWS + resample.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -68,7 +69,8 @@ FAMILIES: dict[str, str] = {
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS),
-        ("normalisation and loss", composite.ROWS), ("convolution and pooling", conv.ROWS))
+        ("normalisation and loss", composite.ROWS),
+        ("convolution and pooling", conv.ROWS + resample.ROWS))
     for op in rows}
 
 # Every op an expression can use, by name.

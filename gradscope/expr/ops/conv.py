@@ -1,8 +1,10 @@
-"""Convolution and pooling (1-D and 2-D). Adjoints go through im2col: the input's windows laid
-out as columns (`F.unfold`), so a convolution is a matrix product whose adjoints are matrix
-products and `F.fold` (col2im), and max pooling picks the first largest element of each
-window, the element torch's kernel picks. That is a different computation from torch's own
-convolution and pooling backward kernels, which is the point of a reference."""
+"""Convolution and max pooling (1-D and 2-D; average pooling is separable: `resample`).
+Adjoints go through im2col: the input's windows laid out as columns (`F.unfold`), so a
+convolution is a matrix product whose adjoints are matrix products and `F.fold` (col2im), and
+max pooling picks the first largest element of each window, the element torch's kernel picks
+(with ceil_mode, whose windows run past the input, the element torch's forward picked). That
+is a different computation from torch's own convolution and pooling backward kernels, which is
+the point of a reference."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gradscope.expr.ops.base import KINK, SATURATES, Tensor, linear_jvp, structural
+from gradscope.expr.ops.base import KINK, SATURATES, Tensor, structural
+from gradscope.expr.ops.resample import index_branch, index_jvp, index_vjp
 
 
 def _pair(v: Any, one_d: bool, height: int = 1) -> tuple[int, int]:
@@ -130,23 +133,6 @@ def _pool_back(gcols: Tensor, x4: Tensor, padded: Tensor, geo: dict, unbatched: 
     return gx.squeeze(0) if unbatched else gx
 
 
-def _avg_vjp(one_d: bool) -> Callable[..., list[Tensor]]:
-    def vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
-        x4, unbatched, geo = _pool_geo(args[0], p, one_d)
-        cols, padded = _columns(x4, geo)
-        n, c = x4.shape[:2]
-        k = cols.shape[1] // c
-        divisor = k
-        if not p.get("count_include_pad", True):  # only the real elements count
-            ones, _ = _columns(torch.ones_like(x4[:1, :1]), geo)
-            divisor = ones.sum(1, keepdim=True)  # (1, 1, L)
-        g4 = (g.unsqueeze(0) if unbatched else g).reshape(n, c, 1, -1)
-        gcols = (g4 / (divisor.unsqueeze(1) if isinstance(divisor, Tensor) else divisor))
-        gcols = gcols.expand(n, c, k, gcols.shape[-1]).reshape(n, c * k, -1)
-        return [_pool_back(gcols, x4, padded, geo, unbatched, one_d)]
-    return vjp
-
-
 def _windows_argmax(x: Tensor, p: dict, one_d: bool) -> tuple[Tensor, ...]:
     """Per window the position of its first largest element (torch's pick), with what
     _pool_back needs."""
@@ -187,30 +173,36 @@ def _max_branch(one_d: bool) -> Callable[..., Tensor]:
 
 CONV = ("input, weight, bias?, stride: ints = 1, padding: padding = 0, dilation: ints = 1, "
         "groups: int = 1")
-AVG = ("input, kernel_size: ints, stride: ints = None, padding: ints = 0, "
-       "count_include_pad: bool = True")
-MAX = "input, kernel_size: ints, stride: ints = None, padding: ints = 0, dilation: ints = 1"
+MAX = ("input, kernel_size: ints, stride: ints = None, padding: ints = 0, dilation: ints = 1, "
+       "ceil_mode: bool = False, return_indices: bool = False")
 POOL_HINT = "max pooling passes the gradient only to the largest element of each window"
 
 
-def _avg1d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-           count_include_pad: bool = True) -> Tensor:
-    return F.avg_pool1d(x, kernel_size, stride, padding, count_include_pad=count_include_pad)
-
-
-def _avg2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-           count_include_pad: bool = True) -> Tensor:
-    return F.avg_pool2d(x, kernel_size, stride, padding, count_include_pad=count_include_pad)
-
-
 def _max1d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-           dilation: Any = 1) -> Tensor:
-    return F.max_pool1d(x, kernel_size, stride, padding, dilation)
+           dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+    return F.max_pool1d(x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def _max2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
-           dilation: Any = 1) -> Tensor:
-    return F.max_pool2d(x, kernel_size, stride, padding, dilation)
+           dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+    return F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _ceil_mode_by_indices(fn: Callable[..., Any], n: int) -> dict[str, Any]:
+    """With ceil_mode the last windows run past the input, which im2col cannot lay out: the
+    adjoint then sends each value back to the element torch's forward picked."""
+    def picked(x: Tensor, p: dict) -> Any:
+        return fn(x, **{k: v for k, v in p.items() if k != "return_indices"},
+                  return_indices=True)
+
+    def either(by_columns: Callable[..., Any], by_indices: Callable[..., Any]) -> Any:
+        return lambda *a: (by_indices if a[-1].get("ceil_mode") else by_columns)(*a)
+
+    one_d = n == 1
+    return {"vjp": either(_max_vjp(one_d), index_vjp(picked, n)),
+            "jvp": either(_max_jvp(one_d), index_jvp(picked, n)),
+            "branch": lambda x, **p: (index_branch(picked) if p.get("ceil_mode")
+                                      else _max_branch(one_d))(x, **p)}
 
 
 ROWS = [
@@ -218,14 +210,12 @@ ROWS = [
          vjp=_conv_vjp(True), jvp=_conv_jvp(_conv1d, True)),
     structural("conv2d", _conv2d, "2-D convolution (stride, padding, dilation, groups)", CONV,
          vjp=_conv_vjp(False), jvp=_conv_jvp(_conv2d, False)),
-    structural("avg_pool1d", _avg1d, "1-D average pooling", AVG, vjp=_avg_vjp(True),
-         jvp=linear_jvp(_avg1d)),
-    structural("avg_pool2d", _avg2d, "2-D average pooling", AVG, vjp=_avg_vjp(False),
-         jvp=linear_jvp(_avg2d)),
     structural("max_pool1d", _max1d, "1-D max pooling (ties: the first largest, as torch)", MAX,
-         vjp=_max_vjp(True), jvp=_max_jvp(True), branch=_max_branch(True), kink=KINK,
-         grad_fns=("MaxPool1DWithIndicesBackward",), flow=SATURATES, hint=POOL_HINT),
+               **_ceil_mode_by_indices(F.max_pool1d, 1), kink=KINK, flow=SATURATES,
+               grad_fns=("MaxPool1DWithIndicesBackward",), hint=POOL_HINT,
+               values_when=("return_indices",)),
     structural("max_pool2d", _max2d, "2-D max pooling (ties: the first largest, as torch)", MAX,
-         vjp=_max_vjp(False), jvp=_max_jvp(False), branch=_max_branch(False), kink=KINK,
-         grad_fns=("MaxPool2DWithIndicesBackward",), flow=SATURATES, hint=POOL_HINT),
+               **_ceil_mode_by_indices(F.max_pool2d, 2), kink=KINK, flow=SATURATES,
+               grad_fns=("MaxPool2DWithIndicesBackward",), hint=POOL_HINT,
+               values_when=("return_indices",)),
 ]

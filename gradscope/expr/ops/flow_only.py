@@ -1,5 +1,6 @@
-"""Rows for torch ops that expressions cannot call yet but gradient-flow analysis recognises in
-users' code: the saturating activations and pooling whose backward blocks part of the gradient."""
+"""Rows for torch ops that expressions cannot call but gradient-flow analysis recognises in
+users' code: the saturating poolings whose backward blocks part of the gradient (fractional max
+pooling draws its windows at random, so an expression refuses it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ def _flow_only(name: str, kind: str, arity: tuple[int, int], fn, summary: str,
               expression=False)
 
 
+def _fractional3d(x, kernel_size, output_ratio=0.5):
+    return F.fractional_max_pool3d(x, kernel_size, output_ratio=output_ratio)
+
+
 ROWS = [
-    _flow_only("max_pool3d", STRUCTURAL, (2, 6), F.max_pool3d, "max_pool3d(x, kernel_size)",
-               ("MaxPool3DWithIndicesBackward",)),
+    _flow_only("fractional_max_pool3d", STRUCTURAL, (2, 3), _fractional3d,
+               "fractional_max_pool3d(x, kernel_size, output_ratio)",
+               ("FractionalMaxPool3DBackward",)),
 ]

@@ -44,7 +44,8 @@ def test_gradient_flow_knows_torch_backward_nodes_by_row():
     assert BY_GRAD_FN["RoundBackward"].name == "round" and OPS["round"].vanishing
     assert BY_GRAD_FN["SgnBackward"].name == "sign"
     assert BY_GRAD_FN["ClampMinBackward"].flow == "saturation"
-    assert not KNOWN["max_pool3d"].expression and "max_pool3d" not in OPS
+    assert not KNOWN["fractional_max_pool3d"].expression and "fractional_max_pool3d" not in OPS
+    assert BY_GRAD_FN["MaxPool3DWithIndicesBackward"] is OPS["max_pool3d"]
     assert BY_GRAD_FN["HardtanhBackward"] is OPS["hardtanh"] and OPS["hardtanh"].expression
     assert OPS["round"].hint == "x + (x.round() - x).detach()"
 
