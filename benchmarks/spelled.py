@@ -127,6 +127,8 @@ def spell(op: Any, sample: Any) -> Spelled:
     args = [writer.value(a) for a in sample.args]
     kwargs = [f"{k}={writer.value(v)}" for k, v in sample.kwargs.items()]
     parts = ([] if method else [first]) + args + kwargs
+    if op.name.endswith("polygamma"):  # OpInfo's wrapper takes (x, n); torch's is (n, x)
+        parts[:2] = parts[1::-1]
     text = callee + (", ".join(parts) + ")" if callee.endswith("(") else "")
     out = op(sample.input, *sample.args, **sample.kwargs)
     if hasattr(out, "values") and isinstance(out, tuple):  # (values, indices): as users do

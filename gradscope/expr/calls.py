@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -213,6 +214,8 @@ def literal(node: ast.AST, refuse: Callable[[str], UsageError]) -> Any:
         inner = literal(node.operand, refuse)
         if isinstance(inner, int | float) and not isinstance(inner, bool):
             return -inner if isinstance(node.op, ast.USub) else inner
+    if dotted(node) in ("inf", "math.inf", "torch.inf"):  # norm(x, inf), ord=-math.inf
+        return math.inf
     if isinstance(node, ast.Tuple | ast.List):
         if len(node.elts) > MAX_SEQUENCE:
             raise refuse(f"tuples are at most {MAX_SEQUENCE} elements long")

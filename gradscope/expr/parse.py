@@ -360,8 +360,8 @@ def constant_value(node: ir.Node) -> float | None:
     arithmetic), else None; NaN where it overflows or is not a real number."""
     if isinstance(node, ir.Num | ir.Const):
         return node.value
-    if not isinstance(node, ir.Call) or OPS[node.op].fold is None:
-        return None
+    if not isinstance(node, ir.Call) or OPS[node.op].fold is None or node.params:
+        return None  # (a fold takes numbers only: div with a rounding_mode is not one)
     vals = [constant_value(a) for a in node.args]
     if any(v is None for v in vals):
         return None

@@ -60,6 +60,7 @@ floor = _make("floor", 1, torch.floor, _zero_derivative)
 ceil = _make("ceil", 1, torch.ceil, _zero_derivative)
 trunc = _make("trunc", 1, torch.trunc, _zero_derivative)
 sign = _make("sign", 1, torch.sign, _zero_derivative)
+angle = _make("angle", 1, torch.angle, _zero_derivative)
 
 frac = _make("frac", 1, torch.frac, lambda self, argindex=1: sp.S.One)
 abs_ = _make("abs", 1, torch.abs, lambda self, argindex=1: sign(self.args[0]))

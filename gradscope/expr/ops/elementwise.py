@@ -86,11 +86,40 @@ def _compare(fn: Callable[[Tensor, Tensor], Tensor], sym: Callable[[Any, Any], A
               sympy=sym, branch=fn, kink=JUMP, symbol=symbol)
 
 
-def _piecewise_constant(name: str, fn: Callable[[Tensor], Tensor], sym: Any, summary: str,
-                        grad_fns: tuple[str, ...]) -> Op:
+def _piecewise_constant(name: str, fn: Callable[..., Tensor], sym: Any, summary: str,
+                        grad_fns: tuple[str, ...], **kw: Any) -> Op:
     """round, floor, ...: zero gradient almost everywhere, jumps in between."""
     return elementwise(name, fn, sym, summary, branch=fn, kink=JUMP, flow=VANISHES,
-                       grad_fns=grad_fns, hint=straight_through(name))
+                       grad_fns=grad_fns, hint=straight_through(name), **kw)
+
+
+def _round(x: Tensor, decimals: int = 0) -> Tensor:
+    return torch.round(x, decimals=decimals)
+
+
+def _sympy_round(x: Any, decimals: int = 0) -> Any:
+    # as torch rounds to decimals: x scaled by a power of ten, rounded, scaled back
+    if decimals == 0:
+        return sf.round_(x)
+    if decimals > 0:
+        return sf.round_(x * sp.Integer(10) ** decimals) / sp.Integer(10) ** decimals
+    return sf.round_(x / sp.Integer(10) ** -decimals) * sp.Integer(10) ** -decimals
+
+
+def _div(a: Tensor, b: Tensor, rounding_mode: str | None = None) -> Tensor:
+    return torch.div(a, b, rounding_mode=rounding_mode)
+
+
+def _sympy_div(a: Any, b: Any, rounding_mode: str | None = None) -> Any:
+    rounded = {"trunc": sf.trunc, "floor": sf.floor}.get(rounding_mode or "")
+    return a / b if rounded is None else rounded(a / b)
+
+
+def _div_branch(a: Tensor, b: Tensor, rounding_mode: str | None = None) -> Tensor:
+    # the pole at b = 0; rounded, also the jump where the quotient crosses a whole number
+    if rounding_mode is None:
+        return torch.sign(b)
+    return torch.sign(b) + 3 * _div(a, b, rounding_mode)
 
 
 CLAMP_HINT = ("clamp passes no gradient outside [lo, hi]; if those elements should keep "
@@ -106,9 +135,12 @@ OPERATORS = [
                 aliases=("sub", "subtract")),
     elementwise("mul", torch.mul, lambda a, b: a * b, "a * b", 2, symbol="*", fold=operator.mul,
                 aliases=("mul", "multiply")),
-    elementwise("div", torch.div, lambda a, b: a / b, "a / b (pole where b = 0)", 2, symbol="/",
-                branch=lambda a, b: torch.sign(b), kink=POLE, kink_args=lambda c: (1,),
-                fold=operator.truediv, aliases=("div", "divide", "true_divide")),
+    elementwise("div", _div, _sympy_div, "a / b (pole where b = 0); rounding_mode 'trunc' or "
+                "'floor' rounds the quotient (zero gradient, jumps)", 2, symbol="/",
+                branch=_div_branch, kink=POLE, kink_args=lambda c: (1,),
+                fold=operator.truediv, aliases=("div", "divide", "true_divide"),
+                signature=signature("input, other, rounding_mode: str = None",
+                                    rounding_mode=("trunc", "floor"))),
     elementwise("pow", torch.pow, _sympy_pow, "a ** b, pow(a, b)", 2, symbol="**",
                 branch=_pow_branch, kink=POLE, kink_args=_pow_kink_args, scalar_args=(1,),
                 exponent_arg=1, fold=bounded_pow),
@@ -161,10 +193,13 @@ KINKS = [
 ]
 
 PIECEWISE_CONSTANT = [
+    _piecewise_constant("angle", torch.angle, sf.angle, "angle of a real number: 0 for x >= 0, "
+                        "pi below (zero gradient)", ("AngleBackward",)),
     _piecewise_constant("sign", torch.sign, sf.sign, "sign (jump at 0, zero gradient)",
                         ("SignBackward", "SgnBackward")),
-    _piecewise_constant("round", torch.round, sf.round_, "round half to even (zero gradient)",
-                        ("RoundBackward",)),
+    _piecewise_constant("round", _round, _sympy_round, "round half to even, to `decimals` "
+                        "places (zero gradient)", ("RoundBackward",),
+                        signature=signature("input, decimals: int = 0")),
     _piecewise_constant("floor", torch.floor, sf.floor, "floor (zero gradient)",
                         ("FloorBackward",)),
     _piecewise_constant("ceil", torch.ceil, sf.ceil, "ceil (zero gradient)", ("CeilBackward",)),

@@ -105,7 +105,7 @@ def _norm_local(x: Tensor, out: Tensor, p: dict) -> Tensor:
         return _safe_div(x, out)
     if order == 1:
         return torch.sign(x)
-    if order == math.inf:
+    if order in (math.inf, -math.inf):  # the largest (smallest) |x|, ties sharing
         return torch.sign(x) * _tie_share(x.abs(), out, p)
     if order == 0:
         return torch.zeros_like(x)
@@ -215,8 +215,8 @@ def _extreme_branch(largest: bool) -> Callable[..., Tensor]:
 
 def _norm_branch(x: Tensor, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> Tensor:
     # a kink where an element crosses 0 (p <= 1), or where the largest |x| changes (p = inf)
-    if p == math.inf:
-        return _argbranch(x.abs(), dim, True)
+    if p in (math.inf, -math.inf):
+        return _argbranch(x.abs(), dim, p > 0)
     return torch.sign(x) if p <= 1 else torch.zeros_like(x)
 
 

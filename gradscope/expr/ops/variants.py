@@ -31,6 +31,8 @@ MAX_POLYGAMMA = 16  # torch's polygamma for large n is slow and overflows float6
 def _as(base: str) -> Any:
     def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
                   names: Sequence[str] = ()) -> ir.Node:
+        if "ord" in p:  # vector_norm's ord is norm's p
+            p = {**{k: v for k, v in p.items() if k != "ord"}, "p": p["ord"]}
         return b(base, *args, **p)
     return decompose
 
@@ -41,6 +43,15 @@ def _row(name: str, fn: Any, summary: str, sig: str, base: str, **kw: Any) -> Op
 
 def _double(x: Tensor) -> Tensor:
     return x.double()
+
+
+def _float(x: Tensor) -> Tensor:
+    return x.float()
+
+
+def _vector_norm(x: Tensor, ord: float = 2.0, dim: Any = None, keepdim: bool = False
+                 ) -> Tensor:
+    return torch.linalg.vector_norm(x, ord, dim, keepdim)
 
 
 def _nan_to_num(x: Tensor, nan: float | None = None, posinf: float | None = None,
@@ -88,6 +99,11 @@ NAME_ROWS = [
          "mT", symbol=".mH"),
     _row("double", _double, "x.double(): x in float64", "input", "pos",
          methods=("double",)),
+    _row("float", _float, "x.float(): x in float32 (the check's tolerance follows)", "input",
+         "pos", methods=("float",)),
+    _row("linalg.vector_norm", _vector_norm, "linalg.vector_norm(x, ord=2, dim=None, "
+         "keepdim=False)", "input, ord: float = 2.0, dim: dims = None, keepdim: bool = False",
+         "norm"),
     _row("nansum", _nan_reduction(torch.nansum), "nansum(x[, dim, keepdim]): sum, NaN as 0",
          DIMS, "sum"),
     _row("nanmean", _nan_reduction(torch.nanmean), "nanmean(x[, dim, keepdim]): mean of the "

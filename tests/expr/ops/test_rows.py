@@ -69,7 +69,7 @@ def test_branch_changes_across_kinks(name, at, kink):
 
 
 def test_vanishing_ops_are_piecewise_constant():
-    assert {n for n, op in OPS.items() if op.vanishing} == {"round", "floor", "ceil", "trunc",
+    assert {n for n, op in OPS.items() if op.vanishing} == {"round", "floor", "ceil", "trunc", "angle",
                                                             "sign"}
 
 
