@@ -69,8 +69,8 @@ def test_branch_changes_across_kinks(name, at, kink):
 
 
 def test_vanishing_ops_are_piecewise_constant():
-    assert {n for n, op in OPS.items() if op.vanishing} == {"round", "floor", "ceil", "trunc", "angle",
-                                                            "sign"}
+    assert {n for n, op in OPS.items() if op.vanishing} == {"round", "floor", "ceil", "trunc",
+                                                            "angle", "sign"}
 
 
 def test_every_function_has_a_summary_and_torch_impl():
