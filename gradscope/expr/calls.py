@@ -118,6 +118,8 @@ class Binder:
                 args += nodes
                 continue
             if p.tensor:
+                if p.kind == OPTIONAL and isinstance(raw, ast.Constant) and raw.value is None:
+                    raw = REQUIRED  # batch_norm(x, None, None, ...): the tensor left out
                 if raw is REQUIRED:
                     if p.kind == OPTIONAL:
                         continue

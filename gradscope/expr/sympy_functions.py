@@ -234,3 +234,7 @@ fmax = _make("fmax", 2, torch.fmax, lambda self, argindex=1: 1 - step(self.args[
              if argindex == 1 else step(self.args[1] - self.args[0]))
 fmin = _make("fmin", 2, torch.fmin, lambda self, argindex=1: 1 - step(self.args[0] - self.args[1])
              if argindex == 1 else step(self.args[0] - self.args[1]))
+
+# gaussian_nll_loss clamps var under no_grad: the value clamped, the gradient passed as if not
+clamp_min_passing = _make("clamp_min_passing", 2, lambda x, lo: torch.clamp(x, min=lo),
+                          lambda self, argindex=1: sp.S.One if argindex == 1 else sp.S.Zero)

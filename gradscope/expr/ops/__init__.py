@@ -22,7 +22,9 @@ from gradscope.expr.ops import (
     elementwise,
     flow_only,
     indexing,
+    layers,
     linalg,
+    losses,
     order,
     parts,
     reductions,
@@ -58,7 +60,7 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
-                   + variants.ROWS + resample.ROWS)
+                   + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -69,7 +71,7 @@ FAMILIES: dict[str, str] = {
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS),
-        ("normalisation and loss", composite.ROWS),
+        ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS),
         ("convolution and pooling", conv.ROWS + resample.ROWS))
     for op in rows}
 
@@ -80,7 +82,7 @@ OPS: dict[str, Op] = {op.name: op for op in _ROWS}
 # their aliases: `a + b`, `torch.add(a, b)`; pow is both), and their other names.
 FUNCTIONS: dict[str, Op] = {
     name: op for name, op in OPS.items()
-    if op.symbol is None or name == "pow"
+    if (op.symbol is None or name == "pow") and op.expression
 }
 FUNCTIONS.update({alias: op for op in _ROWS for alias in op.aliases})
 # Tensor methods: every function name torch also has as a method (`x.sum(1)`, `x.exp()`),

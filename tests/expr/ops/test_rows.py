@@ -10,7 +10,8 @@ import torch
 from gradscope.engines.sympy_eval import SympyEvaluator
 from gradscope.expr.ops import ELEMENTWISE, FUNCTIONS, OPS
 
-ELEMENTWISE_ROWS = [op for op in OPS.values() if op.kind == ELEMENTWISE and op.name != "where"]
+ELEMENTWISE_ROWS = [op for op in OPS.values() if op.kind == ELEMENTWISE and op.name != "where"
+                    and op.expression]  # (clamp_min_passing: a decomposition's own)
 # static parameters a row requires (no default), and ones worth trying off their default
 PARAMS = {"threshold": {"threshold": 0.1, "value": 20.0}, "leaky_relu": {"negative_slope": 0.2},
           "elu": {"alpha": 0.5}, "celu": {"alpha": 2.0}, "hardtanh": {"min_val": -0.5},
