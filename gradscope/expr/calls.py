@@ -253,6 +253,10 @@ def check_static(p: OpParam, value: Any) -> Any:
         ok = (_int(value) and kind == "ints") or (
             isinstance(value, tuple) and all(_int(v) for v in value))
         need = "must be whole numbers, e.g. (3, 2)"
+    elif kind == "order":  # a norm's order: a number (inf too) or 'fro' / 'nuc'
+        ok = _number(value) or value in ("fro", "nuc")
+        value = float(value) if _number(value) and not float(value).is_integer() else value
+        need = "must be a number (inf too) or 'fro' or 'nuc'"
     elif kind == "sizes":  # output sizes: None keeps the input's (adaptive pooling)
         ok = _int(value) or (isinstance(value, tuple) and all(
             v is None or _int(v) for v in value))

@@ -291,8 +291,9 @@ class _Builder:
                                    f"{_picks(named)}")
         if named and named[k] in OPS[call.op].data_fields:
             rest = [f for f in named if f not in OPS[call.op].data_fields]
-            raise self.plain(node, f"`{named[k]}` of {call.op}() are integers (no gradient); "
-                                   f"check a differentiable part: {_picks(rest)}")
+            raise self.plain(node, f"`{named[k]}` of {call.op}() is not a part gradscope "
+                                   "differentiates (integer data, or defined only up to a "
+                                   f"sign); check {_picks(rest)}")
         return ir.Call(self.span(node), call.op, call.args, (*call.params, ("_item", k)),
                        call.names)
 

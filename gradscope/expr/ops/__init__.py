@@ -25,6 +25,7 @@ from gradscope.expr.ops import (
     layers,
     linalg,
     losses,
+    matrix,
     order,
     parts,
     reductions,
@@ -60,7 +61,8 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
-                   + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS)
+                   + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
+                   + matrix.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -70,8 +72,9 @@ FAMILIES: dict[str, str] = {
         ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS),
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
-        ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS),
-        ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS),
+        ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS),
+        ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
+                   + matrix.ROWS),
         ("convolution and pooling", conv.ROWS + resample.ROWS))
     for op in rows}
 

@@ -32,7 +32,7 @@ MAX_EXPONENT = 1000.0  # constant exponents are bounded so constants never overf
 # values torch takes as Python objects, parsed from constants in the text, never evaluated.
 TENSOR, OPTIONAL, TENSORS = "tensor", "optional tensor", "tensors"
 STATIC_KINDS = ("dim", "dims", "int", "ints", "shape", "float", "bool", "str", "index",
-                "padding", "contraction", "floats", "sizes")
+                "padding", "contraction", "floats", "sizes", "order")
 REQUIRED = object()
 
 

@@ -1,0 +1,310 @@
+"""torch.linalg beyond det and inverse: solve (and solve_ex, lstsq, tensorsolve, tensorinv,
+matrix_power, inv_ex written with inverse and matmul), slogdet, matrix_norm, linalg.norm, cond,
+vander, linalg.diagonal (written with other rows), and closed-form adjoints for eigvalsh
+(eigh's values), svdvals, pinv and matrix_exp. Eigen- and singular values follow torch's
+convention for a symmetric input (V diag(g) Vᵀ); their adjoints assume distinct values, as
+torch's do."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from gradscope.errors import UsageError
+from gradscope.expr import ir
+from gradscope.expr.ops.base import Build, Op, Tensor, structural
+
+Decompose = Callable[..., ir.Node]
+MAX_POWER = 64  # matrix_power's exponent: written as that many products at most
+
+
+def _solve(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+           names: Sequence[str] = ()) -> ir.Node:
+    a, rhs = args
+    inv = b("inverse", a)
+    if not p.get("left", True):
+        return b("matmul", rhs, inv)
+    if metas[1].ndim == metas[0].ndim - 1:  # a batch of vectors
+        return b("squeeze", b("matmul", inv, b("unsqueeze", rhs, dim=-1)), dim=-1)
+    return b("matmul", inv, rhs)
+
+
+def _slogdet(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+             names: Sequence[str] = ()) -> ir.Node:
+    det = b("det", args[0])
+    return b("sign", det) if p["_item"] % 2 == 0 else b("log", b("abs", det))
+
+
+def _first(base: str) -> Decompose:
+    """The first part (the result; the rest is info) as the row `base`."""
+    def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                  names: Sequence[str] = ()) -> ir.Node:
+        q = {k: v for k, v in p.items() if k != "_item"}
+        return _solve(b, args, q, metas) if base == "solve" else b(base, *args, **q)
+    return decompose
+
+
+def _identity_like(b: Build, a: ir.Node) -> ir.Node:
+    """The identity of a's shape, as rows (no gradient reaches a through it)."""
+    ones = b("add", b("mul", b("diagonal", a, dim1=-2, dim2=-1), 0.0), 1.0)
+    return b("diag_embed", ones)
+
+
+def _matrix_power(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                  names: Sequence[str] = ()) -> ir.Node:
+    (a,), n = args, p["n"]
+    if abs(n) > MAX_POWER:
+        raise UsageError(f"matrix_power's exponent is at most {MAX_POWER} in size here "
+                         "(the symbolic column writes it as that many products)")
+    if n == 0:
+        return _identity_like(b, a)
+    base = b("inverse", a) if n < 0 else a
+    out = base
+    for _ in range(abs(n) - 1):
+        out = b("matmul", out, base)
+    return out
+
+
+def _keep(b: Build, node: ir.Node, meta: Tensor, dims: tuple[int, ...], keepdim: bool
+          ) -> ir.Node:
+    if not keepdim:
+        return node
+    shape = [1 if d in {x % meta.ndim for x in dims} else s for d, s in enumerate(meta.shape)]
+    return b("reshape", node, shape=tuple(shape))
+
+
+def _matrix_norm_of(b: Build, a: ir.Node, ord: Any, dims: tuple[int, int], meta: Tensor
+                    ) -> ir.Node:
+    """A matrix norm over two dims (>= 0; the rest batch), as other rows."""
+    if ord == "fro":
+        return b("norm", a, p=2.0, dim=dims)
+    if ord in ("nuc", 2, -2):
+        values = b("svdvals", b("movedim", a, source=dims, destination=(-2, -1)))
+        if ord == "nuc":
+            return b("sum", values, dim=(-1,))
+        return b("max" if ord > 0 else "min", values, dim=-1)
+    # 1: the largest column sum; inf: the largest row sum (-1, -inf: the smallest)
+    summed, picked = (dims[0], dims[1]) if abs(ord) == 1 else (dims[1], dims[0])
+    sums = b("sum", b("abs", a), dim=(summed,), keepdim=True)
+    extreme = b("max" if ord > 0 else "min", sums, dim=picked, keepdim=True)
+    batch = tuple(s for d, s in enumerate(meta.shape) if d not in dims)
+    return b("reshape", extreme, shape=batch)
+
+
+def _matrix_norm(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                 names: Sequence[str] = ()) -> ir.Node:
+    (a,), meta = args, metas[0]
+    dims = tuple(d % meta.ndim for d in (p["dim"] or (-2, -1)))  # torch's default dims
+    return _keep(b, _matrix_norm_of(b, a, p["ord"], dims, meta), meta, dims, p["keepdim"])
+
+
+def _norm(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+          names: Sequence[str] = ()) -> ir.Node:
+    """linalg.norm: a vector norm, or a matrix norm for a str ord or two dims."""
+    (a,), meta, ord, dim = args, metas[0], p["ord"], p["dim"]
+    dims = (dim,) if isinstance(dim, int) else dim
+    matrix = isinstance(ord, str) or (dims is not None and len(dims) == 2) or (
+        dims is None and ord is not None and meta.ndim == 2)
+    if matrix:
+        pair = tuple(d % meta.ndim for d in (dims or (-2, -1)))
+        return _keep(b, _matrix_norm_of(b, a, ord or "fro", pair, meta), meta, pair,
+                     p["keepdim"])
+    return b("norm", a, p=2.0 if ord is None else float(ord), dim=dims, keepdim=p["keepdim"])
+
+
+def _cond(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+          names: Sequence[str] = ()) -> ir.Node:
+    (a,), ord, meta = args, p["p"], metas[0]
+    if ord in (None, 2, -2):
+        values = b("svdvals", a)
+        big, small = b("max", values, dim=-1), b("min", values, dim=-1)
+        return b("div", big, small) if ord != -2 else b("div", small, big)
+    pair = (meta.ndim - 2, meta.ndim - 1)
+    return b("mul", _matrix_norm_of(b, a, ord, pair, meta),
+             _matrix_norm_of(b, b("inverse", a), ord, pair, meta))
+
+
+def _vander(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+            names: Sequence[str] = ()) -> ir.Node:
+    (x,) = args
+    n = p["N"] if p["N"] is not None else metas[0].shape[-1]
+    ones = b("add", b("mul", x, 0.0), 1.0)
+    powers = [ones] + [x if k == 1 else b("pow", x, k) for k in range(1, n)]
+    return b("stack", *powers, dim=-1)
+
+
+def _tensorinv(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+               names: Sequence[str] = ()) -> ir.Node:
+    (a,), shape, ind = args, tuple(metas[0].shape), p["ind"]
+    rows = math.prod(shape[:ind])
+    inv = b("inverse", b("reshape", a, shape=(rows, -1)))
+    return b("reshape", inv, shape=shape[ind:] + shape[:ind])
+
+
+def _tensorsolve(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                 names: Sequence[str] = ()) -> ir.Node:
+    a, rhs = args
+    out_shape = tuple(metas[0].shape[metas[1].ndim:])
+    square = b("reshape", a, shape=(metas[1].numel(), -1))
+    x = b("matmul", b("inverse", square), b("reshape", rhs, shape=(-1,)))
+    return b("reshape", x, shape=out_shape)
+
+
+def _lstsq(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+           names: Sequence[str] = ()) -> ir.Node:
+    a, rhs = args
+    return b("matmul", b("pinv", a), rhs)
+
+
+def _linalg_diagonal(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                     names: Sequence[str] = ()) -> ir.Node:
+    return b("diagonal", args[0], offset=p["offset"], dim1=p["dim1"], dim2=p["dim2"])
+
+
+# ------------------------------------------------------------- closed-form adjoints
+def _sym(t: Tensor) -> Tensor:
+    return (t + t.mT) / 2
+
+
+def _eigh_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    _, vectors = torch.linalg.eigh(args[0], UPLO=p.get("UPLO", "L"))
+    return [(vectors * g.unsqueeze(-2)) @ vectors.mT]
+
+
+def _eigh_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+    _, vectors = torch.linalg.eigh(args[0], UPLO=p.get("UPLO", "L"))
+    t = ts[0].expand_as(args[0])
+    return (vectors.mT @ _sym(t) @ vectors).diagonal(dim1=-2, dim2=-1)
+
+
+def _svdvals_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    u, _, vh = torch.linalg.svd(args[0], full_matrices=False)
+    return [(u * g.unsqueeze(-2)) @ vh]
+
+
+def _svdvals_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict
+                 ) -> Tensor:
+    u, _, vh = torch.linalg.svd(args[0], full_matrices=False)
+    return (u.mT @ ts[0].expand_as(args[0]) @ vh.mT).diagonal(dim1=-2, dim2=-1)
+
+
+def _eye_like(m: Tensor, n: int) -> Tensor:
+    return torch.eye(n, dtype=m.dtype, device=m.device)
+
+
+def _pinv_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    """Golub and Pereyra's derivative of A⁺ (constant rank), transposed."""
+    (a,), plus = args, out
+    m, n = a.shape[-2], a.shape[-1]
+    left = _eye_like(a, m) - a @ plus  # I - A A⁺
+    right = _eye_like(a, n) - plus @ a  # I - A⁺ A
+    ga = -plus.mT @ g @ plus.mT + left @ g.mT @ plus @ plus.mT + plus.mT @ plus @ g.mT @ right
+    return [ga]
+
+
+def _pinv_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+    (a,), plus, t = args, out, ts[0].expand_as(args[0])
+    m, n = a.shape[-2], a.shape[-1]
+    left = _eye_like(a, m) - a @ plus
+    right = _eye_like(a, n) - plus @ a
+    return -plus @ t @ plus + plus @ plus.mT @ t.mT @ left + right @ t.mT @ plus.mT @ plus
+
+
+def _block_exp(top_left: Tensor, corner: Tensor) -> Tensor:
+    """The top right block of exp([[M, C], [0, M]]): the derivative of exp at M along C."""
+    n = top_left.shape[-1]
+    zeros = torch.zeros_like(top_left)
+    big = torch.cat([torch.cat([top_left, corner], -1), torch.cat([zeros, top_left], -1)], -2)
+    return torch.linalg.matrix_exp(big)[..., :n, n:]
+
+
+def _matrix_exp_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    return [_block_exp(args[0].mT, g)]
+
+
+def _matrix_exp_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict
+                    ) -> Tensor:
+    return _block_exp(args[0], ts[0].expand_as(args[0]))
+
+
+def _picked(fn: Callable[..., Any]) -> Callable[..., Tensor]:
+    def run(*tensors: Tensor, _item: int = 0, **p: Any) -> Tensor:
+        return fn(*tensors, **p)[_item]
+    return run
+
+
+def _eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:
+    return torch.linalg.eigvalsh(a, UPLO=UPLO)
+
+
+def _pinv(a: Tensor, hermitian: bool = False) -> Tensor:
+    return torch.linalg.pinv(a, hermitian=hermitian)
+
+
+def _matrix_norm_fn(a: Tensor, ord: Any = "fro", dim: Any = None, keepdim: bool = False
+                    ) -> Tensor:
+    return torch.linalg.matrix_norm(a, ord, dim or (-2, -1), keepdim)
+
+
+def _row(name: str, fn: Any, summary: str, sig: str, decompose: Decompose, **kw: Any) -> Op:
+    return structural(name, fn, summary, sig, decompose=decompose, **kw)
+
+
+def _lin(name: str) -> Any:
+    return getattr(torch.linalg, name)
+
+
+UPLO = {"UPLO": ("L", "U")}
+
+ROWS = [
+    _row("linalg.solve", _lin("solve"), "linalg.solve(A, B, left=True): A⁻¹B (left) or "
+         "BA⁻¹", "input, other, left: bool = True", _solve),
+    _row("linalg.solve_ex", _picked(_lin("solve_ex")), "linalg.solve_ex(A, B)[0]",
+         "input, other, left: bool = True", _first("solve"), returns=("result", "info"),
+         data_fields=("info",)),
+    _row("linalg.inv_ex", _picked(_lin("inv_ex")), "linalg.inv_ex(A)[0]", "input",
+         _first("inverse"), returns=("inverse", "info"), data_fields=("info",)),
+    _row("linalg.slogdet", _picked(_lin("slogdet")), "linalg.slogdet(A): (sign, "
+         "log |det A|)", "input", _slogdet, returns=("sign", "logabsdet"), aliases=("slogdet",)),
+    _row("linalg.matrix_power", _lin("matrix_power"), "linalg.matrix_power(A, n) (n < 0: "
+         "of A⁻¹)", "input, n: int", _matrix_power, aliases=("matrix_power",)),
+    _row("linalg.matrix_norm", _matrix_norm_fn, "linalg.matrix_norm(A, ord='fro', "
+         "dim=(-2, -1), keepdim=False): fro, nuc, ±1, ±2, ±inf",
+         "input, ord: order = 'fro', dim: dims = None, keepdim: bool = False",
+         _matrix_norm),
+    _row("linalg.norm", _lin("norm"), "linalg.norm(x, ord=None, dim=None, keepdim=False): "
+         "a vector or matrix norm", "input, ord: order = None, dim: dims = None, "
+         "keepdim: bool = False", _norm),
+    _row("linalg.cond", _lin("cond"), "linalg.cond(A, p=None): the condition number",
+         "input, p: order = None", _cond),
+    _row("linalg.vander", _lin("vander"), "linalg.vander(x, N=None): x's powers 0..N-1",
+         "input, N: int = None", _vander),
+    _row("linalg.tensorinv", _lin("tensorinv"), "linalg.tensorinv(A, ind=2)",
+         "input, ind: int = 2", _tensorinv),
+    _row("linalg.tensorsolve", _lin("tensorsolve"), "linalg.tensorsolve(A, B)",
+         "input, other", _tensorsolve),
+    _row("linalg.lstsq", _picked(_lin("lstsq")), "linalg.lstsq(A, B)[0]: the least-squares "
+         "solution", "input, other", _lstsq, returns=("solution", "residuals", "rank",
+                                                      "singular_values"),
+         data_fields=("residuals", "rank", "singular_values")),
+    _row("linalg.diagonal", _lin("diagonal"), "linalg.diagonal(A, offset=0, dim1=-2, dim2=-1)",
+         "input, offset: int = 0, dim1: dim = -2, dim2: dim = -1", _linalg_diagonal),
+    structural("linalg.eigvalsh", _eigvalsh, "linalg.eigvalsh(A, UPLO='L'): the eigenvalues "
+               "of a symmetric matrix (its gradient symmetric, as torch's: check x + x.mT)",
+               "input, UPLO: str = 'L'", UPLO,
+               vjp=_eigh_vjp, jvp=_eigh_jvp),
+    _row("linalg.eigh", _picked(_lin("eigh")), "linalg.eigh(A, UPLO='L')[0]: the eigenvalues",
+         "input, UPLO: str = 'L'", _first("linalg.eigvalsh"), choices=UPLO,
+         returns=("eigenvalues", "eigenvectors"), data_fields=("eigenvectors",)),
+    structural("svdvals", _lin("svdvals"), "linalg.svdvals(A): the singular values "
+               "(descending)", "input", vjp=_svdvals_vjp, jvp=_svdvals_jvp,
+               aliases=("linalg.svdvals",)),
+    structural("pinv", _pinv, "linalg.pinv(A, hermitian=False): the pseudo-inverse",
+               "input, hermitian: bool = False", vjp=_pinv_vjp, jvp=_pinv_jvp,
+               aliases=("linalg.pinv", "pinverse")),
+    structural("matrix_exp", torch.linalg.matrix_exp, "linalg.matrix_exp(A)", "input",
+               vjp=_matrix_exp_vjp, jvp=_matrix_exp_jvp, aliases=("linalg.matrix_exp",)),
+]
