@@ -103,7 +103,8 @@ class SymbolicEngine:
         results = evaluator.evaluate([sym_expr, *block.deriv_exprs.values()])
         block.value = results[0].expand(block.shape) if block.shape else results[0]
         if sym_expr in self.leaf_values:  # a bare leaf keeps its dtype (a bool mask stays one)
-            block.value = self.leaf_values[sym_expr]
+            leaf = self.leaf_values[sym_expr]
+            block.value = leaf.expand(block.shape) if block.shape else leaf
         block.derivs = dict(zip(block.deriv_exprs, results[1:], strict=True))
         return block
 

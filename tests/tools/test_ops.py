@@ -17,7 +17,7 @@ def test_one_row_per_op_with_its_spelling():
     assert rows["gelu"].signature == "input, approximate='none'"
     assert rows["add"].spellings[:2] == ["a + b", "add(…)"]
     assert {r.family for r in rows.values()} == {
-        "math", "activation", "reduction", "shape", "linear algebra",
+        "math", "activation", "reduction", "shape", "indexing", "linear algebra",
         "normalisation and loss", "convolution and pooling"}
 
 

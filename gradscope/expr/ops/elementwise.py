@@ -94,7 +94,9 @@ def _piecewise_constant(name: str, fn: Callable[..., Tensor], sym: Any, summary:
 
 
 def _round(x: Tensor, decimals: int = 0) -> Tensor:
-    return torch.round(x, decimals=decimals)
+    # (torch.round(x) itself where it can: its backward node is RoundBackward0, the one users
+    # see in their graphs; with decimals it is RoundBackward1)
+    return torch.round(x) if decimals == 0 else torch.round(x, decimals=decimals)
 
 
 def _sympy_round(x: Any, decimals: int = 0) -> Any:
