@@ -130,7 +130,10 @@ def _cond(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
 def _vander(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
             names: Sequence[str] = ()) -> ir.Node:
     (x,) = args
-    n = p["N"] if p["N"] is not None else metas[0].shape[-1]
+    if metas[0].ndim == 0:  # torch: a scalar is one point
+        x = b("reshape", x, shape=(1,))
+    n = p["N"] if p["N"] is not None else max(metas[0].numel(), 1) if metas[0].ndim == 0 \
+        else metas[0].shape[-1]
     ones = b("add", b("mul", x, 0.0), 1.0)
     powers = [ones] + [x if k == 1 else b("pow", x, k) for k in range(1, n)]
     return b("stack", *powers, dim=-1)
