@@ -54,11 +54,14 @@ def _signature(op) -> str:
 
 
 def table(pattern: str | None = None) -> list[OpRow]:
-    """Every row of the op table, or those `pattern` matches (matching)."""
+    """Every row an expression can call, or those `pattern` matches (matching); the rows only
+    decompositions use (the causal mask's bias) are not listed."""
     from gradscope.expr.ops import FAMILIES, OPS
 
     rows = []
     for name, op in OPS.items():
+        if not op.expression:
+            continue
         tensors = op.tensor_params
         lo = sum(1 for p in tensors if p.kind == "tensor" and p.default is not None)
         hi = "n" if any(p.kind == "tensors" for p in tensors) else str(len(tensors))
