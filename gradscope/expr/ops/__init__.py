@@ -25,6 +25,7 @@ from gradscope.expr.ops import (
     layers,
     linalg,
     losses,
+    masked,
     matrix,
     order,
     parts,
@@ -62,19 +63,19 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
                    + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS)
+                   + matrix.ROWS + masked.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
     op.name: family for family, rows in (
         ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS + variants.ROWS),
         ("activation", activations.ROWS),
-        ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS),
+        ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS + masked.ROWS),
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS),
         ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS),
+                   + matrix.ROWS + masked.ROWS),
         ("convolution and pooling", conv.ROWS + resample.ROWS))
     for op in rows}
 

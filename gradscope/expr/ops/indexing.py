@@ -100,7 +100,7 @@ def _take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tenso
     return torch.take_along_dim(x, indices, dim)
 
 
-def _masked_fill(x: Tensor, mask: Tensor, value: float) -> Tensor:
+def _masked_fill(x: Tensor, mask: Tensor, value: Tensor) -> Tensor:
     return x.masked_fill(_mask(mask), value)
 
 
@@ -108,7 +108,7 @@ def _where(condition: Tensor, x: Tensor, other: Tensor) -> Tensor:
     return torch.where(_mask(condition, "condition"), x, other)
 
 
-def _index_fill(x: Tensor, index: Tensor, dim: int, value: float) -> Tensor:
+def _index_fill(x: Tensor, index: Tensor, value: Tensor, dim: int) -> Tensor:
     return x.index_fill(dim, index, value)
 
 
@@ -190,11 +190,11 @@ SELECT_ROWS = [
     _copy("masked_select", _masked_select, "masked_select(x, mask): the elements where the "
           "mask (--const data) is True", "input, mask", mask="mask"),
     _copy("masked_fill", _masked_fill, "masked_fill(x, mask, value): value where the mask is "
-          "True", "input, mask, value: float", mask="mask"),
+          "True", "input, mask, value", mask="mask"),
     _copy("masked_where", _where, "where(mask, x, y) with a mask given as --const data",
           "condition, input, other", mask="condition"),
     _copy("index_fill", _index_fill, "index_fill(x, dim, index, value)",
-          "input, dim: dim, index, value: float", ("index",)),
+          "input, dim: dim, index, value", ("index",)),
     _copy("index_copy", _index_copy, "index_copy(x, dim, index, source)",
           "input, dim: dim, index, source", ("index",)),
     _copy("scatter", _scatter, "scatter(x, dim, index, src): src written at index",
