@@ -19,6 +19,7 @@ from gradscope.expr.ops import (
     blas,
     composite,
     conv,
+    conv_nd,
     elementwise,
     flow_only,
     indexing,
@@ -63,7 +64,7 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
                    + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS)
+                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -75,8 +76,8 @@ FAMILIES: dict[str, str] = {
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS),
         ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS),
-        ("convolution and pooling", conv.ROWS + resample.ROWS))
+                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS),
+        ("convolution and pooling", conv.ROWS + conv_nd.ROWS + resample.ROWS))
     for op in rows}
 
 # Every op an expression can use, by name.
