@@ -28,6 +28,7 @@ from gradscope.expr.ops import (
     losses,
     masked,
     matrix,
+    numerics,
     order,
     parts,
     reductions,
@@ -64,7 +65,7 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
                    + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS)
+                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -74,9 +75,10 @@ FAMILIES: dict[str, str] = {
         ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS + masked.ROWS),
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
-        ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS),
+        ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS
+         + numerics.ROWS),
         ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS),
+                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS),
         ("convolution and pooling", conv.ROWS + conv_nd.ROWS + resample.ROWS))
     for op in rows}
 

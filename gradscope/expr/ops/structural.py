@@ -80,7 +80,7 @@ def _bilinear_formula(transpose: bool) -> Callable[..., list[Any]]:
 
 ROWS = [
     Op("matmul", STRUCTURAL, (2, 2), torch.matmul, "a @ b (matrix product)", symbol="@",
-       aliases=("matmul", "mm", "bmm", "mv", "inner"),
+       aliases=("matmul", "mm", "bmm", "mv"),
        vjp=_matmul_vjp, jvp=_matmul_jvp, vjp_formula=_bilinear_formula(True)),
     Op("softmax", STRUCTURAL, (1, 2), _softmax, "softmax(x[, dim]) (dim defaults to -1)",
        takes_dim=True, vjp=_softmax_vjp, jvp=_softmax_jvp, vjp_formula=_softmax_formula),
