@@ -75,24 +75,47 @@ def _cumulative(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tens
     return b("cumsum", areas, dim=d)
 
 
-def _centred(b: Build, x: ir.Node, meta: Tensor) -> tuple[ir.Node, int]:
-    x = b("reshape", x, shape=(1, -1)) if meta.ndim < 2 else x
-    n = meta.shape[-1] if meta.ndim else 1
-    return b("sub", x, b("mean", x, dim=(1,), keepdim=True)), n
+def _weights(b: Build, given: dict[str, ir.Node]) -> ir.Node | None:
+    parts = [given[k] for k in ("fweights", "aweights") if k in given]
+    return None if not parts else parts[0] if len(parts) == 1 else b("mul", *parts)
 
 
 def _cov(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
          names: Sequence[str] = ()) -> ir.Node:
-    centred, n = _centred(b, args[0], metas[0])
-    c = b("div", b("matmul", centred, b("transpose", centred, dim0=0, dim1=1)),
-          n - p["correction"])
-    return b("reshape", c, shape=()) if metas[0].ndim < 2 else c
+    """torch's cov: the rows are variables; frequency and importance weights per column."""
+    given, meta = _given(args, names), metas[0]
+    x = given["input"]
+    x = b("reshape", x, shape=(1, -1)) if meta.ndim < 2 else x
+    n = meta.shape[-1] if meta.ndim else 1
+    w, correction = _weights(b, given), p["correction"]
+    if w is None:
+        centred = b("sub", x, b("mean", x, dim=(1,), keepdim=True))
+        c = b("div", b("matmul", centred, b("transpose", centred, dim0=0, dim1=1)),
+              n - correction)
+    else:
+        total = b("sum", w)
+        centred = b("sub", x, b("div", b("sum", b("mul", x, w), dim=(1,), keepdim=True),
+                                total))
+        factor: ir.Node = total
+        if correction and "aweights" in given:
+            share = b("div", b("sum", b("mul", w, given["aweights"])), total)
+            factor = b("sub", total, b("mul", correction, share))
+        elif correction:
+            factor = b("sub", total, correction)
+        weighted = b("transpose", b("mul", centred, w), dim0=0, dim1=1)
+        c = b("div", b("matmul", centred, weighted), factor)
+    return b("reshape", c, shape=()) if _one_variable(meta) else c
+
+
+def _one_variable(meta: Tensor) -> bool:
+    """torch's cov of one variable is a scalar (a vector, or one row)."""
+    return meta.ndim < 2 or meta.shape[0] == 1
 
 
 def _corrcoef(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
               names: Sequence[str] = ()) -> ir.Node:
     c = _cov(b, args, {"correction": 1}, metas)
-    if metas[0].ndim < 2:
+    if _one_variable(metas[0]):
         return b("div", c, c)
     spread = b("sqrt", b("diagonal", c))
     c = b("div", c, b("unsqueeze", spread, dim=1))
@@ -145,6 +168,11 @@ def _diff_fn(x: Tensor, prepend: Tensor | None = None, append: Tensor | None = N
     return torch.diff(x, n, dim, prepend, append)
 
 
+def _cov_fn(x: Tensor, fweights: Tensor | None = None, aweights: Tensor | None = None,
+            correction: int = 1) -> Tensor:
+    return torch.cov(x, correction=correction, fweights=fweights, aweights=aweights)
+
+
 def _sum_to_size_fn(x: Tensor, size: Any) -> Tensor:
     return x.sum_to_size(size)
 
@@ -162,8 +190,9 @@ ROWS = [
          "trapezoidal rule", TRAPEZOID, _trapezoid, aliases=("trapz",)),
     _row("cumulative_trapezoid", _cumulative_fn, "cumulative_trapezoid(y, x=None, dx=None, "
          "dim=-1)", TRAPEZOID, _cumulative),
-    _row("cov", torch.cov, "cov(x, correction=1): the covariance of x's rows (variables)",
-         "input, correction: int = 1", _cov),
+    _row("cov", _cov_fn, "cov(x, correction=1, fweights=None, aweights=None): the "
+         "covariance of x's rows (variables)", "input, correction: int = 1, fweights?, "
+         "aweights?", _cov, integer_args=("fweights",)),
     _row("corrcoef", torch.corrcoef, "corrcoef(x): Pearson correlation of x's rows",
          "input", _corrcoef),
     _row("renorm", torch.renorm, "renorm(x, p, dim, maxnorm): slices along dim with a "
