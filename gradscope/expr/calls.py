@@ -35,6 +35,9 @@ from gradscope.expr.ops import (
 MAX_STATIC_INT = 1 << 31
 MAX_DIM = 64
 MAX_SEQUENCE = 64  # elements of a tuple argument or a list of tensors
+# torch functions whose results are complex: refused with that reason
+COMPLEX = frozenset({"complex", "polar", "view_as_complex", "stft", "istft", "cfloat",
+                     "cdouble", "chalf"})
 KEYWORD_ALIASES = {"axis": "dim", "axes": "dims"}  # numpy spellings torch accepts too
 
 
@@ -81,6 +84,11 @@ def unknown(snippet: str, name: str, method: bool) -> UsageError:
             "differently, so finite differences would measure the noise); check the code as a "
             "Python target with the randomness fixed: a module with --eval, or the mask passed "
             "as data with --const")
+    if bare in COMPLEX or name.startswith(("fft.", "torch.fft.")):
+        return UsageError(
+            f"refused `{snippet}`: {what} works with complex numbers, and expressions are "
+            "real; check the code as a Python target (`file.py:NAME`) that returns a real "
+            "tensor, e.g. torch.fft.rfft(x).abs()")
     known = sorted(METHODS if method else FUNCTIONS)
     # (a close spelling only: `linear` is not a misspelt `inner`)
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)

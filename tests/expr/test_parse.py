@@ -59,6 +59,8 @@ def test_where_takes_a_comparison():
     ("where(0 < x < 1, x, 0)", "chained"),
     ("where(x == 1, x, 0)", "only < <= > >="),
     ("where(x + 1, x, 0)", "must be a comparison or a bool mask given as data"),
+    ("torch.fft.rfft(x).abs()", "works with complex numbers, and expressions are real"),
+    ("torch.polar(x, y)", "works with complex numbers"),
     ("sin", "is a function"),
     ("sin(x, y)", "sin() takes at most 1 positional argument"),
     ("clamp(x, 0, 1, 2)", "clamp() takes at most 3 positional arguments"),

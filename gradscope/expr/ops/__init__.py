@@ -21,6 +21,7 @@ from gradscope.expr.ops import (
     conv,
     conv_nd,
     elementwise,
+    factor,
     flow_only,
     indexing,
     layers,
@@ -65,7 +66,8 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
                    + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS)
+                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS
+                   + factor.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -76,9 +78,10 @@ FAMILIES: dict[str, str] = {
         ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
         ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
         ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS
-         + numerics.ROWS),
+         + numerics.ROWS + factor.ROWS),
         ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS),
+                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS
+                   + factor.ROWS),
         ("convolution and pooling", conv.ROWS + conv_nd.ROWS + resample.ROWS))
     for op in rows}
 

@@ -1,0 +1,122 @@
+"""The Cholesky factor (linalg.cholesky, cholesky, linalg.cholesky_ex) and pdist, with
+closed-form adjoints on plain tensors. Cholesky's follows torch's convention for a symmetric
+input (its gradient symmetric): with L = chol(A) and X = tril(Lᵀ L̄), Ā = L⁻ᵀ ½(X + tril(X,
+-1)ᵀ) L⁻¹ (Murray, 2016); pdist's sends each pair's distance gradient to its two rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from gradscope.expr import ir
+from gradscope.expr.ops.base import KINK, Build, Op, Tensor, structural
+
+
+def _lower(a: Tensor, upper: bool) -> Tensor:
+    return torch.linalg.cholesky(a, upper=False) if not upper else \
+        torch.linalg.cholesky(a, upper=True).mT
+
+
+def _cholesky_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    upper = p.get("upper", False)
+    low = out.mT if upper else out
+    gl = g.mT if upper else g
+    x = (low.mT @ gl).tril()
+    middle = 0.5 * (x + x.tril(-1).mT)
+    left = torch.linalg.solve_triangular(low.mT, middle, upper=True, left=True)
+    return [torch.linalg.solve_triangular(low, left, upper=False, left=False)]
+
+
+def _cholesky_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict
+                  ) -> Tensor:
+    upper = p.get("upper", False)
+    low = out.mT if upper else out
+    t = ts[0].expand_as(args[0])
+    inner = torch.linalg.solve_triangular(low, t, upper=False, left=True)
+    inner = torch.linalg.solve_triangular(low.mT, inner, upper=True, left=False)
+    phi = inner.tril() - 0.5 * torch.diag_embed(inner.diagonal(dim1=-2, dim2=-1))
+    dl = low @ phi
+    return dl.mT if upper else dl
+
+
+def _cholesky(a: Tensor, upper: bool = False) -> Tensor:
+    return torch.linalg.cholesky(a, upper=upper)
+
+
+def _cholesky_ex(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                 names: Sequence[str] = ()) -> ir.Node:
+    return b("linalg.cholesky", args[0], upper=p.get("upper", False))
+
+
+def _picked(fn: Callable[..., Any]) -> Callable[..., Tensor]:
+    def run(a: Tensor, _item: int = 0, **p: Any) -> Tensor:
+        return fn(a, **p)[_item]
+    return run
+
+
+def _pairs(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The rows of each pair i < j in torch's order, and their difference."""
+    i, j = torch.triu_indices(x.shape[0], x.shape[0], 1, device=x.device)
+    return i, j, x[i] - x[j]
+
+
+def _distance_grad(diff: Tensor, dist: Tensor, p: float) -> Tensor:
+    """d |diff|_p / d diff, row by row; 0 where the distance is 0 (torch's subgradient)."""
+    d = dist.unsqueeze(-1)
+    safe = torch.where(d == 0, torch.ones_like(d), d)
+    if p == 0:
+        out = torch.zeros_like(diff)
+    elif p == 1:
+        out = torch.sign(diff)
+    elif p == 2:
+        out = diff / safe
+    elif p == float("inf"):
+        top = (diff.abs() == d).to(diff.dtype)
+        out = torch.sign(diff) * top / top.sum(-1, keepdim=True).clamp_min(1)
+    else:
+        out = torch.sign(diff) * (diff.abs() / safe) ** (p - 1)
+    return torch.where(d == 0, torch.zeros_like(out), out)
+
+
+def _pdist_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    (x,) = args
+    i, j, diff = _pairs(x)
+    part = g.unsqueeze(-1) * _distance_grad(diff, out, p.get("p", 2.0))
+    return [torch.zeros_like(x).index_add(0, i, part).index_add(0, j, -part)]
+
+
+def _pdist_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+    (x,) = args
+    i, j, diff = _pairs(x)
+    t = ts[0].expand_as(x)
+    return (_distance_grad(diff, out, p.get("p", 2.0)) * (t[i] - t[j])).sum(-1)
+
+
+def _pdist_branch(x: Tensor, p: float = 2.0) -> Tensor:
+    # two rows meeting (or, p <= 1, one coordinate of a pair crossing) is a kink
+    diff = _pairs(x)[2]
+    return torch.sign(diff).sum(-1) if p > 1 else (torch.sign(diff) + 1).prod(-1)
+
+
+def _pdist(x: Tensor, p: float = 2.0) -> Tensor:
+    return torch.nn.functional.pdist(x, p)
+
+
+def _row(name: str, fn: Any, summary: str, sig: str, **kw: Any) -> Op:
+    return structural(name, fn, summary, sig, **kw)
+
+
+ROWS = [
+    _row("linalg.cholesky", _cholesky, "linalg.cholesky(A, upper=False): the Cholesky factor "
+         "of a symmetric positive-definite A (its gradient symmetric, as torch's)",
+         "input, upper: bool = False", vjp=_cholesky_vjp, jvp=_cholesky_jvp,
+         aliases=("cholesky",)),
+    _row("linalg.cholesky_ex", _picked(torch.linalg.cholesky_ex), "linalg.cholesky_ex(A)[0]",
+         "input, upper: bool = False", decompose=_cholesky_ex, returns=("L", "info"),
+         data_fields=("info",)),
+    _row("pdist", _pdist, "F.pdist(x, p=2): the distances of x's rows, each pair once",
+         "input, p: float = 2.0", vjp=_pdist_vjp, jvp=_pdist_jvp, branch=_pdist_branch,
+         kink=KINK),
+]
