@@ -336,7 +336,8 @@ def _check_picked(source: str, root: ir.Node) -> None:
     for node in ir.walk(root):
         if _tuple_call(node):
             assert isinstance(node, ir.Call)
-            named = [f for f in OPS[node.op].returns if f != "*"]
+            op = OPS[node.op]
+            named = [f for f in op.returns if f != "*" and f not in op.data_fields]
             start, end = node.span
             raise UsageError(f"refused `{source[start:end]}`: {node.op}() returns a tuple; "
                              f"pick the part to check with {_picks(named)}")
