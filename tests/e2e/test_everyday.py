@@ -13,7 +13,7 @@ FAMILY_MODULES = (ops.elementwise, ops.special, ops.activations, ops.reductions,
                   ops.spelled, ops.parts, ops.order, ops.indexing, ops.accumulate,
                   ops.variants, ops.resample, ops.layers, ops.losses, ops.matrix,
                   ops.masked, ops.conv_nd, ops.numerics,
-                  ops.factor)
+                  ops.factor, ops.sampling)
 
 
 def test_the_catalogue_uses_every_op_an_expression_can_call():

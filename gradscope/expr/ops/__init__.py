@@ -34,6 +34,7 @@ from gradscope.expr.ops import (
     parts,
     reductions,
     resample,
+    sampling,
     shape,
     special,
     spelled,
@@ -67,7 +68,7 @@ _ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductio
                    + order.ROWS + indexing.ROWS + accumulate.ROWS
                    + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
                    + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS
-                   + factor.ROWS)
+                   + factor.ROWS + sampling.ROWS)
 
 # Each row's family, as `gradscope ops` and the README group them.
 FAMILIES: dict[str, str] = {
@@ -81,8 +82,8 @@ FAMILIES: dict[str, str] = {
          + numerics.ROWS + factor.ROWS),
         ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
                    + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS
-                   + factor.ROWS),
-        ("convolution and pooling", conv.ROWS + conv_nd.ROWS + resample.ROWS))
+                   + factor.ROWS + sampling.ROWS),
+        ("convolution and pooling", conv.ROWS + conv_nd.ROWS + resample.ROWS + sampling.ROWS))
     for op in rows}
 
 # Every op an expression can use, by name.
