@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gradscope.expr.ops.base import KINK, SATURATES, Tensor, structural
+from gradscope.expr.ops.conv_nd import conv_jvp
 from gradscope.expr.ops.resample import index_branch, index_jvp, index_vjp
 
 
@@ -92,20 +93,6 @@ def _conv_vjp(one_d: bool) -> Callable[..., list[Tensor | None]]:
         gb = None if bias is None else g4.sum(dim=(0, 2, 3))
         return [gx.squeeze(0) if unbatched else gx, gw.squeeze(2) if one_d else gw, gb]
     return vjp
-
-
-def _conv_jvp(fn: Callable[..., Tensor], one_d: bool) -> Callable[..., Tensor]:
-    def jvp(ts: Sequence[Tensor | None], out: Tensor, args: Sequence[Tensor | None],
-            p: dict) -> Tensor:
-        x, w, bias = args
-        tx, tw, tb = ts
-        total = fn(tx.expand_as(x), w, None, **p) + fn(x, tw.expand_as(w), None, **p)
-        if bias is not None and tb is not None:
-            shape = [1] * out.ndim
-            shape[1 if x.ndim == (3 if one_d else 4) else 0] = -1  # the channel dim
-            total = total + tb.expand_as(bias).reshape(shape)
-        return total
-    return jvp
 
 
 def _conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
@@ -207,9 +194,9 @@ def _ceil_mode_by_indices(fn: Callable[..., Any], n: int) -> dict[str, Any]:
 
 ROWS = [
     structural("conv1d", _conv1d, "1-D convolution (stride, padding, dilation, groups)", CONV,
-         vjp=_conv_vjp(True), jvp=_conv_jvp(_conv1d, True)),
+         vjp=_conv_vjp(True), jvp=conv_jvp(_conv1d, 1)),
     structural("conv2d", _conv2d, "2-D convolution (stride, padding, dilation, groups)", CONV,
-         vjp=_conv_vjp(False), jvp=_conv_jvp(_conv2d, False)),
+         vjp=_conv_vjp(False), jvp=conv_jvp(_conv2d, 2)),
     structural("max_pool1d", _max1d, "1-D max pooling (ties: the first largest, as torch)", MAX,
                **_ceil_mode_by_indices(F.max_pool1d, 1), kink=KINK, flow=SATURATES,
                grad_fns=("MaxPool1DWithIndicesBackward",), hint=POOL_HINT,

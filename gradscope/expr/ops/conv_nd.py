@@ -65,22 +65,35 @@ def _batched(x: Tensor, n: int) -> tuple[Tensor, bool]:
     return (x.unsqueeze(0), True) if x.ndim == n + 1 else (x, False)
 
 
+def _geometry(args: Sequence[Any], g: Tensor, p: dict, n: int) -> dict[str, Any]:
+    """The call's input and upstream batched, and its kernel, stride, dilation, groups and
+    explicit padding."""
+    x, w, _ = args
+    xb, unbatched = _batched(x, n)
+    kernel, dilation = w.shape[2:], _each(p.get("dilation", 1), n)
+    return {"x": xb, "g": g.unsqueeze(0) if unbatched else g, "unbatched": unbatched,
+            "kernel": kernel, "stride": _each(p.get("stride", 1), n), "dilation": dilation,
+            "groups": p.get("groups", 1), "pads": _pads(p.get("padding", 0), kernel, dilation,
+                                                        n)}
+
+
+def _finished(geo: dict[str, Any], gx: Tensor, gw: Tensor, bias: Tensor | None) -> list:
+    gb = geo["g"]
+    gbias = None if bias is None else gb.sum(dim=(0, *range(2, gb.ndim)))
+    return [gx.squeeze(0) if geo["unbatched"] else gx, gw, gbias]
+
+
 def _conv_vjp(n: int) -> Callable[..., list[Tensor | None]]:
     def vjp(g: Tensor, out: Tensor, args: Sequence[Any], p: dict) -> list:
-        x, w, bias = args
-        xb, unbatched = _batched(x, n)
-        gb = g.unsqueeze(0) if unbatched else g
-        kernel, stride = w.shape[2:], _each(p.get("stride", 1), n)
-        dilation, groups = _each(p.get("dilation", 1), n), p.get("groups", 1)
-        pads = _pads(p.get("padding", 0), kernel, dilation, n)
-        xp = _padded(xb, pads)
+        geo = _geometry(args, g, p, n)
+        gb, kernel, stride, dilation = geo["g"], geo["kernel"], geo["stride"], geo["dilation"]
+        xp = _padded(geo["x"], geo["pads"])
         extra = [xp.shape[2 + i] - ((gb.shape[2 + i] - 1) * stride[i]
                                     + dilation[i] * (kernel[i] - 1) + 1) for i in range(n)]
-        gxp = TRANSPOSED[n - 1](gb, w, None, stride, 0, tuple(extra), groups, dilation)
-        gx = _cropped(gxp, pads, xb.shape)
-        gw = weight_grad(xp, gb, kernel, stride, dilation, groups)
-        gbias = None if bias is None else gb.sum(dim=(0, *range(2, gb.ndim)))
-        return [gx.squeeze(0) if unbatched else gx, gw, gbias]
+        gxp = TRANSPOSED[n - 1](gb, args[1], None, stride, 0, tuple(extra), geo["groups"],
+                                dilation)
+        gw = weight_grad(xp, gb, kernel, stride, dilation, geo["groups"])
+        return _finished(geo, _cropped(gxp, geo["pads"], geo["x"].shape), gw, args[2])
     return vjp
 
 
@@ -88,22 +101,18 @@ def _transposed_vjp(n: int) -> Callable[..., list[Tensor | None]]:
     """conv_transpose is conv's adjoint: its own adjoint in x is conv with the same weight,
     and in w the weight gradient of conv(g, w) against x."""
     def vjp(g: Tensor, out: Tensor, args: Sequence[Any], p: dict) -> list:
-        x, w, bias = args
-        xb, unbatched = _batched(x, n)
-        gb = g.unsqueeze(0) if unbatched else g
-        kernel, stride = w.shape[2:], _each(p.get("stride", 1), n)
-        dilation, groups = _each(p.get("dilation", 1), n), p.get("groups", 1)
-        pads = _pads(p.get("padding", 0), kernel, dilation, n)
-        gp = _padded(gb, pads)
-        gx = CONV[n - 1](gp, w, None, stride, 0, dilation, groups)
-        gx = gx[(Ellipsis, *[slice(0, s) for s in xb.shape[2:]])]
-        gw = weight_grad(gp, xb, kernel, stride, dilation, groups)
-        gbias = None if bias is None else gb.sum(dim=(0, *range(2, gb.ndim)))
-        return [gx.squeeze(0) if unbatched else gx, gw, gbias]
+        geo = _geometry(args, g, p, n)
+        gp = _padded(geo["g"], geo["pads"])
+        gx = CONV[n - 1](gp, args[1], None, geo["stride"], 0, geo["dilation"], geo["groups"])
+        gx = gx[(Ellipsis, *[slice(0, s) for s in geo["x"].shape[2:]])]
+        gw = weight_grad(gp, geo["x"], geo["kernel"], geo["stride"], geo["dilation"],
+                         geo["groups"])
+        return _finished(geo, gx, gw, args[2])
     return vjp
 
 
-def _jvp(fn: Callable[..., Tensor], n: int) -> Callable[..., Tensor]:
+def conv_jvp(fn: Callable[..., Tensor], n: int) -> Callable[..., Tensor]:
+    """The tangent of a convolution (bilinear in input and weight, plus the bias)."""
     def jvp(ts: Sequence[Any], out: Tensor, args: Sequence[Any], p: dict) -> Tensor:
         x, w, bias = args
         tx, tw, tb = ts
@@ -145,11 +154,11 @@ def _transposed_row(n: int) -> Op:
     fn = _transposed(n)
     return structural(f"conv_transpose{n}d", fn, f"{n}-D transposed convolution (stride, "
                       "padding, output_padding, groups, dilation)", TRANSPOSED_SIG,
-                      vjp=_transposed_vjp(n), jvp=_jvp(fn, n))
+                      vjp=_transposed_vjp(n), jvp=conv_jvp(fn, n))
 
 
 ROWS = [
     structural("conv3d", _conv3d, "3-D convolution (stride, padding incl. 'same', "
-               "dilation, groups)", CONV_SIG, vjp=_conv_vjp(3), jvp=_jvp(_conv3d, 3)),
+               "dilation, groups)", CONV_SIG, vjp=_conv_vjp(3), jvp=conv_jvp(_conv3d, 3)),
     *[_transposed_row(n) for n in (1, 2, 3)],
 ]
