@@ -13,6 +13,7 @@ picked (its indices), a kink where the pick changes. Torch's backward kernels ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -155,6 +156,33 @@ def _avg_row(n: int) -> Op:
                       jvp=linear_jvp(fn))
 
 
+def _lp(n: int) -> Callable[..., Tensor]:
+    fn = (F.lp_pool1d, F.lp_pool2d, F.lp_pool3d)[n - 1]
+
+    def run(x: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+            ceil_mode: bool = False) -> Tensor:
+        return fn(x, norm_type, kernel_size, stride, ceil_mode)
+    return run
+
+
+def _lp_pool(n: int) -> Any:
+    """torch's own composition: the p-th powers averaged, times the window, to the 1/p (max
+    pooling of |x| for p = ±inf)."""
+    def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                  names: Sequence[str] = ()) -> ir.Node:
+        (x,), order, kernel = args, p["norm_type"], p["kernel_size"]
+        pool = {"kernel_size": kernel, "stride": p["stride"], "ceil_mode": p["ceil_mode"]}
+        if abs(order) == math.inf:
+            name = "max_pool3d" if n == 3 else f"max_pool{n}d"
+            sign = 1.0 if order > 0 else -1.0
+            return b("mul", sign, b(name, b("mul", sign, b("abs", x)), **pool))
+        out = b(f"avg_pool{n}d", b("pow", x, order), **pool)
+        out = b("mul", b("sign", out), b("relu", b("abs", out)))
+        size = math.prod(kernel) if isinstance(kernel, tuple) else kernel ** n
+        return b("pow", b("mul", out, size), 1.0 / order)
+    return decompose
+
+
 # ---------------------------------------------------------------- max pooling by indices
 def _picked(fn: Callable[..., Any], n: int) -> Callable[..., tuple[Tensor, Tensor]]:
     def picked(x: Tensor, p: dict) -> tuple[Tensor, Tensor]:
@@ -247,6 +275,10 @@ ROWS = [
                  vjp=separable_vjp(_adaptive_avg(n), _adaptive_axis, n),
                  jvp=linear_jvp(_adaptive_avg(n))) for n in (1, 2, 3)],
     *[_avg_row(n) for n in (1, 2, 3)],
+    *[structural(f"lp_pool{n}d", _lp(n), f"{n}-D power-average pooling (sum of x**p over "
+                 "each window) ** (1/p)", "input, norm_type: float, kernel_size: ints, "
+                 "stride: ints = None, ceil_mode: bool = False", decompose=_lp_pool(n))
+      for n in (1, 2, 3)],
     _max_row("max_pool3d", _max3d, 3, "3-D max pooling (ties: the element torch picks)", MAX3D,
              "MaxPool3DWithIndicesBackward"),
     *[_max_row(f"adaptive_max_pool{n}d", _adaptive_max(n), n, f"{n}-D adaptive max "
