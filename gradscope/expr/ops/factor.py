@@ -1,7 +1,8 @@
-"""The Cholesky factor (linalg.cholesky, cholesky, linalg.cholesky_ex) and pdist, with
-closed-form adjoints on plain tensors. Cholesky's follows torch's convention for a symmetric
-input (its gradient symmetric): with L = chol(A) and X = tril(Lᵀ L̄), Ā = L⁻ᵀ ½(X + tril(X,
--1)ᵀ) L⁻¹ (Murray, 2016); pdist's sends each pair's distance gradient to its two rows."""
+"""The Cholesky factor (linalg.cholesky, cholesky, linalg.cholesky_ex), the QR factors and pdist,
+with closed-form adjoints on plain tensors. Cholesky's follows torch's convention for a
+symmetric input (its gradient symmetric): with L = chol(A) and X = tril(Lᵀ L̄), Ā = L⁻ᵀ ½(X +
+tril(X, -1)ᵀ) L⁻¹ (Murray, 2016); QR's is Walter and Lehmann's (m >= n); pdist's sends each
+pair's distance gradient to its two rows."""
 
 from __future__ import annotations
 
@@ -54,6 +55,41 @@ def _picked(fn: Callable[..., Any]) -> Callable[..., Tensor]:
     def run(a: Tensor, _item: int = 0, **p: Any) -> Tensor:
         return fn(a, **p)[_item]
     return run
+
+
+def _qr_parts(a: Tensor) -> tuple[Tensor, Tensor]:
+    if a.shape[-2] < a.shape[-1]:
+        raise NotImplementedError("QR of a wide matrix (more columns than rows)")
+    q, r = torch.linalg.qr(a)
+    return q, r
+
+
+def _right_solve(x: Tensor, r: Tensor) -> Tensor:
+    """x R⁻ᵀ (R upper triangular)."""
+    return torch.linalg.solve_triangular(r.mT, x, upper=False, left=False)
+
+
+def _qr_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    """A = QR (m >= n, reduced): Ā = Q (R̄ + tril(QᵀQ̄ - Q̄ᵀQ + RR̄ᵀ - R̄Rᵀ) R⁻ᵀ)
+    + (Q̄ - Q QᵀQ̄) R⁻ᵀ, the part not picked having no upstream."""
+    q, r = _qr_parts(args[0])
+    gq, gr = (g, torch.zeros_like(r)) if p.get("_item", 0) % 2 == 0 else \
+        (torch.zeros_like(q), g)
+    qdq = q.mT @ gq
+    rdr = r @ gr.mT
+    inner = (qdq - qdq.mT + rdr - rdr.mT).tril()
+    return [q @ (gr + _right_solve(inner, r)) + _right_solve(gq - q @ qdq, r)]
+
+
+def _qr_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
+    q, r = _qr_parts(args[0])
+    t = ts[0].expand_as(args[0])
+    c = torch.linalg.solve_triangular(r, q.mT @ t, upper=True, left=False)  # Qᵀ dA R⁻¹
+    skew = c.tril(-1) - c.tril(-1).mT
+    dr = (c - skew) @ r
+    if p.get("_item", 0) % 2 == 1:
+        return dr
+    return torch.linalg.solve_triangular(r, t, upper=True, left=False) - q @ (c - skew)
 
 
 def _pairs(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -116,6 +152,9 @@ ROWS = [
     _row("linalg.cholesky_ex", _picked(torch.linalg.cholesky_ex), "linalg.cholesky_ex(A)[0]",
          "input, upper: bool = False", decompose=_cholesky_ex, returns=("L", "info"),
          data_fields=("info",)),
+    _row("linalg.qr", _picked(torch.linalg.qr), "linalg.qr(A).Q / .R of a tall or square A "
+         "(reduced)", "input", vjp=_qr_vjp, jvp=_qr_jvp, returns=("Q", "R"),
+         aliases=("qr",)),
     _row("pdist", _pdist, "F.pdist(x, p=2): the distances of x's rows, each pair once",
          "input, p: float = 2.0", vjp=_pdist_vjp, jvp=_pdist_jvp, branch=_pdist_branch,
          kink=KINK),
