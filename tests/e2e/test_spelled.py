@@ -28,7 +28,7 @@ def test_no_op_gradscope_builds_fails_or_crashes(rows):
 
 def test_the_share_accepted_does_not_fall(rows):
     agree = sum(r.outcome == "agree" for r in rows)
-    assert agree >= 0.65 * len(rows), (agree, len(rows))  # the whole database: 365 of 540
+    assert agree >= 0.65 * len(rows), (agree, len(rows))  # the whole database: 401 of 540
 
 
 def test_a_spelling_is_the_one_users_write():
