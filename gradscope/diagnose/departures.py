@@ -2,7 +2,10 @@
 deliberately not the derivative of their forward. `nn.Embedding(padding_idx=p)` gives row p no
 gradient through the lookup (the forward still reads it), and `scale_grad_by_freq` divides each
 row's gradient by how often the batch looks it up. Finite differences see the derivative, so a
-correct model with padding tokens in its input disagrees with them on row p.
+correct model with padding tokens in its input disagrees with them on row p. The functions of
+a symmetric matrix (eigvalsh, eigh, cholesky, pinv with hermitian=True) read one triangle but
+return a symmetric gradient, taken over symmetric matrices: perturbing one entry of the other
+triangle moves nothing.
 
 `Undone` runs a forward with those options turned off (the forward's values are the same) and
 records which of them were in effect. The excuses stage takes autograd of that forward as the
@@ -49,6 +52,41 @@ def _padding(ids: torch.Tensor, weight: torch.Tensor, padding_idx: int | None
                      f"reads it at {hits} position(s)")
 
 
+# functions of a symmetric matrix: the parameter saying which triangle they read, and the
+# value of it that means the upper one (pinv reads the lower one, hermitian or not)
+_SYMMETRIC = {torch.linalg.eigvalsh: ("linalg.eigvalsh", "UPLO", "U"),
+              torch.linalg.eigh: ("linalg.eigh", "UPLO", "U"),
+              torch.linalg.cholesky: ("linalg.cholesky", "upper", True),
+              torch.linalg.cholesky_ex: ("linalg.cholesky_ex", "upper", True),
+              torch.cholesky: ("cholesky", "upper", True),
+              torch.linalg.pinv: ("linalg.pinv", "", None)}
+
+
+def _read(a: torch.Tensor, upper: bool) -> torch.Tensor:
+    """The symmetric matrix a function reads from one triangle of `a`, spelled with that
+    triangle only (its values are a's where a is symmetric)."""
+    half = a.triu() if upper else a.tril()
+    return half + (a.triu(1) if upper else a.tril(-1)).mT
+
+
+def _symmetric(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
+               found: list[Departure]) -> Any:
+    """func on the matrix it reads, written from the triangle it reads: autograd then gives
+    the derivative in each entry (the other triangle none) instead of torch's symmetric
+    gradient."""
+    label, name, upper_value = _SYMMETRIC[func]
+    kwargs = dict(kwargs)
+    if func is torch.linalg.pinv and not kwargs.get("hermitian"):
+        return func(*args, **kwargs)
+    upper = bool(name) and kwargs.get(name, args[1] if len(args) > 1 and isinstance(
+        args[1], str | bool) else None) == upper_value
+    which = "upper" if upper else "lower"
+    found.append(Departure(f"the {which} triangle", label, "the input is taken as "
+                           f"symmetric: its gradient is symmetric, while only the {which} "
+                           "triangle is read"))
+    return func(_read(args[0], upper), *args[1:], **kwargs)
+
+
 # (bound by name: torch passes some of these by position, some by keyword)
 _SIGNATURES = {F.embedding: inspect.signature(F.embedding),
                F.embedding_bag: inspect.signature(F.embedding_bag)}
@@ -57,7 +95,8 @@ _SIGNATURES = {F.embedding: inspect.signature(F.embedding),
 class Undone(TorchFunctionMode):
     """While active, embedding lookups run without padding_idx (embedding only: a bag leaves
     padding out of its forward too, so there the option is no departure) and without
-    scale_grad_by_freq; `found` lists what was in effect."""
+    scale_grad_by_freq, and functions of a symmetric matrix read their triangle explicitly;
+    `found` lists what was in effect."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -79,6 +118,9 @@ class Undone(TorchFunctionMode):
                     "divided by how often the batch reads it"))
                 given["scale_grad_by_freq"] = False
             return func(*call.args, **call.kwargs)
+        if func in _SYMMETRIC and args and isinstance(args[0], torch.Tensor) and \
+                args[0].ndim >= 2:
+            return _symmetric(func, args, kwargs or {}, self.found)
         return func(*args, **(kwargs or {}))
 
 
@@ -114,4 +156,4 @@ def diagnostic(target: str, found: Sequence[Departure], counts: Mapping[str, int
                  "mismatch"),
         hint=("this is torch's documented behaviour, not a bug in your code; to compare the "
               "derivative itself, build the layer without the option (or keep a padding index "
-              "out of the inputs)"))
+              "out of the inputs; give a symmetric matrix as x + x.mT)"))

@@ -55,3 +55,14 @@ def test_the_diagnostic_says_which_option_and_where():
     assert "embedding(padding_idx=0)" in d.message and "3 element(s) of emb.weight" in d.message
     projected = departures.diagnostic("m.py:M", found, {}, projected=True)
     assert projected.count == 0 and "random projections" in projected.message
+
+
+def test_a_function_of_a_symmetric_matrix_reads_its_triangle_when_undone():
+    a = torch.tensor([[2.0, 0.5], [0.5, 1.5]], dtype=torch.float64, requires_grad=True)
+    out, found = _run(lambda m: torch.linalg.eigvalsh(m, UPLO="U"), a)
+    assert torch.allclose(out, torch.linalg.eigvalsh(a))  # the forward is the same
+    assert [(d.op, d.option) for d in found] == [("linalg.eigvalsh", "the upper triangle")]
+    (out * torch.tensor([1.0, 2.0], dtype=torch.float64)).sum().backward()
+    assert a.grad[1, 0] == 0 and a.grad[0, 1] != 0  # the lower triangle is not read
+    _, none = _run(lambda m: torch.linalg.pinv(m), a)
+    assert none == []  # pinv reads the whole matrix unless hermitian=True

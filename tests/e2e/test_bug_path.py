@@ -249,3 +249,22 @@ def test_at_scale_the_projections_agree_with_the_departure_undone_and_a_bug_stil
     assert not any(d.kind == "documented_departure" for d in failing.diagnostics)
     assert any(c.result == "mismatch" for c in failing.upstream_checks
                if "every tensor at once" in c.label)
+
+
+SYMMETRIC = f"{DATA}/symmetric.py"
+SPD = {"a": "[[2,0.5,0.1],[0.5,1.5,0.3],[0.1,0.3,1]]"}
+
+
+@pytest.mark.parametrize("name", ["eigenvalues", "factor"])
+def test_a_symmetric_inputs_gradient_is_torchs_documented_departure(name):
+    report = gradscope.check(f"{SYMMETRIC}:{name}", at=SPD)
+    assert report.passed, report.failures
+    (found,) = [d for d in report.diagnostics if d.kind == "documented_departure"]
+    assert "triangle" in found.message
+
+
+def test_the_symmetric_departure_never_excuses_a_doubled_backward():
+    report = gradscope.check(f"{SYMMETRIC}:doubled", at=SPD)
+    assert not report.passed
+    assert report.inputs[0].status_counts.get("mismatch", 0) >= 3  # the diagonal at least
+    assert not [d for d in report.diagnostics if d.kind == "documented_departure"]

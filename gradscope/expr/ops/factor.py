@@ -1,8 +1,8 @@
 """The Cholesky factor (linalg.cholesky, cholesky, linalg.cholesky_ex), the QR factors and pdist,
-with closed-form adjoints on plain tensors. Cholesky's follows torch's convention for a
-symmetric input (its gradient symmetric): with L = chol(A) and X = tril(Lᵀ L̄), Ā = L⁻ᵀ ½(X +
-tril(X, -1)ᵀ) L⁻¹ (Murray, 2016); QR's is Walter and Lehmann's (m >= n); pdist's sends each
-pair's distance gradient to its two rows."""
+with closed-form adjoints on plain tensors. Cholesky's is Murray's (2016): with L = chol(A)
+and X = tril(Lᵀ L̄), Ā = L⁻ᵀ ½(X + tril(X, -1)ᵀ) L⁻¹ over symmetric matrices, then in each
+entry of the triangle read (torch's own stays symmetric: a documented departure); QR's is
+Walter and Lehmann's (m >= n); pdist's sends each pair's distance gradient to its two rows."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 
 from gradscope.expr import ir
 from gradscope.expr.ops.base import KINK, Build, Op, Tensor, structural
+from gradscope.expr.ops.matrix import entries, read
 
 
 def _lower(a: Tensor, upper: bool) -> Tensor:
@@ -27,14 +28,14 @@ def _cholesky_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> li
     x = (low.mT @ gl).tril()
     middle = 0.5 * (x + x.tril(-1).mT)
     left = torch.linalg.solve_triangular(low.mT, middle, upper=True, left=True)
-    return [torch.linalg.solve_triangular(low, left, upper=False, left=False)]
+    return [entries(torch.linalg.solve_triangular(low, left, upper=False, left=False), upper)]
 
 
 def _cholesky_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict
                   ) -> Tensor:
     upper = p.get("upper", False)
     low = out.mT if upper else out
-    t = ts[0].expand_as(args[0])
+    t = read(ts[0].expand_as(args[0]), upper)
     inner = torch.linalg.solve_triangular(low, t, upper=False, left=True)
     inner = torch.linalg.solve_triangular(low.mT, inner, upper=True, left=False)
     phi = inner.tril() - 0.5 * torch.diag_embed(inner.diagonal(dim1=-2, dim2=-1))

@@ -1,9 +1,10 @@
 """torch.linalg beyond det and inverse: solve (and solve_ex, lstsq, tensorsolve, tensorinv,
 matrix_power, inv_ex written with inverse and matmul), slogdet, matrix_norm, linalg.norm, cond,
 vander, linalg.diagonal (written with other rows), and closed-form adjoints for eigvalsh
-(eigh's values), svdvals, pinv and matrix_exp. Eigen- and singular values follow torch's
-convention for a symmetric input (V diag(g) Vᵀ); their adjoints assume distinct values, as
-torch's do."""
+(eigh's values), svdvals, pinv and matrix_exp. Functions of a symmetric matrix are
+differentiated in each entry of the triangle they read (torch's own gradient is symmetric: a
+documented departure, diagnose/departures.py); eigen- and singular value adjoints assume
+distinct values, as torch's do."""
 
 from __future__ import annotations
 
@@ -168,19 +169,29 @@ def _linalg_diagonal(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence
 
 
 # ------------------------------------------------------------- closed-form adjoints
-def _sym(t: Tensor) -> Tensor:
-    return (t + t.mT) / 2
+def read(a: Tensor, upper: bool) -> Tensor:
+    """The symmetric matrix a function of one triangle of `a` reads."""
+    return (a.triu() + a.triu(1).mT) if upper else (a.tril() + a.tril(-1).mT)
+
+
+def entries(g: Tensor, upper: bool) -> Tensor:
+    """A gradient over the matrix `read` makes, as one in each entry of `a`: an entry of the
+    triangle read appears twice (off the diagonal), one of the other triangle nowhere."""
+    both = g + g.mT
+    half = both.triu(1) if upper else both.tril(-1)
+    return half + torch.diag_embed(g.diagonal(dim1=-2, dim2=-1))
 
 
 def _eigh_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
+    upper = p.get("UPLO", "L") == "U"
     _, vectors = torch.linalg.eigh(args[0], UPLO=p.get("UPLO", "L"))
-    return [(vectors * g.unsqueeze(-2)) @ vectors.mT]
+    return [entries((vectors * g.unsqueeze(-2)) @ vectors.mT, upper)]
 
 
 def _eigh_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
     _, vectors = torch.linalg.eigh(args[0], UPLO=p.get("UPLO", "L"))
-    t = ts[0].expand_as(args[0])
-    return (vectors.mT @ _sym(t) @ vectors).diagonal(dim1=-2, dim2=-1)
+    t = read(ts[0].expand_as(args[0]), p.get("UPLO", "L") == "U")
+    return (vectors.mT @ t @ vectors).diagonal(dim1=-2, dim2=-1)
 
 
 def _svdvals_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
@@ -199,17 +210,21 @@ def _eye_like(m: Tensor, n: int) -> Tensor:
 
 
 def _pinv_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
-    """Golub and Pereyra's derivative of A⁺ (constant rank), transposed."""
-    (a,), plus = args, out
+    """Golub and Pereyra's derivative of A⁺ (constant rank), transposed; hermitian=True reads
+    the lower triangle."""
+    hermitian = p.get("hermitian", False)
+    a, plus = (read(args[0], False) if hermitian else args[0]), out
     m, n = a.shape[-2], a.shape[-1]
     left = _eye_like(a, m) - a @ plus  # I - A A⁺
     right = _eye_like(a, n) - plus @ a  # I - A⁺ A
     ga = -plus.mT @ g @ plus.mT + left @ g.mT @ plus @ plus.mT + plus.mT @ plus @ g.mT @ right
-    return [ga]
+    return [entries(ga, False) if hermitian else ga]
 
 
 def _pinv_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
-    (a,), plus, t = args, out, ts[0].expand_as(args[0])
+    a, plus, t = args[0], out, ts[0].expand_as(args[0])
+    if p.get("hermitian", False):
+        a, t = read(a, False), read(t, False)
     m, n = a.shape[-2], a.shape[-1]
     left = _eye_like(a, m) - a @ plus
     right = _eye_like(a, n) - plus @ a
@@ -296,7 +311,7 @@ ROWS = [
     _row("linalg.diagonal", _lin("diagonal"), "linalg.diagonal(A, offset=0, dim1=-2, dim2=-1)",
          "input, offset: int = 0, dim1: dim = -2, dim2: dim = -1", _linalg_diagonal),
     structural("linalg.eigvalsh", _eigvalsh, "linalg.eigvalsh(A, UPLO='L'): the eigenvalues "
-               "of a symmetric matrix (its gradient symmetric, as torch's: check x + x.mT)",
+               "of a symmetric matrix (reading one triangle)",
                "input, UPLO: str = 'L'", UPLO,
                vjp=_eigh_vjp, jvp=_eigh_jvp),
     _row("linalg.eigh", _picked(_lin("eigh")), "linalg.eigh(A, UPLO='L')[0]: the eigenvalues",
