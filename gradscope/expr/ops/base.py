@@ -254,6 +254,23 @@ class Build:
                                                      node)
 
 
+def given(args: Sequence[ir.Node], names: Sequence[str],
+          default: Sequence[str] = ("input",)) -> dict[str, ir.Node]:
+    """A decomposition's argument nodes by parameter name: the call's names where it has
+    optional tensors, else `default` in order."""
+    return dict(zip(names or default, args, strict=True))
+
+
+def picked(fn: Callable[..., Any], positional: bool = False) -> Callable[..., Tensor]:
+    """Torch's function answering with the part of its tuple the expression picked (the static
+    parameter `_item`); `positional`: the other static parameters passed by position, where
+    torch's overloads take no keywords (hsplit)."""
+    def run(*tensors: Tensor, _item: int = 0, **p: Any) -> Tensor:
+        return (fn(*tensors, *p.values()) if positional else fn(*tensors, **p))[_item]
+    run.__name__ = getattr(fn, "__name__", "picked")
+    return run
+
+
 def structural(name: str, fn: Callable[..., Tensor], summary: str, sig: str,
                choices: dict[str, tuple[str, ...]] | None = None, **kw: Any) -> Op:
     """A structural row with a signature; its arity counts the required tensor arguments and

@@ -14,13 +14,9 @@ import torch.nn.functional as F
 
 from gradscope.expr import ir
 from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import given as _given
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def _given(args: Sequence[ir.Node], names: Sequence[str], default: Sequence[str]
-           ) -> dict[str, ir.Node]:
-    return dict(zip(names or default, args, strict=True))
 
 
 def _scaled(b: Build, beta: float, base: ir.Node, alpha: float, product: ir.Node) -> ir.Node:

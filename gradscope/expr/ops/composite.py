@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from gradscope.expr import ir
 from gradscope.expr.ops.base import KINK, STRUCTURAL, Build, Op, Tensor, signature, structural
+from gradscope.expr.ops.base import given as _given
 
 REDUCTION = {"reduction": ("none", "mean", "sum")}
 KL_REDUCTION = {"reduction": ("none", "mean", "sum", "batchmean")}
@@ -44,7 +45,7 @@ def _normalize(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tenso
 
 def _layer_norm(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
                 names: Sequence[str] = ()) -> ir.Node:
-    given = dict(zip(names or ("input",), args, strict=True))
+    given = _given(args, names)
     x = given["input"]
     dims = tuple(range(-len(p["normalized_shape"]), 0))
     centred = b("sub", x, b("mean", x, dim=dims, keepdim=True))

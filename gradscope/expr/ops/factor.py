@@ -6,13 +6,13 @@ Walter and Lehmann's (m >= n); pdist's sends each pair's distance gradient to it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import KINK, Build, Op, Tensor, structural
+from gradscope.expr.ops.base import KINK, Build, Op, Tensor, picked, structural
 from gradscope.expr.ops.matrix import entries, read
 
 
@@ -50,12 +50,6 @@ def _cholesky(a: Tensor, upper: bool = False) -> Tensor:
 def _cholesky_ex(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
                  names: Sequence[str] = ()) -> ir.Node:
     return b("linalg.cholesky", args[0], upper=p.get("upper", False))
-
-
-def _picked(fn: Callable[..., Any]) -> Callable[..., Tensor]:
-    def run(a: Tensor, _item: int = 0, **p: Any) -> Tensor:
-        return fn(a, **p)[_item]
-    return run
 
 
 def _qr_parts(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -150,10 +144,10 @@ ROWS = [
          "of a symmetric positive-definite A (its gradient symmetric, as torch's)",
          "input, upper: bool = False", vjp=_cholesky_vjp, jvp=_cholesky_jvp,
          aliases=("cholesky",)),
-    _row("linalg.cholesky_ex", _picked(torch.linalg.cholesky_ex), "linalg.cholesky_ex(A)[0]",
+    _row("linalg.cholesky_ex", picked(torch.linalg.cholesky_ex), "linalg.cholesky_ex(A)[0]",
          "input, upper: bool = False", decompose=_cholesky_ex, returns=("L", "info"),
          data_fields=("info",)),
-    _row("linalg.qr", _picked(torch.linalg.qr), "linalg.qr(A).Q / .R of a tall or square A "
+    _row("linalg.qr", picked(torch.linalg.qr), "linalg.qr(A).Q / .R of a tall or square A "
          "(reduced)", "input", vjp=_qr_vjp, jvp=_qr_jvp, returns=("Q", "R"),
          aliases=("qr",)),
     _row("pdist", _pdist, "F.pdist(x, p=2): the distances of x's rows, each pair once",

@@ -16,10 +16,7 @@ import torch.nn.functional as F
 from gradscope.errors import UsageError
 from gradscope.expr import ir
 from gradscope.expr.ops.base import Build, Op, Tensor, structural
-
-
-def _given(args: Sequence[ir.Node], names: Sequence[str]) -> dict[str, ir.Node]:
-    return dict(zip(names or ("input",), args, strict=True))
+from gradscope.expr.ops.base import given as _given
 
 
 def _per_channel(b: Build, node: ir.Node, ndim: int) -> ir.Node:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from gradscope.expr import ir
 from gradscope.expr import sympy_functions as sf
 from gradscope.expr.ops.base import Build, Op, Tensor, elementwise, structural
+from gradscope.expr.ops.base import given as _given
 
 Decompose = Callable[..., ir.Node]
 REDUCTION = {"reduction": ("none", "mean", "sum")}
@@ -35,7 +36,7 @@ def _soft_margin(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Ten
 
 def _multilabel_soft_margin(b: Build, args: Sequence[ir.Node], p: dict,
                             metas: Sequence[Tensor], names: Sequence[str] = ()) -> ir.Node:
-    given = dict(zip(names or ("input", "target"), args, strict=True))
+    given = _given(args, names, ("input", "target"))
     x, y = given["input"], given["target"]
     loss = b("neg", b("add", b("mul", y, b("logsigmoid", x)),
                       b("mul", b("sub", 1, y), b("logsigmoid", b("neg", x)))))

@@ -14,16 +14,13 @@ import torch
 
 from gradscope.expr import ir
 from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import given as _given
 
 Decompose = Callable[..., ir.Node]
 FILL = {"sum": 0.0, "norm": 0.0, "prod": 1.0, "amax": -math.inf, "amin": math.inf,
         "logsumexp": -math.inf, "softmax": -math.inf, "log_softmax": -math.inf,
         "softmin": math.inf, "cumsum": 0.0, "cumprod": 1.0, "normalize": 0.0}
 ROW = {"amax": "max", "amin": "min"}
-
-
-def _given(args: Sequence[ir.Node], names: Sequence[str]) -> dict[str, ir.Node]:
-    return dict(zip(names or ("input",), args, strict=True))
 
 
 def _filled(b: Build, given: dict[str, ir.Node], fill: float) -> ir.Node:

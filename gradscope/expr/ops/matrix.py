@@ -16,7 +16,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import Build, Op, Tensor, picked, structural
 
 Decompose = Callable[..., ir.Node]
 MAX_POWER = 64  # matrix_power's exponent: written as that many products at most
@@ -248,12 +248,6 @@ def _matrix_exp_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p
     return _block_exp(args[0], ts[0].expand_as(args[0]))
 
 
-def _picked(fn: Callable[..., Any]) -> Callable[..., Tensor]:
-    def run(*tensors: Tensor, _item: int = 0, **p: Any) -> Tensor:
-        return fn(*tensors, **p)[_item]
-    return run
-
-
 def _eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:
     return torch.linalg.eigvalsh(a, UPLO=UPLO)
 
@@ -280,12 +274,12 @@ UPLO = {"UPLO": ("L", "U")}
 ROWS = [
     _row("linalg.solve", _lin("solve"), "linalg.solve(A, B, left=True): A⁻¹B (left) or "
          "BA⁻¹", "input, other, left: bool = True", _solve),
-    _row("linalg.solve_ex", _picked(_lin("solve_ex")), "linalg.solve_ex(A, B)[0]",
+    _row("linalg.solve_ex", picked(_lin("solve_ex")), "linalg.solve_ex(A, B)[0]",
          "input, other, left: bool = True", _first("solve"), returns=("result", "info"),
          data_fields=("info",)),
-    _row("linalg.inv_ex", _picked(_lin("inv_ex")), "linalg.inv_ex(A)[0]", "input",
+    _row("linalg.inv_ex", picked(_lin("inv_ex")), "linalg.inv_ex(A)[0]", "input",
          _first("inverse"), returns=("inverse", "info"), data_fields=("info",)),
-    _row("linalg.slogdet", _picked(_lin("slogdet")), "linalg.slogdet(A): (sign, "
+    _row("linalg.slogdet", picked(_lin("slogdet")), "linalg.slogdet(A): (sign, "
          "log |det A|)", "input", _slogdet, returns=("sign", "logabsdet"), aliases=("slogdet",)),
     _row("linalg.matrix_power", _lin("matrix_power"), "linalg.matrix_power(A, n) (n < 0: "
          "of A⁻¹)", "input, n: int", _matrix_power, aliases=("matrix_power",)),
@@ -304,7 +298,7 @@ ROWS = [
          "input, ind: int = 2", _tensorinv),
     _row("linalg.tensorsolve", _lin("tensorsolve"), "linalg.tensorsolve(A, B)",
          "input, other", _tensorsolve),
-    _row("linalg.lstsq", _picked(_lin("lstsq")), "linalg.lstsq(A, B)[0]: the least-squares "
+    _row("linalg.lstsq", picked(_lin("lstsq")), "linalg.lstsq(A, B)[0]: the least-squares "
          "solution", "input, other", _lstsq, returns=("solution", "residuals", "rank",
                                                       "singular_values"),
          data_fields=("residuals", "rank", "singular_values")),
@@ -314,7 +308,7 @@ ROWS = [
                "of a symmetric matrix (reading one triangle)",
                "input, UPLO: str = 'L'", UPLO,
                vjp=_eigh_vjp, jvp=_eigh_jvp),
-    _row("linalg.eigh", _picked(_lin("eigh")), "linalg.eigh(A, UPLO='L')[0]: the eigenvalues",
+    _row("linalg.eigh", picked(_lin("eigh")), "linalg.eigh(A, UPLO='L')[0]: the eigenvalues",
          "input, UPLO: str = 'L'", _first("linalg.eigvalsh"), choices=UPLO,
          returns=("eigenvalues", "eigenvectors"), data_fields=("eigenvectors",)),
     structural("svdvals", _lin("svdvals"), "linalg.svdvals(A): the singular values "

@@ -12,11 +12,7 @@ import torch
 
 from gradscope.expr import ir
 from gradscope.expr.ops.base import Build, Op, Tensor, structural
-
-
-def _given(args: Sequence[ir.Node], names: Sequence[str], first: str = "input"
-           ) -> dict[str, ir.Node]:
-    return dict(zip(names or (first,), args, strict=True))
+from gradscope.expr.ops.base import given as _given
 
 
 def _steps(b: Build, x: ir.Node, dim: int, size: int) -> tuple[ir.Node, ir.Node]:
@@ -56,7 +52,7 @@ def _spacing(b: Build, given: dict[str, ir.Node], metas: Sequence[Tensor], p: di
 
 def _areas(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
            names: Sequence[str]) -> tuple[ir.Node, int]:
-    given = _given(args, names, "y")
+    given = _given(args, names, ("y",))
     d = p["dim"] % metas[0].ndim
     before, after = _steps(b, given["y"], d, metas[0].shape[d])
     mean = b("mul", 0.5, b("add", before, after))

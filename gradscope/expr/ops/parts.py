@@ -13,19 +13,10 @@ from typing import Any
 import torch
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import Build, Op, Tensor, picked, structural
 
 Decompose = Callable[..., ir.Node]
 PARTS = ("*",)
-
-
-def _picked(fn: Callable[..., Any], positional: bool = False) -> Callable[..., Tensor]:
-    """Torch's function, answering with the part the expression picked (the static
-    parameters passed by position where torch's overloads take no keywords: hsplit)."""
-    def run(*tensors: Tensor, _item: int = 0, **p: Any) -> Tensor:
-        return (fn(*tensors, *p.values()) if positional else fn(*tensors, **p))[_item]
-    run.__name__ = getattr(fn, "__name__", "picked")
-    return run
 
 
 def _static(p: dict) -> dict:
@@ -114,7 +105,7 @@ def _broadcast_tensors(*tensors: Tensor) -> Any:
 
 def _row(name: str, fn: Callable[..., Any], summary: str, sig: str, decompose: Decompose,
          returns: tuple[str, ...] = PARTS, positional: bool = False, **kw: Any) -> Op:
-    return structural(name, _picked(fn, positional), summary, sig, decompose=decompose,
+    return structural(name, picked(fn, positional), summary, sig, decompose=decompose,
                       returns=returns, **kw)
 
 
