@@ -12,6 +12,21 @@ from typing import Any
 import torch
 
 
+def from_triangle(a: torch.Tensor, upper: bool) -> torch.Tensor:
+    """The symmetric matrix that one triangle of `a` stands for (what eigvalsh, cholesky and
+    hermitian pinv read), written with that triangle only."""
+    return (a.triu() + a.triu(1).mT) if upper else (a.tril() + a.tril(-1).mT)
+
+
+def triangle_adjoint(g: torch.Tensor, upper: bool) -> torch.Tensor:
+    """`from_triangle`'s adjoint: a gradient over the symmetric matrix as one per entry of
+    `a` (an entry of the triangle read stands twice off the diagonal, the other triangle
+    nowhere)."""
+    both = g + g.mT
+    half = both.triu(1) if upper else both.tril(-1)
+    return half + torch.diag_embed(g.diagonal(dim1=-2, dim2=-1))
+
+
 def all_finite(t: torch.Tensor) -> bool:
     """True when no element is NaN or infinite. One float64 sum decides in the usual case (it
     is finite only if every element is; isfinite is a slower pass over large tensors); only an

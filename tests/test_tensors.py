@@ -55,3 +55,13 @@ def test_inputs_are_moved_by_their_last_bits_in_seeded_directions():
     moved = moved_by(values, signs, 1e-3)
     assert torch.allclose(moved["x"] - values["x"], 1e-3 * values["x"].abs() * signs["x"])
     assert moved["k"] is values["k"]
+
+
+def test_a_triangle_stands_for_a_symmetric_matrix_and_its_adjoint_counts_entries_twice():
+    from gradscope.tensors import from_triangle, triangle_adjoint
+
+    a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert from_triangle(a, upper=False).tolist() == [[1.0, 3.0], [3.0, 4.0]]
+    assert from_triangle(a, upper=True).tolist() == [[1.0, 2.0], [2.0, 4.0]]
+    g = torch.tensor([[1.0, 5.0], [5.0, 2.0]])
+    assert triangle_adjoint(g, upper=False).tolist() == [[1.0, 0.0], [10.0, 2.0]]

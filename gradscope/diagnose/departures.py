@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from gradscope.report.model import Diagnostic
+from gradscope.tensors import from_triangle
 
 KIND = "documented_departure"
 
@@ -52,21 +53,31 @@ def _padding(ids: torch.Tensor, weight: torch.Tensor, padding_idx: int | None
                      f"reads it at {hits} position(s)")
 
 
-# functions of a symmetric matrix: the parameter saying which triangle they read, and the
-# value of it that means the upper one (pinv reads the lower one, hermitian or not)
-_SYMMETRIC = {torch.linalg.eigvalsh: ("linalg.eigvalsh", "UPLO", "U"),
-              torch.linalg.eigh: ("linalg.eigh", "UPLO", "U"),
-              torch.linalg.cholesky: ("linalg.cholesky", "upper", True),
-              torch.linalg.cholesky_ex: ("linalg.cholesky_ex", "upper", True),
-              torch.cholesky: ("cholesky", "upper", True),
-              torch.linalg.pinv: ("linalg.pinv", "", None)}
+Reads = Callable[[Sequence[Any], Mapping[str, Any]], bool | None]
 
 
-def _read(a: torch.Tensor, upper: bool) -> torch.Tensor:
-    """The symmetric matrix a function reads from one triangle of `a`, spelled with that
-    triangle only (its values are a's where a is symmetric)."""
-    half = a.triu() if upper else a.tril()
-    return half + (a.triu(1) if upper else a.tril(-1)).mT
+def _triangle(name: str, upper: Any) -> Reads:
+    """Whether a call reads the upper triangle, from the parameter that says so (by keyword,
+    or second by position)."""
+    def reads_upper(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+        second = args[1] if len(args) > 1 and isinstance(args[1], str | bool) else None
+        return kwargs.get(name, second) == upper
+    return reads_upper
+
+
+def _hermitian(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool | None:
+    return False if kwargs.get("hermitian") else None  # the lower triangle; else no departure
+
+
+# functions of a symmetric matrix: their name, and whether a call reads the upper triangle
+# (None: this call reads the whole matrix)
+_SYMMETRIC: dict[Callable[..., Any], tuple[str, Reads]] = {
+    torch.linalg.eigvalsh: ("linalg.eigvalsh", _triangle("UPLO", "U")),
+    torch.linalg.eigh: ("linalg.eigh", _triangle("UPLO", "U")),
+    torch.linalg.cholesky: ("linalg.cholesky", _triangle("upper", True)),
+    torch.linalg.cholesky_ex: ("linalg.cholesky_ex", _triangle("upper", True)),
+    torch.cholesky: ("cholesky", _triangle("upper", True)),
+    torch.linalg.pinv: ("linalg.pinv", _hermitian)}
 
 
 def _symmetric(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any],
@@ -74,17 +85,15 @@ def _symmetric(func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[st
     """func on the matrix it reads, written from the triangle it reads: autograd then gives
     the derivative in each entry (the other triangle none) instead of torch's symmetric
     gradient."""
-    label, name, upper_value = _SYMMETRIC[func]
-    kwargs = dict(kwargs)
-    if func is torch.linalg.pinv and not kwargs.get("hermitian"):
+    label, reads_upper = _SYMMETRIC[func]
+    upper = reads_upper(args, kwargs)
+    if upper is None:
         return func(*args, **kwargs)
-    upper = bool(name) and kwargs.get(name, args[1] if len(args) > 1 and isinstance(
-        args[1], str | bool) else None) == upper_value
     which = "upper" if upper else "lower"
     found.append(Departure(f"the {which} triangle", label, "the input is taken as "
                            f"symmetric: its gradient is symmetric, while only the {which} "
                            "triangle is read"))
-    return func(_read(args[0], upper), *args[1:], **kwargs)
+    return func(from_triangle(args[0], upper), *args[1:], **kwargs)
 
 
 # (bound by name: torch passes some of these by position, some by keyword)

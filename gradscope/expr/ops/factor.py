@@ -13,7 +13,7 @@ import torch
 
 from gradscope.expr import ir
 from gradscope.expr.ops.base import KINK, Build, Op, Tensor, picked, structural
-from gradscope.expr.ops.matrix import entries, read
+from gradscope.tensors import from_triangle, triangle_adjoint
 
 
 def _lower(a: Tensor, upper: bool) -> Tensor:
@@ -28,14 +28,15 @@ def _cholesky_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> li
     x = (low.mT @ gl).tril()
     middle = 0.5 * (x + x.tril(-1).mT)
     left = torch.linalg.solve_triangular(low.mT, middle, upper=True, left=True)
-    return [entries(torch.linalg.solve_triangular(low, left, upper=False, left=False), upper)]
+    symmetric = torch.linalg.solve_triangular(low, left, upper=False, left=False)
+    return [triangle_adjoint(symmetric, upper)]
 
 
 def _cholesky_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict
                   ) -> Tensor:
     upper = p.get("upper", False)
     low = out.mT if upper else out
-    t = read(ts[0].expand_as(args[0]), upper)
+    t = from_triangle(ts[0].expand_as(args[0]), upper)
     inner = torch.linalg.solve_triangular(low, t, upper=False, left=True)
     inner = torch.linalg.solve_triangular(low.mT, inner, upper=True, left=False)
     phi = inner.tril() - 0.5 * torch.diag_embed(inner.diagonal(dim1=-2, dim2=-1))

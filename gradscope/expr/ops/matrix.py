@@ -17,6 +17,7 @@ import torch
 from gradscope.errors import UsageError
 from gradscope.expr import ir
 from gradscope.expr.ops.base import Build, Op, Tensor, picked, structural
+from gradscope.tensors import from_triangle, triangle_adjoint
 
 Decompose = Callable[..., ir.Node]
 MAX_POWER = 64  # matrix_power's exponent: written as that many products at most
@@ -169,28 +170,15 @@ def _linalg_diagonal(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence
 
 
 # ------------------------------------------------------------- closed-form adjoints
-def read(a: Tensor, upper: bool) -> Tensor:
-    """The symmetric matrix a function of one triangle of `a` reads."""
-    return (a.triu() + a.triu(1).mT) if upper else (a.tril() + a.tril(-1).mT)
-
-
-def entries(g: Tensor, upper: bool) -> Tensor:
-    """A gradient over the matrix `read` makes, as one in each entry of `a`: an entry of the
-    triangle read appears twice (off the diagonal), one of the other triangle nowhere."""
-    both = g + g.mT
-    half = both.triu(1) if upper else both.tril(-1)
-    return half + torch.diag_embed(g.diagonal(dim1=-2, dim2=-1))
-
-
 def _eigh_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
     upper = p.get("UPLO", "L") == "U"
     _, vectors = torch.linalg.eigh(args[0], UPLO=p.get("UPLO", "L"))
-    return [entries((vectors * g.unsqueeze(-2)) @ vectors.mT, upper)]
+    return [triangle_adjoint((vectors * g.unsqueeze(-2)) @ vectors.mT, upper)]
 
 
 def _eigh_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
     _, vectors = torch.linalg.eigh(args[0], UPLO=p.get("UPLO", "L"))
-    t = read(ts[0].expand_as(args[0]), p.get("UPLO", "L") == "U")
+    t = from_triangle(ts[0].expand_as(args[0]), p.get("UPLO", "L") == "U")
     return (vectors.mT @ t @ vectors).diagonal(dim1=-2, dim2=-1)
 
 
@@ -213,18 +201,18 @@ def _pinv_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[T
     """Golub and Pereyra's derivative of A⁺ (constant rank), transposed; hermitian=True reads
     the lower triangle."""
     hermitian = p.get("hermitian", False)
-    a, plus = (read(args[0], False) if hermitian else args[0]), out
+    a, plus = (from_triangle(args[0], False) if hermitian else args[0]), out
     m, n = a.shape[-2], a.shape[-1]
     left = _eye_like(a, m) - a @ plus  # I - A A⁺
     right = _eye_like(a, n) - plus @ a  # I - A⁺ A
     ga = -plus.mT @ g @ plus.mT + left @ g.mT @ plus @ plus.mT + plus.mT @ plus @ g.mT @ right
-    return [entries(ga, False) if hermitian else ga]
+    return [triangle_adjoint(ga, False) if hermitian else ga]
 
 
 def _pinv_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict) -> Tensor:
     a, plus, t = args[0], out, ts[0].expand_as(args[0])
     if p.get("hermitian", False):
-        a, t = read(a, False), read(t, False)
+        a, t = from_triangle(a, False), from_triangle(t, False)
     m, n = a.shape[-2], a.shape[-1]
     left = _eye_like(a, m) - a @ plus
     right = _eye_like(a, n) - plus @ a
