@@ -197,14 +197,18 @@ def _eye_like(m: Tensor, n: int) -> Tensor:
     return torch.eye(n, dtype=m.dtype, device=m.device)
 
 
+def _projectors(a: Tensor, plus: Tensor) -> tuple[Tensor, Tensor]:
+    """I - A A⁺ and I - A⁺ A: the projections off A's range and row space."""
+    m, n = a.shape[-2], a.shape[-1]
+    return _eye_like(a, m) - a @ plus, _eye_like(a, n) - plus @ a
+
+
 def _pinv_vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
     """Golub and Pereyra's derivative of A⁺ (constant rank), transposed; hermitian=True reads
     the lower triangle."""
     hermitian = p.get("hermitian", False)
     a, plus = (from_triangle(args[0], False) if hermitian else args[0]), out
-    m, n = a.shape[-2], a.shape[-1]
-    left = _eye_like(a, m) - a @ plus  # I - A A⁺
-    right = _eye_like(a, n) - plus @ a  # I - A⁺ A
+    left, right = _projectors(a, plus)
     ga = -plus.mT @ g @ plus.mT + left @ g.mT @ plus @ plus.mT + plus.mT @ plus @ g.mT @ right
     return [triangle_adjoint(ga, False) if hermitian else ga]
 
@@ -213,9 +217,7 @@ def _pinv_jvp(ts: Sequence[Tensor], out: Tensor, args: Sequence[Tensor], p: dict
     a, plus, t = args[0], out, ts[0].expand_as(args[0])
     if p.get("hermitian", False):
         a, t = from_triangle(a, False), from_triangle(t, False)
-    m, n = a.shape[-2], a.shape[-1]
-    left = _eye_like(a, m) - a @ plus
-    right = _eye_like(a, n) - plus @ a
+    left, right = _projectors(a, plus)
     return -plus @ t @ plus + plus @ plus.mT @ t.mT @ left + right @ t.mT @ plus.mT @ plus
 
 

@@ -75,6 +75,15 @@ def _values(x: Tensor, index: Tensor) -> Tensor:
     return flat.gather(2, index.unsqueeze(1).expand(-1, flat.shape[1], -1))
 
 
+def _slopes(x: Tensor, found: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    """d out / d ix and d out / d iy (bilinear), per channel and output pixel (N, C, P)."""
+    v = [_values(x, i) * ok.unsqueeze(1) for i, ok, _ in found["taps"]]
+    fx = (found["ix"] - torch.floor(found["ix"])).flatten(1).unsqueeze(1)
+    fy = (found["iy"] - torch.floor(found["iy"])).flatten(1).unsqueeze(1)
+    return ((v[1] - v[0]) * (1 - fy) + (v[3] - v[2]) * fy,
+            (v[2] - v[0]) * (1 - fx) + (v[3] - v[1]) * fx)
+
+
 def _vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
     x, grid = args
     found = _taps(x, grid, p)
@@ -85,14 +94,10 @@ def _vjp(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor
         gx = gx.scatter_add(2, index.unsqueeze(1).expand_as(part), part)
     ggrid = torch.zeros_like(grid)
     if p.get("mode", "bilinear") != "nearest":
-        v = [_values(x, i) * ok.unsqueeze(1) for i, ok, _ in found["taps"]]
-        fx = (found["ix"] - torch.floor(found["ix"])).flatten(1).unsqueeze(1)
-        fy = (found["iy"] - torch.floor(found["iy"])).flatten(1).unsqueeze(1)
-        along_x = ((v[1] - v[0]) * (1 - fy) + (v[3] - v[2]) * fy) * gflat
-        along_y = ((v[2] - v[0]) * (1 - fx) + (v[3] - v[1]) * fx) * gflat
+        along_x, along_y = _slopes(x, found)
         shape = grid.shape[:-1]
-        ggrid = torch.stack([along_x.sum(1).reshape(shape) * found["dx"],
-                             along_y.sum(1).reshape(shape) * found["dy"]], -1)
+        ggrid = torch.stack([(along_x * gflat).sum(1).reshape(shape) * found["dx"],
+                             (along_y * gflat).sum(1).reshape(shape) * found["dy"]], -1)
     return [gx.reshape(x.shape), ggrid]
 
 
@@ -101,14 +106,10 @@ def _jvp(ts: Sequence[Any], out: Tensor, args: Sequence[Tensor], p: dict) -> Ten
     tx = torch.zeros_like(x) if ts[0] is None else ts[0].expand_as(x)
     total = _grid_sample(tx, grid, **p)
     if ts[1] is not None and p.get("mode", "bilinear") != "nearest":
-        # the grid's tangent: the adjoint of the grid pairs with the upstream per element
+        # the grid's tangent moves each sampling point: the slopes times the move
         tg = ts[1].expand_as(grid)
         found = _taps(x, grid, p)
-        v = [_values(x, i) * ok.unsqueeze(1) for i, ok, _ in found["taps"]]
-        fx = (found["ix"] - torch.floor(found["ix"])).flatten(1).unsqueeze(1)
-        fy = (found["iy"] - torch.floor(found["iy"])).flatten(1).unsqueeze(1)
-        along_x = (v[1] - v[0]) * (1 - fy) + (v[3] - v[2]) * fy
-        along_y = (v[2] - v[0]) * (1 - fx) + (v[3] - v[1]) * fx
+        along_x, along_y = _slopes(x, found)
         move_x = (tg[..., 0] * found["dx"]).flatten(1).unsqueeze(1)
         move_y = (tg[..., 1] * found["dy"]).flatten(1).unsqueeze(1)
         total = total + (along_x * move_x + along_y * move_y).reshape(out.shape)
