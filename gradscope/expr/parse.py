@@ -239,12 +239,13 @@ class _Builder:
         if calls.is_module(node.value):
             raise self.refuse(node, "module attributes are not values; call a function")
         name = node.attr
-        if isinstance(node.value, ast.Call):
-            inner = self.node(node.value, False)
-            if _tuple_call(inner):
-                assert isinstance(inner, ir.Call)
-                return self.pick(node, inner, name)
-        if name == "values" and isinstance(node.value, ast.Call):
+        # the value is parsed once: parsing it again per attribute would double the work at
+        # each `.T` of a call, exponential in a chain such as x.sum().T.sum().T...
+        inner = self.node(node.value, False) if isinstance(node.value, ast.Call) else None
+        if _tuple_call(inner):
+            assert isinstance(inner, ir.Call)
+            return self.pick(node, inner, name)
+        if name == "values" and inner is not None:
             if _returns_values(inner):
                 return inner  # max(x, 1).values: the expression already means the values
             raise self.refuse(node, "`.values` follows only max/min/... called with a dim")
@@ -255,7 +256,8 @@ class _Builder:
             allowed = ", ".join(f".{a}" for a in ATTRIBUTES)
             raise self.refuse(node, f"attribute `.{name}` is not allowed (attributes: "
                                     f"{allowed}, and .values after max/min with a dim)")
-        return ir.Call(self.span(node), op, (self.node(node.value, False),))
+        value = inner if inner is not None else self.node(node.value, False)
+        return ir.Call(self.span(node), op, (value,))
 
     def subscript(self, node: ast.Subscript) -> ir.Node:
         value = self.node(node.value, False)
@@ -321,7 +323,7 @@ class _Builder:
         return ("int", whole(item))
 
 
-def _tuple_call(node: ir.Node) -> bool:
+def _tuple_call(node: ir.Node | None) -> bool:
     """A call of a row torch answers with a tuple, no part picked yet."""
     return isinstance(node, ir.Call) and bool(OPS[node.op].returns) and \
         "_item" not in node.kwargs

@@ -250,3 +250,17 @@ def test_an_unknown_function_is_not_matched_to_a_far_one_and_names_the_python_ta
 def test_a_random_function_is_refused_with_the_reason_and_the_way_to_check_it(text):
     with pytest.raises(UsageError, match=r"is random .*--eval.*--const"):
         parse(text)
+
+
+def test_each_node_is_built_once_however_attributes_and_calls_chain(monkeypatch):
+    # parsing an attribute's value twice doubled the work per `.T` of a call: a chain of 20
+    # would have built about a million nodes
+    from gradscope.expr import parse as parsing
+
+    built = []
+    node = parsing._Builder.node
+    monkeypatch.setattr(parsing._Builder, "node",
+                        lambda self, n, allow_compare: built.append(n) or node(
+                            self, n, allow_compare))
+    parse("x" + ".sum().T" * 20)
+    assert len(built) == len(set(map(id, built))) <= 3 * 20 + 1
