@@ -271,6 +271,21 @@ def picked(fn: Callable[..., Any], positional: bool = False) -> Callable[..., Te
     return run
 
 
+def written_as(base: str, **fixed: Any) -> Callable[..., ir.Node]:
+    """The decomposition that calls row `base` with the call's own parameters (and `fixed`):
+    another spelling of a row."""
+    def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                  names: Sequence[str] = ()) -> ir.Node:
+        return b(base, *args, **{**p, **fixed})
+    return decompose
+
+
+def decomposed(name: str, fn: Callable[..., Tensor], summary: str, sig: str,
+               decompose: Callable[..., ir.Node], **kw: Any) -> Op:
+    """A structural row the symbolic engine differentiates as written with other rows."""
+    return structural(name, fn, summary, sig, decompose=decompose, **kw)
+
+
 def structural(name: str, fn: Callable[..., Tensor], summary: str, sig: str,
                choices: dict[str, tuple[str, ...]] | None = None, **kw: Any) -> Op:
     """A structural row with a signature; its arity counts the required tensor arguments and

@@ -7,12 +7,11 @@ Walter and Lehmann's (m >= n); pdist's sends each pair's distance gradient to it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import KINK, Build, Op, Tensor, picked, structural
+from gradscope.expr.ops.base import KINK, Build, Tensor, picked, structural
 from gradscope.tensors import from_triangle, triangle_adjoint
 
 
@@ -136,22 +135,18 @@ def _pdist(x: Tensor, p: float = 2.0) -> Tensor:
     return torch.nn.functional.pdist(x, p)
 
 
-def _row(name: str, fn: Any, summary: str, sig: str, **kw: Any) -> Op:
-    return structural(name, fn, summary, sig, **kw)
-
-
 ROWS = [
-    _row("linalg.cholesky", _cholesky, "linalg.cholesky(A, upper=False): the Cholesky factor "
-         "of a symmetric positive-definite A (its gradient symmetric, as torch's)",
-         "input, upper: bool = False", vjp=_cholesky_vjp, jvp=_cholesky_jvp,
-         aliases=("cholesky",)),
-    _row("linalg.cholesky_ex", picked(torch.linalg.cholesky_ex), "linalg.cholesky_ex(A)[0]",
-         "input, upper: bool = False", decompose=_cholesky_ex, returns=("L", "info"),
-         data_fields=("info",)),
-    _row("linalg.qr", picked(torch.linalg.qr), "linalg.qr(A).Q / .R of a tall or square A "
-         "(reduced)", "input", vjp=_qr_vjp, jvp=_qr_jvp, returns=("Q", "R"),
-         aliases=("qr",)),
-    _row("pdist", _pdist, "F.pdist(x, p=2): the distances of x's rows, each pair once",
-         "input, p: float = 2.0", vjp=_pdist_vjp, jvp=_pdist_jvp, branch=_pdist_branch,
-         kink=KINK),
+    structural("linalg.cholesky", _cholesky, "linalg.cholesky(A, upper=False): the Cholesky "
+               "factor of a symmetric positive-definite A (reading one triangle)",
+               "input, upper: bool = False", vjp=_cholesky_vjp, jvp=_cholesky_jvp,
+               aliases=("cholesky",)),
+    structural("linalg.cholesky_ex", picked(torch.linalg.cholesky_ex),
+               "linalg.cholesky_ex(A)[0]", "input, upper: bool = False",
+               decompose=_cholesky_ex, returns=("L", "info"), data_fields=("info",)),
+    structural("linalg.qr", picked(torch.linalg.qr), "linalg.qr(A).Q / .R of a tall or square "
+               "A (reduced)", "input", vjp=_qr_vjp, jvp=_qr_jvp, returns=("Q", "R"),
+               aliases=("qr",)),
+    structural("pdist", _pdist, "F.pdist(x, p=2): the distances of x's rows, each pair once",
+               "input, p: float = 2.0", vjp=_pdist_vjp, jvp=_pdist_jvp,
+               branch=_pdist_branch, kink=KINK),
 ]

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import Build, Tensor, structural
+from gradscope.expr.ops.base import decomposed as _row
 from gradscope.expr.ops.base import given as _given
 
 
@@ -181,9 +182,6 @@ def _attention_fn(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
 def _one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
     return F.one_hot(x, num_classes)
 
-
-def _row(name: str, fn: Any, summary: str, sig: str, decompose: Any, **kw: Any) -> Op:
-    return structural(name, fn, summary, sig, decompose=decompose, **kw)
 
 
 NORM = ("input, running_mean?, running_var?, weight?, bias?, training: bool = False, "

@@ -16,7 +16,8 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Op, Tensor, picked, structural
+from gradscope.expr.ops.base import Build, Tensor, picked, structural
+from gradscope.expr.ops.base import decomposed as _row
 from gradscope.tensors import from_triangle, triangle_adjoint
 
 Decompose = Callable[..., ir.Node]
@@ -250,9 +251,6 @@ def _matrix_norm_fn(a: Tensor, ord: Any = "fro", dim: Any = None, keepdim: bool 
                     ) -> Tensor:
     return torch.linalg.matrix_norm(a, ord, dim or (-2, -1), keepdim)
 
-
-def _row(name: str, fn: Any, summary: str, sig: str, decompose: Decompose, **kw: Any) -> Op:
-    return structural(name, fn, summary, sig, decompose=decompose, **kw)
 
 
 def _lin(name: str) -> Any:

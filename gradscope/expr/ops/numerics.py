@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import Build, Tensor
+from gradscope.expr.ops.base import decomposed as _row
 from gradscope.expr.ops.base import given as _given
 
 
@@ -172,9 +173,6 @@ def _cov_fn(x: Tensor, fweights: Tensor | None = None, aweights: Tensor | None =
 def _sum_to_size_fn(x: Tensor, size: Any) -> Tensor:
     return x.sum_to_size(size)
 
-
-def _row(name: str, fn: Any, summary: str, sig: str, decompose: Any, **kw: Any) -> Op:
-    return structural(name, fn, summary, sig, decompose=decompose, **kw)
 
 
 TRAPEZOID = "y, x?, dx: float = None, dim: dim = -1"

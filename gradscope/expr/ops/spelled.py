@@ -14,13 +14,11 @@ from typing import Any
 import torch
 
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Op, Tensor, structural
+from gradscope.expr.ops.base import Build, Op, Tensor
+from gradscope.expr.ops.base import decomposed as _row
+from gradscope.expr.ops.base import written_as as _as
 
 Decompose = Any
-
-
-def _row(name: str, fn: Any, summary: str, sig: str, decompose: Decompose, **kw: Any) -> Op:
-    return structural(name, fn, summary, sig, decompose=decompose, **kw)
 
 
 def _same(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
@@ -31,14 +29,6 @@ def _same(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
 def _identity(name: str) -> Op:
     fn = getattr(torch, name)
     return _row(name, fn, f"{name}(x): x itself on a real tensor", "input", _same)
-
-
-def _as(base: str, **fixed: Any) -> Decompose:
-    """The decomposition that calls row `base` with the call's own parameters (and `fixed`)."""
-    def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
-                  names: Sequence[str] = ()) -> ir.Node:
-        return b(base, *args, **{**p, **fixed})
-    return decompose
 
 
 def _copy(name: str, base: str, sig: str) -> Op:

@@ -19,26 +19,24 @@ from gradscope.expr.ops.base import (
     Build,
     Op,
     Tensor,
+    decomposed,
     elementwise,
     signature,
     structural,
+    written_as,
 )
 from gradscope.expr.ops.special import pole_left
 
 MAX_POLYGAMMA = 16  # torch's polygamma for large n is slow and overflows float64 anyway
 
 
-def _as(base: str) -> Any:
-    def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
-                  names: Sequence[str] = ()) -> ir.Node:
-        if "ord" in p:  # vector_norm's ord is norm's p
-            p = {**{k: v for k, v in p.items() if k != "ord"}, "p": p["ord"]}
-        return b(base, *args, **p)
-    return decompose
-
-
 def _row(name: str, fn: Any, summary: str, sig: str, base: str, **kw: Any) -> Op:
-    return structural(name, fn, summary, sig, decompose=_as(base), **kw)
+    return decomposed(name, fn, summary, sig, written_as(base), **kw)
+
+
+def _vector_norm_as_norm(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
+                         names: Sequence[str] = ()) -> ir.Node:
+    return b("norm", *args, p=p["ord"], dim=p["dim"], keepdim=p["keepdim"])
 
 
 def _double(x: Tensor) -> Tensor:
@@ -101,9 +99,9 @@ NAME_ROWS = [
          methods=("double",)),
     _row("float", _float, "x.float(): x in float32 (the check's tolerance follows)", "input",
          "pos", methods=("float",)),
-    _row("linalg.vector_norm", _vector_norm, "linalg.vector_norm(x, ord=2, dim=None, "
-         "keepdim=False)", "input, ord: float = 2.0, dim: dims = None, keepdim: bool = False",
-         "norm"),
+    decomposed("linalg.vector_norm", _vector_norm, "linalg.vector_norm(x, ord=2, dim=None, "
+               "keepdim=False)", "input, ord: float = 2.0, dim: dims = None, "
+               "keepdim: bool = False", _vector_norm_as_norm),
     _row("nansum", _nan_reduction(torch.nansum), "nansum(x[, dim, keepdim]): sum, NaN as 0",
          DIMS, "sum"),
     _row("nanmean", _nan_reduction(torch.nanmean), "nanmean(x[, dim, keepdim]): mean of the "
