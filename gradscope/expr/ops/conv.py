@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from gradscope.expr.ops.base import KINK, SATURATES, Tensor, structural
 from gradscope.expr.ops.conv_nd import conv_jvp
-from gradscope.expr.ops.resample import index_branch, index_jvp, index_vjp
+from gradscope.expr.ops.resample import index_branch, index_jvp, index_vjp, with_indices
 
 
 def _pair(v: Any, one_d: bool, height: int = 1) -> tuple[int, int]:
@@ -178,9 +178,7 @@ def _max2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
 def _ceil_mode_by_indices(fn: Callable[..., Any], n: int) -> dict[str, Any]:
     """With ceil_mode the last windows run past the input, which im2col cannot lay out: the
     adjoint then sends each value back to the element torch's forward picked."""
-    def picked(x: Tensor, p: dict) -> Any:
-        return fn(x, **{k: v for k, v in p.items() if k != "return_indices"},
-                  return_indices=True)
+    picked = with_indices(fn)
 
     def either(by_columns: Callable[..., Any], by_indices: Callable[..., Any]) -> Any:
         return lambda *a: (by_indices if a[-1].get("ceil_mode") else by_columns)(*a)

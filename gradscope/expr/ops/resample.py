@@ -184,7 +184,9 @@ def _lp_pool(n: int) -> Any:
 
 
 # ---------------------------------------------------------------- max pooling by indices
-def _picked(fn: Callable[..., Any], n: int) -> Callable[..., tuple[Tensor, Tensor]]:
+def with_indices(fn: Callable[..., Any]) -> Callable[..., tuple[Tensor, Tensor]]:
+    """A max pooling's (values, indices) for a call's parameters, whatever its
+    return_indices."""
     def picked(x: Tensor, p: dict) -> tuple[Tensor, Tensor]:
         q = {k: v for k, v in p.items() if k != "return_indices"}
         return fn(x, **q, return_indices=True)
@@ -232,7 +234,7 @@ POOL_HINT = "max pooling passes the gradient only to the largest element of each
 
 def _max_row(name: str, fn: Callable[..., Any], n: int, summary: str, sig: str,
              grad_fn: str) -> Op:
-    picked = _picked(fn, n)
+    picked = with_indices(fn)
     return structural(name, _values(fn), summary, sig, vjp=index_vjp(picked, n),
                       jvp=index_jvp(picked, n), branch=index_branch(picked), kink=KINK,
                       flow=SATURATES, hint=POOL_HINT, values_when=("return_indices",),
