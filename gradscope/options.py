@@ -5,6 +5,8 @@ Python API takes the same names as keyword arguments, and the run config takes t
 none of them repeats a default. Imports nothing heavy (no torch): `gradscope --help` reads it.
 """
 
+# Long: every option lives here with its default, reader, validation and help, so that the
+# CLI, the config and the Python API cannot drift apart; split, each option would be in two.
 from __future__ import annotations
 
 import re
@@ -219,6 +221,11 @@ class Options:
     def updated(self, **changes: Any) -> Options:
         return replace(self, **changes)
 
+    @property
+    def surrogates(self) -> SurrogateDeclaration:
+        """--surrogate, read: what it declares."""
+        return SurrogateDeclaration.of(self.surrogate)
+
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Options)}
 DEFAULTS = Options()
@@ -357,23 +364,35 @@ def _names(raw: Any, where: str) -> tuple[str, ...]:
             if not re.fullmatch(INPUT_NAME, name) or not expression:
                 raise UsageError(f"{where}: {item!r} is not NAME=EXPRESSION (an input name, "
                                  "then the expression whose gradient is the intended one)")
-            out = [o for o in out if surrogate_name(o) != name] + [f"{name}={expression}"]
+            out = [o for o in out if SurrogateDeclaration.of((o,)).names[0] != name] + [
+                f"{name}={expression}"]
             continue
         for name in (n.strip() for n in item.split(",")):
             if name != ANY_INPUT and not re.fullmatch(INPUT_NAME, name):
                 raise UsageError(f"{where}: {name!r} is not an input name")
-            if name not in {surrogate_name(o) for o in out}:
+            if name not in SurrogateDeclaration.of(tuple(out)).names:
                 out.append(name)
     return tuple(out)
 
 
-def surrogate_name(item: str) -> str:
-    return item.partition("=")[0].strip()  # the input a --surrogate item declares
+@dataclass(frozen=True)
+class SurrogateDeclaration:
+    """--surrogate read into what it declares (the one place its items are split): the
+    inputs declared, in order (ANY_INPUT: every input), and the intended form given for any
+    of them (NAME=EXPRESSION: input → expression)."""
 
+    names: tuple[str, ...] = ()
+    forms: dict[str, str] = field(default_factory=dict)
 
-def surrogate_references(items: tuple[str, ...]) -> dict[str, str]:
-    """{input: expression} of the --surrogate items that declare an intended form."""
-    return {surrogate_name(i): i.partition("=")[2].strip() for i in items if "=" in i}
+    @classmethod
+    def of(cls, items: tuple[str, ...]) -> SurrogateDeclaration:
+        names, forms = [], {}
+        for item in items:  # (items as `_names` normalised them: NAME or NAME=EXPRESSION)
+            name, _, expression = (part.strip() for part in item.partition("="))
+            names.append(name)
+            if expression:
+                forms[name] = expression
+        return cls(tuple(names), forms)
 
 
 def _globs(raw: Any, where: str) -> tuple[str, ...]:

@@ -1,5 +1,9 @@
-"""The one way gradscope draws its own random numbers: a seed per purpose, derived from the run's
-seed and a label, so adding an input or a check never changes the numbers of another."""
+"""How gradscope draws its own random numbers: a seed per purpose, derived from the run's seed and
+a label, so adding an input or a check never changes the numbers of another. Two older draws
+seed a generator with the run's seed itself — the elements a finite-difference sample picks
+(engines/fd/sampler.py) and the elements a coarse-scale line runs through
+(features/surrogates.py) — and the gradcheck drop-in draws with torch's own fixed seeds
+(testing/), so that its directions are the ones torch's gradcheck takes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The recipes of docs/architecture.md, carried out: a new engine, a new target kind, a new
-output format and a new check, each added with one piece of code and one registration line, and
-nothing else of gradscope changed — the comparison, the verdict, the JSON report and the tables
-follow."""
+output format and a new feature (an analysis with its facts, checks and diagnoses), each added
+with one piece of code and one registration line, and nothing else of gradscope changed — the
+comparison, the verdict, the JSON report and the tables follow."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import pytest
 import torch
 
 import gradscope
-from gradscope import render, targets
+from gradscope import features, render, targets
 from gradscope.engines.base import Answer
-from gradscope.report.model import UpstreamCheck
-from gradscope.runner import judgement, references
-from gradscope.runner.references import Reference, Setup
+from gradscope.evidence import references
+from gradscope.evidence.references import Reference, Setup
+from gradscope.features import Feature, Said
+from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.report.status import Status
 from gradscope.targets.base import Target
 
 
@@ -119,18 +121,42 @@ def test_a_new_output_format_is_one_writer_and_one_registration(monkeypatch):
     assert not render.is_rich(report, "csv")
 
 
-# ------------------------------------------------------------------ a new check
-def test_a_new_check_is_one_function_and_one_registration(monkeypatch):
-    def small_gradients(evidence, excuses, surrogate) -> list[UpstreamCheck]:
-        """A house rule: every gradient below 10 in size."""
-        grads = evidence.backward.grads or {}
-        worst = max(float(g.abs().max()) for g in grads.values())
-        return [UpstreamCheck("gradients below 10", worst < 10, worst, int(worst >= 10),
-                              {}, gradscope.report.status.Status.OK if worst < 10
-                              else gradscope.report.status.Status.MISMATCH)]
+# ------------------------------------------------------------------ a new feature
+@dataclass(frozen=True)
+class Largest:
+    """The new feature's facts: the largest gradient element."""
 
-    monkeypatch.setattr(judgement, "CHECKS", (*judgement.CHECKS, small_gradients))
+    value: float
+
+
+class SmallGradients(Feature):
+    """A house rule as a feature: every gradient below 10 in size — its facts, a named check
+    on the target (evidence about it: it may fail the run) and a diagnosis."""
+
+    name = "small gradients"
+
+    def facts(self, ctx) -> Largest:
+        grads = ctx.evidence.backward.grads or {}
+        return Largest(max(float(g.abs().max()) for g in grads.values()))
+
+    def checks(self, ctx, judged) -> list[UpstreamCheck]:
+        worst = ctx.of(self.name).value
+        word = Status.OK if worst < 10 else Status.MISMATCH
+        return [UpstreamCheck("gradients below 10", worst < 10, worst, int(worst >= 10), {},
+                              word)]
+
+    def diagnose(self, ctx, verdict, said) -> Said:
+        worst = ctx.of(self.name).value
+        return Said((Diagnostic(kind="large_gradient", op="backward", where="", inputs=[],
+                                count=1, message=f"the largest gradient is {worst:g}", hint=""),)
+                    if worst >= 10 else ())
+
+
+def test_a_new_feature_is_one_module_and_one_registration(monkeypatch):
+    monkeypatch.setattr(features, "FEATURES", (*features.FEATURES, SmallGradients()))
     assert gradscope.check("x * 2", x="1,2").passed
     failing = gradscope.check("x * 20", x="1,2")
     assert not failing.passed and failing.failures[-1].subject == "gradients below 10"
     assert "gradients below 10" in failing.to_text()
+    assert [d.kind for d in failing.diagnostics] == ["large_gradient"]
+    assert "small gradients" in failing.timings  # its gathering timed like the others

@@ -105,11 +105,12 @@ def test_surrogate_reads_true_names_and_lists(raw, expected):
 
 
 def test_surrogate_names_and_intended_forms():
-    from gradscope.options import surrogate_name, surrogate_references
+    from gradscope.options import SurrogateDeclaration
 
-    items = read("surrogate", ["w", "x=hardtanh(x)"])
-    assert [surrogate_name(i) for i in items] == ["w", "x"]
-    assert surrogate_references(items) == {"x": "hardtanh(x)"}
+    declared = SurrogateDeclaration.of(read("surrogate", ["w", "x=hardtanh(x)"]))
+    assert declared.names == ("w", "x") and declared.forms == {"x": "hardtanh(x)"}
+    assert Options(surrogate=("y = y ** 2",)).surrogates == SurrogateDeclaration(
+        ("y",), {"y": "y ** 2"})
 
 
 @pytest.mark.parametrize("raw", [3, ["x", 2], "x-y", {"x": 1}, "x=", "=x", "2x=x"])

@@ -20,7 +20,7 @@ from gradscope.diagnose.coarse import AGAINST, SCALED
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import Coarse
 from gradscope.markers import marker_of
-from gradscope.options import ANY_INPUT
+from gradscope.options import ANY_INPUT, SurrogateDeclaration
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes
 
@@ -43,18 +43,18 @@ def marked_inputs(output: torch.Tensor, leaves: Mapping[str, torch.Tensor]) -> d
     return found
 
 
-def declared(option: tuple[str, ...], names: tuple[str, ...], target_marker: str | None,
+def declared(option: SurrogateDeclaration, names: tuple[str, ...], target_marker: str | None,
              graph_marks: Mapping[str, str]) -> dict[str, str]:
     """{input: why} from --surrogate (names, or ANY_INPUT: every input), the target's own
     marker and the marked Functions in its graph."""
     out: dict[str, str] = dict(graph_marks)
     if target_marker is not None:
         out.update({n: target_marker for n in names})
-    for item in option:
-        name, _, expression = item.partition("=")
+    for name in option.names:
+        form = option.forms.get(name)
         for n in (names if name == ANY_INPUT else (name,)):
-            out[n] = (f"declared with --surrogate {n}={expression}" if expression
-                      else "declared with --surrogate")
+            out[n] = f"declared with --surrogate {n}={form}" if form else \
+                "declared with --surrogate"
     return out
 
 

@@ -7,7 +7,7 @@ engine's answer for one input, which the comparison lays beside autograd.
 * `SymbolicEngine` — sympy derivatives of an expression, evaluated with torch (exact);
 * `FiniteDifferences` — central differences with Richardson extrapolation and error bounds.
 
-The runner turns each reference engine's answers into `Answer`s (runner/references.py, one
+The runner turns each reference engine's answers into `Answer`s (evidence/references.py, one
 adapter and one registration per engine); `verdict/` judges them.
 """
 

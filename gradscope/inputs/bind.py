@@ -22,7 +22,7 @@ from gradscope.inputs.text import (
     random_value,
 )
 from gradscope.option_text import MAX_ELEMENTS
-from gradscope.options import ANY_INPUT, Options, surrogate_name
+from gradscope.options import ANY_INPUT, Options
 from gradscope.options import DTYPES as DTYPE_NAMES
 from gradscope.tensors import all_finite
 
@@ -117,7 +117,7 @@ def bind(options: Options, target: Any, upstream: Upstream | None = None) -> Bou
                              f"{option} {both[0]} treats it as a variable: give one of them")
     for option, given in (("--at", at), ("--shape", options.shape), ("--tangent", tangent or {}),
                           ("--const", options.const),
-                          ("--surrogate", dict.fromkeys(map(surrogate_name, options.surrogate)))):
+                          ("--surrogate", dict.fromkeys(options.surrogates.names))):
         for name in given:
             if name != ANY_INPUT and name not in names:
                 also = " (it is given by --arg too)" if name in options.arg else ""

@@ -19,14 +19,14 @@ from dataclasses import replace
 
 import torch
 
+from gradscope.evidence.gather import gather
+from gradscope.evidence.prepare import Prepared, prepare
 from gradscope.options import Request
 from gradscope.report.model import Report
 from gradscope.runner.assemble import assemble
 from gradscope.runner.diagnoses import diagnose
-from gradscope.runner.evidence import gather
 from gradscope.runner.excuses import excuse
 from gradscope.runner.judgement import judge
-from gradscope.runner.prepare import Prepared, prepare
 from gradscope.usercode import contained
 
 MAX_USER_OUTPUT = 20_000  # characters of the target's own prints kept in a report

@@ -11,19 +11,19 @@ from typing import Any
 
 import torch
 
+from gradscope import features as registry
 from gradscope._version import __version__
 from gradscope.engines.base import Answer, estimated
+from gradscope.evidence.gather import Evidence, View
+from gradscope.evidence.prepare import Prepared
+from gradscope.features import Guard
 from gradscope.report import build
 from gradscope.report.model import Column, ForwardReport, InputReport, Report
 from gradscope.report.modules import is_model, rollup
 from gradscope.report.status import Status
-from gradscope.runner.composition import coverage
 from gradscope.runner.diagnoses import Diagnoses
-from gradscope.runner.evidence import Evidence, View
 from gradscope.runner.excuses import Excuses
-from gradscope.runner.excuses import composition as judged_by
 from gradscope.runner.judgement import Verdict
-from gradscope.runner.prepare import Prepared
 from gradscope.verdict import outcome
 from gradscope.verdict.compare import Comparison
 
@@ -34,6 +34,11 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
              diagnoses: Diagnoses) -> Report:
     options, target = prepared.options, prepared.target
     inputs = _inputs(prepared, evidence, verdict, diagnoses)
+    guard = Guard(registry.FEATURES, diagnoses.aside)
+    ctx = excuses.context(prepared, evidence)
+    reported: dict[str, Any] = {"declared": {}, "coverage": ""}
+    for feature in guard.active:
+        reported.update(guard.call(feature, feature.reported, {}, ctx, inputs))
     diagnostics = list(diagnoses.diagnostics)
     failures = list(verdict.failures)
     if options.fail_on == "warning":
@@ -53,28 +58,16 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
         accumulation=_accumulation(prepared, evidence, verdict),
         intermediates=_intermediates(traced, options) if options.intermediates and traced
         else None,
-        notes=_notes(prepared, evidence, diagnoses), timings=dict(evidence.timings),
-        upstream_source=prepared.bound.upstream.source, declared=dict(excuses.declared),
+        notes=[*_notes(prepared, evidence, diagnoses), *guard.notes()],
+        timings={**evidence.timings, **excuses.timings},
+        upstream_source=prepared.bound.upstream.source, **reported,
         nonfinite=list(evidence.nonfinite), allow_nan=options.allow_nan, full=options.full,
         modules=rollup(inputs) if model else [],
         forward_order=list(traced.entered) if traced is not None else [],
         constants={n: {"shape": list(c.tensor.shape),
                        "dtype": str(c.tensor.dtype).removeprefix("torch."),
                        "origin": c.origin} for n, c in prepared.bound.constants.items()},
-        failures=failures, model=model, branches=_branches(traced),
-        coverage=_coverage(evidence, excuses, inputs))
-
-
-def _coverage(evidence: Evidence, excuses: Excuses, inputs: list[InputReport]) -> str:
-    """What a model checked at scale compared and how (empty where every element was): the
-    projections against autograd with torch's departures undone, where only they agree."""
-    found = judged_by(evidence, excuses)
-    if found is None:
-        return ""
-    total = sum(i.total for i in inputs)
-    said = coverage(found, total, sum(i.checked for i in inputs), evidence.in_place)
-    return said + ("; the projections against autograd with torch's documented departures "
-                   "undone" if excuses.composition is not None else "")
+        failures=failures, model=model, branches=_branches(traced))
 
 
 def _branches(traced: Any) -> list[dict[str, Any]]:

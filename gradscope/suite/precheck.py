@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import UsageError
-from gradscope.options import ANY_INPUT, Request, surrogate_name
+from gradscope.options import ANY_INPUT, Request
 
 _DEVICE = re.compile(r"(cpu|cuda(:\d+)?)\Z")
 
@@ -29,7 +29,7 @@ def precheck(request: Request, base: Path) -> None:
     names = _input_names(request.target.strip(), base, set(options.arg))
     for key, given in (("at", options.at), ("const", options.const),
                        ("shape", options.shape), ("tangent", options.tangent or {}),
-                       ("surrogate", dict.fromkeys(map(surrogate_name, options.surrogate)))):
+                       ("surrogate", dict.fromkeys(options.surrogates.names))):
         unknown = sorted(set(given) - {ANY_INPUT} - set(names)) if names is not None else []
         if unknown:
             raise UsageError(f"`{key}` names `{unknown[0]}`, which is not an input of the "

@@ -2,8 +2,8 @@
 
 `resolve` turns expression text, `file.py:NAME`, `package.module:NAME` or a Python object into a
 `base.Target`: an `ExpressionTarget` (expression.py), or one of the kinds of user code in
-`KINDS` — a Function (function.py), a Module (module.py), a plain function (callable.py). A new
-kind is one module with a `build(obj, text, args, init)` that returns its Target (None: not
+`KINDS` — a Function (function.py), a Module (module.py), a plain function (plain.py).
+A new kind is one module with a `build(obj, text, args, init)` that returns its Target (None: not
 its kind), and one line in `KINDS`. `--order 2` wraps any of them (second_order.py).
 """
 

@@ -8,7 +8,7 @@ import torch
 import gradscope
 from gradscope.diagnose.surrogates import declared, marked_inputs, shape_of
 from gradscope.markers import MARKER, marker_of
-from gradscope.options import ANY_INPUT
+from gradscope.options import ANY_INPUT, SurrogateDeclaration
 from tests.data.corpus import RoundSTE
 from tests.paths import DATA
 
@@ -46,11 +46,14 @@ def test_marked_functions_declare_only_the_inputs_behind_them():
 
 
 def test_declared_merges_option_target_marker_and_graph():
-    names = ("x", "y")
-    assert declared((), names, None, {"x": "F: why"}) == {"x": "F: why"}
-    assert set(declared((ANY_INPUT,), names, None, {})) == {"x", "y"}
-    assert declared(("y",), names, None, {}) == {"y": "declared with --surrogate"}
-    assert set(declared((), names, "in code", {})) == {"x", "y"}
+    names, none = ("x", "y"), SurrogateDeclaration()
+    assert declared(none, names, None, {"x": "F: why"}) == {"x": "F: why"}
+    assert set(declared(SurrogateDeclaration((ANY_INPUT,)), names, None, {})) == {"x", "y"}
+    assert declared(SurrogateDeclaration(("y",)), names, None, {}) == {
+        "y": "declared with --surrogate"}
+    assert declared(SurrogateDeclaration(("y",), {"y": "y**2"}), names, None, {}) == {
+        "y": "declared with --surrogate y=y**2"}
+    assert set(declared(none, names, "in code", {})) == {"x", "y"}
 
 
 def test_the_decorator_sets_the_marker_bare_or_with_a_reason():

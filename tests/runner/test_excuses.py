@@ -1,12 +1,14 @@
-"""The excuses stage, decided before anything is judged: declarations, nonlinear backwards,
-vanishing ops, flat elements and whether the forward moves there."""
+"""The excuses stage: each feature's facts under its name, in `FEATURES` order, timed; a
+feature with nothing to say has no entry, and one that raises is set aside with why."""
 
 from __future__ import annotations
 
+from gradscope import features
+from gradscope.evidence.gather import gather
+from gradscope.evidence.prepare import prepare
+from gradscope.features import Feature
 from gradscope.options import Options, Request
-from gradscope.runner.evidence import gather
 from gradscope.runner.excuses import Excuses, excuse
-from gradscope.runner.prepare import prepare
 from tests.paths import DATA
 
 
@@ -15,27 +17,31 @@ def _excuses(command: str, target: str, **options) -> Excuses:
     return excuse(prepared, gather(prepared))
 
 
-def test_declarations_come_from_the_option_the_target_and_the_graph():
-    assert _excuses("jvp", "x * 2", at={"x": "1"}, surrogate=("x",)).declared == {
-        "x": "declared with --surrogate"}
-    marked = _excuses("jvp", f"{DATA}/corpus.py:marked_reverse", at={"x": "1,2"})
-    assert list(marked.declared) == ["x"] and "MarkedGradientReversal" in marked.declared["x"]
-
-
-def test_a_nonlinear_backward_is_found_and_never_excused():
+def test_facts_are_kept_by_feature_name_in_order_and_timed():
     found = _excuses("check", f"{DATA}/backwards.py:BlindSquare", at={"x": "1,2"})
-    assert [d.kind for d in found.findings] == ["nonlinear_backward"]
-    assert bool(found.nonlinear["x"].all())
+    order = [f.name for f in features.FEATURES]
+    assert list(found) == sorted(found, key=order.index)
+    assert {"backward checks", "surrogates"} <= set(found) and found.aside == {}
+    assert set(found.timings) == set(found) and found["surrogates"] is found.facts["surrogates"]
 
 
-def test_a_step_is_told_from_a_forward_that_moves():
-    ste = _excuses("jvp", f"{DATA}/corpus.py:RoundSTE", at={"x": "0.2,1.7"})
-    assert ste.flat["x"].tolist() == [True, True] and ste.stepped["x"].tolist() == [True, True]
-    assert "x" not in ste.vanishing  # its gradient is not zero: nothing vanishes
-    moving = _excuses("jvp", f"{DATA}/corpus.py:SignFlip", at={"x": "0.2,1.7"})
-    assert moving.flat["x"].tolist() == [False, False] and "x" not in moving.stepped
+class _Reads(Feature):
+    """Reads the facts gathered before it, and steps aside when there are none."""
+
+    name = "reads"
+
+    def facts(self, ctx):
+        if ctx.of("surrogates") is None:
+            raise features.StepAside("no surrogates facts")
+        return sorted(ctx.facts)
 
 
-def test_inputs_below_a_vanishing_op():
-    found = _excuses("jvp", "sum(round(x) * w)", at={"x": "0.2,1.7", "w": "1,2"})
-    assert found.vanishing == {"x"} and found.confirmed == {"x"}
+def test_a_feature_reads_the_facts_before_it_and_one_that_does_not_fit_steps_aside(
+        monkeypatch):
+    registered = features.FEATURES
+    monkeypatch.setattr(features, "FEATURES", (*registered, _Reads()))
+    found = _excuses("jvp", "x * 2", at={"x": "1"})
+    assert "surrogates" in found["reads"]
+    monkeypatch.setattr(features, "FEATURES", (_Reads(), *registered))
+    found = _excuses("jvp", "x * 2", at={"x": "1"})
+    assert "reads" not in found and found.aside == {"reads": "no surrogates facts"}

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
+from gradscope.evidence.gather import gather
 from gradscope.options import Options, Request
 from gradscope.report.status import Status
 from gradscope.runner import prepare
-from gradscope.runner.evidence import gather
 from gradscope.runner.excuses import excuse
 from gradscope.runner.judgement import Verdict, judge
 from tests.paths import DATA

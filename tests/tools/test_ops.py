@@ -28,3 +28,25 @@ def test_a_pattern_picks_rows_by_name_spelling_family_or_summary():
     assert {r.name for r in table("log?")} == {"log2"}  # a shell wildcard: whole field
     assert {r.family for r in table("pooling")} == {"convolution and pooling"}
     assert table("no such op anywhere") == []
+
+
+def test_every_row_has_exactly_the_family_its_module_declares():
+    import pkgutil
+    from collections import Counter
+    from importlib import import_module
+
+    from gradscope.expr.ops import FAMILIES
+
+    declared: Counter[str] = Counter()
+    for info in pkgutil.iter_modules(import_module("gradscope.expr.ops").__path__):
+        module = import_module(f"gradscope.expr.ops.{info.name}")
+        rows = getattr(module, "ROWS", None)
+        if rows is None or info.name == "flow_only":  # (not callable in expressions)
+            continue
+        by_family = module.BY_FAMILY  # every family module says where its rows belong
+        assert sorted(op.name for rs in by_family.values() for op in rs) == sorted(
+            op.name for op in rows), info.name
+        declared.update(op.name for rs in by_family.values() for op in rs)
+    assert set(declared) == set(OPS) == set(FAMILIES)
+    assert [name for name, count in declared.items() if count != 1] == []
+    assert FAMILIES["linalg.solve"] == "linear algebra" and FAMILIES["masked.sum"] == "reduction"

@@ -1,9 +1,11 @@
 """The op table: one row per expression function or operator, the single source of truth.
 
-Rows live by family in `elementwise.py`, `reductions.py`, `structural.py` (and `flow_only.py`
-for torch ops that only gradient-flow analysis meets); `base.Op` documents the fields. Adding a
-function is adding one row to one of those lists. Everything else (parser, torch and sympy
-builders, engines, diagnostics, help) reads the lookups below.
+Rows live in one module per family of torch's API (`_MODULES` below: elementwise.py,
+reductions.py, linalg.py, conv_nd.py, …; `flow_only.py` holds torch ops that only
+gradient-flow analysis meets); each module says which family its rows belong to
+(`BY_FAMILY`), and `base.Op` documents the fields. Adding a function is adding one row to one
+of those lists. Everything else (parser, torch and sympy builders, engines, diagnostics, help)
+reads the lookups below.
 """
 
 from __future__ import annotations
@@ -62,29 +64,17 @@ from gradscope.expr.ops.base import (
     OpParam,
 )
 
-_ROWS: list[Op] = (elementwise.ROWS + special.ROWS + activations.ROWS + reductions.ROWS
-                   + structural.ROWS + shape.ROWS + linalg.ROWS + composite.ROWS
-                   + conv.ROWS + blas.ROWS + spelled.ROWS + parts.ROWS
-                   + order.ROWS + indexing.ROWS + accumulate.ROWS
-                   + variants.ROWS + resample.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS
-                   + factor.ROWS + sampling.ROWS)
+# The family modules, each with its rows by family (`BY_FAMILY`); `flow_only` is not among them
+# (its rows are torch ops only gradient-flow analysis meets, never callable in expressions).
+_MODULES = (elementwise, special, activations, reductions, structural, shape, linalg,
+            composite, conv, blas, spelled, parts, order, indexing, accumulate, variants,
+            resample, layers, losses, matrix, masked, conv_nd, numerics, factor, sampling)
+_ROWS: list[Op] = [op for module in _MODULES for rows in module.BY_FAMILY.values()
+                   for op in rows]
 
-# Each row's family, as `gradscope ops` and the README group them.
-FAMILIES: dict[str, str] = {
-    op.name: family for family, rows in (
-        ("math", elementwise.ROWS + special.ROWS + spelled.MATH_ROWS + variants.ROWS),
-        ("activation", activations.ROWS),
-        ("reduction", reductions.ROWS + parts.PAIR_ROWS + order.ROWS + masked.ROWS),
-        ("shape", shape.ROWS + spelled.SHAPE_ROWS + parts.SPLIT_ROWS + indexing.LAYOUT_ROWS),
-        ("indexing", indexing.SELECT_ROWS + accumulate.ROWS),
-        ("linear algebra", structural.ROWS + linalg.ROWS + blas.ROWS + matrix.ROWS
-         + numerics.ROWS + factor.ROWS),
-        ("normalisation and loss", composite.ROWS + layers.ROWS + losses.ROWS
-                   + matrix.ROWS + masked.ROWS + conv_nd.ROWS + numerics.ROWS
-                   + factor.ROWS + sampling.ROWS),
-        ("convolution and pooling", conv.ROWS + conv_nd.ROWS + resample.ROWS + sampling.ROWS))
-    for op in rows}
+# Each row's family, as `gradscope ops` and the README group them: the one its module declares.
+FAMILIES: dict[str, str] = {op.name: family for module in _MODULES
+                            for family, rows in module.BY_FAMILY.items() for op in rows}
 
 # Every op an expression can use, by name.
 OPS: dict[str, Op] = {op.name: op for op in _ROWS}

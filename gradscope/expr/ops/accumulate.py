@@ -146,3 +146,6 @@ ROWS = [
                "dilation: ints = 1, padding: ints = 0, stride: ints = 1", vjp=_fold_vjp,
                jvp=linear_jvp(_fold)),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"indexing": ROWS}

@@ -181,3 +181,6 @@ ROWS = [
     Op("glu", STRUCTURAL, (1, 1), F.glu, "a * sigmoid(b), a and b the halves of dim",
        vjp=_glu_vjp, jvp=_glu_jvp, signature=signature("input, dim: dim = -1")),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"activation": ROWS}

@@ -198,3 +198,5 @@ ROWS = [
     _row("logdet", torch.logdet, "log det(A), det > 0", "input", _logdet),
 ]
 
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"linear algebra": ROWS}

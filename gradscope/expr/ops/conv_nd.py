@@ -162,3 +162,6 @@ ROWS = [
                "dilation, groups)", CONV_SIG, vjp=_conv_vjp(3), jvp=conv_jvp(_conv3d, 3)),
     *[_transposed_row(n) for n in (1, 2, 3)],
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"convolution and pooling": ROWS}

@@ -223,3 +223,6 @@ CONDITIONS = [
 ]
 
 ROWS = OPERATORS + SMOOTH + KINKS + PIECEWISE_CONSTANT + CONDITIONS
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"math": ROWS}

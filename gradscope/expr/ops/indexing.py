@@ -260,3 +260,6 @@ LAYOUT_ROWS = [
 ]
 
 ROWS = SELECT_ROWS + LAYOUT_ROWS
+
+# The families `gradscope ops` lists these rows under (expr/ops/__init__.py reads them).
+BY_FAMILY = {"indexing": SELECT_ROWS, "shape": LAYOUT_ROWS}

@@ -214,3 +214,6 @@ ROWS = [
                vjp=_no_adjoint, jvp=lambda ts, out, args, p: torch.zeros_like(out),
                integer_args=("input",), integers_only=("input",)),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"normalisation and loss": ROWS}

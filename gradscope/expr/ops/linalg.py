@@ -221,3 +221,6 @@ ROWS = [
     _row("logcumsumexp", _logcumsumexp, "log of the cumulative sum of exp along dim",
          "input, dim: dim", *_scan("logcumsumexp")),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"linear algebra": ROWS}

@@ -158,3 +158,6 @@ ROWS = [
                 "max(x, lo) whose gradient passes as if unclamped (torch's no_grad clamp)",
                 2, expression=False),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"normalisation and loss": ROWS}

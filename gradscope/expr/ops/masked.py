@@ -129,3 +129,6 @@ ROWS = [
     _row("normalize", "input, ord: float, dim: dim, eps: float = 1e-12", _along("normalize"),
          "torch.masked.normalize(x, ord, dim, eps=1e-12, mask=m)"),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"reduction": ROWS}

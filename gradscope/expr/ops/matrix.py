@@ -308,3 +308,6 @@ ROWS = [
     structural("matrix_exp", torch.linalg.matrix_exp, "linalg.matrix_exp(A)", "input",
                vjp=_matrix_exp_vjp, jvp=_matrix_exp_jvp, aliases=("linalg.matrix_exp",)),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"linear algebra": ROWS}

@@ -197,3 +197,6 @@ ROWS = [
     _row("sum_to_size", _sum_to_size_fn, "x.sum_to_size(*size): summed down to size",
          "input, *size: shape", _sum_to_size, methods=("sum_to_size",)),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"linear algebra": ROWS}

@@ -171,3 +171,6 @@ ROWS = [
     structural("nanquantile", _quantile_fn(torch.nanquantile), "nanquantile(x, q, ...): "
                "quantile, NaN ignored", QUANTILE, HOW, decompose=_quantile),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"reduction": ROWS}

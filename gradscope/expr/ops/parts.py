@@ -157,3 +157,6 @@ PAIR_ROWS = [
          MOMENTS, _paired("std", "mean"), returns=("std", "mean")),
 ]
 ROWS = SPLIT_ROWS + PAIR_ROWS
+
+# The families `gradscope ops` lists these rows under (expr/ops/__init__.py reads them).
+BY_FAMILY = {"shape": SPLIT_ROWS, "reduction": PAIR_ROWS}

@@ -287,3 +287,6 @@ ROWS = [
                "pooling", "input, output_size: sizes, return_indices: bool = False",
                f"AdaptiveMaxPool{n}DBackward") for n in (1, 2, 3)],
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"convolution and pooling": ROWS}

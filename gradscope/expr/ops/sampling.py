@@ -138,3 +138,6 @@ ROWS: list[Op] = [
                "align_corners: bool = None", CHOICES, vjp=_vjp, jvp=_jvp, branch=_branch,
                kink=KINK),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"convolution and pooling": ROWS}

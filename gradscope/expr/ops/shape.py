@@ -194,3 +194,6 @@ ROWS = [
          "input, dim: dim, index", _back_gather, linear=(0,), integer_args=("index",),
          integers_only=("index",)),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"shape": ROWS}

@@ -84,3 +84,6 @@ ROWS = [
     elementwise("deg2rad", torch.deg2rad, lambda x: x * sp.pi / 180, "degrees to radians"),
     elementwise("rad2deg", torch.rad2deg, lambda x: x * 180 / sp.pi, "radians to degrees"),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"math": ROWS}

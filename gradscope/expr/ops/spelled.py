@@ -245,3 +245,6 @@ SHAPE_ROWS += [
 ]
 
 ROWS = MATH_ROWS + SHAPE_ROWS
+
+# The families `gradscope ops` lists these rows under (expr/ops/__init__.py reads them).
+BY_FAMILY = {"math": MATH_ROWS, "shape": SHAPE_ROWS}

@@ -87,3 +87,6 @@ ROWS = [
     Op("dot", STRUCTURAL, (2, 2), _dot, "dot(a, b) of two 1-D tensors",
        vjp=_dot_vjp, jvp=_dot_jvp, vjp_formula=_bilinear_formula(False)),
 ]
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"linear algebra": ROWS}

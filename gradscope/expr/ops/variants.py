@@ -139,3 +139,6 @@ SPECIAL_ROWS = [
                 aliases=("special.polygamma",)),
 ]
 ROWS = NAME_ROWS + SPECIAL_ROWS
+
+# The family `gradscope ops` lists these rows under (expr/ops/__init__.py reads it).
+BY_FAMILY = {"math": ROWS}

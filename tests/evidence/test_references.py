@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from gradscope.evidence import gather as ev
+from gradscope.evidence.references import REFERENCES, Finite, Setup, Symbolic, finite, symbolic
 from gradscope.options import Options, Request
-from gradscope.runner import evidence as ev
 from gradscope.runner import prepare
-from gradscope.runner.references import REFERENCES, Finite, Setup, Symbolic, finite, symbolic
 from tests.paths import DATA
 
 

@@ -20,8 +20,8 @@ from gradscope.engines.fd.policy import eps_for, low_precision_eps
 from gradscope.engines.fd.stencil import REFINE_FACTOR, REFINE_ROUNDS
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.evidence.prepare import Prepared
 from gradscope.rng import seed_for
-from gradscope.runner.prepare import Prepared
 from gradscope.targets.base import SymbolicForm, TracedFn
 
 PROJECTIONS = 3  # random projections over every element of a sampled input
@@ -177,7 +177,7 @@ class Finite(Reference):
     fd: FiniteDifferences | None = None
     estimates: Mapping[str, Estimate | None] = field(default_factory=dict)
     # a model checked at scale (budget.at_scale): projections over everything cover every
-    # tensor (runner/composition.py); `projected_only` got no element of its own
+    # tensor (features/projections.py); `projected_only` got no element of its own
     scale: bool = False
     projected_only: tuple[str, ...] = ()
 

@@ -8,8 +8,8 @@ import pytest
 
 import gradscope
 from gradscope.engines.fd import budget
+from gradscope.features.projections import Along, Composition, _children
 from gradscope.report.status import Status
-from gradscope.runner.composition import Along, Composition, _children
 
 DATA = "tests/data/gpt.py"
 TOKENS = "randint(0,97,(2,9))"

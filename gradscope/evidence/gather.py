@@ -3,7 +3,7 @@ laid out as views — autograd beside each reference's answers for one question 
 the table's upstream, for each seeded random upstream, the full Jacobian) — with the raw
 per-element comparison of each (before anything is excused). Two-point finite-difference
 estimates a raw comparison doubts are refined here, once, so every later stage rests on the
-same, final estimates. Also the forward-mode, accumulation and projection evidence.
+same, final estimates. Also the forward-mode and accumulation evidence.
 """
 
 from __future__ import annotations
@@ -19,13 +19,9 @@ import torch
 from gradscope.engines.base import Answer
 from gradscope.engines.fd.batcher import rejection
 from gradscope.errors import GradscopeError, TargetError, UsageError
-from gradscope.inputs.bind import tangents_for
-from gradscope.report.modules import in_forward_order
-from gradscope.report.status import Status
-from gradscope.rng import generator, seed_for
-from gradscope.runner import references as registry
-from gradscope.runner import roundoff
-from gradscope.runner.backward import (
+from gradscope.evidence import references as registry
+from gradscope.evidence import roundoff
+from gradscope.evidence.backward import (
     Backward,
     backward,
     claimed,
@@ -34,11 +30,11 @@ from gradscope.runner.backward import (
     precision_note,
     with_flow,
 )
-from gradscope.runner.composition import Composition, composed
-from gradscope.runner.inplace import ClassCheck, HookCheck, in_place
-from gradscope.runner.prepare import Prepared, shape_hint
-from gradscope.runner.projections import Projection, projected
-from gradscope.runner.references import Finite, Reference, Setup
+from gradscope.evidence.prepare import Prepared, shape_hint
+from gradscope.evidence.references import Finite, Reference, Setup
+from gradscope.inputs.bind import tangents_for
+from gradscope.report.status import Status
+from gradscope.rng import generator, seed_for
 from gradscope.tensors import all_finite
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
@@ -94,10 +90,6 @@ class Evidence:
     tol: Tolerance
     computed: torch.dtype  # the lowest precision the target computes in
     views: tuple[View, ...] = ()  # the table's first (absent when backward failed)
-    projections: tuple[Projection, ...] = ()
-    composition: Composition | None = None  # a model at scale: projections over everything
-    # custom Functions and gradient hooks, each checked where it ran
-    in_place: tuple[ClassCheck | HookCheck, ...] = ()
     forward: Forward | None = None
     accumulation: Accumulation | None = None
     notes: tuple[str, ...] = ()
@@ -182,7 +174,7 @@ def _nonfinite(prepared: Prepared, back: Backward, table: View | None = None,
 
 def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     """The views, refined once where a raw comparison doubted a two-point estimate; then
-    projections, forward mode and accumulation."""
+    forward mode and accumulation."""
     command = prepared.request.command
     jacobians = _jacobians(prepared, evidence) if command == "jacobian" or (
         command == "check" and _entries(prepared, evidence) <= JACOBIAN_CHECK_ENTRIES) else None
@@ -195,29 +187,8 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
                      None) for n in prepared.target.names}
     nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
-    finite = evidence.finite
-    scale = finite is not None and finite.scale and finite.fd is not None
-    with _timed(evidence.timings, "in place"):
-        checked = in_place(prepared, evidence.backward, evidence.tol,
-                           finite.fd.eps if finite is not None and finite.fd is not None
-                           else None)
-    with _timed(evidence.timings, "composition"):
-        composition = composed_over(prepared, evidence) if scale else None
-    return replace(evidence, views=tuple(views),
-                   projections=() if scale else projected(prepared, evidence),
-                   composition=composition, in_place=checked,
-                   forward=_forward(prepared, evidence), nonfinite=nonfinite,
-                   accumulation=_accumulation(prepared, evidence))
-
-
-def composed_over(prepared: Prepared, evidence: Evidence) -> Composition:
-    """Projections over every tensor at once, in forward order (for the bisection)."""
-    back, finite, tol = evidence.backward, evidence.finite, evidence.tol
-    assert finite is not None and finite.fd is not None and back.grads is not None
-    entered = list(back.flow.entered) if back.flow is not None else []
-    order = in_forward_order(list(prepared.target.names), entered)
-    return composed(finite.fd, back.grads, back.upstream, order, tol.atol, tol.rtol,
-                    prepared.options.seed)
+    return replace(evidence, views=tuple(views), forward=_forward(prepared, evidence),
+                   nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence))
 
 
 # ------------------------------------------------------------------ views

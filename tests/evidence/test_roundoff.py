@@ -9,8 +9,8 @@ import torch
 
 import gradscope
 from gradscope.engines.autograd import AutogradEngine
+from gradscope.evidence import roundoff
 from gradscope.report.status import Status
-from gradscope.runner import roundoff
 from tests.paths import DATA, EXAMPLES
 
 FLAT_IN_HALF = "sum(F.layer_norm(x, (64,))**2)"  # flat: its backward subtracts terms of ~2

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from gradscope.errors import EvaluationError, UsageError
+from gradscope.evidence.prepare import prepare
 from gradscope.options import Options, Request
-from gradscope.runner.prepare import prepare
 from tests.paths import DATA
 
 

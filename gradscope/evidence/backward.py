@@ -14,8 +14,8 @@ import torch
 from gradscope.diagnose import custom_backward, flow
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
-from gradscope.runner.prepare import Prepared
 from gradscope.usercode import OURS, user_code
 
 

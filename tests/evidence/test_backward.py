@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from gradscope.errors import TargetError, UsageError
+from gradscope.evidence.backward import backward, computed_in, deterministic, with_flow
+from gradscope.evidence.prepare import prepare
 from gradscope.options import Options, Request
-from gradscope.runner.backward import backward, computed_in, deterministic, with_flow
-from gradscope.runner.prepare import prepare
 from tests.paths import DATA
 
 

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
+from gradscope.evidence.gather import Evidence, backward, gather
 from gradscope.options import Options, Request
 from gradscope.report.status import Status
 from gradscope.runner import prepare
-from gradscope.runner.evidence import Evidence, backward, gather
 from tests.paths import DATA
 
 

@@ -4,39 +4,25 @@ output picked), and the inputs bound — every size checked before anything is c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-
-import torch
+from dataclasses import dataclass
 
 from gradscope.errors import GradscopeError, UsageError
-from gradscope.expr.parse import parse
 from gradscope.inputs.bind import DTYPES, Bound, Upstream, bind, defaulted, device_of
-from gradscope.options import Options, Request, surrogate_references
-from gradscope.targets import ExpressionTarget, SecondOrderTarget, Target, resolve
-
-
-@dataclass(frozen=True)
-class Intended:
-    """A declared surrogate's intended form: a function of the target's inputs whose gradient
-    the backward must give (`text` says where it was declared)."""
-
-    text: str
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+from gradscope.options import Options, Request
+from gradscope.targets import SecondOrderTarget, Target, resolve
 
 
 @dataclass(frozen=True)
 class Prepared:
     """What a run works on: the request, its validated options, the ready target and its
-    bound inputs (with the upstream the table shows), and the intended forms declared for
-    surrogate inputs."""
+    bound inputs (with the upstream the table shows)."""
 
     request: Request
     options: Options
     target: Target
     bound: Bound
-    intended: dict[str, Intended] = field(default_factory=dict)
 
 
 # The sum of an expression's intermediates is limited to this many times --max-elements-total.
@@ -68,25 +54,7 @@ def prepare(request: Request) -> Prepared:
     bound = bind(options, target, upstream)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
-    return Prepared(request, options, target, bound, _intended(options, target))
-
-
-def _intended(options: Options, target: Target) -> dict[str, Intended]:
-    """The intended forms: `--surrogate NAME=EXPRESSION` (an expression over the target's
-    inputs, parsed like any other), and `reference=` on the target's own marker (for every
-    input the marker declares)."""
-    out: dict[str, Intended] = {}
-    reference = target.surrogate_reference()
-    if reference is not None:
-        out = {n: Intended("the reference declared in code", reference) for n in target.names}
-    for name, text in surrogate_references(options.surrogate).items():
-        expression = ExpressionTarget(text, parse(text))
-        unknown = [n for n in expression.names if n not in target.names]
-        if unknown:
-            raise UsageError(f"--surrogate {name}={text} uses `{unknown[0]}`, which is not an "
-                             f"input of the target; inputs are: {', '.join(target.names)}")
-        out[name] = Intended(f"--surrogate {name}={text}", expression.forward)
-    return out
+    return Prepared(request, options, target, bound)
 
 
 @contextmanager

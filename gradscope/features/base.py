@@ -1,0 +1,173 @@
+"""The one protocol every analysis follows, and the guard that holds it to the rules.
+
+A feature is one analysis (surrogates, departures, projections, custom Functions checked in
+place, …) in one module of this package. The stages visit `FEATURES` in order and call its
+hooks, each a no-op here:
+
+* `facts(ctx)` — the excuse stage: what the feature gathers (its own frozen value, kept in
+  `Excuses` under its name; None: nothing). Raising `StepAside` says it does not fit.
+* `explain(ctx, name, view, cmp)` — the judge stage, each input in each view: mismatches the
+  evidence shows are no bug (torch's documented departure, a step's surrogate) re-marked.
+  Relations are read after these, from what is still a mismatch.
+* `declared(ctx, name, view, cmp)` — then the user's declarations (a declared surrogate).
+* `relabel(ctx, name, view, cmp)` — last, statuses that only name what an agreement is
+  (`vanishing` zeros).
+* `statuses(ctx, statuses)` — inputs' statuses the feature's own evidence decides (a model at
+  scale: tensors only the projections covered) and why any is inconclusive.
+* `checks(ctx, judged)` — named checks (UpstreamChecks). Only evidence about the target may
+  fail one; a feature that compares something else (an inner Function's own backward) passes
+  its check unless the target's own evidence already fails (`judged.failing`).
+* `target_checks(ctx)` — diagnostics of named checks on the target itself (linearity in
+  grad_output, determinism, in-place writes); those of a failing kind fail the run.
+* `diagnose(ctx, verdict, said)` — diagnostics and notes (`Said`), reading earlier features'
+  `said` by name.
+* `reported(ctx, inputs)` — fields of the report the feature fills (`declared`, `coverage`).
+
+The rules (docs/architecture.md): evidence decides; an excuse carries its proof; a feature that
+does not fit steps aside. `guarded` enforces the third: a hook that raises anything but a
+usage error (the user's own option is wrong: exit 2) or a stop is skipped with a note naming
+the feature and why, and the feature takes no further part in the run — the verdict is what the
+evidence says without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import torch
+
+from gradscope.errors import Stopped, UsageError
+from gradscope.evidence.gather import Evidence, View
+from gradscope.evidence.prepare import Prepared
+from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.report.status import Status
+from gradscope.verdict.compare import Comparison
+
+if TYPE_CHECKING:
+    from gradscope.report.model import InputReport
+
+
+class StepAside(Exception):
+    """Raised by a hook: the feature does not fit this target (why), and steps aside."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every hook reads: the prepared run, the evidence, and the facts of the features
+    that ran before (by name; a feature that stepped aside has none)."""
+
+    prepared: Prepared
+    evidence: Evidence
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def of(self, name: str) -> Any:
+        return self.facts.get(name)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What the judge stage has decided before the features' checks: each input's status,
+    the named checks so far, and whether the target's own evidence already fails the run."""
+
+    statuses: Mapping[str, Status]
+    checks: Sequence[UpstreamCheck]
+    surrogate: Mapping[str, torch.Tensor]  # the elements judged the user's surrogate
+
+    @property
+    def failing(self) -> bool:
+        return any(s.fails for s in self.statuses.values()) or any(
+            not c.passed for c in self.checks)
+
+
+@dataclass(frozen=True)
+class Said:
+    """What a feature's diagnosis adds: diagnostics, notes, and any value later features
+    read (the relations found)."""
+
+    diagnostics: tuple[Diagnostic, ...] = ()
+    notes: tuple[str, ...] = ()
+    value: Any = None
+
+
+class Feature:
+    """One analysis. Subclasses set `name` and override the hooks they need."""
+
+    name: ClassVar[str] = ""
+    # whether the elements `explain` re-marks `surrogate` are the user's surrogate (a step's
+    # surrogate is; torch's own documented departure is not)
+    users: ClassVar[bool] = True
+
+    def facts(self, ctx: Context) -> Any:
+        return None
+
+    def explain(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
+        return cmp
+
+    def declared(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
+        return cmp
+
+    def relabel(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
+        return cmp
+
+    def statuses(self, ctx: Context, statuses: Mapping[str, Status]
+                 ) -> tuple[dict[str, Status], dict[str, str]]:
+        return dict(statuses), {}
+
+    def checks(self, ctx: Context, judged: Decided) -> list[UpstreamCheck]:
+        return []
+
+    def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
+        return ()
+
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+        return Said()
+
+    def reported(self, ctx: Context, inputs: Sequence[InputReport]) -> dict[str, Any]:
+        return {}
+
+
+T = TypeVar("T")
+
+
+class Guard:
+    """Runs features' hooks under the third rule, collecting a note for each feature that
+    stepped aside; `active` are the features still taking part."""
+
+    def __init__(self, features: Sequence[Feature], aside: Mapping[str, str] | None = None):
+        self.features = tuple(features)
+        self.aside: dict[str, str] = dict(aside or {})
+
+    @property
+    def active(self) -> Iterator[Feature]:
+        return (f for f in self.features if f.name not in self.aside)
+
+    def call(self, feature: Feature, hook: Callable[..., T], fallback: T, *args: Any) -> T:
+        """`hook(*args)`, or `fallback` with the feature set aside where it raised."""
+        try:
+            return hook(*args)
+        except (UsageError, Stopped, KeyboardInterrupt):
+            raise
+        except StepAside as why:
+            self.aside[feature.name] = str(why)
+        except Exception as exc:  # (user code under a feature's own calls, or the feature)
+            first = (str(exc).splitlines() or [""])[0][:200]
+            self.aside[feature.name] = f"it raised {type(exc).__name__}: {first}"
+        return fallback
+
+    def notes(self) -> tuple[str, ...]:
+        return tuple(f"{name} stepped aside ({why}); the verdict rests on the evidence "
+                     "without it" for name, why in self.aside.items())
+
+
+def mismatched(view: View, name: str, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+    """Input-shaped: the elements a view's raw comparison found wrong (a Jacobian's column
+    is wrong where any of its entries is)."""
+    bad = view.raw[name].status == Status.MISMATCH.code
+    return (bad.any(0) if view.jacobian else bad).reshape(shape)
+
+
+def wrong_inputs(evidence: Evidence) -> set[str]:
+    """The inputs any raw comparison found a mismatch in."""
+    return {n for view in evidence.views for n, c in view.raw.items() if c.has(Status.MISMATCH)}

@@ -1,0 +1,117 @@
+"""Custom gradients checked in place: one watched forward and backward finds each custom
+`autograd.Function` call on the path to the output, with the arguments it received and the
+gradient it got from above; each call's backward is compared per element with finite
+differences of that Function's own forward (its cost is the op's, not the model's:
+diagnose/culprits.py); each gradient hook registered in the forward is checked for whether it
+changed the gradient it was given (diagnose/hooks.py). Each class and hook is named with file
+and line.
+
+What it compares is not the target the user named, so by the first rule it explains and never
+decides: where the target's own evidence fails, the wrong Function is the culprit (its check
+fails with it, and the headline names it); where the target's gradient agrees everywhere it
+was compared, an inner Function departing from its own forward's derivative (a tangent-space
+convention, a symmetrised gradient, an output the target does not use) is a note — a warning
+under `--fail-on warning` — never a failure. A declared surrogate excuses it where the
+declaration reaches. A target that is itself one Function is its own culprit, with the
+relation its table found."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gradscope.diagnose import culprits
+from gradscope.diagnose.culprits import ClassCheck
+from gradscope.diagnose.hooks import HookCheck
+from gradscope.engines.fd.policy import DEFAULT_EPS
+from gradscope.features.base import Context, Decided, Feature, Said
+from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.report.status import Status
+
+NOTE = ("departs from its own forward's derivative on the arguments it received, yet the "
+        "target's gradient agrees wherever it was compared (a convention, a symmetrised "
+        "gradient, or an output the target does not use): a note, not a failure")
+
+
+@dataclass(frozen=True)
+class InPlaceFacts:
+    checks: tuple[ClassCheck | HookCheck, ...] = ()
+
+
+class InPlace(Feature):
+    name = "in place"
+
+    def facts(self, ctx: Context) -> InPlaceFacts | None:
+        """Each custom Function class and gradient hook on the run, checked call by call
+        (none for a target that is itself one Function: its own table is that check)."""
+        prepared, back = ctx.prepared, ctx.evidence.backward
+        target, options = prepared.target, prepared.options
+        if not target.runs_user_code or target.own_function is not None or back.grads is None:
+            return None
+        if getattr(back.engine.output, "grad_fn", None) is None:
+            return None
+        finite = ctx.evidence.finite
+        eps = finite.fd.eps if finite is not None and finite.fd is not None else None
+        found = culprits.check_in_place(target.forward, prepared.bound.cast, back.upstream,
+                                        ctx.evidence.tol, eps or options.eps or DEFAULT_EPS,
+                                        options.max_fd, options.sample, options.seed)
+        return InPlaceFacts(tuple(found)) if found else None
+
+    def checks(self, ctx: Context, judged: Decided) -> list[UpstreamCheck]:
+        """Each class checked in place, per element, on every call it made. A wrong one is
+        `surrogate` only where the user declared it (every input declared, or a declared
+        input whose mismatches the declaration excused); otherwise it fails only beside the
+        target's own failing evidence, which it explains."""
+        facts = ctx.of(self.name)
+        if facts is None:
+            return []
+        names = set(ctx.evidence.backward.grads or {})
+        surrogates = ctx.of("surrogates")
+        declared = set(surrogates.declared) if surrogates is not None else set()
+        excused = (bool(names) and names <= declared) or bool(declared & set(judged.surrogate))
+        out = []
+        for c in facts.checks:
+            bad = sum(w.count for w in c.wrong)
+            what = "gradient" if isinstance(c, HookCheck) else "argument"
+            label = (f"{c.label} checked in place: {c.calls} call(s), {c.elements:,} {what} "
+                     "element(s) per element")
+            if not c.elements:
+                out.append(UpstreamCheck(f"{label}: not compared (its forward refused "
+                                         "perturbed arguments)", True, float("nan"), 0, {},
+                                         Status.NOT_RUN))
+                continue
+            word = Status.OK if not bad else Status.SURROGATE if excused else Status.MISMATCH
+            if bad and not excused and not judged.failing:
+                label += " (a note: the target's own gradient agrees)"
+            out.append(UpstreamCheck(label, not bad or excused or not judged.failing,
+                                     float("nan"), bad, {}, word))
+        return out
+
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+        """The wrong classes and hooks named: culprits where the target fails, notes where it
+        does not; a target that is one Function is its own culprit."""
+        facts = ctx.of(self.name)
+        relations = said.get("relations")
+        explained = relations.value if relations is not None and relations.value else {}
+        if facts is not None:
+            found = culprits.diagnostics(facts.checks)
+            return Said(tuple(found if verdict.failures else (_noted(d) for d in found)))
+        own = ctx.prepared.target.own_function
+        if own is None or Status.MISMATCH not in verdict.statuses.values():
+            return Said()
+        first = next(n for n, s in verdict.statuses.items() if s == Status.MISMATCH)
+        count = verdict.table[first].counts().get(Status.MISMATCH, 0)
+        return Said((culprits.named(own, first, explained.get(first), count),))
+
+
+def _noted(culprit: Diagnostic) -> Diagnostic:
+    """A culprit of a target that passes: the same finding, said as a note."""
+    return replace(culprit, kind="inner_departure", summary=None,
+                   message=f"{culprit.op} {NOTE} ({culprit.message.split(': ', 1)[-1]})",
+                   hint=("nothing to fix for this target; where the Function is used so that "
+                         "its own derivative matters, check it there (or alone: gradscope "
+                         "check FILE:CLASS)"))
+
+
+FEATURE = InPlace()

@@ -1,0 +1,73 @@
+"""How a mismatch relates to the derivative (diagnose/relations.py): a factor, a transpose, a
+missing term, a sign, a subset of elements drawn by value (diagnose/partitions.py), with the
+user's own numbers read where a factor is one of them. Read from the first comparison that
+showed the mismatch after the evidence's own explanations; a surrogate inconsistent at a
+coarse scale is said by how it fails that check. Explains, never decides: the relations found
+are this feature's value, read by the culprits and surrogates that name them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gradscope.diagnose import relations
+from gradscope.features import surrogates
+from gradscope.features.base import Context, Feature, Said
+from gradscope.features.flow import variables
+from gradscope.report.build import mask_indices
+from gradscope.report.model import Diagnostic
+from gradscope.report.status import Status
+
+
+class Relations(Feature):
+    name = "relations"
+
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+        if ctx.evidence.backward.grads is None:
+            return Said()
+        found = _found(ctx, verdict)
+        declared = ctx.of(surrogates.FEATURE.name)
+        declared = declared.declared if declared is not None else {}
+        return Said(tuple(_pattern(ctx, verdict, n, rel) for n, rel in found.items()
+                          if n not in declared), value=found)
+
+
+FEATURE = Relations()
+
+
+def _found(ctx: Context, verdict: Any) -> dict[str, relations.Relation]:
+    """How each input that mismatched relates to its reference, where a simple relation
+    holds (read from the first comparison that showed the mismatch)."""
+    first: dict[str, relations.Arrays] = {}
+    for seen in verdict.seen.values():
+        if seen.reference is not None:
+            first[seen.name] = relations.Arrays(seen.autograd, seen.reference, seen.error,
+                                                seen.comparison.status)
+    prepared = ctx.prepared
+    output = ctx.evidence.backward.engine.output
+    sizes = relations.sizes_of(tuple(output.shape), {n: tuple(prepared.bound.cast[n].shape)
+                                                     for n in prepared.target.names})
+    facts = ctx.of(surrogates.FEATURE.name)
+    found = {}
+    numbers = prepared.target.numbers()
+    for name, arrays in first.items():
+        rel = surrogates.inconsistency(ctx, name)
+        if rel is None:
+            values = None if verdict.seen[name].jacobian else variables(ctx, name)
+            ignored = facts.ignored.get(name) if facts is not None else None
+            rel = relations.find(name, arrays, ctx.evidence.tol, sizes, first, ignored,
+                                 values, numbers)
+        if rel is not None:
+            found[name] = rel
+    return found
+
+
+def _pattern(ctx: Context, verdict: Any, name: str, rel: relations.Relation) -> Diagnostic:
+    """A `mismatch_pattern` diagnostic: the relation a mismatch follows, and what to do."""
+    seen = verdict.seen[name]
+    wrong = seen.comparison.status == Status.MISMATCH.code
+    return Diagnostic(
+        kind="mismatch_pattern", op=rel.kind, where=ctx.prepared.target.text, inputs=[name],
+        count=rel.covers, message=f"{name}: {rel.message}", hint=relations.HINTS[rel.kind],
+        relation=rel.kind, factor=rel.factor, summary=rel.text,
+        indices=None if seen.jacobian else {name: mask_indices(wrong)})

@@ -1,0 +1,33 @@
+"""A hand-written backward's own named checks: failing ones fail the run (evidence about the
+target), and where backward is not linear nothing is excused as a surrogate."""
+
+from __future__ import annotations
+
+import gradscope
+from gradscope.evidence.gather import gather
+from gradscope.evidence.prepare import prepare
+from gradscope.options import Options, Request
+from gradscope.runner.excuses import excuse
+from tests.paths import DATA
+
+
+def _facts(command: str, target: str, **options):
+    prepared = prepare(Request(command, target, Options(**options)))
+    return excuse(prepared, gather(prepared)).facts.get("backward checks")
+
+
+def test_a_nonlinear_backward_is_found_and_fails_the_run():
+    found = _facts("check", f"{DATA}/backwards.py:BlindSquare", at={"x": "1,2"})
+    assert [d.kind for d in found.findings] == ["nonlinear_backward"]
+    assert bool(found.nonlinear["x"].all())
+    report = gradscope.check(f"{DATA}/backwards.py:BlindSquare", x="1,2")
+    assert not report.passed and any(f.kind == "nonlinear_backward" for f in report.failures)
+
+
+def test_a_nonlinear_backward_is_never_excused_even_where_the_forward_is_flat():
+    report = gradscope.check(f"{DATA}/backwards.py:BlindSquare", x="1,2", surrogate="x")
+    assert not report.passed and any(f.kind == "nonlinear_backward" for f in report.failures)
+
+
+def test_an_expression_has_no_hand_written_backward_to_check():
+    assert _facts("check", "sin(x)", at={"x": "1,2"}) is None
