@@ -14,10 +14,13 @@ import torch
 
 import gradscope
 from gradscope import features, render, targets
+from gradscope.api import graph
 from gradscope.engines.base import Answer
 from gradscope.evidence import references
 from gradscope.evidence.references import Reference, Setup
 from gradscope.features import Feature, Said
+from gradscope.options import Options, Request
+from gradscope.report.kinds import CHECK
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.targets.base import Target
@@ -115,10 +118,13 @@ def test_a_new_output_format_is_one_writer_and_one_registration(monkeypatch):
     def csv(report, width: int) -> str:
         return "".join(f"{i.name},{i.status},{i.max_abs_error}\n" for i in report.inputs)
 
-    monkeypatch.setitem(render.FORMATS, "csv", render.Format(csv))
+    monkeypatch.setitem(render.FORMATS, "csv", render.Format(csv, kinds=frozenset({CHECK})))
     report = gradscope.check("x * y", x="1,2", y="3,4")
     assert render.text(report, "csv").splitlines()[0].startswith("x,ok,")
     assert not render.is_rich(report, "csv")
+    # a kind of report the format does not write is refused (exit 2), never a crash
+    with pytest.raises(gradscope.UsageError, match="writes check reports, not a graph report"):
+        render.text(graph(Request("check", "x * y", Options())), "csv")
 
 
 # ------------------------------------------------------------------ a new feature

@@ -62,6 +62,20 @@ class View:
     def jacobian(self) -> bool:
         return self.upstream is None
 
+    def elements(self, mask: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+        """A mask over this view's statuses as one over an input's elements (`shape`): a
+        Jacobian's (outputs, elements) column is marked where any of its entries is."""
+        return (mask.any(0) if self.jacobian else mask).reshape(tuple(shape))
+
+    def entries(self, mask: torch.Tensor) -> torch.Tensor:
+        """A mask over an input's elements as one over this view's statuses: a Jacobian's
+        column takes the element's mark in every entry (broadcast)."""
+        return mask.reshape(1, -1) if self.jacobian else mask
+
+    def mismatched(self, name: str, shape: Sequence[int]) -> torch.Tensor:
+        """Input-shaped: the elements this view's raw comparison found wrong."""
+        return self.elements(self.raw[name].status == Status.MISMATCH.code, shape)
+
 
 @dataclass(frozen=True)
 class Forward:
@@ -216,7 +230,7 @@ def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
         for k in kinks:
             kink = k if kink is None else kink | k
         if kink is not None and upstream is None:  # a Jacobian: a kinked column is kinked
-            kink = kink.reshape(1, -1)  # for every output element
+            kink = kink.reshape(1, -1)  # for every output element (View.entries)
         raw[name] = compare(autograd[name], list(per_input[name].values()), evidence.tol, kink)
     return View(label, upstream, dict(autograd), per_input, raw)
 
@@ -308,10 +322,8 @@ def _refined(references: Sequence[Reference], views: Sequence[View]
             if est is None or est.points is None or finite.name not in view.answers[name] \
                     or not cmp.has(Status.MISMATCH):
                 continue
-            wrong = cmp.status == Status.MISMATCH.code
-            if view.jacobian:  # (out, in): a column is doubted when any of its entries is
-                wrong = wrong.any(0)
-            mask = wrong.reshape(est.points.shape).to(est.points.device) & (est.points == 2)
+            mask = view.mismatched(name, est.points.shape).to(est.points.device) & (
+                est.points == 2)
             doubted[name] = doubted[name] | mask if name in doubted else mask
     if not doubted:
         return tuple(references), 0

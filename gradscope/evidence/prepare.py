@@ -54,6 +54,7 @@ def prepare(request: Request) -> Prepared:
     bound = bind(options, target, upstream)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
+    target.ready()  # (every later stage reads the target; none changes it)
     return Prepared(request, options, target, bound)
 
 

@@ -161,13 +161,6 @@ class Guard:
                      "without it" for name, why in self.aside.items())
 
 
-def mismatched(view: View, name: str, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
-    """Input-shaped: the elements a view's raw comparison found wrong (a Jacobian's column
-    is wrong where any of its entries is)."""
-    bad = view.raw[name].status == Status.MISMATCH.code
-    return (bad.any(0) if view.jacobian else bad).reshape(shape)
-
-
 def wrong_inputs(evidence: Evidence) -> set[str]:
     """The inputs any raw comparison found a mismatch in."""
     return {n for view in evidence.views for n, c in view.raw.items() if c.has(Status.MISMATCH)}

@@ -86,13 +86,12 @@ class Departures(Feature):
         if facts is None:
             return Said()
         counts = {}
-        for name, views in facts.departed.items():
+        views = {v.label: v for v in ctx.evidence.views}
+        for name, masks in facts.departed.items():
             shape = ctx.prepared.bound.cast[name].shape
             union = torch.zeros(shape, dtype=torch.bool)
-            for mask in views.values():
-                # (a Jacobian's mask is (outputs, elements): an element departs in any row)
-                union |= (mask.any(0) if mask.numel() != union.numel() else mask
-                          ).reshape(shape).cpu()
+            for label, mask in masks.items():
+                union |= views[label].elements(mask, shape).cpu()
             counts[name] = int(union.sum())
         projected = facts.composition is not None or bool(facts.projections)
         if not any(counts.values()) and not projected:

@@ -40,7 +40,7 @@ from gradscope.errors import UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.expr.parse import parse
 from gradscope.features import backwards
-from gradscope.features.base import Context, Decided, Feature, Said, mismatched, wrong_inputs
+from gradscope.features.base import Context, Decided, Feature, Said, wrong_inputs
 from gradscope.report.model import UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.targets import ExpressionTarget
@@ -91,11 +91,11 @@ class Surrogates(Feature):
         flat = facts.flat.get(name)
         if flat is None or not cmp.has(Status.MISMATCH) or name not in facts.stepped:
             return cmp
-        stepped = flat & mismatched(view, name, flat.shape).to(flat.device) & \
+        stepped = flat & view.mismatched(name, flat.shape).to(flat.device) & \
             facts.stepped[name].to(flat.device)
         if name in facts.inconsistent and name not in facts.declared:
             stepped &= ~facts.inconsistent[name].to(flat.device)  # never excused
-        return cmp.surrogate(stepped.reshape(1, -1) if view.jacobian else stepped)
+        return cmp.surrogate(view.entries(stepped))
 
     def declared(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
         """A declared input's mismatches: everywhere, or, with an intended form, where
@@ -274,7 +274,7 @@ def _probed(ctx: Context, flat: Mapping[str, torch.Tensor | None]
         wrong = torch.zeros_like(mask)
         for view in ctx.evidence.views:
             if view.raw[name].has(Status.MISMATCH):
-                wrong |= mismatched(view, name, mask.shape).to(mask.device)
+                wrong |= view.mismatched(name, mask.shape).to(mask.device)
         todo = torch.nonzero((mask & wrong).reshape(-1)).reshape(-1)
         if not todo.numel():
             continue

@@ -4,7 +4,8 @@ report objects and import nothing of gradscope but `report`; nothing in `report`
 back except `Report.to_json/to_markdown/to_text`, the contract's conveniences.
 
 `show` and `text` are the one output path of every command: what kind of report an object is
-comes from its `schema`; the formats are `FORMATS`.
+comes from its `schema` (report/kinds.py); the formats are `FORMATS`, each saying which kinds
+it writes — asked for another, `text` refuses (a usage error, exit 2), never a crash.
 """
 
 from __future__ import annotations
@@ -13,21 +14,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-_REPORT, _GRAPH, _SWEEP, _RUN = ("gradscope.report/1", "gradscope.graph/1", "gradscope.sweep/1",
-                                 "gradscope.run/1")
+from gradscope.errors import UsageError
+from gradscope.report import kinds
 
 
 def show(obj: Any, console: Any) -> None:
     """Print `obj` with rich (tables, trees, plots) on `console`."""
-    if obj.schema == _REPORT:
+    if obj.schema == kinds.CHECK:
         from gradscope.render.table import render
 
         render(obj, console)
-    elif obj.schema == _GRAPH:
+    elif obj.schema == kinds.GRAPH:
         from gradscope.render.graph import tree
 
         console.print(tree(obj))
-    elif obj.schema == _SWEEP:
+    elif obj.schema == kinds.SWEEP:
         from gradscope.render.graph import sweep_plot
 
         console.print(sweep_plot(obj))
@@ -68,29 +69,31 @@ def _json(obj: Any, width: int) -> str:
 def _markdown(obj: Any, width: int) -> str:
     """A check's or a suite's own markdown; graph and sweep: a heading and their text in a
     fenced block."""
-    if obj.schema == _REPORT:
+    if obj.schema == kinds.CHECK:
         from gradscope.render.markdown import render
 
         return render(obj)
-    if obj.schema == _RUN:
+    if obj.schema == kinds.RUN:
         from gradscope.render.suite import markdown
 
         return markdown(obj)
     from gradscope.render.cells import fence, md_code
 
     drawn = _table(obj, width)
-    kind = "graph" if obj.schema == _GRAPH else "sweep"
+    kind = "graph" if obj.schema == kinds.GRAPH else "sweep"
     marks = fence(drawn)
     return f"## gradscope {kind}: `{md_code(obj.target)}`\n\n{marks}\n{drawn}{marks}\n"
 
 
 @dataclass(frozen=True)
 class Format:
-    """An output format: how a report object becomes one document (`write(obj, width)`), and
-    whether a terminal shows it with rich instead (colour, boxes)."""
+    """An output format: how a report object becomes one document (`write(obj, width)`),
+    whether a terminal shows it with rich instead (colour, boxes), and the kinds of report it
+    writes (their schemas: report/kinds.py)."""
 
     write: Callable[[Any, int], str]
     rich: bool = False
+    kinds: frozenset[str] = kinds.EVERY
 
 
 # The formats `--format` offers (its choices are generated from here), in order. A new format
@@ -103,10 +106,26 @@ FORMATS: dict[str, Format] = {
 
 
 def text(obj: Any, fmt: str, width: int = 120) -> str:
-    """`obj` as one document in `fmt`."""
-    return FORMATS[fmt].write(obj, width)
+    """`obj` as one document in `fmt` (refused where `fmt` does not write its kind)."""
+    return writer(obj, fmt).write(obj, width)
+
+
+def writer(obj: Any, fmt: str) -> Format:
+    """The format `fmt`, where it writes `obj`'s kind of report."""
+    found = FORMATS.get(fmt)
+    if found is None:
+        raise UsageError(f"--format {fmt!r} is not a format; formats are: {', '.join(FORMATS)}")
+    if getattr(obj, "schema", None) not in found.kinds:
+        able = [name for name, f in FORMATS.items() if getattr(obj, "schema", None) in f.kinds]
+        raise UsageError(f"--format {fmt} writes {_kinds(found.kinds)} reports, not a "
+                         f"{kinds.name_of(obj)} report; formats for it: {', '.join(able)}")
+    return found
+
+
+def _kinds(schemas: frozenset[str]) -> str:
+    return ", ".join(sorted(kinds.NAMES.get(s, s) for s in schemas))
 
 
 def is_rich(obj: Any, fmt: str) -> bool:
     """Whether `fmt` is shown with rich on a terminal rather than written as a document."""
-    return FORMATS[fmt].rich
+    return writer(obj, fmt).rich

@@ -13,9 +13,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradscope.report import kinds
 from gradscope.report.status import Status
 
-SCHEMA = "gradscope.report/1"
+SCHEMA = kinds.CHECK
 
 
 @dataclass(frozen=True)

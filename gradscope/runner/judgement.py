@@ -20,8 +20,8 @@ from gradscope.features import Context, Decided, Guard
 from gradscope.report.model import Failure, UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.runner.excuses import Excuses
-from gradscope.verdict import checks, outcome
-from gradscope.verdict.compare import Comparison, compare
+from gradscope.verdict import outcome
+from gradscope.verdict.compare import Comparison, compare, named
 
 
 @dataclass(frozen=True)
@@ -68,11 +68,11 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     for feature in guard.active:
         statuses, why = guard.call(feature, feature.statuses, (statuses, {}), ctx, statuses)
         unjudged.update(why)
-    named = [checks.named(view.label, cmps)
+    checks = [named(view.label, cmps)
              for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
     for feature in guard.active:
-        named += guard.call(feature, feature.checks, [], ctx,
-                            Decided(statuses, tuple(named), surrogate))
+        checks += guard.call(feature, feature.checks, [], ctx,
+                             Decided(statuses, tuple(checks), surrogate))
     findings = [d for feature in guard.active
                 for d in guard.call(feature, feature.target_checks, (), ctx)]
     forward, forward_status = _forward(evidence)
@@ -80,10 +80,10 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     failures = outcome.failures(
         statuses=statuses, mismatches={n: c.counts().get(Status.MISMATCH, 0)
                                       for n, c in table.items()},
-        unjudged=unjudged, findings=findings, checks=named,
+        unjudged=unjudged, findings=findings, checks=checks,
         forward=forward_status, nonfinite=evidence.nonfinite,
         allow_nan=prepared.options.allow_nan)
-    return Verdict(table, statuses, tuple(named), forward, forward_status, acc, surrogate, seen,
+    return Verdict(table, statuses, tuple(checks), forward, forward_status, acc, surrogate, seen,
                    tuple(failures), guard.aside)
 
 
@@ -109,7 +109,7 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
         cmp = guard.call(feature, feature.declared, cmp, ctx, name, view, cmp)
     if cmp.has(Status.SURROGATE):
         marked = (cmp.status == Status.SURROGATE.code).cpu() & ~theirs
-        marked = (marked.any(0) if view.jacobian else marked).reshape(shape)
+        marked = view.elements(marked, shape)
         before = surrogate.get(name)
         surrogate[name] = marked if before is None else before | marked
     for feature in guard.active:

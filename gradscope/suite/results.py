@@ -16,10 +16,11 @@ from typing import Any
 
 from gradscope._version import __version__
 from gradscope.errors import TargetError, UsageError
+from gradscope.report import kinds
 from gradscope.report.model import Report
 from gradscope.verdict import outcome
 
-SCHEMA = "gradscope.run/1"
+SCHEMA = kinds.RUN
 
 
 @dataclass

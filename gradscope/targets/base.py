@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -109,6 +110,29 @@ class Target:
         self.branch_sites: list[Any] = []  # kinky op applications (expressions)
 
     takes_init = False  # --init: constructor arguments (a module class)
+
+    # ------------------------------------------------------------ prepared, then fixed
+    def ready(self) -> None:
+        """Prepared (runner's first stage is done): from here on no stage changes the target.
+        Its public attributes can no longer be set and its containers become read-only
+        (lists tuples, sets frozensets, dicts read-only views); private caches (`_name`)
+        still fill as they are asked."""
+        for name, value in list(vars(self).items()):
+            if name.startswith("_"):
+                continue
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+            elif isinstance(value, set):
+                object.__setattr__(self, name, frozenset(value))
+            elif isinstance(value, dict):
+                object.__setattr__(self, name, MappingProxyType(value))
+        object.__setattr__(self, "_ready", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and getattr(self, "_ready", False):
+            raise AttributeError(f"{type(self).__name__}.{name}: the target is prepared, and no "
+                                 "later stage may change it")
+        super().__setattr__(name, value)
 
     # ------------------------------------------------------------ what it is called with
     def bind_arguments(self, args: Mapping[str, Any], positional: tuple[Any, ...]) -> None:

@@ -56,7 +56,6 @@ class ExpressionTarget(Target):
         sites are found again: a site that only constants reach cannot kink."""
         self.constants = dict(constants)
         self._kinky.clear()
-        self.__dict__.pop("elementwise_inputs", None)
         self.__post_init__()
 
     def _with(self, values: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
@@ -264,10 +263,17 @@ class ExpressionTarget(Target):
                                    for n in self.names)
         return self._kinky[key]
 
-    @cached_property
+    @property
     def elementwise_inputs(self) -> set[str]:
         """Inputs on which the output depends elementwise (through broadcasting only)."""
-        return {n for n in self.names if _elementwise_in(self.expression.root, n)}
+        return {n for n in self.names if n in self._elementwise}
+
+    @cached_property
+    def _elementwise(self) -> frozenset[str]:
+        """Every name the expression reads elementwise, inputs and --const data alike (what
+        --const holds changes which of them are inputs, never this)."""
+        return frozenset(n for n in self.expression.inputs
+                         if _elementwise_in(self.expression.root, n))
 
     @cached_property
     def is_elementwise(self) -> bool:

@@ -33,6 +33,10 @@ class SecondOrderTarget(Target):
     def hold(self, constants: Mapping[str, torch.Tensor]) -> None:
         self.base.hold(constants)
 
+    def ready(self) -> None:
+        self.base.ready()
+        super().ready()
+
     def domain(self, name: str) -> tuple[float, float] | None:
         return self.base.domain(name)
 

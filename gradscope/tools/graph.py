@@ -11,6 +11,7 @@ from gradscope._version import __version__
 from gradscope.diagnose import findings, flow
 from gradscope.errors import UsageError
 from gradscope.options import Request
+from gradscope.report import kinds
 from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare, seeded
 from gradscope.usercode import OURS, contained, user_code
@@ -39,7 +40,7 @@ class GraphReport:
     root: int | None
     nodes: list[GraphNode]
     diagnostics: list[Diagnostic]
-    schema: str = "gradscope.graph/1"
+    schema: str = kinds.GRAPH
     version: str = __version__
 
     @property

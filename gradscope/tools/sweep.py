@@ -15,7 +15,7 @@ from gradscope.engines.fd.policy import scalar_step
 from gradscope.engines.fd.stencil import central
 from gradscope.errors import UsageError
 from gradscope.options import Request
-from gradscope.report import build
+from gradscope.report import build, kinds
 from gradscope.runner import prepare, seeded
 from gradscope.targets import resolve
 from gradscope.usercode import contained
@@ -35,7 +35,7 @@ class SweepReport:
     eps: float  # the finite-difference step used (absolute, or relative when --eps was given)
     jumps: list[float] = field(default_factory=list)  # x where the FD derivative spikes
     vanishing: int = 0  # points where autograd is 0 but f is not locally constant at scale
-    schema: str = "gradscope.sweep/1"
+    schema: str = kinds.SWEEP
     version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:

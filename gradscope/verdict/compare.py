@@ -6,18 +6,20 @@ derivative (its stencil straddles a kink, jump or pole); `mismatch` when autogra
 a reference by more than `atol + rtol·|reference|` (plus FD_ERROR_FACTOR × the reference's own
 error bound, where it is an estimate); otherwise `ok`. A reference that answered only some
 elements (a sample) judges those; the others rest on the other references, or are `unchecked`
-when there is none.
+when there is none. A named check (a random upstream, the full Jacobian) sums its inputs'
+comparisons up as one `UpstreamCheck` (`named`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from gradscope.engines.base import Answer
+from gradscope.report.model import UpstreamCheck
 from gradscope.report.status import (
     ELEMENT,
     MISMATCH,
@@ -29,6 +31,7 @@ from gradscope.report.status import (
     UNDEFINED,
     VANISHING,
     Status,
+    worst,
 )
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
@@ -180,3 +183,14 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
         hist = [0] * len(ELEMENT)
         hist[OK] = status.numel()
     return Comparison(status, error, hist)
+
+
+def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
+    """The named check `label` over its inputs' comparisons: passing when no element
+    mismatches, `not run` where no engine compared anything."""
+    mismatches = sum(c.counts().get(Status.MISMATCH, 0) for c in cmps.values())
+    largest = max((c.max_abs_error() for c in cmps.values()), default=0.0)
+    statuses = {n: c.worst() if c.compared() else Status.NOT_RUN for n, c in cmps.items()}
+    ran = [s for s in statuses.values() if s != Status.NOT_RUN]
+    result = worst(ran) if ran else Status.NOT_RUN
+    return UpstreamCheck(label, mismatches == 0, largest, mismatches, statuses, result)

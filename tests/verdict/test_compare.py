@@ -1,4 +1,5 @@
-"""Per-element statuses and dtype tolerances — including the checks that must fail."""
+"""Per-element statuses and dtype tolerances — including the checks that must fail — and the named
+checks (each names itself, passes on a right gradient and fails on a wrong one)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gradscope
 from gradscope.engines.base import Answer
 from gradscope.report.status import (
     ELEMENT,
@@ -17,8 +19,10 @@ from gradscope.report.status import (
     UNCHECKED,
     UNDEFINED,
 )
+from gradscope.rng import seed_for
 from gradscope.verdict.compare import compare as compare_answers
 from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance
+from tests.paths import DATA
 
 
 def _t(*v):
@@ -155,3 +159,28 @@ def test_a_half_precision_atol_is_relative_to_the_tensors_largest_reference():
     assert compare_answers(ag, [Answer(ref, None)], half).counts() == {"ok": 2}
     fixed = Tolerance(half.rtol, half.atol)  # the same numbers, not scaled: a mismatch
     assert compare_answers(ag, [Answer(ref, None)], fixed).counts() == {"ok": 1, "mismatch": 1}
+
+
+# ------------------------------------------------------------------ named checks
+def test_check_names_its_extra_verdicts():
+    report = gradscope.check("sin(x) * y", x="0.1,0.2", y="1,2")
+    labels = [c.label for c in report.upstream_checks]
+    assert labels == [f"random upstream #1 (uniform(-1,1), seed {seed_for(0, ':upstream0')})",
+                      f"random upstream #2 (uniform(-1,1), seed {seed_for(0, ':upstream1')})",
+                      "full Jacobian"]
+    assert all(c.passed for c in report.upstream_checks)
+    assert len(set(labels)) == len(labels)  # each names the upstream it used
+
+
+def test_a_random_upstream_catches_a_backward_a_ones_upstream_hides():
+    report = gradscope.check(f"{DATA}/backwards.py:BlindSquare", x="linspace(1,2,5)")
+    assert report.inputs[0].status == "ok"  # ones upstream: right
+    assert not report.upstream_checks[0].passed and not report.passed
+
+
+def test_projections_cover_the_elements_a_sample_missed():
+    report = gradscope.check(f"{DATA}/backwards.py:WrongAtLast", x="randn(200)", max_fd=50,
+                             sample=5)
+    projections = [c for c in report.upstream_checks if c.label.startswith("random projection")]
+    assert len(projections) == 3 and projections[0].label.endswith("(all 200 elements)")
+    assert not all(c.passed for c in projections)

@@ -1,5 +1,5 @@
 """Inputs too large for one column per element: four-point columns for a seeded sample of their
-elements only (random projections over every element cover the rest: verdict/checks.py)."""
+elements only (random projections over every element cover the rest: features/projections.py)."""
 
 from __future__ import annotations
 
