@@ -48,7 +48,8 @@ class Setup:
 class Reference:
     """One reference engine's side of a run. `exact`: its answers carry no error (preferred
     for the extra upstreams, where an estimate adds only noise); `skipped`: input → why it has
-    no answer for it; `notes`: for the report's header; `closing`: said at the end."""
+    no answer for it; `notes`: for the report's header (`said()`, which a reference may derive
+    from what it holds); `closing`: said at the end."""
 
     name: str
     label: str = ""  # the column's heading in a table
@@ -61,6 +62,10 @@ class Reference:
     def ran(self) -> bool:
         """Whether it answers anything at all."""
         return False
+
+    def said(self) -> tuple[str, ...]:
+        """Its notes for the report's header, as its answers stand."""
+        return self.notes
 
     @property
     def answers_all(self) -> bool:
@@ -180,10 +185,23 @@ class Finite(Reference):
     # tensor (features/projections.py); `projected_only` got no element of its own
     scale: bool = False
     projected_only: tuple[str, ...] = ()
+    # notes on inputs found elementwise by probing, and on sampled inputs (said after the rest)
+    elementwise: Mapping[str, str] = field(default_factory=dict)
+    sampled: tuple[str, ...] = ()
 
     @property
     def ran(self) -> bool:
         return any(e is not None for e in self.estimates.values())
+
+    def said(self) -> tuple[str, ...]:
+        """The engine's notes, then per input what its estimate says now (points the target
+        rejected, columns that shared evaluations, found elementwise), then the sampled
+        inputs': derived from the estimates, so a refined one is said as it is."""
+        per_input = [n for name, est in self.estimates.items()
+                     for n in (*rejected_note(est), *grouped_note(est),
+                               *((self.elementwise[name],) if name in self.elementwise
+                                 else ()))]
+        return (*self.notes, *per_input, *self.sampled)
 
     @property
     def answers_all(self) -> bool:
@@ -223,23 +241,13 @@ class Finite(Reference):
     def refined(self, doubted: Mapping[str, torch.Tensor]) -> tuple[Finite, int]:
         if self.fd is None:
             return self, 0
-        estimates, count, notes = dict(self.estimates), 0, list(self.notes)
+        estimates, count = dict(self.estimates), 0
         for name, mask in doubted.items():
             est = estimates.get(name)
             if est is not None:
                 estimates[name], n = self.fd.refine(est, mask)
                 count += n
-                before = est.rejected.sum() if est.rejected is not None else 0
-                if estimates[name].rejected is not None and \
-                        int(estimates[name].rejected.sum()) > before:  # (said once, anew)
-                    notes = [n for n in notes
-                             if not (n.startswith(REJECTED) and f" of {name} (flat" in n)]
-                    notes.extend(rejected_note(estimates[name]))
-                if getattr(est, "groups", None) is not None:  # (groups taken apart: anew)
-                    notes = [n for n in notes if not n.startswith(f"{GROUPED}{name}'s ")]
-                    notes.extend(grouped_note(estimates[name]))
-        return (replace(self, estimates=estimates, notes=tuple(notes)), count) if count \
-            else (self, 0)
+        return (replace(self, estimates=estimates), count) if count else (self, 0)
 
 
 def finite(setup: Setup) -> Finite:
@@ -252,6 +260,7 @@ def finite(setup: Setup) -> Finite:
     covered = any(r.exact and r.ran for r in setup.before)
     scale = at_scale(fd, setup.prepared.target.parameters, options.max_fd, options.sample)
     alone: list[str] = []
+    elementwise: dict[str, str] = {}
     for name in setup.prepared.target.names:
         try:
             count = sample_size(fd, name, options.max_fd, options.sample, scale)
@@ -264,17 +273,14 @@ def finite(setup: Setup) -> Finite:
                 if setup.progress and not fd.is_elementwise(name) else None
             if count is None:
                 estimates[name] = fd.estimate(name, progress)
-                notes.extend(rejected_note(estimates[name]))
-                notes.extend(grouped_note(estimates[name]))
                 if name in fd.probed and fd.is_elementwise(name):
-                    notes.append(
+                    elementwise[name] = (
                         f"finite differences: the target is elementwise in {name} (each output "
                         f"element moves with its own element of {name} only: {fd.probed[name]} "
                         "probing calls showed it), so all its elements were perturbed at once")
                 continue
             estimates[name] = fd.sampled(name, count, seed_for(options.seed, f":sample:{name}"),
                                          progress)
-            notes.extend(rejected_note(estimates[name]))
         except (TargetError, UsageError, RuntimeError) as exc:
             # e.g. the user's forward fails at a perturbed point: the other engines still judge
             # (and an input left with nothing compared is `inconclusive`, never a pass)
@@ -287,12 +293,9 @@ def finite(setup: Setup) -> Finite:
             sampled.append(sampled_note(name, count, fd.values[name].numel(), options.sample,
                                         options.max_fd, fd.flops(), others, PROJECTIONS))
     closing = tuple(f"finite differences skipped for {n}: {why}" for n, why in skipped.items())
-    return Finite("finite_difference", "finite diff", skipped=skipped, notes=(*notes, *sampled),
+    return Finite("finite_difference", "finite diff", skipped=skipped, notes=tuple(notes),
                   closing=closing, fd=fd, estimates=estimates, scale=scale,
-                  projected_only=tuple(alone))
-
-
-GROUPED = "finite differences: "
+                  projected_only=tuple(alone), elementwise=elementwise, sampled=tuple(sampled))
 
 
 def grouped_note(est: Estimate | None) -> list[str]:
@@ -302,19 +305,18 @@ def grouped_note(est: Estimate | None) -> list[str]:
         return []
     alone, count = int((groups < 0).sum()), int(groups.max()) + 1
     if alone == groups.numel():
-        return [f"{GROUPED}{est.name}'s columns were grouped by autograd's sparsity pattern, "
-                "then every column was differenced on its own (the groups' differences did not "
-                "fit the pattern: an entry it calls zero moved the output, or a kink lay in a "
-                "group's stencil)"]
+        return [f"finite differences: {est.name}'s columns were grouped by autograd's sparsity "
+                "pattern, then every column was differenced on its own (the groups' differences "
+                "did not fit the pattern: an entry it calls zero moved the output, or a kink lay "
+                "in a group's stencil)"]
     apart = f"; {alone:,} were differenced on their own (their group's differences did not " \
         "fit the pattern)" if alone else ""
-    return [f"{GROUPED}{est.name}'s Jacobian is sparse by autograd's pattern, so its "
+    return [f"finite differences: {est.name}'s Jacobian is sparse by autograd's pattern, so its "
             f"{groups.numel():,} columns shared {count:,} group{'s' if count > 1 else ''} of "
             f"evaluations, each verified against the pattern{apart}"]
 
 
 MAX_LISTED = 6  # rejected elements named in the note
-REJECTED = "finite differences: the target rejected the perturbed points of "
 
 
 def rejected_note(est: Estimate | None) -> list[str]:
@@ -324,9 +326,10 @@ def rejected_note(est: Estimate | None) -> list[str]:
     flat = torch.nonzero(est.rejected.reshape(-1)).reshape(-1)
     shown = ", ".join(str(i) for i in flat[:MAX_LISTED].tolist())
     more = f" and {len(flat) - MAX_LISTED:,} more" if len(flat) > MAX_LISTED else ""
-    return [f"{REJECTED}{len(flat):,} element(s) of {est.name} (flat index {shown}{more}) at "
-            f"every step tried, down to {1 / REFINE_FACTOR ** REFINE_ROUNDS:g} of the first "
-            f"({est.why}); they are `unchecked`, the other elements were compared"]
+    return [f"finite differences: the target rejected the perturbed points of {len(flat):,} "
+            f"element(s) of {est.name} (flat index {shown}{more}) at every step tried, down "
+            f"to {1 / REFINE_FACTOR ** REFINE_ROUNDS:g} of the first ({est.why}); they are "
+            "`unchecked`, the other elements were compared"]
 
 
 def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:

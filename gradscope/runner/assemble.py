@@ -91,7 +91,7 @@ def _notes(prepared: Prepared, evidence: Evidence, diagnoses: Diagnoses) -> list
     head = [*prepared.request.notes, *target.notes,
             *target.guessed(set(options.at) | set(options.shape) | set(target.given)),
             *evidence.notes]
-    head += [n for r in evidence.references for n in r.notes]
+    head += [n for r in evidence.references for n in r.said()]
     tail = [*diagnoses.notes, *(n for r in evidence.references for n in r.closing)]
     return head + tail
 

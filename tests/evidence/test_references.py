@@ -49,7 +49,7 @@ def test_python_code_and_order_two_say_why_there_is_no_symbolic_column():
 def test_sampled_inputs_get_a_note_and_a_checked_mask():
     fd = finite(_setup("sum(sin(x))", shape={"*": (300,)}, max_fd=100, sample=20))
     assert fd.estimates["x"].mode == "sampled" and fd.mode("x") == "sampled"
-    assert any("20 of 300 elements of x" in n for n in fd.notes)
+    assert any("20 of 300 elements of x" in n for n in fd.said())
     answer = fd.vjp(torch.ones((), dtype=torch.float64))["x"]
     assert int(answer.checked.sum()) == 20
 
