@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import findings, kinks, partitions
-from gradscope.features import vanishing
+from gradscope.diagnose import findings, partitions
+from gradscope.features import kinks, vanishing
 from gradscope.features.base import Context, Feature, Said
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status

@@ -3,7 +3,7 @@ module's `__init__` (`self.w.register_hook(clip)`) and a module's backward hooks
 (`register_full_backward_hook`, `register_full_backward_pre_hook`, `register_backward_hook`).
 While gradscope imports the user's file or builds a module class, each registration is made
 with the hook wrapped (`WatchedHook`): the wrapper knows the file and line that registered it and,
-while a recording is open (diagnose/calls.py), reports what backward gave it and what it
+while a recording is open (features/inplace/calls.py), reports what backward gave it and what it
 returned.
 
 A hook on a tensor lives on that tensor object: a deep copy of the module (gradscope checks

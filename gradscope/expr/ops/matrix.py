@@ -3,7 +3,7 @@ matrix_power, inv_ex written with inverse and matmul), slogdet, matrix_norm, lin
 vander, linalg.diagonal (written with other rows), and closed-form adjoints for eigvalsh
 (eigh's values), svdvals, pinv and matrix_exp. Functions of a symmetric matrix are
 differentiated in each entry of the triangle they read (torch's own gradient is symmetric: a
-documented departure, diagnose/departures.py); eigen- and singular value adjoints assume
+documented departure, features/departures.py); eigen- and singular value adjoints assume
 distinct values, as torch's do."""
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from typing import Any
 import torch
 
 from gradscope.diagnose import relations
-from gradscope.diagnose.calls import FunctionCall, record
-from gradscope.diagnose.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
+from gradscope.features.inplace.calls import FunctionCall, record
+from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.targets.numbers import written

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradscope.diagnose.calls import classes, record
+from gradscope.features.inplace.calls import classes, record
 from tests.data import branches, culprits
 
 X = torch.linspace(-2, 2, 5, dtype=torch.float64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.diagnose.culprits import find
+from gradscope.features.inplace.culprits import find
 from gradscope.usercode import backward_location as location
 from gradscope.verdict.tolerance import Tolerance
 from tests.data import branches, culprits

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from gradscope.diagnose import relations
-from gradscope.diagnose.calls import HookCall
+from gradscope.features.inplace.calls import HookCall
 from gradscope.report.status import MISMATCH, OK
 from gradscope.verdict.tolerance import Tolerance
 

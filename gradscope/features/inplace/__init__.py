@@ -1,10 +1,9 @@
-"""Custom gradients checked in place: one watched forward and backward finds each custom
-`autograd.Function` call on the path to the output, with the arguments it received and the
-gradient it got from above; each call's backward is compared per element with finite
+"""Custom gradients checked in place: one watched forward and backward (`calls.py`) finds each
+custom `autograd.Function` call on the path to the output, with the arguments it received and
+the gradient it got from above; each call's backward is compared per element with finite
 differences of that Function's own forward (its cost is the op's, not the model's:
-diagnose/culprits.py); each gradient hook registered in the forward is checked for whether it
-changed the gradient it was given (diagnose/hooks.py). Each class and hook is named with file
-and line.
+`culprits.py`); each gradient hook registered in the forward is checked for whether it changed
+the gradient it was given (`hooks.py`). Each class and hook is named with file and line.
 
 What it compares is not the target the user named, so by the first rule it explains and never
 decides: where the target's own evidence fails, the wrong Function is the culprit (its check
@@ -21,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradscope.diagnose import culprits
-from gradscope.diagnose.culprits import ClassCheck
-from gradscope.diagnose.hooks import HookCheck
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features.base import Context, Decided, Feature, Said
+from gradscope.features.inplace import culprits
+from gradscope.features.inplace.culprits import ClassCheck
+from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
 

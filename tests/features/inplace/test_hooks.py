@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.diagnose.calls import HookCall
-from gradscope.diagnose.hooks import check_hooks
+from gradscope.features.inplace.calls import HookCall
+from gradscope.features.inplace.hooks import check_hooks
 from gradscope.verdict.tolerance import Tolerance
 
 TOL = Tolerance.for_dtype("float64")
