@@ -71,10 +71,14 @@ _ABSENT = object()
 
 
 def own_static(cls: type, name: str) -> Callable[..., Any]:
-    """The function behind `cls.name` as the class defines or inherits it (a staticmethod's
-    function; looked up in the class dicts, so that a patched parent is not picked up)."""
+    """The function behind `cls.name` as the class defines or inherits it, called as `apply`
+    calls it: a staticmethod's function, a classmethod bound to `cls` (a library writes
+    `forward(cls, ctx, ...)`); looked up in the class dicts, so that a patched parent is not
+    picked up."""
     value = next(vars(b)[name] for b in cls.__mro__ if name in vars(b))
-    return value.__func__ if isinstance(value, staticmethod | classmethod) else value
+    if isinstance(value, classmethod):
+        return value.__get__(None, cls)
+    return value.__func__ if isinstance(value, staticmethod) else value
 
 
 @contextmanager

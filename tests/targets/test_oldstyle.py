@@ -3,14 +3,16 @@ differences: batched with vmap, the same values as the per-column loop, restored
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import gradscope
 from gradscope.targets.code import CodeTarget
-from gradscope.targets.oldstyle import old_style, values_only
+from gradscope.targets.oldstyle import _Ctx, old_style, own_static, values_only
+from tests.data.classmethods import ClassSoftmax, ClassSoftmaxBug
 from tests.data.models import Scaled, UsesScaled
 from tests.data.stack import OldTypoGELU, TypoGELU
-from tests.paths import ROOT
+from tests.paths import DATA, ROOT
 
 STACK = ROOT / "tests" / "data" / "stack.py"
 
@@ -81,3 +83,23 @@ def test_a_subclass_that_overrides_only_backward_is_found_and_runs_its_parents_f
         batched = torch.func.vmap(SwishMissingTerm.apply)(torch.stack([x.detach()] * 2))
     assert torch.allclose(batched[0], x.detach() * torch.sigmoid(x.detach()))
     assert "forward" not in vars(SwishMissingTerm)
+
+
+CLASSMETHODS = f"{DATA}/classmethods.py"
+
+
+def test_a_classmethod_function_is_called_as_apply_calls_it():
+    # (forward(cls, ctx, ...): a stand-in that dropped `cls` passed ctx as x)
+    x = torch.randn(2, 3, dtype=torch.float64)
+    forward = own_static(ClassSoftmaxBug, "forward")  # (inherited, bound to the subclass)
+    assert torch.allclose(forward(_Ctx((x,)), x, -1), torch.softmax(x, -1))
+    assert own_static(ClassSoftmax, "backward").__self__ is ClassSoftmax
+
+
+@pytest.mark.parametrize("target", ["ClassSoftmax", "softmax"])
+def test_classmethod_functions_are_checked_right_and_wrong(target):
+    right = gradscope.check(f"{CLASSMETHODS}:{target}", at={"x": "randn(3,5)"})
+    assert right.passed and right.inputs[0].status_counts == {"ok": 15}
+    buggy = "ClassSoftmaxBug" if target == "ClassSoftmax" else "softmax_bug"
+    wrong = gradscope.check(f"{CLASSMETHODS}:{buggy}", at={"x": "randn(3,5)"})
+    assert not wrong.passed and wrong.inputs[0].status == "mismatch"
