@@ -69,15 +69,18 @@ class Context:
 @dataclass(frozen=True)
 class Decided:
     """What the judge stage has decided before the features' checks: each input's status,
-    the named checks so far, and whether the target's own evidence already fails the run."""
+    the named checks so far, the elements judged the user's surrogate, and whether anything
+    else of the target's own evidence fails the run (a backward's named check, NaN or inf at
+    the given inputs); `failing` — whether the target's own evidence fails it."""
 
     statuses: Mapping[str, Status]
     checks: Sequence[UpstreamCheck]
-    surrogate: Mapping[str, torch.Tensor]  # the elements judged the user's surrogate
+    surrogate: Mapping[str, torch.Tensor]
+    otherwise: bool = False
 
     @property
     def failing(self) -> bool:
-        return any(s.fails for s in self.statuses.values()) or any(
+        return self.otherwise or any(s.fails for s in self.statuses.values()) or any(
             not c.passed for c in self.checks)
 
 

@@ -18,7 +18,7 @@ from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
 from gradscope.features import Context, Decided, Guard
 from gradscope.report.model import Failure, UpstreamCheck
-from gradscope.report.status import Status
+from gradscope.report.status import FAILING_KINDS, Status
 from gradscope.runner.excuses import Excuses
 from gradscope.verdict import outcome
 from gradscope.verdict.compare import Comparison, compare, named
@@ -68,13 +68,15 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     for feature in guard.active:
         statuses, why = guard.call(feature, feature.statuses, (statuses, {}), ctx, statuses)
         unjudged.update(why)
-    checks = [named(view.label, cmps)
-             for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
-    for feature in guard.active:
-        checks += guard.call(feature, feature.checks, [], ctx,
-                             Decided(statuses, tuple(checks), surrogate))
     findings = [d for feature in guard.active
                 for d in guard.call(feature, feature.target_checks, (), ctx)]
+    otherwise = any(d.kind in FAILING_KINDS for d in findings) or bool(
+        outcome.nonfinite_failures(evidence.nonfinite, prepared.options.allow_nan))
+    checks = [named(view.label, cmps)
+              for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
+    for feature in guard.active:
+        checks += guard.call(feature, feature.checks, [], ctx,
+                             Decided(statuses, tuple(checks), surrogate, otherwise))
     forward, forward_status = _forward(evidence)
     acc = _accumulation(evidence)
     failures = outcome.failures(
