@@ -14,7 +14,7 @@ from gradscope.report.headline import headline
 from gradscope.report.status import Status
 from tests.paths import DATA
 
-DEPARTING = f"{DATA}/departing.py"
+DEPARTING = f"{DATA}/symmetric.py"
 
 
 class Raising(Feature):
@@ -67,7 +67,7 @@ def test_an_inner_departure_the_target_does_not_see_is_a_note_not_a_failure():
     (check,) = [c for c in report.upstream_checks if "checked in place" in c.label]
     assert check.passed and check.result == Status.MISMATCH and "a note" in check.label
     (note,) = [d for d in report.diagnostics if d.kind == "inner_departure"]
-    assert note.op.startswith("SymEigvals.backward (departing.py:")
+    assert note.op.startswith("SymmetricEigenvalues.backward (symmetric.py:")
     assert "a note, not a failure" in note.message and "0.5 × the derivative" in note.message
     strict = gradscope.check(f"{DEPARTING}:symmetric_spectrum", at={"m": "randn(4,4)"},
                              fail_on="warning")
@@ -78,7 +78,7 @@ def test_the_same_departure_where_the_target_is_wrong_is_its_culprit():
     report = gradscope.check(f"{DEPARTING}:lower_spectrum", at={"m": "randn(4,4)"})
     assert not report.passed
     (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
-    assert culprit.op.startswith("SymEigvals.backward (departing.py:")
+    assert culprit.op.startswith("SymmetricEigenvalues.backward (symmetric.py:")
     (check,) = [c for c in report.upstream_checks if "checked in place" in c.label]
     assert not check.passed and check.result == Status.MISMATCH
-    assert headline(report).startswith("SymEigvals.backward")
+    assert headline(report).startswith("SymmetricEigenvalues.backward")
