@@ -7,6 +7,7 @@ diagnostics, the notes in their order, a model's module roll-up, and the failure
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 import torch
@@ -38,7 +39,8 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
     ctx = excuses.context(prepared, evidence)
     reported: dict[str, Any] = {"declared": {}, "coverage": ""}
     for feature in guard.active:
-        reported.update(guard.call(feature, feature.reported, {}, ctx, inputs))
+        reported.update(guard.call(feature, lambda f=feature: _fields(f.reported(ctx, inputs)),
+                                   {}))
     diagnostics = list(diagnoses.diagnostics)
     failures = list(verdict.failures)
     if options.fail_on == "warning":
@@ -68,6 +70,17 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
                        "dtype": str(c.tensor.dtype).removeprefix("torch."),
                        "origin": c.origin} for n, c in prepared.bound.constants.items()},
         failures=failures, model=model, branches=_branches(traced))
+
+
+def _fields(reported: dict[str, Any]) -> dict[str, Any]:
+    """A feature's report fields, each one the Report has (another is the feature's error)."""
+    unknown = sorted(set(reported) - _REPORTED)
+    if unknown:
+        raise ValueError(f"the report has no field {unknown[0]!r}")
+    return reported
+
+
+_REPORTED = {f.name for f in fields(Report)}
 
 
 def _branches(traced: Any) -> list[dict[str, Any]]:

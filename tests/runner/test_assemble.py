@@ -35,3 +35,20 @@ def test_forward_mode_reports_the_named_tangent_only():
     report = gradscope.jvp("x * y", x="1,2", y="3,4", tangent={"x": "1,0"})
     assert report.forward.tangent == {"x": [1.0, 0.0]}
     assert report.forward.autograd == [3.0, 0.0] and report.forward.status == "ok"
+
+
+def test_a_feature_filling_a_field_the_report_lacks_steps_aside(monkeypatch):
+    from gradscope import features
+    from gradscope.features import Feature
+
+    class Stray(Feature):
+        name = "stray"
+
+        def reported(self, ctx, inputs):
+            return {"no_such_field": 1}
+
+    monkeypatch.setattr(features, "FEATURES", (*features.FEATURES, Stray()))
+    report = gradscope.check("x * 2", x="1,2")
+    assert report.passed
+    assert any(n.startswith("stray stepped aside") and "no_such_field" in n
+               for n in report.notes)
