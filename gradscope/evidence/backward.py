@@ -16,6 +16,7 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
+from gradscope.tensors import grad_nodes
 from gradscope.usercode import OURS, user_code
 
 
@@ -31,6 +32,7 @@ class Backward:
     grads: dict[str, torch.Tensor] | None
     failure: Diagnostic | None
     flow: flow.Flow | None
+    notes: tuple[str, ...] = ()  # what stepped aside, and why
 
 
 LOOPED_ROWS = 8  # a claim from one backward per output element: for ≥ 8 columns per row
@@ -73,6 +75,7 @@ def backward(prepared: Prepared) -> Backward:
     if engine.output.numel() == 0:  # never a PASS of nothing
         raise UsageError(f"the output of {target.text} is empty (shape "
                          f"{tuple(engine.output.shape)}): there is no gradient to compare")
+    _refuse_reentrant(engine.output, target.text)
     upstream = bound.upstream.tensor_for(engine.output)
     given = upstream.clone() if target.checks_backward else upstream
     failure = grads = None
@@ -89,6 +92,18 @@ def backward(prepared: Prepared) -> Backward:
     finally:
         traced = tracer.finish() if tracer is not None else None
     return Backward(engine, upstream, given, grads, failure, traced)
+
+
+def _refuse_reentrant(output: torch.Tensor, text: str) -> None:
+    """Reentrant checkpointing (`checkpoint(..., use_reentrant=True)`) cannot be differentiated
+    with `torch.autograd.grad`, which every gradient check takes: torch refuses it, so the way
+    on is said here (exit 2), before anything is differentiated."""
+    if any(type(node).__name__ == "CheckpointFunctionBackward"
+           for node in grad_nodes(getattr(output, "grad_fn", None))):
+        raise UsageError(f"{text} uses reentrant checkpointing (torch.utils.checkpoint with "
+                         "use_reentrant=True), which torch cannot differentiate with "
+                         "torch.autograd.grad, as every gradient check does: pass "
+                         "use_reentrant=False (torch's recommended form) to check it")
 
 
 def _at_chosen(exc: TargetError, prepared: Prepared) -> TargetError:
@@ -130,10 +145,31 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
     source = prepared.target.flow_source()
     if back.flow is not None or back.grads is None or source is None or source.watch_first:
         return back
-    traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
-                        anomaly=source.anomaly, ours=OURS,
-                        keep_grads=prepared.options.intermediates)
+    try:
+        traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
+                            anomaly=source.anomaly, ours=OURS,
+                            keep_grads=prepared.options.intermediates)
+    except TargetError as exc:  # (the watch, not the target: autograd's own run passed)
+        why = str(exc).strip().splitlines()[-1][:160]
+        return replace(back, notes=(*back.notes, "the gradient-flow trace stepped aside: the "
+                                    f"target's code refused gradscope's watched forward "
+                                    f"({why}); the verdict does not rest on it"))
     return replace(back, flow=traced)
+
+
+def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+                  values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """One more evaluation of the target's values: without a graph (no memory for one) where
+    the target runs so, else the plain way — grad mode, the inputs leaves that require grad as
+    autograd's own evaluation had them (code that registers a hook or differentiates inside
+    its forward needs both)."""
+    try:
+        with torch.no_grad():
+            return forward(dict(values))
+    except TargetError:
+        leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
+        with torch.enable_grad():
+            return forward(leaves).detach()
 
 
 def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
@@ -143,8 +179,7 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
     target = prepared.target
     if not target.runs_user_code:
         return
-    with torch.no_grad():
-        second = target.forward(dict(prepared.bound.cast))
+    second = without_graph(target.forward, prepared.bound.cast)
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
             or first.shape != second.shape or not first.is_floating_point():
         return

@@ -144,7 +144,8 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
                               prepared.options.atol)
     nonfinite, excused = _nonfinite(prepared, back)
     evidence = Evidence(back, tuple(references), tol, computed,
-                        notes=(*learned, *precision_note(prepared, computed), *excused),
+                        notes=(*back.notes, *learned, *precision_note(prepared, computed),
+                               *excused),
                         timings=timings, nonfinite=nonfinite)
     if back.grads is None:
         return evidence

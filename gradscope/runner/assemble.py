@@ -101,7 +101,7 @@ def _notes(prepared: Prepared, evidence: Evidence, diagnoses: Diagnoses) -> list
     """In order: the request's own, the target's, what was guessed, what autograd's graph
     taught, precision, each engine's; then what the diagnoses add and the engines skipped."""
     target, options = prepared.target, prepared.options
-    head = [*prepared.request.notes, *target.notes,
+    head = [*prepared.request.notes, *target.notes, *target.observed(),
             *target.guessed(set(options.at) | set(options.shape) | set(target.given)),
             *evidence.notes]
     head += [n for r in evidence.references for n in r.said()]

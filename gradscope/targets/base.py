@@ -108,6 +108,8 @@ class Target:
         self.constants: dict[str, torch.Tensor] = {}  # --const: data, never differentiated
         self.notes: list[str] = []
         self.branch_sites: list[Any] = []  # kinky op applications (expressions)
+        # what calling the target showed (kept while the target is fixed: see `observed`)
+        self._observed: dict[str, str] = {}
 
     takes_init = False  # --init: constructor arguments (a module class)
 
@@ -127,6 +129,11 @@ class Target:
             elif isinstance(value, dict):
                 object.__setattr__(self, name, MappingProxyType(value))
         object.__setattr__(self, "_ready", True)
+
+    def observed(self) -> list[str]:
+        """Notes on what calling the target showed about it (grad mode left switched), one
+        per kind of thing, in the order first seen."""
+        return list(getattr(self, "_observed", {}).values())
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and getattr(self, "_ready", False):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from gradscope.errors import GradscopeError, UsageError
+from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.markers import marker_of, reference_of
 from gradscope.targets import numbers
 from gradscope.targets.base import FlowSource, Target, TracedFn, _last_line
@@ -31,6 +31,7 @@ from gradscope.targets.outputs import picked
 from gradscope.targets.registered import WatchedHook, carry, deep_copy, hooks_by_name
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param
+from gradscope.targets.state import State, state_of
 from gradscope.usercode import known_hint, user_code
 
 
@@ -48,6 +49,7 @@ class CodeTarget(Target):
         self.output: int | str | None = None  # --output-index / --output-key
         self.parameter_hooks: dict[str, list[WatchedHook]] = {}
         self.adopted: set[str] = set()  # forward's parameters with a default an option gave
+        self._state: State | None = None  # the module's own state before gradscope's calls
 
     # ------------------------------------------------------------ inputs
     @property
@@ -249,15 +251,37 @@ class CodeTarget(Target):
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         values = {**values, **self.constants} if self.constants else values
         args, kwargs = self._call_args(values)
-        with user_code("forward", hint=self._forward_hint):
-            if self.module is not None:
-                params = {n: values[n] for n in self.parameters}
-                if self.parameter_hooks:
-                    carry(self.parameter_hooks, params)
-                out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
-            else:
-                out = self.call(args, kwargs)
+        grad_mode = torch.is_grad_enabled()
+        if self.module is not None and self._state is None:
+            self._state = state_of(self.module)
+        try:
+            with user_code("forward", hint=self._forward_hint):
+                if self.module is not None:
+                    params = {n: values[n] for n in self.parameters}
+                    if self.parameter_hooks:
+                        carry(self.parameter_hooks, params)
+                    out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
+                else:
+                    out = self.call(args, kwargs)
+        finally:
+            self._after_call(grad_mode)
         return picked(out, self.text, self.output)
+
+    def _after_call(self, grad_mode: bool) -> None:
+        """What a call of the target's code changed, put back: grad mode, and the module's own
+        state (every evaluation starts from the state it had: targets/state.py); said once."""
+        if torch.is_grad_enabled() != grad_mode:  # (the target's code switched it)
+            torch.set_grad_enabled(grad_mode)
+            self._observed["grad mode"] = (
+                f"{self.text} leaves grad mode {'off' if grad_mode else 'on'} "
+                "(torch.set_grad_enabled) when it returns; gradscope restored it after each "
+                "of its calls")
+        changed = self._state.restore() if self._state is not None else []
+        if changed and "state" not in self._observed:
+            self._observed["state"] = (
+                f"the module keeps state between calls ({', '.join(changed[:3])}); gradscope "
+                "started every evaluation from the state it had before the check, and left "
+                "it so")
 
     def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """One call of the user's code with these arguments (no module held)."""
@@ -268,17 +292,36 @@ class CodeTarget(Target):
         normalisation layers leave their running statistics alone, while finite differences
         evaluate values, so that the evaluation can be vmapped (oldstyle.py, closures.py)."""
         classes, layers = old_style(output), tracking_layers(self.module)
+        notes: list[str] = []
+        plain: list[bool] = []  # (set once the shortcut raised where the plain way ran)
 
         def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-            with values_only(classes), batch_statistics_only(layers):
-                return self.forward(values), []
+            if not plain:
+                try:
+                    with values_only(classes), batch_statistics_only(layers):
+                        return self.forward(values), []
+                except TargetError as exc:
+                    out = self._plain(values, layers)  # (raises where the target fails too)
+                    plain.append(True)
+                    notes.append("finite differences evaluate the target the plain way (grad "
+                                  "mode, its inputs requiring grad, no stand-ins): without "
+                                  f"them it raised ({_last_line(exc)[:120]})")
+                    return out, []
+            return self._plain(values, layers), []
 
-        notes = []
         if classes and self.module is not None:  # a model: why it was fast after all
             names = ", ".join(sorted({c.__name__ for c in classes}))
             notes.append(f"finite differences evaluate {names} (ctx in forward, which vmap "
                          "refuses) through forward itself, so that they are batched")
         return traced, notes
+
+    def _plain(self, values: Mapping[str, torch.Tensor], layers: Any) -> torch.Tensor:
+        """The target's value as an ordinary call makes it: in grad mode, its inputs leaves
+        that require grad (code that registers a hook or differentiates inside its forward
+        needs both); the running statistics still left alone."""
+        leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
+        with torch.enable_grad(), batch_statistics_only(layers):
+            return self.forward(leaves).detach()
 
     def flow_source(self) -> FlowSource:
         from gradscope.targets.scopes import sourced  # the watched forward of a model

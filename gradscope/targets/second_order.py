@@ -37,6 +37,9 @@ class SecondOrderTarget(Target):
         self.base.ready()
         super().ready()
 
+    def observed(self) -> list[str]:
+        return self.base.observed()
+
     def domain(self, name: str) -> tuple[float, float] | None:
         return self.base.domain(name)
 

@@ -1,0 +1,49 @@
+"""Where gradscope's own shortcuts do not fit real-shaped code — a forward that registers a
+hook or uses torch.func.vmap, one that leaves grad mode off, a stateful module — the check goes
+the plain way with a note and gives the verdict torch's gradcheck gives: a pass for the right
+code, a failure for its twin with a bug. What torch cannot differentiate is exit 2 with the way
+on, never an internal error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.errors import UsageError
+from tests.data import plainway
+from tests.paths import DATA
+
+PLAIN = f"{DATA}/plainway.py"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("hooked", "finite differences evaluate the target the plain way"),
+    ("uses_vmap", "the gradient-flow trace stepped aside"),
+    ("grad_off", "leaves grad mode off"),
+    ("Leaky", "keeps state between calls"),
+])
+def test_right_code_passes_the_plain_way_and_says_so(name, says):
+    report = gradscope.check(f"{PLAIN}:{name}", at={"x": "randn(4,3)"})
+    assert report.passed, report.to_text()
+    assert all(set(i.status_counts) == {"ok"} for i in report.inputs)
+    assert any(says in n for n in report.notes), report.notes
+    assert torch.is_grad_enabled()  # (restored after the target's calls)
+    fn = getattr(plainway, name)
+    if isinstance(fn, type):
+        return  # (torch's own gradcheck measures a stateful module's drift: it fails there)
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    with torch.enable_grad():  # (grad_off leaves it off under torch's own call too)
+        assert torch.autograd.gradcheck(fn, (x,))  # torch agrees
+
+
+@pytest.mark.parametrize("name", ["hooked_bug", "uses_vmap_bug", "grad_off_bug", "LeakyBug"])
+def test_its_twin_with_a_bug_fails(name):
+    report = gradscope.check(f"{PLAIN}:{name}", at={"x": "randn(4,3)"})
+    assert not report.passed and report.inputs[0].status == "mismatch"
+
+
+def test_reentrant_checkpointing_is_exit_2_with_the_way_on():
+    with pytest.raises(UsageError, match="use_reentrant=False"):
+        gradscope.check(f"{PLAIN}:reentrant", at={"x": "randn(4)"})
+    assert gradscope.check(f"{PLAIN}:nonreentrant", at={"x": "randn(4)"}).passed
