@@ -94,3 +94,37 @@ class HookedNet(Net):
             h.register_hook(lambda g: 2 * g)
         h = LeakyReLU.apply(self.fc2(h))
         return self.fc3(h).pow(2).mean()
+
+
+class TwoOutputs(torch.autograd.Function):
+    """(2x, x²): right; used below through its second output only."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 2 * x, x * x
+
+    @staticmethod
+    def backward(ctx, g_double, g_square):
+        (x,) = ctx.saved_tensors
+        g = torch.zeros_like(x)
+        if g_double is not None:
+            g = g + 2 * g_double
+        if g_square is not None:
+            g = g + 2 * x * g_square
+        return g
+
+
+class TwoOutputsBug(TwoOutputs):
+    @staticmethod
+    def backward(ctx, g_double, g_square):
+        (x,) = ctx.saved_tensors
+        return 2 * g_double + 3 * x * g_square  # the bug: 3x where the derivative is 2x
+
+
+def second_output(x):
+    return torch.tanh(TwoOutputs.apply(x)[1])
+
+
+def second_output_bug(x):
+    return torch.tanh(TwoOutputsBug.apply(x)[1])

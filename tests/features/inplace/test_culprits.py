@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import torch
 
+import gradscope
 from gradscope.features.inplace.culprits import find
 from gradscope.usercode import backward_location as location
 from gradscope.verdict.tolerance import Tolerance
 from tests.data import branches, culprits
+from tests.paths import DATA
 
 TOL = Tolerance(1e-6, 1e-9)
 X = (torch.arange(9, dtype=torch.float64) - 4) * 0.7
@@ -63,3 +65,14 @@ def test_the_upstream_each_call_received_is_used():
 def test_location_of_a_backward():
     assert location(culprits.BuggyLeakyReLU) == "culprits.py:41"
     assert location(int) == ""
+
+
+def test_a_function_used_through_its_second_output_is_checked_with_that_upstream():
+    # (the first output received no gradient: the second's must not be read as the first's)
+    right = gradscope.check(f"{DATA}/culprits.py:second_output", at={"x": "randn(5)"})
+    assert right.passed, right.to_text()
+    assert not [d for d in right.diagnostics if d.kind in ("culprit", "inner_departure")]
+    wrong = gradscope.check(f"{DATA}/culprits.py:second_output_bug", at={"x": "randn(5)"})
+    assert not wrong.passed
+    (culprit,) = [d for d in wrong.diagnostics if d.kind == "culprit"]
+    assert culprit.op.startswith("TwoOutputsBug.backward") and culprit.factor == 1.5
