@@ -64,7 +64,9 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
               for view in evidence.views]
     table = judged[0]
     statuses = {n: _status(c) for n, c in table.items()}
-    unjudged = _unjudged(evidence, table)
+    unjudged = {**_unjudged(evidence, table),  # (engines that ran but met only NaN: said so)
+                **{n: UNDEFINED_EVERYWHERE for n, s in statuses.items()
+                   if s == Status.INCONCLUSIVE and not table[n].has(Status.UNCHECKED)}}
     for feature in guard.active:
         statuses, why = guard.call(feature, feature.statuses, (statuses, {}), ctx, statuses)
         unjudged.update(why)
@@ -139,10 +141,16 @@ def _unjudged(evidence: Evidence, table: Mapping[str, Comparison]) -> dict[str, 
 
 def _status(cmp: Comparison) -> Status:
     """The input's status: its worst element's, or `inconclusive` when no element was
-    compared at all (no engine covered any: a verdict that compared nothing never passes)."""
-    if cmp.has(Status.UNCHECKED) and not cmp.compared():
+    compared at all — none covered by an engine, or all undefined (NaN or inf in the function,
+    autograd or a reference there): a verdict that compared nothing never passes."""
+    if not cmp.compared() and (cmp.has(Status.UNCHECKED) or cmp.has(Status.UNDEFINED)):
         return Status.INCONCLUSIVE
     return cmp.worst()
+
+
+UNDEFINED_EVERYWHERE = ("every element is undefined (NaN or inf in the function, autograd or a "
+                        "reference there), so nothing was compared: give values where the "
+                        "function is finite with --at")
 
 
 def _forward(evidence: Evidence) -> tuple[Comparison | None, Status | None]:

@@ -8,8 +8,10 @@ import dataclasses
 
 import pytest
 
+import gradscope
 from gradscope.evidence.gather import gather
 from gradscope.options import Options, Request
+from gradscope.report.headline import headline
 from gradscope.report.status import Status
 from gradscope.runner import prepare
 from gradscope.runner.excuses import excuse
@@ -73,3 +75,14 @@ def test_the_verdict_is_frozen():
     verdict = _verdict("jvp", "x * 2", at={"x": "1,2"})
     with pytest.raises(dataclasses.FrozenInstanceError):
         verdict.failures = ()  # type: ignore[misc]
+
+
+def test_an_input_whose_every_element_is_undefined_is_inconclusive_never_a_pass():
+    # (an infinite padding written into the output, at values gradscope drew: every element
+    # of the gradient is NaN in the estimate; nothing is compared, so nothing passes)
+    report = gradscope.check("F.pad(x, (1,1), value=inf)")
+    assert not report.passed and report.inputs[0].status == "inconclusive"
+    assert "every element is undefined" in headline(report)
+    assert not gradscope.check("F.pad(x, (1,1), value=inf)", allow_nan=True).passed
+    fine = gradscope.check("F.pad(x, (1,1), value=2)")
+    assert fine.passed and fine.inputs[0].status == "ok"
