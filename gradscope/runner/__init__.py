@@ -38,11 +38,14 @@ def run(request: Request) -> Report:
     started = time.perf_counter()
     with contained(), redirect_stdout(printed), seeded(request.options.seed):
         prepared = prepare(request)
-        evidence = gather(prepared, request.progress)
-        excuses = excuse(prepared, evidence)
-        verdict = judge(prepared, evidence, excuses)
-        diagnoses = diagnose(prepared, evidence, excuses, verdict)
-        report = assemble(prepared, evidence, excuses, verdict, diagnoses)
+        try:
+            evidence = gather(prepared, request.progress)
+            excuses = excuse(prepared, evidence)
+            verdict = judge(prepared, evidence, excuses)
+            diagnoses = diagnose(prepared, evidence, excuses, verdict)
+            report = assemble(prepared, evidence, excuses, verdict, diagnoses)
+        finally:
+            prepared.target.finished()  # (the user's objects left as they were found)
     timings = {**report.timings, "total": time.perf_counter() - started}
     report = replace(report, timings={k: round(v, 6) for k, v in timings.items()})
     return _with_prints(report, printed.getvalue())

@@ -130,6 +130,10 @@ class Target:
                 object.__setattr__(self, name, MappingProxyType(value))
         object.__setattr__(self, "_ready", True)
 
+    def finished(self) -> None:
+        """The check is over (anything the target's calls changed on the user's objects is
+        put back)."""
+
     def observed(self) -> list[str]:
         """Notes on what calling the target showed about it (grad mode left switched), one
         per kind of thing, in the order first seen."""

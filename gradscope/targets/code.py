@@ -252,8 +252,7 @@ class CodeTarget(Target):
         values = {**values, **self.constants} if self.constants else values
         args, kwargs = self._call_args(values)
         grad_mode = torch.is_grad_enabled()
-        if self.module is not None and self._state is None:
-            self._state = state_of(self.module)
+        self._from_state()
         try:
             with user_code("forward", hint=self._forward_hint):
                 if self.module is not None:
@@ -268,20 +267,34 @@ class CodeTarget(Target):
         return picked(out, self.text, self.output)
 
     def _after_call(self, grad_mode: bool) -> None:
-        """What a call of the target's code changed, put back: grad mode, and the module's own
-        state (every evaluation starts from the state it had: targets/state.py); said once."""
-        if torch.is_grad_enabled() != grad_mode:  # (the target's code switched it)
+        """Grad mode, where the target's code switched it, restored (and said once)."""
+        if torch.is_grad_enabled() != grad_mode:
             torch.set_grad_enabled(grad_mode)
             self._observed["grad mode"] = (
                 f"{self.text} leaves grad mode {'off' if grad_mode else 'on'} "
                 "(torch.set_grad_enabled) when it returns; gradscope restored it after each "
                 "of its calls")
-        changed = self._state.restore() if self._state is not None else []
+
+    def _from_state(self) -> None:
+        """Every call starts from the state the module had before gradscope's first
+        (targets/state.py): saved then, put back before each later call — not after one, so
+        that the backward of a call still finds what its forward kept — and said once."""
+        if self.module is None:
+            return
+        if self._state is None:
+            self._state = state_of(self.module)
+            return
+        changed = self._state.restore()
         if changed and "state" not in self._observed:
             self._observed["state"] = (
                 f"the module keeps state between calls ({', '.join(changed[:3])}); gradscope "
                 "started every evaluation from the state it had before the check, and left "
                 "it so")
+
+    def finished(self) -> None:
+        """The check is over: the module is left in the state it had before it."""
+        if self._state is not None:
+            self._state.restore()
 
     def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """One call of the user's code with these arguments (no module held)."""

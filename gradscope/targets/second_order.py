@@ -40,6 +40,9 @@ class SecondOrderTarget(Target):
     def observed(self) -> list[str]:
         return self.base.observed()
 
+    def finished(self) -> None:
+        self.base.finished()
+
     def domain(self, name: str) -> tuple[float, float] | None:
         return self.base.domain(name)
 

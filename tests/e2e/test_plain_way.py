@@ -47,3 +47,10 @@ def test_reentrant_checkpointing_is_exit_2_with_the_way_on():
     with pytest.raises(UsageError, match="use_reentrant=False"):
         gradscope.check(f"{PLAIN}:reentrant", at={"x": "randn(4)"})
     assert gradscope.check(f"{PLAIN}:nonreentrant", at={"x": "randn(4)"}).passed
+
+
+def test_what_a_forward_keeps_for_its_backward_is_still_there_when_backward_runs():
+    module = plainway.KeepsForBackward()
+    report = gradscope.check(module, torch.randn(5, dtype=torch.float64))
+    assert report.passed, report.to_text()
+    assert not hasattr(module, "kept")  # (and the module is left as it was found)
