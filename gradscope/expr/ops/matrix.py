@@ -16,7 +16,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.ops.base import Build, Tensor, picked, structural
+from gradscope.expr.ops.base import KINK, Build, Tensor, picked, structural
 from gradscope.expr.ops.base import decomposed as _row
 from gradscope.tensors import from_triangle, triangle_adjoint
 
@@ -243,6 +243,27 @@ def _eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:
     return torch.linalg.eigvalsh(a, UPLO=UPLO)
 
 
+def _ties(vectors: Tensor) -> Tensor:
+    """Branch ids for values of a matrix function, one per value (`vectors`: their vectors as
+    columns, (..., n, k)): the rank of |r·v| among the vectors for a fixed generic r. Where a
+    value is simple its vector moves little under a small step, and so does its rank; where
+    two values tie (the identity's eigenvalues, repeated singular values), a step either way
+    picks other vectors of their shared space and the ranks swap — a kink, like sort's ties:
+    neither value has a derivative there."""
+    gen = torch.Generator().manual_seed(20261126)  # (fixed: the same r at every point)
+    r = torch.randn(vectors.shape[-2], generator=gen, dtype=torch.float64)
+    scores = (r.to(vectors.device, vectors.dtype).unsqueeze(-1) * vectors).sum(-2).abs()
+    return scores.argsort(-1).argsort(-1)
+
+
+def _eigvalsh_ties(a: Tensor, UPLO: str = "L") -> Tensor:
+    return _ties(torch.linalg.eigh(a, UPLO=UPLO).eigenvectors)
+
+
+def _svdvals_ties(a: Tensor) -> Tensor:
+    return _ties(torch.linalg.svd(a, full_matrices=False).Vh.mT)
+
+
 def _pinv(a: Tensor, hermitian: bool = False) -> Tensor:
     return torch.linalg.pinv(a, hermitian=hermitian)
 
@@ -295,13 +316,13 @@ ROWS = [
     structural("linalg.eigvalsh", _eigvalsh, "linalg.eigvalsh(A, UPLO='L'): the eigenvalues "
                "of a symmetric matrix (reading one triangle)",
                "input, UPLO: str = 'L'", UPLO,
-               vjp=_eigh_vjp, jvp=_eigh_jvp),
+               vjp=_eigh_vjp, jvp=_eigh_jvp, branch=_eigvalsh_ties, kink=KINK),
     _row("linalg.eigh", picked(_lin("eigh")), "linalg.eigh(A, UPLO='L')[0]: the eigenvalues",
          "input, UPLO: str = 'L'", _first("linalg.eigvalsh"), choices=UPLO,
          returns=("eigenvalues", "eigenvectors"), data_fields=("eigenvectors",)),
     structural("svdvals", _lin("svdvals"), "linalg.svdvals(A): the singular values "
                "(descending)", "input", vjp=_svdvals_vjp, jvp=_svdvals_jvp,
-               aliases=("linalg.svdvals",)),
+               branch=_svdvals_ties, kink=KINK, aliases=("linalg.svdvals",)),
     structural("pinv", _pinv, "linalg.pinv(A, hermitian=False): the pseudo-inverse",
                "input, hermitian: bool = False", vjp=_pinv_vjp, jvp=_pinv_jvp,
                aliases=("linalg.pinv", "pinverse")),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import gradscope
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import UsageError
 from gradscope.expr.ops import matrix
@@ -33,3 +34,16 @@ def test_matrix_powers_are_bounded():
     with pytest.raises(UsageError, match="exponent is at most"):
         SymbolicEngine(parse("torch.linalg.matrix_power(x, 100)"),
                        {"x": torch.eye(2, dtype=torch.float64)})
+
+
+@pytest.mark.parametrize("text", ["svdvals(a)", "torch.linalg.eigvalsh(a)"])
+def test_repeated_values_are_kinks_in_every_view_and_only_there(text):
+    # the identity's values tie: neither has a derivative (a step either way picks other
+    # vectors), like sort's ties — nondifferentiable, never a "full Jacobian" mismatch
+    tied = gradscope.check(text, a="[[1,0,0],[0,1,0],[0,0,2]]")
+    assert tied.passed, tied.to_text()
+    statuses = tied.inputs[0].element_status
+    assert statuses[2] == ["ok", "ok", "ok"] and statuses[0][0] == "nondifferentiable"
+    assert all(c.passed for c in tied.upstream_checks)
+    apart = gradscope.check(text, a="[[1,0.2,0],[0.2,1.5,0],[0,0,2]]")  # (values apart)
+    assert apart.passed and set(apart.inputs[0].status_counts) == {"ok"}
