@@ -41,10 +41,13 @@ def backward_location(cls: type) -> str:
     backward = getattr(cls, "backward", None)
     try:
         path = inspect.getsourcefile(backward)  # type: ignore[arg-type]
-        _, line = inspect.getsourcelines(backward)  # type: ignore[arg-type]
+        lines, line = inspect.getsourcelines(backward)  # type: ignore[arg-type]
     except (OSError, TypeError):
         return ""
-    return f"{Path(path or '?').name}:{line}"
+    # (the source starts at its decorators: `@staticmethod` is not where backward is written)
+    below = next((k for k, text in enumerate(lines)
+                  if text.lstrip().startswith(("def ", "async def "))), 0)
+    return f"{Path(path or '?').name}:{line + below}"
 
 
 def calling_site() -> str:

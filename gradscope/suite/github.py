@@ -1,7 +1,8 @@
 """GitHub Actions conventions for `gradscope run`: an `::error` annotation per check that did
-not pass, at the line that defines it (the target's `def`/`class` in a Python file, else the
-check's entry in the config), and the markdown summary appended to $GITHUB_STEP_SUMMARY.
-Reads files as text only: no user code runs here."""
+not pass, at the line at fault — the culprit's `def backward` where the report names one in
+the target's file, else the line that defines the check (the target's `def`/`class` in a
+Python file, else its entry in the config) — and the markdown summary appended to
+$GITHUB_STEP_SUMMARY. Reads files as text only: no user code runs here."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def locate(result: Any, config: Path) -> tuple[Path, int]:
     head, _, name = result.target.rpartition(":")
     if head.endswith(".py"):
         source = Path(head) if Path(head).is_absolute() else config.parent / head
-        line = _find(source, rf"^\s*(def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*=")
+        line = _culprit_line(result, source.name) or _find(
+            source, rf"^\s*(def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*=")
         if line:
             return _shown(source), line
     for literal in (result.name, result.target):
@@ -46,6 +48,17 @@ def locate(result: Any, config: Path) -> tuple[Path, int]:
         if line:
             return _shown(config), line
     return _shown(config), 1
+
+
+def _culprit_line(result: Any, file: str) -> int | None:
+    """The line of the culprit's backward (`where`: "file.py:LINE") where it is in `file`."""
+    report = result.report
+    for found in (report.diagnostics if report is not None else []):
+        if found.kind == "culprit":
+            named, _, line = (found.where or "").rpartition(":")
+            if named == file and line.isdigit():
+                return int(line)
+    return None
 
 
 def append_summary(markdown: str) -> None:

@@ -104,8 +104,8 @@ CULPRITS = f"{DATA}/culprits.py"
 def test_a_model_with_one_wrong_function_names_it_and_its_line():
     report = gradscope.check(f"{CULPRITS}:BuggyNet", shape={"x": (4, 6)})
     (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
-    assert culprit.op == "BuggyLeakyReLU.backward (culprits.py:41)"
-    assert headline(report).startswith("BuggyLeakyReLU.backward (culprits.py:41), for its "
+    assert culprit.op == "BuggyLeakyReLU.backward (culprits.py:42)"
+    assert headline(report).startswith("BuggyLeakyReLU.backward (culprits.py:42), for its "
                                        "argument x: wrong exactly where x < 0")
     assert "0.5 × the derivative" in headline(report)
 

@@ -31,7 +31,7 @@ def test_a_hook_that_changes_the_gradient_leads():
 
 def test_a_culprit_leads_in_place_of_the_inputs_it_explains():
     report = gradscope.check(f"{DATA}/corpus.py:SignFlip", x="0.5,1")
-    assert headline(report) == ("SignFlip.backward (corpus.py:275), for its argument x: "
+    assert headline(report) == ("SignFlip.backward (corpus.py:276), for its argument x: "
                                 "autograd = −1 × the derivative at every element")
 
 
@@ -61,10 +61,10 @@ def test_many_causes_are_counted():
 def test_a_check_in_place_is_said_once_by_its_culprit():
     # (a model whose inputs all pass within float32's tolerance, its Function wrong in place)
     report = gradscope.check(f"{DATA}/corpus.py:SignFlip", x="0.5,1")
-    in_place = Failure("check", "SignFlip.backward (corpus.py:275) checked in place: 1 call(s)",
+    in_place = Failure("check", "SignFlip.backward (corpus.py:276) checked in place: 1 call(s)",
                        2)
     alone = replace(report, failures=[in_place])
-    assert headline(alone) == ("SignFlip.backward (corpus.py:275), for its argument x: "
+    assert headline(alone) == ("SignFlip.backward (corpus.py:276), for its argument x: "
                                "autograd = −1 × the derivative at every element")
     nobody = replace(alone, diagnostics=[])
     assert headline(nobody) == in_place.subject + ": 2 mismatch(es)"

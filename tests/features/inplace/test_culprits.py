@@ -63,7 +63,7 @@ def test_the_upstream_each_call_received_is_used():
 
 
 def test_location_of_a_backward():
-    assert location(culprits.BuggyLeakyReLU) == "culprits.py:41"
+    assert location(culprits.BuggyLeakyReLU) == "culprits.py:42"
     assert location(int) == ""
 
 
