@@ -68,7 +68,9 @@ def pytest_runtest_call(item: Any) -> Any:
 
     STATS.current = item.nodeid if item.config.stash.get(_SWITCHED, False) else ""
     try:
-        yield
+        outcome = yield
+        if outcome.excinfo is None:  # (the test passed: a False it expected failed nothing)
+            STATS.failed_tests.pop(item.nodeid, None)
     finally:
         STATS.current = ""
 
