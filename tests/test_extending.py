@@ -145,7 +145,7 @@ class SmallGradients(Feature):
         grads = ctx.evidence.backward.grads or {}
         return Largest(max(float(g.abs().max()) for g in grads.values()))
 
-    def checks(self, ctx, judged) -> list[UpstreamCheck]:
+    def checks(self, ctx, decided) -> list[UpstreamCheck]:
         worst = ctx.of(self.name).value
         word = Status.OK if worst < 10 else Status.MISMATCH
         return [UpstreamCheck("gradients below 10", worst < 10, worst, int(worst >= 10), {},

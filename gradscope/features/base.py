@@ -14,9 +14,9 @@ hooks, each a no-op here:
   (`vanishing` zeros).
 * `statuses(ctx, statuses)` — inputs' statuses the feature's own evidence decides (a model at
   scale: tensors only the projections covered) and why any is inconclusive.
-* `checks(ctx, judged)` — named checks (UpstreamChecks). Only evidence about the target may
+* `checks(ctx, decided)` — named checks (UpstreamChecks). Only evidence about the target may
   fail one; a feature that compares something else (an inner Function's own backward) passes
-  its check unless the target's own evidence already fails (`judged.failing`).
+  its check unless the target's own evidence already fails (`decided.failing`).
 * `target_checks(ctx)` — diagnostics of named checks on the target itself (linearity in
   grad_output, determinism, in-place writes); those of a failing kind fail the run.
 * `diagnose(ctx, verdict, said)` — diagnostics and notes (`Said`), reading earlier features'
@@ -118,7 +118,7 @@ class Feature:
                  ) -> tuple[dict[str, Status], dict[str, str]]:
         return dict(statuses), {}
 
-    def checks(self, ctx: Context, judged: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
         return []
 
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:

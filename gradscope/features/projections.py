@@ -165,12 +165,12 @@ class Projections(Feature):
         return out, {n: why for n, ok in covered.items()
                      if ok is None and n in finite.projected_only}
 
-    def checks(self, ctx: Context, judged: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
         facts = ctx.of(self.name)
         if facts is None:
             return []
         declared = ctx.of("surrogates")
-        excused = set(judged.surrogate) | set(declared.declared if declared else ())
+        excused = set(decided.surrogate) | set(declared.declared if declared else ())
         departed = ctx.of("departures")
         undone = {(p.names[0], p.index) for p in departed.projections} if departed else set()
         out = [_departed(_projection(p, p.names[0] in excused))

@@ -108,7 +108,7 @@ class Surrogates(Feature):
             intended[view.label].status != Status.MISMATCH.code
         return cmp.surrogate(where)
 
-    def checks(self, ctx: Context, judged: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
         """Each declared surrogate's intended form, compared element by element in every
         view."""
         facts: SurrogateFacts = ctx.of(self.name)

@@ -57,7 +57,7 @@ class InPlace(Feature):
                                         options.max_fd, options.sample, options.seed)
         return InPlaceFacts(tuple(found)) if found else None
 
-    def checks(self, ctx: Context, judged: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
         """Each class checked in place, per element, on every call it made. A wrong one is
         `surrogate` only where the user declared it (every input declared, or a declared
         input whose mismatches the declaration excused); otherwise it fails only beside the
@@ -68,7 +68,7 @@ class InPlace(Feature):
         names = set(ctx.evidence.backward.grads or {})
         surrogates = ctx.of("surrogates")
         declared = set(surrogates.declared) if surrogates is not None else set()
-        excused = (bool(names) and names <= declared) or bool(declared & set(judged.surrogate))
+        excused = (bool(names) and names <= declared) or bool(declared & set(decided.surrogate))
         out = []
         for c in facts.checks:
             bad = sum(w.count for w in c.wrong)
@@ -81,9 +81,9 @@ class InPlace(Feature):
                                          Status.NOT_RUN))
                 continue
             word = Status.OK if not bad else Status.SURROGATE if excused else Status.MISMATCH
-            if bad and not excused and not judged.failing:
+            if bad and not excused and not decided.failing:
                 label += " (a note: the target's own gradient agrees)"
-            out.append(UpstreamCheck(label, not bad or excused or not judged.failing,
+            out.append(UpstreamCheck(label, not bad or excused or not decided.failing,
                                      float("nan"), bad, {}, word))
         return out
 
