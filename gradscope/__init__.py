@@ -26,6 +26,7 @@ __all__ = [
     "check",
     "gradcheck",
     "gradgradcheck",
+    "graph",
     "jacobian",
     "jvp",
     "run_config",
@@ -34,7 +35,7 @@ __all__ = [
     "vjp",
 ]
 
-_API = {"check", "vjp", "jvp", "jacobian", "run_config", "testing"}
+_API = {"check", "vjp", "jvp", "jacobian", "graph", "run_config", "testing"}
 _DROP_IN = {"gradcheck", "gradgradcheck", "GradcheckError", "GradscopeWarning"}
 
 

@@ -95,11 +95,15 @@ def run(request: Request) -> Report:
     return stages(request)
 
 
-def graph(request: Request) -> Any:
-    """`gradscope graph`: the backward graph with the gradient through every node."""
+def graph(target: Any, *args: Any, grad: Any = None, **options: Any) -> Any:
+    """`gradscope graph`: the backward graph with the gradient through every node, as a
+    GraphReport (a notebook shows its picture; `.to_dict()` its data). Called like `check`
+    (`gradscope.graph("sum(round(x) * w)", x="0.2,1.7", w="1,2")`), or with a Request."""
     from gradscope.tools.graph import graph as build
 
-    return build(request)
+    if isinstance(target, Request) and not args and grad is None and not options:
+        return build(target)
+    return build(request("check", target, args, {"grad": grad, **options}))
 
 
 def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Any:

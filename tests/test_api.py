@@ -125,3 +125,11 @@ def test_a_report_answers_by_name_with_tensors_and_displays_itself():
     console = Console(record=True, width=100, file=__import__("io").StringIO())
     console.print(report)
     assert "PASSED" in console.export_text()
+
+
+def test_the_backward_graph_from_python_takes_what_check_takes():
+    drawn = gradscope.graph("sum(round(x) * w)", x="0.2,1.7", w="1,2")
+    assert drawn.schema == "gradscope.graph/1" and "graph" in dir(gradscope)
+    assert [n.op for n in drawn.nodes][:3] == ["sum", "mul", "round"]
+    assert drawn._repr_svg_().lstrip().startswith("<?xml")  # (a notebook's picture)
+    assert drawn.to_dict()["schema"] == "gradscope.graph/1"
