@@ -17,12 +17,12 @@ looks like; diagnose/sweep.py and coarse.py read the lines a coarse-scale check 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from gradscope.diagnose import surrogates
+from gradscope.diagnose import relations, surrogates
 from gradscope.diagnose.coarse import AGAINST, SCALED
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import (
@@ -54,6 +54,8 @@ class SurrogateFacts:
     # its gradient per view
     forms: dict[str, str] = field(default_factory=dict)
     intended: dict[str, dict[str, Comparison]] = field(default_factory=dict)
+    # how autograd departs from an intended form it does not follow (a factor, a sign, …)
+    astray: dict[str, Relation] = field(default_factory=dict)
     # where the forward does not move (only computed for inputs a comparison found wrong)
     flat: dict[str, torch.Tensor | None] = field(default_factory=dict)
     stepped: dict[str, torch.Tensor] = field(default_factory=dict)  # flat, forward moves
@@ -71,7 +73,7 @@ class Surrogates(Feature):
         declared = _declared(ctx)
         if ctx.evidence.backward.grads is None:
             return SurrogateFacts(declared)
-        forms, intended = _intended(ctx, declared)
+        forms, intended, astray = _intended(ctx, declared)
         checks = ctx.of(backwards.FEATURE.name)
         nonlinear = checks.nonlinear if checks is not None else {}
         wrong = wrong_inputs(ctx.evidence)  # only there can flatness excuse anything
@@ -81,8 +83,8 @@ class Surrogates(Feature):
         coarse, unswept = _coarse(ctx, stepped)
         inconsistent = {n: m for n, c in coarse.items()
                         for m in [_failed(c, stepped[n])] if bool(m.any())}
-        return SurrogateFacts(declared, forms, intended, flat, stepped, ignored, coarse,
-                              inconsistent, unswept)
+        return SurrogateFacts(declared, forms, intended, astray, flat, stepped, ignored,
+                              coarse, inconsistent, unswept)
 
     def explain(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
         """A step's surrogate: mismatches where the forward is flat and moves elsewhere, but
@@ -117,9 +119,10 @@ class Surrogates(Feature):
             bad = sum(int((c.status == Status.MISMATCH.code).sum()) for c in views.values())
             worst = max((c.max_abs_error() for c in views.values()), default=0.0)
             word = Status.MISMATCH if bad else Status.SURROGATE
+            how = facts.astray.get(name)
             out.append(UpstreamCheck(f"{name} against its intended surrogate "
-                                     f"({facts.forms[name]})", not bad, worst, bad,
-                                     {name: word}, word))
+                                     f"({facts.forms[name]})" + (f": {how.text}" if how else ""),
+                                     not bad, worst, bad, {name: word}, word))
         return out
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
@@ -137,7 +140,9 @@ class Surrogates(Feature):
                       if c and n not in facts.declared and n in verdict.table}
             found.append(surrogates.diagnostic(
                 ctx.prepared.target.text, counts, shapes, facts.declared,
-                {n: r.message for n, r in explained.items()}))
+                {**{n: r.message for n, r in explained.items()},
+                 **{n: f"but autograd is not its intended form ({r.text}): the check against "
+                       "that form fails" for n, r in facts.astray.items()}}))
         notes = [f"{name} was declared a surrogate ({why}), but its gradient agrees with the "
                  "derivative: the declaration is not needed"
                  for name, why in facts.declared.items() if not counts.get(name)]
@@ -197,11 +202,12 @@ def _declared(ctx: Context) -> dict[str, str]:
 
 
 def _intended(ctx: Context, declared: Mapping[str, str]
-              ) -> tuple[dict[str, str], dict[str, dict[str, Comparison]]]:
+              ) -> tuple[dict[str, str], dict[str, dict[str, Comparison]], dict[str, Relation]]:
     """Each declared input with an intended form (`--surrogate NAME=EXPRESSION`, an expression
     over the target's inputs parsed like any other, or `reference=` on the target's own
-    marker): how it was declared, and autograd compared element by element with that form's
-    own gradient (autograd of it, in float64) in every view: {input: {view label: cmp}}."""
+    marker): how it was declared, autograd compared element by element with that form's own
+    gradient (autograd of it, in float64) in every view ({input: {view label: cmp}}), and,
+    where autograd does not follow it, how (read from the first view that shows it)."""
     target, evidence = ctx.prepared.target, ctx.evidence
     forms: dict[str, tuple[str, Any]] = {}
     reference = target.surrogate_reference()
@@ -215,7 +221,9 @@ def _intended(ctx: Context, declared: Mapping[str, str]
                              f"input of the target; inputs are: {', '.join(target.names)}")
         forms[name] = (f"--surrogate {name}={text}", expression.forward)
     shape = tuple(evidence.backward.upstream.shape)
-    said, out = {}, {}
+    said: dict[str, str] = {}
+    out: dict[str, dict[str, Comparison]] = {}
+    astray: dict[str, Relation] = {}
     for name, (how, forward) in forms.items():
         if name not in declared:
             continue
@@ -229,9 +237,27 @@ def _intended(ctx: Context, declared: Mapping[str, str]
         for view in evidence.views:
             want = engine.jacobian()[name] if view.jacobian else \
                 engine.vjp(view.upstream.to(engine.output.dtype))[name]
-            out[name][view.label] = compare(view.autograd[name], [Answer(want, None)],
-                                            evidence.tol)
-    return said, out
+            cmp = compare(view.autograd[name], [Answer(want, None)], evidence.tol)
+            out[name][view.label] = cmp
+            if name not in astray and cmp.has(Status.MISMATCH):
+                rel = _astray(ctx, name, view, want, cmp)
+                if rel is not None:
+                    astray[name] = rel
+    return said, out, astray
+
+
+def _astray(ctx: Context, name: str, view: View, want: torch.Tensor, cmp: Comparison
+            ) -> Relation | None:
+    """How autograd relates to the intended form's gradient where it does not follow it (a
+    factor: ×25, ×¼; a sign; a missing term), said of the intended gradient."""
+    cast = ctx.prepared.bound.cast
+    sizes = relations.sizes_of(tuple(ctx.evidence.backward.engine.output.shape),
+                               {n: tuple(cast[n].shape) for n in ctx.prepared.target.names})
+    found = relations.find(name, relations.Arrays(view.autograd[name], want, None, cmp.status),
+                           ctx.evidence.tol, sizes, numbers=ctx.prepared.target.numbers())
+    if found is None:
+        return None
+    return replace(found, text=found.text.replace("the derivative", "the intended gradient"))
 
 
 # ------------------------------------------------------------------ behavioural

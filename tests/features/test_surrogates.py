@@ -8,6 +8,7 @@ import gradscope
 from gradscope.evidence.gather import gather
 from gradscope.evidence.prepare import prepare
 from gradscope.options import Options, Request
+from gradscope.report.headline import headline
 from gradscope.runner.excuses import excuse
 from tests.paths import DATA
 
@@ -60,6 +61,9 @@ def test_an_intended_form_is_a_named_check_that_passes_only_where_autograd_follo
                             surrogate="x=2*x")
     (check,) = [c for c in wrong.upstream_checks if "intended surrogate" in c.label]
     assert not wrong.passed and not check.passed
+    # (how it departs, named: the headline says it)
+    assert "autograd = 0.5 × the intended gradient" in check.label
+    assert "0.5 × the intended gradient" in headline(wrong)
 
 
 def test_a_declaration_that_was_not_needed_is_a_note():
