@@ -1,7 +1,7 @@
 """Tensor helpers every layer shares: broadcast reductions back to an input's shape (sum, any),
 expanding a reduced result, NaN-aware comparison of branch ids, a fast finiteness test,
-flat → multi-dimensional indices, and a walk over an autograd graph. Pure torch, no gradscope
-imports."""
+flat → multi-dimensional indices, a walk over an autograd graph, and inputs made leaves for an
+ordinary call (`as_leaves`, `plain_value`). Pure torch, no gradscope imports."""
 
 from __future__ import annotations
 
@@ -25,6 +25,19 @@ def triangle_adjoint(g: torch.Tensor, upper: bool) -> torch.Tensor:
     both = g + g.mT
     half = both.triu(1) if upper else both.tril(-1)
     return half + torch.diag_embed(g.diagonal(dim1=-2, dim2=-1))
+
+
+def as_leaves(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`values` as leaves that require grad (the floating ones), sharing their storage."""
+    return {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
+
+
+def plain_value(forward: Any, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """`forward`'s value as an ordinary call makes it: in grad mode, its inputs leaves that
+    require grad (code that registers a hook or differentiates inside its forward needs
+    both), the graph dropped."""
+    with torch.enable_grad():
+        return forward(as_leaves(values)).detach()
 
 
 def all_finite(t: torch.Tensor) -> bool:

@@ -65,3 +65,19 @@ def test_a_triangle_stands_for_a_symmetric_matrix_and_its_adjoint_counts_entries
     assert from_triangle(a, upper=True).tolist() == [[1.0, 2.0], [2.0, 4.0]]
     g = torch.tensor([[1.0, 5.0], [5.0, 2.0]])
     assert triangle_adjoint(g, upper=False).tolist() == [[1.0, 0.0], [10.0, 2.0]]
+
+
+def test_a_plain_value_is_an_ordinary_calls_in_grad_mode_without_a_graph():
+    from gradscope.tensors import as_leaves, plain_value
+
+    def hooked(values):
+        y = values["x"] * 3
+        y.register_hook(lambda g: g)  # (needs grad mode and an input that requires grad)
+        return y
+
+    x = torch.ones(2)
+    with torch.no_grad():
+        out = plain_value(hooked, {"x": x, "k": torch.arange(2)})
+    assert out.tolist() == [3.0, 3.0] and not out.requires_grad and not x.requires_grad
+    leaves = as_leaves({"x": x, "k": torch.arange(2)})
+    assert leaves["x"].requires_grad and not leaves["k"].requires_grad

@@ -16,7 +16,7 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import grad_nodes
+from gradscope.tensors import grad_nodes, plain_value
 from gradscope.usercode import OURS, user_code
 
 
@@ -167,9 +167,7 @@ def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         with torch.no_grad():
             return forward(dict(values))
     except TargetError:
-        leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
-        with torch.enable_grad():
-            return forward(leaves).detach()
+        return plain_value(forward, values)
 
 
 def deterministic(prepared: Prepared, first: torch.Tensor) -> None:

@@ -164,6 +164,12 @@ class Guard:
                      "without it" for name, why in self.aside.items())
 
 
+def value_of(said: Mapping[str, Said], name: str) -> Any:
+    """The value the feature `name` said (None: it said none, or did not run)."""
+    found = said.get(name)
+    return found.value if found is not None else None
+
+
 def wrong_inputs(evidence: Evidence) -> set[str]:
     """The inputs any raw comparison found a mismatch in."""
     return {n for view in evidence.views for n, c in view.raw.items() if c.has(Status.MISMATCH)}

@@ -40,7 +40,7 @@ from gradscope.errors import UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.expr.parse import parse
 from gradscope.features import backwards
-from gradscope.features.base import Context, Decided, Feature, Said, wrong_inputs
+from gradscope.features.base import Context, Decided, Feature, Said, value_of, wrong_inputs
 from gradscope.report.model import UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.targets import ExpressionTarget
@@ -132,8 +132,7 @@ class Surrogates(Feature):
         # every element judged surrogate in any comparison (the random upstreams and the
         # Jacobian can show one the ones upstream hides, as a hard Gumbel-softmax's)
         counts = {n: int(m.sum()) for n, m in verdict.surrogate_elements.items()}
-        relations = said.get("relations")
-        explained: Mapping[str, Relation] = (relations.value or {}) if relations else {}
+        explained: Mapping[str, Relation] = value_of(said, "relations") or {}
         found = []
         if any(counts.values()):
             shapes = {n: _looks(ctx, facts, verdict, n) for n, c in counts.items()

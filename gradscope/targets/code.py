@@ -32,6 +32,7 @@ from gradscope.targets.registered import WatchedHook, carry, deep_copy, hooks_by
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param
 from gradscope.targets.state import State, state_of
+from gradscope.tensors import plain_value
 from gradscope.usercode import known_hint, user_code
 
 
@@ -332,9 +333,8 @@ class CodeTarget(Target):
         """The target's value as an ordinary call makes it: in grad mode, its inputs leaves
         that require grad (code that registers a hook or differentiates inside its forward
         needs both); the running statistics still left alone."""
-        leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
-        with torch.enable_grad(), batch_statistics_only(layers):
-            return self.forward(leaves).detach()
+        with batch_statistics_only(layers):
+            return plain_value(self.forward, values)
 
     def flow_source(self) -> FlowSource:
         from gradscope.targets.scopes import sourced  # the watched forward of a model

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from gradscope.engines.fd.policy import step_of
-from gradscope.tensors import moved_by, ulp_signs
+from gradscope.tensors import as_leaves, moved_by, ulp_signs
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
@@ -155,8 +155,7 @@ class Point:
                 saved[0] += t.numel()
                 return t
 
-            leaves = {k: v.detach().requires_grad_(v.is_floating_point())
-                      for k, v in self.values.items()}
+            leaves = as_leaves(self.values)
             try:
                 with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
                         pack, lambda t: t):

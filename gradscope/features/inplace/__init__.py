@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
-from gradscope.features.base import Context, Decided, Feature, Said
+from gradscope.features.base import Context, Decided, Feature, Said, value_of
 from gradscope.features.inplace import culprits
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
@@ -91,8 +91,7 @@ class InPlace(Feature):
         """The wrong classes and hooks named: culprits where the target fails, notes where it
         does not; a target that is one Function is its own culprit."""
         facts = ctx.of(self.name)
-        relations = said.get("relations")
-        explained = relations.value if relations is not None and relations.value else {}
+        explained = value_of(said, "relations") or {}
         if facts is not None:
             found = culprits.diagnostics(facts.checks)
             return Said(tuple(found if verdict.failures else (_noted(d) for d in found)))

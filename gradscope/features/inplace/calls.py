@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched
 from gradscope.targets.registered import WatchedHook, reporting
-from gradscope.tensors import grad_nodes
+from gradscope.tensors import as_leaves, grad_nodes
 from gradscope.usercode import calling_site
 
 MAX_CALLS = 64  # calls recorded in one forward (a loop over thousands of steps keeps the first)
@@ -133,14 +133,13 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     `upstream`."""
     # (leaves share the values' storage: torch's own ops never write into their inputs, and
     # a model's parameters copied twice more would be two more copies of the model)
-    leaves = {n: v.detach().requires_grad_(v.is_floating_point()) for n, v in values.items()}
+    leaves = as_leaves(values)
     with torch.enable_grad():
         with _Hooks(None) as looking:
             found = classes(forward(leaves))
         if not found and not looking.seen:  # (a module hook's identity Function is found)
             return Recorded()
-        leaves = {n: v.detach().requires_grad_(v.is_floating_point())
-                  for n, v in values.items()}
+        leaves = as_leaves(values)
         calls: list[FunctionCall] = []
         hooks: list[HookCall] = []
         with wrapped(users(found), calls), _Hooks(hooks):
