@@ -33,7 +33,7 @@ def _leave_quickly() -> None:
 def entry() -> None:
     process.install()
     atexit.register(_leave_quickly)
-    signal.signal(signal.SIGTERM, _terminate)
+    process.handle(signal.SIGTERM, _terminate)
     try:
         from gradscope.cli.main import entry as run
     except KeyboardInterrupt:
@@ -41,5 +41,5 @@ def entry() -> None:
         process.leave(130)
     # from here on Ctrl-C unwinds like SIGTERM (its own message, exit 130); before, the CLI
     # was still being imported and a KeyboardInterrupt is caught above
-    signal.signal(signal.SIGINT, _terminate)
+    process.handle(signal.SIGINT, _terminate)
     run()

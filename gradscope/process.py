@@ -25,10 +25,14 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _real_exit = os._exit
+_real_signal = signal.signal
 _owner: int | None = None
 _decided: int | None = None
+_held: set[int] = set()  # signals whose handler is gradscope's (SIGTERM, SIGINT, SIGALRM)
+_asked: dict[int, Any] = {}  # what the user's code asked for them instead (never installed)
 
 
 class Left(SystemExit):
@@ -42,6 +46,7 @@ def install() -> None:
         return
     _owner = os.getpid()
     os._exit = posix._exit = _guarded_exit  # type: ignore[assignment]
+    signal.signal = _guarded_signal  # type: ignore[assignment]
 
 
 @contextmanager
@@ -62,6 +67,28 @@ def uninstall() -> None:
     global _owner
     _owner = None
     os._exit = posix._exit = _real_exit  # type: ignore[assignment]
+    signal.signal = _real_signal  # type: ignore[assignment]
+    _held.clear()
+    _asked.clear()
+
+
+def handle(signum: int, handler: Any) -> Any:
+    """gradscope's own handler for a signal: it stays, whatever the user's code installs (a
+    target that ignores SIGTERM cannot keep gradscope running)."""
+    if _owner is not None and os.getpid() == _owner:
+        _held.add(signum)
+    return _real_signal(signum, handler)
+
+
+def _guarded_signal(signum: int, handler: Any) -> Any:
+    """signal.signal as the user's code sees it: a signal gradscope handles keeps gradscope's
+    handler (the user's is remembered and reported back as the previous one); others, and any
+    in a process the user's code forked, are installed as asked."""
+    if _owner is None or os.getpid() != _owner or signum not in _held:
+        return _real_signal(signum, handler)
+    previous = _asked.get(signum, signal.getsignal(signum))
+    _asked[signum] = handler
+    return previous
 
 
 def _guarded_exit(code: int = 0) -> None:
@@ -106,10 +133,11 @@ def deadline(seconds: float | None) -> Iterator[None]:
     def expire(signum: int, frame: object) -> None:
         raise TimedOut(seconds)
 
-    previous = signal.signal(signal.SIGALRM, expire)
+    previous = handle(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        _real_signal(signal.SIGALRM, previous)
+        _held.discard(signal.SIGALRM)

@@ -91,13 +91,14 @@ def entry() -> None:
             _silence(stream)  # interpreter's own flush at exit must not complain either
     # The work is done and written: a Ctrl-C while the interpreter tears down (torch and sympy
     # take a while) ends at once with 130, not in a traceback or a death by signal.
-    signal.signal(signal.SIGINT, lambda signum, frame: process.leave(130))
+    process.handle(signal.SIGINT, lambda signum, frame: process.leave(130))
     if code == 130:  # interrupted mid-import, torch may be half-initialised: a teardown can
         process.leave(130)  # then die by the signal again (measured), so an abort stops here
     # _launch's last atexit handler leaves with it, skipping teardown; no atexit handler of
     # the user's code can change it
     process.decide(code or 0)
-    sys.exit(code or 0)
+    # (`raise`, not sys.exit: the target's code may have replaced sys.exit)
+    raise SystemExit(code or 0)
 
 
 def _silence(stream: Any) -> None:
@@ -154,4 +155,4 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"gradscope: internal error: {type(exc).__name__}: {exc} "
                    "(set GRADSCOPE_DEBUG=1 for the traceback; please report it)", err=True)
         code = 4
-    sys.exit(code if isinstance(code, int) else 0)
+    raise SystemExit(code if isinstance(code, int) else 0)  # (sys.exit may be the target's)

@@ -167,9 +167,9 @@ def _nonfinite(prepared: Prepared, back: Backward, table: View | None = None,
             count = int((~torch.isfinite(back.engine.output.detach())).sum())
             notes.append(f"the output is NaN or infinite at {count} element(s) of the values "
                          f"gradscope chose for {', '.join(chosen)} (they reach the edge of a "
-                         "domain: a pole, or a log or root of 0 or less); those elements are "
-                         "undefined and not compared: give values inside the domain with --at "
-                         "to check them")
+                         "domain: a pole, or a log or root of 0 or less); the gradient is "
+                         "compared where the output is defined (the upstream is 0 at those "
+                         "elements): give values inside the domain with --at to check them")
         else:
             failing.append("output")
     for name, grad in (back.grads or {}).items():
@@ -247,7 +247,7 @@ def _views(prepared: Prepared, evidence: Evidence,
     views = []
     if command != "jacobian":
         v = back.upstream.to(torch.float64)
-        ones = prepared.bound.upstream.ones
+        ones = prepared.bound.upstream.ones and all_finite(back.engine.output.detach())
         answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
         answers = widen(answers, lambda: rounding.vjp(back.upstream))
         views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
@@ -283,6 +283,8 @@ def _random_upstreams(prepared: Prepared, back: Backward
         # drawn in float32 (randn in float64 costs seven times as much at a million elements)
         v = torch.rand(output.shape, generator=generator(seed, f":upstream{k}"))
         v = v.to(torch.float64).mul_(2.0).sub_(1.0).to(output.device)
+        if not all_finite(output.detach()):  # compared where the function is defined
+            v = v * torch.isfinite(output.detach())
         label = (f"random upstream #{k + 1} (uniform(-1,1), seed "
                  f"{seed_for(seed, f':upstream{k}')})")
         # (a copy: a hand-written backward may write into what it is given)

@@ -47,9 +47,11 @@ class Upstream:
         return "ones" if self.given is None else "--grad"
 
     def tensor_for(self, output: torch.Tensor) -> torch.Tensor:
-        """v for this output: ones, or --grad, which must be shaped like it."""
+        """v for this output: ones (0 where the output is NaN or infinite: the function is
+        compared where it is defined), or --grad, which must be shaped like it."""
         if self.given is None:
-            return torch.ones_like(output.detach())
+            out = output.detach()
+            return torch.isfinite(out).to(out.dtype)
         tensor = self.given.tensor
         if tuple(tensor.shape) != tuple(output.shape):
             raise UsageError(f"--grad has shape {shape_text(tensor.shape)} but the output has "

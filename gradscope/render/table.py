@@ -59,8 +59,11 @@ def header(report: Report) -> Panel:
                  f"eps {tol.get('eps', 0):g}")
     grid.add_row("output", f"shape {shape_text(report.output.shape)}  {_preview(report.output)}")
     if report.command != "jacobian":
-        source = "ones, the default" if report.upstream_source == "ones" else \
-            report.upstream_source
+        source = report.upstream_source
+        if source == "ones":
+            source = "ones, the default" if not report.upstream_undefined else \
+                (f"the default: ones where the output is defined, 0 at its "
+                 f"{report.upstream_undefined} NaN or infinite element(s)")
         grid.add_row("upstream", f"shape {shape_text(report.upstream.shape)}  "
                      f"{_preview(report.upstream)}  ({source})")
     if report.model:

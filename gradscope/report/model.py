@@ -229,6 +229,9 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)
     user_output: str | None = None  # what the target printed to stdout (captured)
     upstream_source: str = "ones"  # the table's upstream: "ones" (the default) or "--grad"
+    # the default upstream is 0 at this many output elements, where the output is NaN or
+    # infinite (the gradient is compared where the function is defined)
+    upstream_undefined: int = 0
     declared: dict[str, str] = field(default_factory=dict)  # input → why declared surrogate
     # NaN or inf in the output or in autograd's gradient at the given inputs (not in a
     # perturbed point): a failure unless `allow_nan`

@@ -63,6 +63,7 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
         notes=[*_notes(prepared, evidence, diagnoses), *guard.notes()],
         timings={**evidence.timings, **excuses.timings},
         upstream_source=prepared.bound.upstream.source, **reported,
+        upstream_undefined=_undefined_upstream(prepared, evidence),
         nonfinite=list(evidence.nonfinite), allow_nan=options.allow_nan, full=options.full,
         modules=rollup(inputs) if model else [],
         forward_order=list(traced.entered) if traced is not None else [],
@@ -70,6 +71,13 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
                        "dtype": str(c.tensor.dtype).removeprefix("torch."),
                        "origin": c.origin} for n, c in prepared.bound.constants.items()},
         failures=failures, model=model, branches=_branches(traced))
+
+
+def _undefined_upstream(prepared: Prepared, evidence: Evidence) -> int:
+    """How many output elements the default upstream leaves out (0 where NaN or infinite)."""
+    if not prepared.bound.upstream.ones:
+        return 0
+    return int((evidence.backward.upstream == 0).sum())
 
 
 def _fields(reported: dict[str, Any]) -> dict[str, Any]:

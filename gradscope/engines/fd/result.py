@@ -85,8 +85,12 @@ class ElementwiseEstimate(Estimate):
             return (sum_to_shape(self.partial, self.in_shape),
                     sum_to_shape(self.error, self.in_shape))
         v = v.to(self.partial.dtype)
-        return (sum_to_shape(v * self.partial, self.in_shape),
-                sum_to_shape(v.abs() * self.error, self.in_shape))
+        grad = sum_to_shape(_product(v, self.partial), self.in_shape)
+        out = v.ne(0).expand(self.partial.shape)
+        if not bool(out.all()):  # an element only undefined outputs move: not compared
+            undefined = any_to_shape(~out & ~torch.isfinite(self.partial), self.in_shape)
+            grad = grad.masked_fill(undefined & ~any_to_shape(out, self.in_shape), float("nan"))
+        return grad, sum_to_shape(_product(v.abs(), self.error), self.in_shape)
 
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
         n_out, n_in = numel(self.out_shape), numel(self.in_shape)
@@ -135,15 +139,25 @@ class ColumnEstimate(Estimate):
 
     def vjp(self, v: torch.Tensor, ones: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         flat = v.to(self.partial.dtype).reshape(-1)
+        partial, error = self.partial, self.error
+        undefined = None
+        if not bool(flat.ne(0).all()):  # the rows v leaves out (an output element the
+            rows = flat.ne(0)  # function is undefined at) do not enter: 0·NaN is no product
+            # a column that moves only outputs undefined here is not compared (NaN)
+            undefined = (~torch.isfinite(partial[~rows])).any(0) & \
+                ~(partial[rows].abs() > 3 * error[rows]).any(0)
+            flat, partial, error = flat[rows], partial[rows], error[rows]
+        product = flat @ partial
+        if undefined is not None:
+            product = product.masked_fill(undefined, float("nan"))
         if self.indices is None:
-            return ((flat @ self.partial).reshape(self.in_shape),
-                    (flat.abs() @ self.error).reshape(self.in_shape))
+            return product.reshape(self.in_shape), (flat.abs() @ error).reshape(self.in_shape)
         n_in = numel(self.in_shape)
         grad = torch.full((n_in,), float("nan"), dtype=self.partial.dtype,
                           device=self.partial.device)
         err = torch.zeros_like(grad)
-        grad[self.indices] = flat @ self.partial
-        err[self.indices] = flat.abs() @ self.error
+        grad[self.indices] = product
+        err[self.indices] = flat.abs() @ error
         return grad.reshape(self.in_shape), err.reshape(self.in_shape)
 
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,6 +188,13 @@ class ColumnEstimate(Estimate):
         mask = torch.zeros(numel(self.in_shape), dtype=torch.bool, device=moving.device)
         mask[self.indices] = moving
         return mask.reshape(self.in_shape)
+
+
+def _product(v: torch.Tensor, partial: torch.Tensor) -> torch.Tensor:
+    """v · partial elementwise, 0 where v is 0 (an output element v leaves out may be NaN)."""
+    product = v * partial
+    return torch.where(v == 0, torch.zeros((), dtype=product.dtype, device=product.device),
+                       product) if bool((v == 0).any()) else product
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,84 @@
+"""The fourth attack's findings, reproduced with the real command line: nothing compared is
+never a pass, user code cannot choose gradscope's exit status, a target cannot keep
+gradscope from stopping."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.command import run
+from tests.paths import ROOT
+
+DATA = ROOT / "tests" / "data"
+
+
+def _cli(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": ""}
+    return subprocess.run([sys.executable, "-m", "gradscope", *args], cwd=cwd, env=env,
+                          text=True, capture_output=True, timeout=timeout)
+
+
+# ---------------------------------------------------------------- nothing compared (high 1)
+def test_a_wrong_gradient_padded_with_inf_fails_on_the_compared_elements(capsys):
+    code, out, _ = run(capsys, "check", f"{DATA}/padded.py:padded_wrong", "--shape", "x=100",
+                       "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["passed"]
+    statuses = report["inputs"][0]["element_status"]
+    assert statuses.count("mismatch") == 100  # compared where defined, not `undefined`
+    assert report["upstream_undefined"] == 3
+
+
+def test_a_right_gradient_padded_with_inf_passes_where_defined(capsys):
+    code, out, _ = run(capsys, "check", f"{DATA}/padded.py:padded_right", "--shape", "x=10")
+    assert code == 0 and "ones where the output is defined, 0 at its 3 NaN or" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["ldexp(x, 100000)"],
+    ["x * 1e308 * 1e308"],
+    ["torch.masked.mean(x, mask=m)", "--shape", "x=5", "--const", "m=0,0,0,0,0"],
+    ["F.cross_entropy(x, t, ignore_index=0)", "--shape", "x=3,4", "--const", "t=0,0,0"],
+    ["F.scaled_dot_product_attention(q, k, v, scale=inf)", "--shape", "q=2,3",
+     "--shape", "k=2,3", "--shape", "v=2,3"],
+])
+def test_an_output_undefined_everywhere_is_never_a_pass(capsys, args):
+    code, out, _ = run(capsys, "check", *args)
+    assert code == 1 and "PASSED" not in out and "nothing was compared" in out
+
+
+def test_elements_that_only_move_undefined_outputs_are_undefined(capsys):
+    code, out, _ = run(capsys, "check", "log(x - 3)", "--json")
+    statuses = json.loads(out)["inputs"][0]["element_status"]
+    assert code == 0 and statuses.count("undefined") == 18 and statuses.count("ok") == 7
+
+
+# --------------------------------------------------------- the exit status (high 2, M5)
+@pytest.mark.parametrize("command, target, expected", [
+    ("check", "wrong", 1), ("jvp", "wrong", 1), ("jacobian", "wrong", 1),
+    ("graph", "raises", 3), ("check", "raises", 3),
+])
+def test_a_replaced_sys_exit_cannot_make_a_failure_exit_0(tmp_path, command, target, expected):
+    result = _cli(command, f"{DATA}/replaces_exit.py:{target}", "--shape", "x=3", cwd=tmp_path)
+    assert result.returncode == expected, result.stderr
+
+
+def test_a_target_that_ignores_sigterm_still_stops(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": ""}
+    proc = subprocess.Popen([sys.executable, "-m", "gradscope", "check",
+                             f"{DATA}/ignores_sigterm.py:slow", "--shape", "x=3"],
+                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    time.sleep(5)  # imported, and inside the target's call
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and time.monotonic() - sent < 2.0, err
+    assert "stopped by SIGTERM" in err
