@@ -19,7 +19,7 @@ PACKAGE = ROOT / "gradscope"
 
 # Lower layers never import higher ones; within a layer, a package imports only itself.
 LAYERS = [
-    ("gradscope._version", "gradscope.errors", "gradscope.markers"),
+    ("gradscope._version", "gradscope.errors", "gradscope.markers", "gradscope.escape"),
     ("gradscope.process",),
     ("gradscope.tensors", "gradscope.option_text", "gradscope.report.status",
      "gradscope.report.kinds", "gradscope.verdict.tolerance", "gradscope.rng",
@@ -51,7 +51,7 @@ ALLOWED = {("gradscope.report.model", "gradscope.render"),
 ENGINES = {"gradscope.engines.autograd": "autograd", "gradscope.engines.symbolic": "symbolic",
            "gradscope.engines.sympy_eval": "symbolic", "gradscope.engines.fd": "fd"}
 RENDER_MAY_IMPORT = ("gradscope.render", "gradscope.report", "gradscope.errors",
-                     "gradscope._version")
+                     "gradscope.escape", "gradscope._version")
 MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
 

@@ -20,11 +20,12 @@ from gradscope.cli.output import (
     write_file,
 )
 from gradscope.errors import GradscopeError, UsageError
+from gradscope.escape import terminal as printable
 from gradscope.options import SPECS, Options, Request, from_values
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    typer.echo(f"gradscope: error: {message}", err=True)
+    typer.echo(f"gradscope: error: {printable(message)}", err=True)
     return typer.Exit(code)
 
 
@@ -118,11 +119,10 @@ def _flow_plot(report: Any, plot: str, stdout_is_json: bool) -> None:
         flow.save_flow_plot(report, Path(plot))
         typer.echo(f"gradient flow plot written to {plot}", err=True)
         return
-    from rich.console import Console
+    from gradscope.render.console import SafeConsole, terminal_console
 
-    from gradscope.render.console import terminal_console
-
-    console = Console(stderr=True, highlight=False) if stdout_is_json else terminal_console()
+    console = SafeConsole(stderr=True, highlight=False) if stdout_is_json else \
+        terminal_console()
     with reader_may_leave():
         console.print(flow.flow_chart(report))
 
@@ -201,16 +201,18 @@ def run_config(**values: Any) -> None:
         finally:
             progress.stop()
         suite.verbosity = values["verbose"] - values["quiet"]
-        if values["output_format"] == "github":
+        annotated = values["output_format"] == "github"
+        if annotated:  # the annotations instead of the report on stdout; files as asked
             from gradscope.suite import github
 
             for line in github.annotations(suite, Path(suite.config)):
                 typer.echo(line)
-            raise typer.Exit(suite.exit_code)
-        # the report first: a file for CI that cannot be written (exit 2) loses nothing else
-        emit(suite, _format(values), output, f"gradscope run: "
-             f"{'passed' if suite.passed else 'FAILED'}; report written to {output}")
-        if values["statistics"]:
+        if output is not None or not annotated:
+            # the report first: a file for CI that cannot be written (exit 2) loses nothing
+            emit(suite, _format(values), output, f"gradscope run: "
+                 f"{'passed' if suite.passed else 'FAILED'}; report written to {output}",
+                 to_stderr=annotated)
+        if values["statistics"] and not annotated:
             from gradscope.render.suite import statistics
 
             typer.echo(statistics(suite))
@@ -237,8 +239,10 @@ def _listed(config: Path | None, chosen: dict[str, Any], fmt: str, options: bool
                                "checks": rows}, indent=2, default=str))
     else:
         for spec in specs:
-            typer.echo(f"{spec.name}  ({spec.request.command} {spec.request.target})")
-        typer.echo(f"{len(specs)} check(s) in {where}" + (f" · {note}" if note else ""))
+            typer.echo(printable(f"{spec.name}  ({spec.request.command} "
+                                 f"{spec.request.target})"))
+        typer.echo(printable(f"{len(specs)} check(s) in {where}" +
+                             (f" · {note}" if note else "")))
     raise typer.Exit(0)
 
 

@@ -15,6 +15,7 @@ import typer
 from gradscope import process
 from gradscope.cli.app import TARGET_COMMANDS, app
 from gradscope.errors import Stopped
+from gradscope.escape import terminal as printable
 from gradscope.options import INPUT_NAME, SPECS
 
 # flags that may stand alone (`--surrogate`) → the value they mean then
@@ -147,12 +148,13 @@ def main(argv: list[str] | None = None) -> None:
         else:
             hint = f" (see `{ctx.command_path} --help`)" if ctx else ""
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-            typer.echo(f"gradscope: error: {own_words(message)}{hint}", err=True)
+            typer.echo(printable(f"gradscope: error: {own_words(message)}{hint}"), err=True)
             code = getattr(exc, "exit_code", 2)
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
         if os.environ.get("GRADSCOPE_DEBUG"):
             raise
-        typer.echo(f"gradscope: internal error: {type(exc).__name__}: {exc} "
-                   "(set GRADSCOPE_DEBUG=1 for the traceback; please report it)", err=True)
+        typer.echo(printable(f"gradscope: internal error: {type(exc).__name__}: {exc} "
+                             "(set GRADSCOPE_DEBUG=1 for the traceback; please report it)"),
+                   err=True)
         code = 4
     raise SystemExit(code if isinstance(code, int) else 0)  # (sys.exit may be the target's)

@@ -186,7 +186,6 @@ class Progress:
         self.progress: Any = None
         if not sys.stderr.isatty():
             return
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -196,9 +195,11 @@ class Progress:
         )
         from rich.progress import Progress as Bars
 
-        self.progress = Bars(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TimeElapsedColumn(),
-                             console=Console(stderr=True), transient=True)
+        from gradscope.render.console import SafeConsole
+
+        self.progress = Bars(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                             BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                             console=SafeConsole(stderr=True), transient=True)
         self.main = self.progress.add_task(title, total=total)
         self.progress.start()
 

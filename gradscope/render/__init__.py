@@ -45,6 +45,16 @@ def renderables(report: Any) -> Any:
     return of_report(report)
 
 
+def segments(report: Any, options: Any) -> Any:
+    """A report drawn for another console's `options` (`rich.print(report)`): by a console
+    of gradscope's, so that the caller's markup never reads the report's user text."""
+    from rich.console import Group
+
+    from gradscope.render.console import safe_render
+
+    return safe_render(Group(*renderables(report)), options)
+
+
 def html(report: Any, width: int = 120) -> str:
     """A report as coloured HTML (a notebook's display)."""
     from gradscope.render.console import html as recorded

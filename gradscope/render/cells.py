@@ -3,12 +3,11 @@ tables, markdown, plots): one format for all."""
 
 from __future__ import annotations
 
-import html
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from gradscope import escape
 from gradscope.report.build import TABLE_ROWS, WORST_ROWS, flat  # noqa: F401  (re-exported)
 from gradscope.report.status import Status
 
@@ -48,37 +47,10 @@ def index_text(index: Sequence[int]) -> str:
     return "()" if not index else ",".join(str(i) for i in index)
 
 
-# Text that comes from users (check names, targets, messages of their exceptions, their source
-# lines) is shown, never interpreted: control characters (ESC sequences could restyle or
-# rewrite a terminal) are spelled out, HTML is escaped in markdown, and what XML 1.0 cannot
-# carry is dropped from JUnit.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def printable(text: str) -> str:
-    """Control characters (but newline and tab) as visible \\xNN escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def md(text: str) -> str:
-    """One markdown table cell or inline text: printable, HTML-escaped, and no pipe or
-    backtick left to end a cell or start a code span."""
-    escaped = html.escape(printable(text), quote=False).replace("\\", "\\\\")
-    return escaped.replace("|", "\\|").replace("`", "\\`").replace("\n", " ")
-
-
-def md_code(text: str) -> str:
-    """Text for inside a markdown code span (no HTML there; a backtick would end it)."""
-    return printable(text).replace("`", "ˋ").replace("|", "\\|").replace("\n", " ")
-
-
-def fence(text: str) -> str:
-    """A markdown code fence longer than any run of backticks in `text`."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def xml_safe(text: str) -> str:
-    """`text` without the characters XML 1.0 forbids."""
-    return _NOT_XML.sub("", text)
+# Text that comes from users is shown, never interpreted: gradscope/escape.py, one function
+# per medium (these are its names in the renderers)
+printable = escape.terminal
+md = escape.markdown
+md_code = escape.markdown_code
+fence = escape.fence
+xml_safe = escape.xml

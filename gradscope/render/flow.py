@@ -14,6 +14,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from gradscope import escape
 from gradscope.render.cells import fmt, printable, style
 from gradscope.report.model import InputReport, Report
 from gradscope.report.modules import forward_sorted
@@ -86,7 +87,7 @@ def save_flow_plot(report: Report, path: Path) -> None:
     rows = flowing(report)
     if not rows:
         raise UsageError("--plot: no tensor has a gradient to plot")
-    names = [i.name for i in rows]
+    names = [escape.plot(i.name) for i in rows]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(rows) + 2), 4.5))
     positions = range(len(rows))
 
@@ -112,8 +113,8 @@ def save_flow_plot(report: Report, path: Path) -> None:
         if item.status.fails:
             label.set_color("red")
     ax.set_ylabel("|gradient|")
-    ax.set_title(f"gradscope gradient flow: {report.target}" + ("" if report.passed else
-                                                                  " (failing tensors in red)"))
+    ax.set_title(f"gradscope gradient flow: {escape.plot(report.target)}" +
+                 ("" if report.passed else " (failing tensors in red)"))
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

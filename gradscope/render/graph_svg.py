@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from gradscope.render.cells import printable
+from gradscope.render.cells import printable, xml_safe
 
 CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 7.6, 15, 8, 28, 46
 COLOUR = {"vanishing": "#d62728", "saturating": "#ff7f0e", "nan": "#9467bd"}
@@ -123,7 +123,7 @@ def _text(x: float, y: float, text: str, bold: bool = False, anchor: str = "star
           colour: str = "#222222") -> str:
     weight = ' font-weight="bold"' if bold else ""
     return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" fill="{colour}"{weight}>'
-            f"{escape(text)}</text>")
+            f"{escape(xml_safe(printable(text)))}</text>")
 
 
 def _document(width: float, height: float, parts: list[str]) -> str:

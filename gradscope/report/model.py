@@ -305,9 +305,9 @@ class Report:
     def __rich_console__(self, console: Any, options: Any) -> Any:
         """`rich.print(report)`, or a report as the last value of a cell where rich's
         notebook display is on: the same tables as the command line."""
-        from gradscope.render import renderables
+        from gradscope.render import segments
 
-        yield from renderables(self)
+        yield from segments(self, options)
 
     def _repr_html_(self) -> str:
         """A notebook cell's display: the tables, coloured, instead of a dataclass dump."""

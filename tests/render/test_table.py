@@ -30,4 +30,4 @@ def test_branches_reached_are_listed_and_a_one_sided_one_marked():
     assert "x in [−6.37, −0.531]: 12 · x = 0: 1 · x in [0.531, 6.37]: 12" in text
     assert "(one side only)" in text
     markdown = gradscope.check("abs(x) + relu(x - 8)").to_markdown()
-    assert "| `relu(x - 8)` | x - 8 in [−14.4, −1.63]: 25 **(one side only)** |" in markdown
+    assert "| `relu(x - 8)` | x - 8 in \\[−14.4, −1.63\\]: 25 **(one side only)** |" in markdown
