@@ -37,9 +37,10 @@ def rerun(specs: list[CheckSpec], config: Path, last_failed: bool) -> tuple[list
     saying so, where none is recorded or every one passed)."""
     if not last_failed:
         return specs, ""
-    names = lastfailed.failed(config)
+    names, ignored = lastfailed.failed(config)
     if names is None:
-        return specs, "--lf: no earlier run of this config is recorded; running every check"
+        return specs, ignored + ("; " if ignored else "") + \
+            "--lf: no earlier run of this config is recorded; running every check"
     chosen = [s for s in specs if s.name in names]
     if not chosen:
         return specs, "--lf: every check passed last time; running them all"
@@ -192,8 +193,9 @@ def run_config(path: str | Path | None = None,
                                exitfirst=exitfirst)
         finally:
             pool.close()
-    suite.notes = [note] if note else []
-    lastfailed.record(where, suite.results, ran_all=len(suite.results) == everything)
+    unrecorded = lastfailed.record(where, suite.results,
+                                   ran_all=len(suite.results) == everything)
+    suite.notes = [n for n in (note, unrecorded) if n]
     return suite
 
 
