@@ -91,6 +91,10 @@ class _Builder:
     def __init__(self, source: str) -> None:
         self.source = source
         self.inputs: list[str] = []
+        # each syntax node is parsed once: a call bound against a second row (max → maximum,
+        # where with a mask) reuses its arguments' parse, or nesting would double the work
+        # per level (22 nested calls: minutes)
+        self.parsed: dict[tuple[int, bool], ir.Node | UsageError] = {}
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         return (node.col_offset, node.end_col_offset or node.col_offset)  # type: ignore[attr-defined]
@@ -107,6 +111,19 @@ class _Builder:
         return UsageError(f"refused `{self.snippet(node)}`: {what}")
 
     def node(self, node: ast.AST, allow_compare: bool) -> ir.Node:
+        key = (id(node), allow_compare)
+        found = self.parsed.get(key)
+        if found is None:
+            try:
+                found = self._node(node, allow_compare)
+            except UsageError as exc:
+                found = exc
+            self.parsed[key] = found
+        if isinstance(found, UsageError):
+            raise found
+        return found
+
+    def _node(self, node: ast.AST, allow_compare: bool) -> ir.Node:
         span = self.span(node)
         if isinstance(node, ast.Constant):
             return self.number(node)
