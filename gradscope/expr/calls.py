@@ -254,13 +254,18 @@ def check_static(p: OpParam, value: Any) -> Any:
             _int(v, MAX_DIM) for v in value))
         need = "must be a dim or a tuple of dims such as (0, 1)"
     elif kind == "int":
-        ok, need = _int(value), "must be a whole number"
+        limit = p.limit or MAX_STATIC_INT
+        ok = _int(value, limit)
+        need = "must be a whole number" if p.limit is None else \
+            f"must be a whole number from {-limit} to {limit}"
     elif kind in ("ints", "shape"):
         if _int(value) and kind == "shape" and not p.star:  # layer_norm(x, 8)
             value = (value,)
-        ok = (_int(value) and kind == "ints") or (
-            isinstance(value, tuple) and all(_int(v) for v in value))
-        need = "must be whole numbers, e.g. (3, 2)"
+        limit = p.limit or MAX_STATIC_INT
+        ok = (_int(value, limit) and kind == "ints") or (
+            isinstance(value, tuple) and all(_int(v, limit) for v in value))
+        need = "must be whole numbers, e.g. (3, 2)" if p.limit is None else \
+            f"must be whole numbers from {-limit} to {limit}"
     elif kind == "order":  # a norm's order: a number (inf too) or 'fro' / 'nuc'
         ok = _number(value) or value in ("fro", "nuc")
         value = float(value) if _number(value) and not float(value).is_integer() else value

@@ -17,6 +17,14 @@ from gradscope.expr.ops import OPS
 Visitor = Callable[[ir.Call, list, torch.Tensor], None]
 
 
+class MetaUnknown(NotImplementedError):
+    """On meta tensors, an op's output size depends on the data and its row has no bound."""
+
+
+def _data_dependent(exc: Exception) -> bool:
+    return isinstance(exc, NotImplementedError) or "meta" in str(exc)
+
+
 def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
              visit: Visitor | None = None,
              reuse: Mapping[int, torch.Tensor] | None = None) -> torch.Tensor:
@@ -48,9 +56,16 @@ def evaluate(expr: ir.Expression, values: Mapping[str, torch.Tensor], *,
         kwargs = node.kwargs
         try:
             out = op.apply(args, node.names, kwargs)
-        except (RuntimeError, IndexError, ValueError, TypeError) as exc:
-            if isinstance(exc, NotImplementedError) and first.device.type == "meta":
-                raise  # no meta kernel (masked_select: its size depends on the data)
+        except (RuntimeError, IndexError, ValueError, TypeError, ArithmeticError) as exc:
+            if first.device.type == "meta" and _data_dependent(exc):
+                # no meta kernel (masked_select: its size depends on the data): the row's
+                # bound, the largest output it can make, else the size is unknown
+                if op.bound is None:
+                    raise MetaUnknown(expr.text(node)) from None
+                out = op.apply(args, node.names, kwargs, bound=True)
+                if visit is not None:
+                    visit(node, args, out)
+                return out
             shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else "()"
                                for a in args)
             text = str(exc).strip()

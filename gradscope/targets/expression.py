@@ -17,7 +17,7 @@ from gradscope.expr.incremental import IncrementalColumns
 from gradscope.expr.ops import OPS
 from gradscope.expr.ops.base import POLE
 from gradscope.expr.parse import constant_value
-from gradscope.expr.to_torch import evaluate
+from gradscope.expr.to_torch import MetaUnknown, evaluate
 from gradscope.targets.base import BranchSite, FlowSource, Sizes, Sourced, SymbolicForm, Target
 from gradscope.targets.branches import pieces
 from gradscope.tensors import all_finite
@@ -209,8 +209,10 @@ class ExpressionTarget(Target):
             evaluate(self.expression, meta, visit=visit)
         except UsageError:
             raise
-        except Exception:  # an op without a meta kernel: the real evaluation will tell
+        except MetaUnknown:  # an op whose size only its data tells, without a bound
             return Sizes()
+        except Exception:  # (torch's own meta kernels can fail otherwise: the real
+            return Sizes()  # evaluation, which reports torch's error well, will tell)
         return Sizes(found[0], found[1], found[2], found[3])
 
     def sourced(self, values: Mapping[str, torch.Tensor]):

@@ -82,3 +82,35 @@ def test_a_target_that_ignores_sigterm_still_stops(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and time.monotonic() - sent < 2.0, err
     assert "stopped by SIGTERM" in err
+
+
+# ------------------------------------------------- work bounded by what an expression makes
+@pytest.mark.parametrize("args, says", [
+    (["masked_select(x, m).repeat(10000000)", "--shape", "x=3", "--const", "m=1,1,1"],
+     "would make 30,000,000 elements"),
+    (["combinations(x, r=3)", "--shape", "x=400"], "would make 31,760,400 elements"),
+    (["tensor_split(x, 100000000)[0]", "--shape", "x=3"], "from -4096 to 4096"),
+    (["chunk(x, 100000)[0]", "--shape", "x=3"], "from -4096 to 4096"),
+    (["round(x, decimals=100000000)"], "from -400 to 400"),
+    (["round(x, decimals=2147483648)"], "from -400 to 400"),
+    (["F.one_hot(t).sum() * x", "--const", "t=0,100000000", "--shape", "x=3"],
+     "give num_classes"),
+    (["group_norm(x, 0)", "--shape", "x=2,4"], "integer division or modulo by zero"),
+])
+def test_what_an_expression_would_make_is_refused_before_it_is_made(capsys, args, says):
+    code, _, err = run(capsys, "check", *args)
+    assert code == 2 and says in err and "internal error" not in err
+
+
+def test_a_data_dependent_op_is_bounded_not_refused(capsys):
+    code, out, _ = run(capsys, "check", "F.one_hot(t) * x", "--const", "t=0,1,2",
+                       "--shape", "x=3,3")
+    assert code == 0 and "PASSED" in out
+    code, out, _ = run(capsys, "check", "masked_select(x, m)", "--shape", "x=3",
+                       "--const", "m=1,0,1")
+    assert code == 0 and "PASSED" in out
+
+
+def test_a_long_decomposition_sets_the_symbolic_engine_aside(capsys):
+    code, out, _ = run(capsys, "check", "torch.linalg.vander(x, N=1000000)", "--shape", "x=1")
+    assert code == 0 and "more than 2000 operations" in " ".join(out.split())

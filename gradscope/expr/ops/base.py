@@ -43,6 +43,8 @@ class OpParam:
     default: Any = REQUIRED  # a number for a TENSOR: filled in as a constant
     choices: tuple[str, ...] = ()  # the allowed strings of a "str" parameter
     star: bool = False  # takes the rest of the positional arguments (or one list of them)
+    # a count's or an int's largest magnitude (`n: int<1024>`): what it makes is bounded
+    limit: int | None = None
 
     @property
     def tensor(self) -> bool:
@@ -64,6 +66,10 @@ def signature(text: str, **choices: tuple[str, ...]) -> tuple[OpParam, ...]:
         head, _, default_text = item.partition("=")
         name, _, kind = head.partition(":")
         name, kind = name.strip(), kind.strip()
+        limit = None
+        if kind.endswith(">") and "<" in kind:  # `n: int<1024>`: at most 1024 in magnitude
+            kind, _, bound = kind[:-1].partition("<")
+            limit = int(bound)
         default: Any = REQUIRED
         if default_text.strip():
             raw = default_text.strip()
@@ -79,7 +85,7 @@ def signature(text: str, **choices: tuple[str, ...]) -> tuple[OpParam, ...]:
         else:
             kind = kind or TENSOR
         assert kind in (TENSOR, OPTIONAL, TENSORS, *STATIC_KINDS), kind
-        params.append(OpParam(name, kind, default, choices.get(name, ()), star))
+        params.append(OpParam(name, kind, default, choices.get(name, ()), star, limit))
     return tuple(params)
 
 
@@ -146,6 +152,10 @@ class Op:
     # not differentiable (indices) are named in `data_fields`.
     returns: tuple[str, ...] = ()
     data_fields: tuple[str, ...] = ()
+    # On meta tensors (the size bound before anything is computed), where the output's size
+    # depends on the data (masked_select, combinations): called like `torch`, it returns a
+    # meta tensor as large as the output can be.
+    bound: Callable[..., Tensor] | None = None
     # The row a call means when an argument that is static here is an expression instead:
     # max(x, y) is maximum(x, y), as in torch.
     otherwise: str | None = None
@@ -191,8 +201,10 @@ class Op:
         position = {p.name: i for i, p in enumerate(self.tensor_params)}
         return [values[position[n]] for n in names]
 
-    def apply(self, args: Sequence[Any], names: Sequence[str], params: dict[str, Any]) -> Any:
-        """Run the row's torch function on a call's evaluated arguments. Integer data
+    def apply(self, args: Sequence[Any], names: Sequence[str], params: dict[str, Any],
+              bound: bool = False) -> Any:
+        """Run the row's torch function (`bound`: its bound) on a call's evaluated arguments.
+        Integer data
         (--const) reaches only the parameters that take integers (class indices, gather's
         index); elsewhere it computes in the floating dtype of the other arguments, as a
         float tensor written with whole numbers would."""
@@ -207,7 +219,7 @@ class Op:
             keep = {i for i, p in enumerate(self.tensor_params) if p.name in self.integer_args}
             slots = [a.to(dtype) if _integer(a) and i not in keep else a
                      for i, a in enumerate(slots)]
-        return self.torch(*slots, **params)
+        return (self.bound if bound and self.bound is not None else self.torch)(*slots, **params)
 
     def floats_for_integers(self, slots: Sequence[Any]) -> list[str]:
         """The parameters that take integer data (indices) but got floating tensors."""
@@ -233,15 +245,24 @@ class Op:
 
 
 class Build:
-    """Makes IR nodes for a decomposition, all at the decomposed call's span."""
+    """Makes IR nodes for a decomposition, all at the decomposed call's span; at most
+    MAX_BUILT of them (a count argument, diff's n or vander's N, sets how many: the symbolic
+    engine steps aside past it)."""
+
+    MAX_BUILT = 2000
 
     def __init__(self, node: ir.Call, rows: dict[str, Op]) -> None:
         self.span, self.rows = node.span, rows
+        self.built = 0
 
     def num(self, value: float) -> ir.Num:
         return ir.Num(self.span, float(value), float(value).is_integer())
 
     def __call__(self, op: str, *args: ir.Node | float, **params: Any) -> ir.Call:
+        self.built += 1
+        if self.built > self.MAX_BUILT:
+            raise ValueError(f"its decomposition would make more than {self.MAX_BUILT} "
+                             "operations")
         nodes = tuple(a if isinstance(a, ir.Node) else self.num(a) for a in args)
         row = self.rows[op]
         full = {p.name: p.default for p in row.params

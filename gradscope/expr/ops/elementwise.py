@@ -201,7 +201,7 @@ PIECEWISE_CONSTANT = [
                         ("SignBackward", "SgnBackward")),
     _piecewise_constant("round", _round, _sympy_round, "round half to even, to `decimals` "
                         "places (zero gradient)", ("RoundBackward",),
-                        signature=signature("input, decimals: int = 0")),
+                        signature=signature("input, decimals: int<400> = 0")),
     _piecewise_constant("floor", torch.floor, sf.floor, "floor (zero gradient)",
                         ("FloorBackward",)),
     _piecewise_constant("ceil", torch.ceil, sf.ceil, "ceil (zero gradient)", ("CeilBackward",)),

@@ -13,6 +13,7 @@ op on the tangents. Torch's backward kernels are never used."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -121,6 +122,19 @@ def _scatter(x: Tensor, index: Tensor, src: Tensor, dim: int) -> Tensor:
     return x.scatter(dim, index, src)
 
 
+def _masked_select_bound(x: Tensor, mask: Tensor) -> Tensor:
+    """On meta tensors: every element selected."""
+    numel = math.prod(torch.broadcast_shapes(x.shape, mask.shape))
+    return torch.empty(numel, dtype=x.dtype, device=x.device)
+
+
+def _combinations_bound(x: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """On meta tensors: C(n, r) rows (C(n + r - 1, r) with replacement) of r elements."""
+    n = x.numel()
+    rows = math.comb(n + r - 1, r) if with_replacement else math.comb(n, max(r, 0))
+    return torch.empty((rows, r), dtype=x.dtype, device=x.device)
+
+
 def _masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     return x.masked_scatter(_mask(mask), source)
 
@@ -188,7 +202,8 @@ SELECT_ROWS = [
     _copy("take_along_dim", _take_along_dim, "take_along_dim(x, indices, dim=None)",
           "input, indices, dim: dim = None", ("indices",)),
     _copy("masked_select", _masked_select, "masked_select(x, mask): the elements where the "
-          "mask (--const data) is True", "input, mask", mask="mask"),
+          "mask (--const data) is True", "input, mask", mask="mask",
+          bound=_masked_select_bound),
     _copy("masked_fill", _masked_fill, "masked_fill(x, mask, value): value where the mask is "
           "True", "input, mask, value", mask="mask"),
     _copy("masked_where", _where, "where(mask, x, y) with a mask given as --const data",
@@ -245,7 +260,7 @@ LAYOUT_ROWS = [
           "*tensors: list"),
     _copy("cartesian_prod", torch.cartesian_prod, "cartesian_prod(x, y, ...)", "*tensors"),
     _copy("combinations", torch.combinations, "combinations(x, r=2, with_replacement=False)",
-          "input, r: int = 2, with_replacement: bool = False"),
+          "input, r: int<64> = 2, with_replacement: bool = False", bound=_combinations_bound),
     _copy("pad", _pad, "F.pad(x, pad, mode='constant', value=None): constant, reflect, "
           "replicate, circular", "input, pad: ints, mode: str = 'constant', "
           "value: float = None", choices=PAD_MODES),

@@ -179,7 +179,18 @@ def _attention_fn(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
                                           scale=scale)
 
 
+ONE_HOT_ELEMENTS = 20_000_000  # without num_classes, the data's largest class sets the size
+
+
 def _one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
+    if num_classes < 0 and x.numel():
+        if x.is_meta:  # the size is the data's: the real evaluation is bounded below
+            raise NotImplementedError("one_hot without num_classes on meta tensors")
+        classes = int(x.max()) + 1
+        if x.numel() * classes > ONE_HOT_ELEMENTS:
+            raise UsageError(f"F.one_hot without num_classes would make {x.numel()} × "
+                             f"{classes} elements (its data's largest class is {classes - 1})"
+                             f"; give num_classes, or smaller class indices")
     return F.one_hot(x, num_classes)
 
 

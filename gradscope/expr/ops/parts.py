@@ -117,21 +117,21 @@ def _split(name: str, summary: str, sig: str, dim_of: Callable[[Tensor, dict], i
 
 SPLIT = "input, split_size_or_sections: ints, dim: dim = 0"
 SIZES = "input, split_sizes: ints, dim: dim = 0"
-SECTIONS = "input, indices_or_sections: ints"
+SECTIONS = "input, indices_or_sections: ints<4096>"
 MOMENTS = ("input, dim: dims = None, unbiased: bool = None, keepdim: bool = False, "
            "correction: float = None")
 
 SPLIT_ROWS = [
     _split("chunk", "chunk(x, chunks, dim=0)[k]: the k-th of about equal parts",
-           "input, chunks: int, dim: dim = 0"),
+           "input, chunks: int<4096>, dim: dim = 0"),
     _split("unsafe_chunk", "unsafe_chunk(x, chunks, dim=0)[k] (as chunk)",
-           "input, chunks: int, dim: dim = 0"),
+           "input, chunks: int<4096>, dim: dim = 0"),
     _split("split", "split(x, size or sizes, dim=0)[k]", SPLIT),
     _split("unsafe_split", "unsafe_split(x, size, dim=0)[k] (as split)", SPLIT),
     _split("split_with_sizes", "split_with_sizes(x, sizes, dim=0)[k]", SIZES),
     _split("split_with_sizes_copy", "split_with_sizes_copy(x, sizes, dim=0)[k]", SIZES),
     _split("tensor_split", "tensor_split(x, sections or indices, dim=0)[k]",
-           "input, indices_or_sections: ints, dim: dim = 0"),
+           "input, indices_or_sections: ints<4096>, dim: dim = 0"),
     _split("hsplit", "hsplit(x, sections or indices)[k] (along dim 1; dim 0 of a vector)",
            SECTIONS, _split_dim(1)),
     _split("vsplit", "vsplit(x, sections or indices)[k] (along dim 0)", SECTIONS,
