@@ -72,6 +72,8 @@ def backward(prepared: Prepared) -> Backward:
         engine, tracer = _autograd(prepared, source)
     except TargetError as exc:
         raise _at_chosen(exc, prepared) from exc.__cause__  # (the user's own exception)
+    except UsageError as exc:
+        raise switched_off(target) or exc from None
     if engine.output.numel() == 0:  # never a PASS of nothing
         raise UsageError(f"the output of {target.text} is empty (shape "
                          f"{tuple(engine.output.shape)}): there is no gradient to compare")
@@ -92,6 +94,17 @@ def backward(prepared: Prepared) -> Backward:
     finally:
         traced = tracer.finish() if tracer is not None else None
     return Backward(engine, upstream, given, grads, failure, traced)
+
+
+def switched_off(target: Any) -> TargetError | None:
+    """Where the output has no graph because the target's code switched grad mode off and
+    left it so (not the output's fault): the user's error, saying how to write it."""
+    if not any("leaves grad mode off" in n for n in target.observed()):
+        return None
+    return TargetError(f"{target.text} switched grad mode off (torch.set_grad_enabled(False)) "
+                       "inside its call, so its output has no graph to differentiate; use "
+                       "`with torch.no_grad():` around the part that needs it",
+                       during="forward", error="grad mode off")
 
 
 def _refuse_reentrant(output: torch.Tensor, text: str) -> None:

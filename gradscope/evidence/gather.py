@@ -165,11 +165,11 @@ def _nonfinite(prepared: Prepared, back: Backward, table: View | None = None,
         chosen = prepared.bound.chosen
         if chosen:
             count = int((~torch.isfinite(back.engine.output.detach())).sum())
-            notes.append(f"the output is NaN or infinite at {count} element(s) of the values "
-                         f"gradscope chose for {', '.join(chosen)} (they reach the edge of a "
-                         "domain: a pole, or a log or root of 0 or less); the gradient is "
-                         "compared where the output is defined (the upstream is 0 at those "
-                         "elements): give values inside the domain with --at to check them")
+            notes.append(f"the output is NaN or infinite at {count} element(s) at the values "
+                         f"gradscope chose for {', '.join(chosen)} (a value such as a -inf "
+                         "mask, or the edge of a domain: a pole, a log or root of 0 or less); "
+                         "the gradient is compared where the output is defined (the upstream "
+                         "is 0 at those elements): give values with --at to check them")
         else:
             failing.append("output")
     for name, grad in (back.grads or {}).items():

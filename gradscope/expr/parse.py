@@ -182,6 +182,8 @@ class _Builder:
         name = node.id
         if name in CONSTANTS:
             return ir.Const(self.span(node), name, CONSTANTS[name])
+        if name == "inf":  # where(m, x, -inf), masked_fill(x, m, -inf): torch's inf
+            return ir.Num(self.span(node), math.inf, False)
         if name in FUNCTIONS and len(name) > 1:  # one letter is an input: `t` for targets
             raise self.refuse(node, f"`{name}` is a function; call it, e.g. {name}(x)")
         if name in MODULE_ROOTS:
@@ -253,6 +255,8 @@ class _Builder:
         return call
 
     def attribute(self, node: ast.Attribute) -> ir.Node:
+        if calls.dotted(node) in ("math.inf", "torch.inf", "np.inf", "numpy.inf"):
+            return ir.Num(self.span(node), math.inf, False)
         if calls.is_module(node.value):
             raise self.refuse(node, "module attributes are not values; call a function")
         name = node.attr

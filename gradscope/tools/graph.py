@@ -7,13 +7,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
+
 from gradscope._version import __version__
 from gradscope.diagnose import findings, flow
 from gradscope.errors import UsageError
+from gradscope.evidence.backward import switched_off
 from gradscope.options import Request
 from gradscope.report import kinds
 from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare, seeded
+from gradscope.tensors import as_leaves
 from gradscope.usercode import OURS, contained, user_code
 
 
@@ -68,7 +72,12 @@ def graph(request: Request) -> GraphReport:
 def _graph(request: Request) -> GraphReport:
     prepared = prepare(request)
     target, cast = prepared.target, prepared.bound.cast
-    out = target.forward(cast)
+    with torch.enable_grad():  # an ordinary call (a forward that registers a hook needs it)
+        out = target.forward(as_leaves({n: v.clone() for n, v in cast.items()}))
+    if not out.requires_grad:  # no graph to draw
+        raise switched_off(target) or UsageError(
+            "the output does not depend differentiably on any input (only through "
+            "comparisons or constants): it has no backward graph")
     upstream = prepared.bound.upstream.tensor_for(out)
     source = target.flow_source()
     if source is None:

@@ -114,3 +114,16 @@ def test_a_data_dependent_op_is_bounded_not_refused(capsys):
 def test_a_long_decomposition_sets_the_symbolic_engine_aside(capsys):
     code, out, _ = run(capsys, "check", "torch.linalg.vander(x, N=1000000)", "--shape", "x=1")
     assert code == 0 and "more than 2000 operations" in " ".join(out.split())
+
+
+# --------------------------------------------------------------- grad mode and hooks (M2, M3)
+@pytest.mark.parametrize("command", ["check", "jvp", "graph"])
+def test_a_target_that_leaves_grad_mode_off_is_its_error_not_ours(capsys, command):
+    code, _, err = run(capsys, command, f"{DATA}/grad_mode.py:leaves_off", "--shape", "x=3")
+    assert code == 3 and "switched grad mode off" in err and "internal" not in err
+
+
+@pytest.mark.parametrize("command", ["check", "jvp", "jacobian", "graph"])
+def test_a_hook_registered_in_the_forward_runs(capsys, command):
+    code, _, err = run(capsys, command, f"{DATA}/grad_mode.py:hooked_always", "--shape", "x=3")
+    assert code == 0, err
