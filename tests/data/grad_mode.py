@@ -2,6 +2,8 @@
 in their forward (which needs grad mode and inputs that require grad)."""
 
 import torch
+
+
 def leaves_off(x):
     torch.set_grad_enabled(False)
     return x * 2

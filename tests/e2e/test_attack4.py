@@ -127,3 +127,27 @@ def test_a_target_that_leaves_grad_mode_off_is_its_error_not_ours(capsys, comman
 def test_a_hook_registered_in_the_forward_runs(capsys, command):
     code, _, err = run(capsys, command, f"{DATA}/grad_mode.py:hooked_always", "--shape", "x=3")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("args", [
+    ["torch.masked.norm(x, -inf, mask=m)", "--at", "x=1,2,3", "--const", "m=1,1,0"],
+    ["torch.masked.norm(x, -inf, mask=m)", "--at", "x=3,2,1", "--const", "m=0,1,1"],
+    ["torch.masked.norm(x, -2.0, mask=m)", "--at", "x=1,2,3", "--const", "m=1,1,0"],
+    ["torch.masked.normalize(x, 2.0, 0, mask=m)", "--at", "x=1,2,3", "--const", "m=1,1,0"],
+])
+def test_masked_norms_fill_as_torch_does(capsys, args):
+    code, out, _ = run(capsys, "check", *args)
+    assert code == 0 and "mismatch" not in out.split("PASSED")[-1]
+
+
+@pytest.mark.parametrize("args", [
+    ["torch.linalg.eigh(x).eigenvalues", "--at", "x=[[1,0],[0,1]]"],
+    ["torch.linalg.eigh(x)[0]", "--at", "x=[[1,0,0],[0,1,0],[0,0,2]]"],
+    ["torch.linalg.lstsq(a, b).solution", "--at", "a=[[1,1],[1,1],[1,1]]",
+     "--at", "b=[[1],[2],[3]]"],
+    ["pinv(x)", "--at", "x=[[1,1],[1,1]]"],
+])
+def test_ties_and_rank_changes_are_kinks_not_mismatches(capsys, args):
+    code, out, _ = run(capsys, "check", *args)
+    assert code == 0 and "nondifferentiable" in out.split("PASSED")[-1]
+    assert "mismatch" not in out.split("PASSED")[-1]

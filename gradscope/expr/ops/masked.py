@@ -23,6 +23,15 @@ FILL = {"sum": 0.0, "norm": 0.0, "prod": 1.0, "amax": -math.inf, "amin": math.in
 ROW = {"amax": "max", "amin": "min"}
 
 
+def _fill(name: str, p: dict) -> float:
+    """The identity the masked-out elements take, as torch.masked's: +inf for a norm of order
+    -inf (the smallest |x|), 0 for every other order (torch's own, a negative finite order
+    included)."""
+    if name in ("norm", "normalize") and p.get("ord") == -math.inf:
+        return math.inf
+    return FILL[name]
+
+
 def _filled(b: Build, given: dict[str, ir.Node], fill: float) -> ir.Node:
     if "mask" not in given:
         return given["input"]
@@ -39,7 +48,7 @@ def _dims(p: dict) -> dict[str, Any]:
 def _reduced(name: str) -> Decompose:
     def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
                   names: Sequence[str] = ()) -> ir.Node:
-        x = _filled(b, _given(args, names), FILL[name])
+        x = _filled(b, _given(args, names), _fill(name, p))
         q = _dims(p)
         if name == "norm":
             q["p"] = p["ord"] if p["ord"] is not None else 2.0
@@ -84,7 +93,7 @@ def _along(name: str) -> Decompose:
     def decompose(b: Build, args: Sequence[ir.Node], p: dict, metas: Sequence[Tensor],
                   names: Sequence[str] = ()) -> ir.Node:
         given = _given(args, names)
-        x = _filled(b, given, FILL[name])
+        x = _filled(b, given, _fill(name, p))
         if name == "normalize":
             size = b("norm", x, p=p["ord"], dim=(p["dim"],), keepdim=True)
             return b("div", x, b("clamp", size, p["eps"], math.inf))

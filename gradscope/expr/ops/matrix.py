@@ -16,7 +16,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr import ir
-from gradscope.expr.ops.base import KINK, Build, Tensor, picked, structural
+from gradscope.expr.ops.base import JUMP, KINK, Build, Tensor, picked, structural
 from gradscope.expr.ops.base import decomposed as _row
 from gradscope.tensors import from_triangle, triangle_adjoint
 
@@ -264,6 +264,30 @@ def _svdvals_ties(a: Tensor) -> Tensor:
     return _ties(torch.linalg.svd(a, full_matrices=False).Vh.mT)
 
 
+def _eigh_ties(a: Tensor, UPLO: str = "L", _item: int = 0) -> Tensor:
+    """eigh's eigenvalues as eigvalsh's; its eigenvectors (data) by their values' ties too."""
+    ties = _eigvalsh_ties(a, UPLO)
+    return ties if _item == 0 else ties.unsqueeze(-2).expand(*a.shape)
+
+
+def _rank_of(a: Tensor, like: Tensor) -> Tensor:
+    """The numerical rank of `a` (per matrix of a batch) on every element of `like`: where a
+    step changes it (a rank-deficient matrix), the pseudo-inverse and the least-squares
+    solution jump — they have no derivative there."""
+    rank = torch.linalg.matrix_rank(a.to(torch.float64))
+    while rank.ndim < like.ndim:
+        rank = rank.unsqueeze(-1)
+    return rank.expand(like.shape)
+
+
+def _lstsq_rank(a: Tensor, b: Tensor, _item: int = 0) -> Tensor:
+    return _rank_of(a, torch.linalg.lstsq(a, b)[_item])
+
+
+def _pinv_rank(a: Tensor, hermitian: bool = False) -> Tensor:
+    return _rank_of(a, a.mT)
+
+
 def _pinv(a: Tensor, hermitian: bool = False) -> Tensor:
     return torch.linalg.pinv(a, hermitian=hermitian)
 
@@ -310,7 +334,7 @@ ROWS = [
     _row("linalg.lstsq", picked(_lin("lstsq")), "linalg.lstsq(A, B)[0]: the least-squares "
          "solution", "input, other", _lstsq, returns=("solution", "residuals", "rank",
                                                       "singular_values"),
-         data_fields=("residuals", "rank", "singular_values")),
+         data_fields=("residuals", "rank", "singular_values"), branch=_lstsq_rank, kink=JUMP),
     _row("linalg.diagonal", _lin("diagonal"), "linalg.diagonal(A, offset=0, dim1=-2, dim2=-1)",
          "input, offset: int = 0, dim1: dim = -2, dim2: dim = -1", _linalg_diagonal),
     structural("linalg.eigvalsh", _eigvalsh, "linalg.eigvalsh(A, UPLO='L'): the eigenvalues "
@@ -319,13 +343,14 @@ ROWS = [
                vjp=_eigh_vjp, jvp=_eigh_jvp, branch=_eigvalsh_ties, kink=KINK),
     _row("linalg.eigh", picked(_lin("eigh")), "linalg.eigh(A, UPLO='L')[0]: the eigenvalues",
          "input, UPLO: str = 'L'", _first("linalg.eigvalsh"), choices=UPLO,
-         returns=("eigenvalues", "eigenvectors"), data_fields=("eigenvectors",)),
+         returns=("eigenvalues", "eigenvectors"), data_fields=("eigenvectors",),
+         branch=_eigh_ties, kink=KINK),
     structural("svdvals", _lin("svdvals"), "linalg.svdvals(A): the singular values "
                "(descending)", "input", vjp=_svdvals_vjp, jvp=_svdvals_jvp,
                branch=_svdvals_ties, kink=KINK, aliases=("linalg.svdvals",)),
     structural("pinv", _pinv, "linalg.pinv(A, hermitian=False): the pseudo-inverse",
                "input, hermitian: bool = False", vjp=_pinv_vjp, jvp=_pinv_jvp,
-               aliases=("linalg.pinv", "pinverse")),
+               branch=_pinv_rank, kink=JUMP, aliases=("linalg.pinv", "pinverse")),
     structural("matrix_exp", torch.linalg.matrix_exp, "linalg.matrix_exp(A)", "input",
                vjp=_matrix_exp_vjp, jvp=_matrix_exp_jvp, aliases=("linalg.matrix_exp",)),
 ]
