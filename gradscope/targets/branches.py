@@ -6,6 +6,7 @@ one-sided, and a bug on its other side would go unseen."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,17 +25,27 @@ def pieces(ids: torch.Tensor, values: torch.Tensor, text: str
     ids, values = ids.reshape(-1), values.detach().double().reshape(-1)
     keep = torch.isfinite(ids.double()) & torch.isfinite(values)
     ids, values = ids[keep], values[keep]
+    if not ids.numel():
+        return ()
+    # per piece at once (a piece per element, as sort's, would be quadratic one by one)
+    _, inverse, counts = torch.unique(ids, return_inverse=True, return_counts=True)
+    lo = torch.full((counts.numel(),), math.inf, dtype=values.dtype).scatter_reduce(
+        0, inverse, values, "amin")
+    hi = torch.full((counts.numel(),), -math.inf, dtype=values.dtype).scatter_reduce(
+        0, inverse, values, "amax")
+    order = torch.argsort(lo, stable=True)
+    cut = float(lo[order[min(MAX_PIECES, order.numel()) - 1]])
+    first = [int(k) for k in order[lo[order] <= cut]]  # the named ones, ties included
     found = []
-    for piece in torch.unique(ids).tolist():
-        inside = values[ids == piece]
-        lo, hi = float(inside.min()), float(inside.max())
-        label = f"{text} = {_n(lo)}" if lo == hi else f"{text} in [{_n(lo)}, {_n(hi)}]"
-        found.append((lo, label, int(inside.numel())))
+    for k in first:
+        a, b = float(lo[k]), float(hi[k])
+        label = f"{text} = {_n(a)}" if a == b else f"{text} in [{_n(a)}, {_n(b)}]"
+        found.append((a, label, int(counts[k])))
     found.sort()
     named = [(label, count) for _, label, count in found[:MAX_PIECES]]
-    rest = found[MAX_PIECES:]
+    rest = order.numel() - len(named)
     if rest:
-        named.append((f"{len(rest)} more piece(s)", sum(c for _, _, c in rest)))
+        named.append((f"{rest} more piece(s)", int(counts.sum()) - sum(c for _, c in named)))
     return tuple(named)
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 MAX_DENSE_WORK = 2e9  # columns × elements each evaluates × 4 points, for dense differences
-# Jacobian entries finite differences keep per input (estimate and error: 2 × 8 bytes each,
-# 2 GB): a full 10,000 × 10,000 Jacobian fits, as gradcheck's slow mode would need; a dense
-# input whose columns would hold more is sampled
+# Jacobian entries finite differences keep, all inputs together (estimate and error: 2 × 8
+# bytes each, 2 GB; a dense refinement's second difference 1 GB more): a full 10,000 ×
+# 10,000 Jacobian fits, as gradcheck's slow mode would need; an input whose columns would
+# hold more than its share is sampled (random projections cover every element)
 MAX_STORED_ENTRIES = 1 << 27
 # Finite-difference columns that each need a whole evaluation are also bounded by the
 # floating-point operations they perform, counted once with torch's FlopCounterMode: an
@@ -42,7 +43,8 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int, scale: bool = Fals
     if fd.is_elementwise(name):
         return None
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
-    stored = n_in * n_out <= MAX_STORED_ENTRIES
+    kept = _stored_share(fd, name)
+    stored = n_in * n_out <= kept
     width = fd.column_width(name)
     # a model's column costs its matmuls and convolutions, which the flop budget counts (the
     # perturbed copy with it); where the counted operations do not dominate everything a
@@ -55,8 +57,21 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int, scale: bool = Fals
         return None
     if scale and width is None:
         by_flops = _flop_share(fd, n_in, MAX_SAMPLE_FLOPS)
-    affordable = int(min(work, MAX_STORED_ENTRIES // n_out, by_flops))
+    affordable = int(min(work, kept // n_out, by_flops))
     return max(0 if scale else 1, min(sample, n_in, affordable))
+
+
+def _stored_share(fd: Any, name: str) -> int:
+    """Jacobian entries `name` may keep, MAX_STORED_ENTRIES shared by every input estimated
+    column by column (the memory of the whole check is bounded, not each tensor's): the
+    inputs that need least get all they need first, the rest share what is left evenly."""
+    n_out = max(1, fd.out.numel())
+    need = {n: fd.values[n].numel() * n_out for n in fd.values if not fd.is_elementwise(n)}
+    left, share = float(MAX_STORED_ENTRIES), {}
+    for k, n in enumerate(sorted(need, key=lambda n: (need[n], n))):
+        share[n] = min(need[n], left / (len(need) - k))
+        left -= share[n]
+    return int(share.get(name, MAX_STORED_ENTRIES))
 
 
 def _per_column(fd: Any, name: str) -> int:

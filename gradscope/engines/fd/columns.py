@@ -129,7 +129,7 @@ class ColumnEstimator:
         work.forward_calls += first.forward_calls + second.forward_calls
         ok = agreeing(first, second, groups, shared)
         # (an estimate that has not converged is retried column by column at smaller steps)
-        ok &= col_max(first.error) <= REFINE_ERROR * (col_max(first.partial.abs()) + 1)
+        ok &= col_max(first.error) <= REFINE_ERROR * (col_max(first.partial, absolute=True) + 1)
         work.partial[:, ok], work.error[:, ok] = first.partial[:, ok], first.error[:, ok]
         work.points[ok] = 4
         work.groups = torch.where(torch.isin(groups, shared) & ~ok, -1, groups)
@@ -184,7 +184,7 @@ class ColumnEstimator:
                 break
             step[todo] = step[todo] / REFINE_FACTOR
         extrapolated = work.points == 4
-        unconverged = col_max(work.error) > UNCONVERGED * (col_max(work.partial.abs()) + 1)
+        unconverged = col_max(work.error) > UNCONVERGED * (col_max(work.partial, absolute=True) + 1)
         work.kink |= extrapolated & unconverged
 
     def _keep(self, work: _Work, name: str, x: torch.Tensor, idx: torch.Tensor,
@@ -230,6 +230,6 @@ class ColumnEstimator:
             mask[keep] = kinks[k][better] if k in kinks else False
         needs = new_kink & ~rejected.mask
         if use == 4:  # only an extrapolated estimate knows its truncation error
-            needs |= col_err > REFINE_ERROR * (col_max(est.abs()) + 1)
+            needs |= col_err > REFINE_ERROR * (col_max(est, absolute=True) + 1)
         return needs
 

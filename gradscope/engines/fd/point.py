@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gradscope.engines.fd.policy import step_of
+from gradscope.expr.ops import costs
 from gradscope.tensors import as_leaves, moved_by, ulp_signs
 
 # f(values) -> (output, branch ids in a fixed order)
@@ -167,7 +168,9 @@ class Point:
 
 
 class _Elements(torch.overrides.TorchFunctionMode):
-    """Counts the elements of every tensor torch functions return."""
+    """Counts the work of every torch function called: the elements it returns, or those it
+    reads where it reads more (a sum over an outer product), times what it does per element
+    beyond that (expr/ops/costs.py: log n to sort, n for a factorisation)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -176,7 +179,8 @@ class _Elements(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
         out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, tuple | list) else (out,):
-            if isinstance(t, torch.Tensor):
-                self.total += t.numel()
+        written = sum(t.numel() for t in (out if isinstance(out, tuple | list) else (out,))
+                      if isinstance(t, torch.Tensor))
+        read = sum(t.numel() for t in args if isinstance(t, torch.Tensor))
+        self.total += int(max(written, read) * costs.factor(func, args)) if written else 0
         return out

@@ -42,7 +42,7 @@ def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
                                                        device=x.device))
             mask.view(-1)[chunk[m]] = True
         start = stop
-    kink[idx] |= col_max(err) > UNCONVERGED * (col_max(jac.abs()) + 1)
+    kink[idx] |= col_max(err) > UNCONVERGED * (col_max(jac, absolute=True) + 1)
     kink &= ~rejected
     if raised is not None and bool(rejected[idx].all()):
         raise raised  # nothing sampled could be estimated

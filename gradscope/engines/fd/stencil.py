@@ -36,11 +36,20 @@ def numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def col_max(m: torch.Tensor) -> torch.Tensor:
-    """Largest entry of each column of an (n_out, k) matrix (NaN-aware, 0 for no rows)."""
+def col_max(m: torch.Tensor, absolute: bool = False) -> torch.Tensor:
+    """Largest entry (`absolute`: |entry|) of each column of an (n_out, k) matrix (NaN-aware,
+    0 for no rows), a block of columns at a time: a sampled Jacobian can hold a gigabyte,
+    and a whole copy of it (two, with abs) would double the check's memory."""
+    out = torch.zeros(m.shape[1], dtype=m.dtype, device=m.device)
     if m.shape[0] == 0:
-        return torch.zeros(m.shape[1], dtype=m.dtype, device=m.device)
-    return torch.nan_to_num(m, nan=float("inf"), posinf=float("inf")).amax(0)
+        return out
+    step = max(1, BATCH_ELEMENTS // m.shape[0])
+    for start in range(0, m.shape[1], step):
+        block = m[:, start:start + step]
+        block = block.abs() if absolute else block.clone()
+        out[start:start + step] = torch.nan_to_num_(block, nan=float("inf"),
+                                                    posinf=float("inf")).amax(0)
+    return out
 
 
 STENCIL = (1.0, -1.0, 0.5, -0.5)  # steps in units of h: two-point uses the first two
@@ -65,12 +74,16 @@ def estimate(outs: list[torch.Tensor] | torch.Tensor, h: torch.Tensor,
 def richardson(fp: torch.Tensor, fm: torch.Tensor, fp2: torch.Tensor, fm2: torch.Tensor,
                h: torch.Tensor, eps: float = EPS64, noise: torch.Tensor | float = 0.0
                ) -> tuple[torch.Tensor, torch.Tensor]:
-    d1 = (fp - fm) / (2 * h)
-    d2 = (fp2 - fm2) / h
-    est = (4 * d2 - d1) / 3
+    # (in place where it can be: a column of a large output is tens of megabytes, and each
+    # temporary of the plain formula would be one more)
+    d1 = torch.sub(fp, fm).div_(2 * h)
+    d2 = torch.sub(fp2, fm2).div_(h)
+    est = torch.mul(d2, 4).sub_(d1).div_(3)
+    del d1
     # round-off: each of the four values carries ~eps·|f|; |fp| + |fm| bounds |f| nearby
     # (and f's measured noise, where terms that cancel round far above that)
-    err = (est - d2).abs() + 3 * (eps * (fp.abs() + fm.abs()) + noise) / h
+    err = torch.abs(fp).add_(fm.abs()).mul_(eps).add_(noise).mul_(3).div_(h)
+    err.add_(d2.sub_(est).abs_())
     return est, err
 
 

@@ -43,7 +43,19 @@ def test_elements_count_every_intermediate_an_evaluation_computes():
     fd = FiniteDifferences(traced, {"x": torch.ones(30, dtype=torch.float64),
                                     "y": torch.ones(40, dtype=torch.float64)},
                            eps=DEFAULT_EPS, elementwise=set())
-    assert fd.point.elements() == 1200 + 1200 + 1 + 1  # outer, sin, sum, its detached read
+    # outer, sin, the sum (what it reads: 1,200), its detached read
+    assert fd.point.elements() == 1200 + 1200 + 1200 + 1
+
+
+def test_elements_count_sorting_and_factorisations_by_what_they_compute():
+    def traced(values):
+        return torch.linalg.eigvalsh(values["a"]).sum() + torch.sort(values["x"]).values.sum(), []
+
+    a = torch.eye(64, dtype=torch.float64)
+    fd = FiniteDifferences(traced, {"a": a, "x": torch.ones(1024, dtype=torch.float64)},
+                           eps=DEFAULT_EPS, elementwise=set())
+    # eigvalsh reads 64² elements, 64 operations each; sort 1024, log2(1024) = 10 each
+    assert fd.point.elements() >= 64 ** 3 + 1024 * 10
 
 
 def test_noise_is_what_cancelling_terms_round_to_and_never_a_jump():
