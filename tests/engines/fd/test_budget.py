@@ -103,3 +103,24 @@ def test_the_work_bound_is_shared_by_all_inputs(monkeypatch):
     monkeypatch.setattr(budget, "MAX_DENSE_WORK", 4 * 1000 * 150)
     # 150 columns in all, not 150 each: the first (by need, then name) gets its fair half
     assert budget._work_share(FD(), "a") == 75 and budget._work_share(FD(), "b") == 75
+
+
+def test_the_stored_entries_are_shared_by_all_inputs(monkeypatch):
+    from gradscope.engines.fd import budget
+
+    class FD:  # an output of 1,000 elements; inputs of 10, 100 and 100 elements
+        def __init__(self):
+            self.values = {"a": torch.zeros(100), "b": torch.zeros(100), "c": torch.zeros(10)}
+            self.out = torch.zeros(1000)
+
+        def is_elementwise(self, name):
+            return False
+
+    monkeypatch.setattr(budget, "MAX_STORED_ENTRIES", 110_000)
+    # c needs 10,000 and gets them; a and b share the 100,000 left
+    assert [budget._stored_share(FD(), n) for n in "abc"] == [50_000, 50_000, 10_000]
+
+
+def test_a_sort_costs_its_log_per_element_in_the_work_count():
+    plain, sorted_ = _fd("x * 2", 4096).point.elements(), _fd("sort(x).values", 4096)
+    assert sorted_.point.elements() >= 12 * 4096 > plain
