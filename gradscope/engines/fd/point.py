@@ -182,5 +182,5 @@ class _Elements(torch.overrides.TorchFunctionMode):
         written = sum(t.numel() for t in (out if isinstance(out, tuple | list) else (out,))
                       if isinstance(t, torch.Tensor))
         read = sum(t.numel() for t in args if isinstance(t, torch.Tensor))
-        self.total += int(max(written, read) * costs.factor(func, args)) if written else 0
+        self.total += int(max(written, read) * costs.factor(func, args, kwargs)) if written else 0
         return out

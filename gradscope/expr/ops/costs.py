@@ -7,7 +7,7 @@ matrix) — work FlopCounterMode does not count (it counts matmuls and convoluti
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -22,21 +22,33 @@ def _first(args: Sequence[Any]) -> torch.Tensor | None:
     return None
 
 
-def _log(args: Sequence[Any]) -> float:
+def _log(args: Sequence[Any], kwargs: Mapping[str, Any]) -> float:
     t = _first(args)
     return max(1.0, math.log2(max(2, t.numel()))) if t is not None else 1.0
 
 
-def _cubic(args: Sequence[Any]) -> float:
+def _cubic(args: Sequence[Any], kwargs: Mapping[str, Any]) -> float:
     t = _first(args)
     return float(max(1, t.shape[-1])) if t is not None and t.ndim >= 2 else 1.0
 
 
-def _pairwise(args: Sequence[Any]) -> float:  # cdist/pdist: each pair reads a row
+def _pairwise(args: Sequence[Any], kwargs: Mapping[str, Any]) -> float:
+    """cdist/pdist: each pair reads a row."""
     t = _first(args)
     return float(max(1, t.shape[-1])) if t is not None and t.ndim >= 1 else 1.0
 
 
+def _grouped(args: Sequence[Any], kwargs: Mapping[str, Any]) -> float:
+    """A grouped convolution's kernels run a group at a time: each group costs a call's
+    overhead (about a thousand elements' work) beyond its elements."""
+    groups = kwargs.get("groups", args[6] if len(args) > 6 else 1)
+    groups = groups if isinstance(groups, int) else 1
+    t = _first(args)
+    return 1.0 + 1000.0 * groups / max(1, t.numel()) if t is not None and groups > 1 else 1.0
+
+
+_CONVOLUTIONS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                 "conv_transpose3d")
 _SORTING = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile",
             "nanquantile", "unique", "unique_consecutive", "searchsorted", "mode")
 _LINALG = ("eigh", "eigvalsh", "eig", "eigvals", "svd", "svdvals", "qr", "inv", "inv_ex",
@@ -46,12 +58,13 @@ _LINALG = ("eigh", "eigvalsh", "eig", "eigvals", "svd", "svdvals", "qr", "inv", 
            "tensorinv", "tensorsolve", "multi_dot")
 
 
-def _factors() -> dict[Any, Callable[[Sequence[Any]], float]]:
-    found: dict[Any, Callable[[Sequence[Any]], float]] = {}
+def _factors() -> dict[Any, Callable[[Sequence[Any], Mapping[str, Any]], float]]:
+    found: dict[Any, Callable[[Sequence[Any], Mapping[str, Any]], float]] = {}
     for names, cost, spaces in ((_SORTING, _log, (torch, torch.Tensor)),
                                 (_LINALG, _cubic, (torch.linalg, torch, torch.Tensor)),
                                 (("cdist", "pdist"), _pairwise,
-                                 (torch, torch.nn.functional))):
+                                 (torch, torch.nn.functional)),
+                                (_CONVOLUTIONS, _grouped, (torch, torch.nn.functional))):
         for space in spaces:
             for name in names:
                 fn = getattr(space, name, None)
@@ -63,7 +76,7 @@ def _factors() -> dict[Any, Callable[[Sequence[Any]], float]]:
 FACTORS = _factors()
 
 
-def factor(func: Any, args: Sequence[Any]) -> float:
+def factor(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> float:
     """Work per element read or written by `func` on `args`, relative to elementwise work."""
     cost = FACTORS.get(func)
-    return cost(args) if cost is not None else 1.0
+    return cost(args, kwargs or {}) if cost is not None else 1.0

@@ -5,6 +5,7 @@ symbolic VJP matches torch.func.vjp."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -22,3 +23,19 @@ def test_the_weight_gradient_correlates_input_and_upstream():
     gw = conv_nd.weight_grad(x, g, (2,), (1,), (1,), 1)
     assert gw.tolist() == [[[1.0 - 3.0, 2.0 - 4.0]]]
     assert F.conv1d(x, torch.ones(1, 1, 2, dtype=torch.float64)).shape == g.shape
+
+
+@pytest.mark.parametrize("n, groups", [(1, 3), (2, 2), (3, 2), (1, 1)])
+def test_the_weight_adjoint_convolves_every_group_at_once(n, groups):
+    from gradscope.expr.ops.conv_nd import weight_grad
+
+    conv = (torch.nn.functional.conv1d, torch.nn.functional.conv2d,
+            torch.nn.functional.conv3d)[n - 1]
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randn(2, 2 * groups, *([6] * n), dtype=torch.float64, generator=gen)
+    w = torch.randn(3 * groups, 2, *([2] * n), dtype=torch.float64, generator=gen,
+                    requires_grad=True)
+    y = conv(x, w, None, 2, 0, 1, groups)
+    up = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+    y.backward(up)
+    assert torch.allclose(weight_grad(x, up, [2] * n, [2] * n, [1] * n, groups), w.grad)
