@@ -37,20 +37,46 @@ def _spread(value: Any, axis: int, n: int, rest: Any) -> Any:
     return tuple(own if j == axis else rest for j in range(n))
 
 
+PROBE_ELEMENTS = 1 << 22  # identity columns probed at once: their outputs stay ~32 MB
+
+
 def _matrix(fn: Callable[..., Tensor], size: int, axis: int, n: int, params: dict,
             dtype: torch.dtype) -> Tensor:
-    """The (out, in) matrix of `fn` along one spatial axis: fn of an identity laid out along
-    that axis (batch = the identity's rows, one channel), constant along the other axes, which
-    have size 2 and are kept at 2 (size 1 takes special paths in some kernels: antialias)."""
-    own = [size if j == axis else 1 for j in range(n)]
-    probe = torch.eye(size, dtype=dtype).reshape([size, 1, *own])
-    probe = probe.expand([size, 1, *[size if j == axis else OTHER for j in range(n)]])
-    out = fn(probe.contiguous(), **params)
-    return out[(slice(None), 0, *[slice(None) if j == axis else 0 for j in range(n)])].T
+    """The (out, in) matrix of `fn` along one spatial axis, sparse: fn of an identity laid out
+    along that axis (batch = the identity's rows, one channel), constant along the other axes,
+    which have size 2 and are kept at 2 (size 1 takes special paths in some kernels:
+    antialias). The identity is probed a block of columns at a time and only the entries
+    that are not zero kept: a pooling's matrix is a band, and a dense one over 20,000
+    elements would hold 3 GB."""
+    other = [slice(None) if j == axis else 0 for j in range(n)]
+    rows, cols, values, out_size = [], [], [], 0
+    width = OTHER ** (n - 1)
+    step = max(1, PROBE_ELEMENTS // max(1, size * width))
+    for start in range(0, size, step):
+        stop = min(size, start + step)
+        own = [size if j == axis else 1 for j in range(n)]
+        probe = torch.zeros(stop - start, size, dtype=dtype)  # the identity's rows
+        probe[torch.arange(stop - start), torch.arange(start, stop)] = 1.0
+        probe = probe.reshape([stop - start, 1, *own])
+        probe = probe.expand([stop - start, 1,
+                              *[size if j == axis else OTHER for j in range(n)]])
+        block = fn(probe.contiguous(), **params)[(slice(None), 0, *other)]  # (columns, out)
+        out_size = block.shape[1]
+        column, row = block.nonzero(as_tuple=True)
+        rows.append(row)
+        cols.append(column + start)
+        values.append(block[column, row])
+    index = torch.stack([torch.cat(rows), torch.cat(cols)])
+    return torch.sparse_coo_tensor(index, torch.cat(values), (out_size, size),
+                                   check_invariants=False).coalesce()
 
 
 def _along(t: Tensor, matrix: Tensor, dim: int) -> Tensor:
-    return torch.movedim(torch.movedim(t, dim, -1) @ matrix.T, -1, dim)
+    """`t` multiplied along `dim` by `matrix` (sparse, (new, old))."""
+    moved = torch.movedim(t, dim, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    product = torch.sparse.mm(matrix, flat.T).T  # (rest, new)
+    return torch.movedim(product.reshape(*moved.shape[:-1], matrix.shape[0]), -1, dim)
 
 
 def separable_vjp(fn: Callable[..., Tensor], axis_params: AxisParams, spatial: int | None,
@@ -63,7 +89,7 @@ def separable_vjp(fn: Callable[..., Tensor], axis_params: AxisParams, spatial: i
         for axis in range(n):
             dim = x.ndim - n + axis
             matrix = _matrix(fn, x.shape[dim], axis, n, axis_params(x, p, axis, n), x.dtype)
-            g = _along(g, matrix.T, dim)
+            g = _along(g, matrix.t().coalesce(), dim)
         return [g * scale(p)]
     return vjp
 

@@ -19,7 +19,15 @@ def test_an_axis_matrix_is_the_op_on_an_identity():
     # linear interpolation 2 -> 3 with align_corners: the middle output is the mean
     fn = lambda x, **p: F.interpolate(x, mode="linear", align_corners=True, **p)  # noqa: E731
     matrix = resample._matrix(fn, 2, 0, 1, {"size": (3,)}, torch.float64)
-    assert matrix.tolist() == [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+    assert matrix.to_dense().tolist() == [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+
+
+def test_an_axis_matrix_is_probed_in_blocks_and_kept_sparse(monkeypatch):
+    monkeypatch.setattr(resample, "PROBE_ELEMENTS", 7)  # blocks of 7 columns
+    fn = lambda x, **p: F.avg_pool1d(x, **p)  # noqa: E731
+    matrix = resample._matrix(fn, 40, 0, 1, {"kernel_size": 2}, torch.float64)
+    dense = F.avg_pool1d(torch.eye(40, dtype=torch.float64).unsqueeze(1), 2)[:, 0].T
+    assert matrix.is_sparse and matrix._nnz() == 40 and torch.equal(matrix.to_dense(), dense)
 
 
 def test_a_divisor_override_scales_the_sum_of_each_window():
