@@ -122,6 +122,28 @@ def back_from_user() -> None:
 
 
 @contextmanager
+def cpu_budget(seconds: float, raise_: Any) -> Iterator[None]:
+    """Call `raise_()` (which raises) where the code is once this process has spent
+    `seconds` of CPU time in it (SIGVTALRM: separate from --timeout's SIGALRM), so that one
+    long pure-Python call (a sympy derivative) is stopped on time, not after it returns. Main
+    thread only; elsewhere nothing is armed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise_()
+
+    previous = _real_signal(signal.SIGVTALRM, expire)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        _real_signal(signal.SIGVTALRM, previous)
+
+
+@contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
     """Raise errors.TimedOut where the code is after `seconds` (main thread only; None: no
     limit). The stop unwinds like a signal: nothing half-written is left behind."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 import torch
 
+from gradscope import process
 from gradscope.engines.sympy_eval import SympyEvaluator
 from gradscope.expr import ir
 from gradscope.expr.ops import OPS, Build, Op
@@ -81,7 +82,8 @@ class SymbolicEngine:
         # nodes of the user's text (named by it); decompositions make others (named by _text)
         self._source = {id(n) for n in expr.walk()}
         self._metas: dict[str, torch.Tensor] | None = None  # shapes and dtypes, for _meta
-        self.root = self._block(expr.root)
+        with process.cpu_budget(budget_s, self._over):  # (within one long sp.diff too)
+            self.root = self._block(expr.root)
         self.output = self.root.value
 
     # ------------------------------------------------------------------ building
@@ -107,6 +109,9 @@ class SymbolicEngine:
             block.value = leaf.expand(block.shape) if block.shape else leaf
         block.derivs = dict(zip(block.deriv_exprs, results[1:], strict=True))
         return block
+
+    def _over(self) -> None:
+        raise BudgetExceeded(f"sympy took longer than its {self.budget_s:g} s budget")
 
     def _check_budget(self) -> None:
         if time.perf_counter() > self.deadline:
