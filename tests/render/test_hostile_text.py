@@ -108,3 +108,15 @@ def test_github_output_still_writes_every_requested_file(tmp_path, capsys, monke
     assert {p.name for p in tmp_path.iterdir()} >= {"j.xml", "s.md", "o.json"}
     assert json.loads((tmp_path / "o.json").read_text())["passed"] is False
     assert "o.json" in err
+
+
+def test_long_arrays_are_one_line_each_and_read_back_the_same():
+    from gradscope.render.json import dumps
+
+    data = {"values": [float(k) for k in range(40)] + [float("nan"), float("-inf")],
+            "rows": [[1.0, 2.0]] * 20, "names": ["a"] * 20, "short": [1.0, 2.0]}
+    text = dumps(data)
+    back = json.loads(text)
+    assert back["values"][:3] == [0.0, 1.0, 2.0] and back["values"][-2:] == ["nan", "-inf"]
+    assert back["rows"] == [[1.0, 2.0]] * 20 and back["names"] == ["a"] * 20
+    assert len(text.splitlines()) < 40  # (one number a line would be over a hundred)
