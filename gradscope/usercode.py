@@ -23,10 +23,28 @@ from gradscope.process import Left
 OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve().parent),
         "<frozen importlib", str(Path(inspect.__file__).resolve().parent))
 
+
+
+def _library(module: str) -> str:
+    spec = __import__("importlib.util").util.find_spec(module)
+    return str(Path(spec.origin).resolve().parent) if spec and spec.origin else "<none>"
+
+
+# ... and the libraries gradscope itself runs on: an error raised in them is not the user's
+LIBRARIES = tuple(_library(m) for m in ("sympy", "rich", "typer", "click"))
+
 LEFT_HINT = ("the target called sys.exit() or raised SystemExit; gradscope counts a target "
              "that leaves as one that failed (a check must never pass because the code exited)")
 EXIT_HINT = ("the target called os._exit(); gradscope counts a target that leaves as one that "
              "failed (a check must never pass because the code exited)")
+
+
+def shown(obj: object) -> str:
+    """str(obj) of a user's object, or its type's name where its __str__ raises."""
+    try:
+        return str(obj)
+    except Exception:
+        return f"<{type(obj).__name__} object>"
 
 
 def relative_path(path: str) -> str:
@@ -143,9 +161,20 @@ def contained(during: str = "the check") -> Iterator[None]:
     is turned into a TargetError; every Exception keeps its meaning."""
     try:
         yield
-    except (Exception, Stopped, KeyboardInterrupt, GeneratorExit):
+    except (GradscopeError, Stopped, KeyboardInterrupt, GeneratorExit):
+        raise
+    except Exception as exc:
+        if raised_by_user(exc):  # an odd object of the user's, read by gradscope (a key
+            raise user_error(exc, during) from exc  # whose __str__ raises): exit 3
         raise
     except BaseException as exc:
         raise _left_or_raised(exc, during, None) from exc
     finally:
         process.back_from_user()
+
+
+def raised_by_user(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc` is the user's code (not gradscope's, torch's, the
+    standard library's or another library gradscope runs on)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and not frames[-1].filename.startswith((*OURS, *LIBRARIES))

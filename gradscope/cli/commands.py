@@ -258,7 +258,9 @@ def _ci_outputs(suite: Any, summary: Path | None) -> None:
     if github.active():
         for line in github.annotations(suite, Path(suite.config)):
             typer.echo(line, err=True)
-        github.append_summary(markdown)
+        unwritten = github.append_summary(markdown)
+        if unwritten:
+            typer.echo(printable(unwritten), err=True)
 
 
 def ops(**values: Any) -> None:

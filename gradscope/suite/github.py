@@ -61,12 +61,19 @@ def _culprit_line(result: Any, file: str) -> int | None:
     return None
 
 
-def append_summary(markdown: str) -> None:
-    """Append to the step summary file GitHub names (nothing when it names none)."""
+def append_summary(markdown: str) -> str:
+    """Append to the step summary file GitHub names (nothing when it names none); a note
+    where it cannot be written (a folder, no permission): the run's outcome stays."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
+    if not path:
+        return ""
+    try:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    except OSError as exc:
+        return f"gradscope: note: the step summary was not written to {path} " \
+               f"(GITHUB_STEP_SUMMARY): {exc.strerror or type(exc).__name__}"
+    return ""
 
 
 def _find(path: Path, pattern: str) -> int | None:

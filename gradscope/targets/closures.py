@@ -120,12 +120,20 @@ def copied(module: torch.nn.Module) -> tuple[torch.nn.Module, str]:
                         "statistics) were updated by gradscope's evaluations")
 
 
+def _tracks(m: torch.nn.Module) -> bool:
+    """A batch norm in train mode tracking running statistics (a module whose __getattr__
+    raises for what it lacks is none)."""
+    try:
+        return bool(m.training and getattr(m, "track_running_stats", False)
+                    and isinstance(getattr(m, "running_mean", None), torch.Tensor))
+    except Exception:
+        return False
+
+
 def batch_statistics(root: torch.nn.Module) -> list[str]:
     """A note naming the batch-norm layers that will normalise with the batch's own
     statistics (train mode, running statistics tracked)."""
-    found = [name or type(m).__name__ for name, m in root.named_modules()
-             if m.training and getattr(m, "track_running_stats", False)
-             and isinstance(getattr(m, "running_mean", None), torch.Tensor)]
+    found = [name or type(m).__name__ for name, m in root.named_modules() if _tracks(m)]
     if not found:
         return []
     shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
@@ -163,9 +171,7 @@ _STATISTICS = ("running_mean", "running_var", "num_batches_tracked", "track_runn
 def tracking_layers(root: torch.nn.Module | None) -> list[torch.nn.Module]:
     """Normalisation layers in train mode that track running statistics (batch norm,
     instance norm with tracking)."""
-    return [m for m in (root.modules() if root is not None else ())
-            if m.training and getattr(m, "track_running_stats", False)
-            and isinstance(getattr(m, "running_mean", None), torch.Tensor)]
+    return [m for m in (root.modules() if root is not None else ()) if _tracks(m)]
 
 
 @contextmanager

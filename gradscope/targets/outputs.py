@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import UsageError
+from gradscope.usercode import shown
 
 
 def picked(out: Any, text: str, choice: int | str | None) -> torch.Tensor:
@@ -27,7 +28,7 @@ def picked(out: Any, text: str, choice: int | str | None) -> torch.Tensor:
     elif choice is not None and not isinstance(out, torch.Tensor):
         keys = list(out) if isinstance(out, Mapping) else None
         raise UsageError(f"{text} returned a {type(out).__name__}"
-                         + (f" with keys {', '.join(map(str, keys))}" if keys is not None else "")
+                         + (f" with keys {', '.join(map(shown, keys))}" if keys is not None else "")
                          + f"; --output-{'key' if isinstance(choice, str) else 'index'} "
                          f"{choice} picks none of them")
     if isinstance(out, tuple | list):
@@ -35,7 +36,7 @@ def picked(out: Any, text: str, choice: int | str | None) -> torch.Tensor:
                          "to check with --output-index N (0 for the first)")
     if isinstance(out, Mapping):
         raise UsageError(f"{text} returned a {type(out).__name__} with keys "
-                         f"{', '.join(map(str, out))}; pick one with --output-key KEY")
+                         f"{', '.join(map(shown, out))}; pick one with --output-key KEY")
     if not isinstance(out, torch.Tensor):
         raise UsageError(f"{text} returned {type(out).__name__}, not a tensor"
                          + ("; pick a field with --output-key NAME" if hasattr(out, "__dict__")

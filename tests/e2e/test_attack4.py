@@ -151,3 +151,38 @@ def test_ties_and_rank_changes_are_kinks_not_mismatches(capsys, args):
     code, out, _ = run(capsys, "check", *args)
     assert code == 0 and "nondifferentiable" in out.split("PASSED")[-1]
     assert "mismatch" not in out.split("PASSED")[-1]
+
+
+# ------------------------------------------------------------ odd user objects (third attack)
+def test_a_key_whose_str_raises_is_shown_by_its_type(capsys):
+    code, _, err = run(capsys, "check", f"{DATA}/odd_objects.py:dict_out", "--shape", "x=3")
+    assert code == 2 and "<Key object>" in err
+
+
+def test_a_module_whose_getattr_raises_is_checked(capsys):
+    code, out, _ = run(capsys, "check", f"{DATA}/odd_objects.py:Weird", "--shape", "x=3")
+    assert code == 0 and "PASSED" in out
+
+
+def test_an_error_raised_in_the_users_frames_is_the_users():
+    from gradscope.errors import TargetError
+    from gradscope.usercode import contained
+    from tests.data.odd_objects import K
+
+    with pytest.raises(TargetError, match="the target's own code raised"), contained():
+        str(K)  # gradscope reading a user's object whose __str__ raises
+    with pytest.raises(KeyError):  # an error of gradscope's own frames keeps its meaning
+        with contained():
+            {}["missing"]
+
+
+def test_a_step_summary_that_is_a_folder_changes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "summary").mkdir()
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary"))
+    config = tmp_path / "gradscope.toml"
+    config.write_text('[tool.gradscope]\n[[tool.gradscope.checks]]\nname = "sq"\n'
+                      'target = "x**2"\n')
+    code, _, err = run(capsys, "run", str(config))
+    assert code == 0 and "the step summary was not written" in err
