@@ -17,7 +17,7 @@ from gradscope._version import __version__
 from gradscope.cli import commands
 from gradscope.options import DEFAULTS, SPECS, Spec
 from gradscope.render import FORMATS
-from gradscope.suite.config import MIN_MEMORY_MB
+from gradscope.suite.config import MAX_MEMORY_MB, MIN_MEMORY_MB
 
 HELP = """Inspect PyTorch gradients: autograd, symbolic (sympy) and finite differences side by
 side, per element, with every disagreement explained.
@@ -220,7 +220,7 @@ runs, all at once.""",
          _timeout("Seconds a check may take before it is stopped and fails (`timeout` in the "
                   "config wins) [default: 900]."),
          _param("memory_limit", Annotated[int | None, typer.Option(
-             "--memory-limit", metavar="MB", min=MIN_MEMORY_MB,
+             "--memory-limit", metavar="MB", min=MIN_MEMORY_MB, max=MAX_MEMORY_MB,
              help=f"Address-space limit per worker process, in megabytes (at least "
                   f"{MIN_MEMORY_MB}: python and torch need that before any check).",
              show_default=False)], None),

@@ -185,7 +185,11 @@ def run_config(**values: Any) -> None:
 
             from gradscope.suite.schema import schema
 
-            typer.echo(json.dumps(schema(), indent=2))
+            text = json.dumps(schema(), indent=2)
+            if output is not None:
+                write_file(output, text + "\n", "--output")
+            else:
+                typer.echo(text)
             raise typer.Exit(0)
         if values["output_format"] not in (None, "github"):
             raise UsageError(f"--output-format {values['output_format']!r}: the one format "

@@ -207,6 +207,10 @@ class _Builder:
             op = FUNCTIONS.get(name)
             if op is None:
                 raise calls.unknown(self.snippet(node), name, method=False)
+        elif isinstance(func, ast.Attribute) and calls.dotted(func) in FUNCTIONS and \
+                "." in (calls.dotted(func) or ""):  # linalg.eigh(x), special.entr(x)
+            name = calls.dotted(func) or ""
+            op = FUNCTIONS[name]
         elif isinstance(func, ast.Attribute) and calls.is_module(func.value):
             path = calls.dotted(func) or func.attr
             name = calls.function_name(path)

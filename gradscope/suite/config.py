@@ -22,6 +22,7 @@ from gradscope.suite.precheck import precheck
 # megabytes of address space a worker needs before any check: python, torch and its threads
 # (measured: 512 fails, 1024 starts, on a 16-core x86-64 machine)
 MIN_MEMORY_MB = 1024
+MAX_MEMORY_MB = 1 << 40  # (bytes past 2^63 are no limit the system can set)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -314,9 +315,10 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path,
     if timeout is not None and not 0 < timeout < float("inf"):
         errors.append(said(f"`timeout` must be a number of seconds > 0, got {timeout}",
                            "timeout"))
-    if memory is not None and memory < MIN_MEMORY_MB:
+    if memory is not None and not MIN_MEMORY_MB <= memory <= MAX_MEMORY_MB:
         errors.append(said(f"`memory_limit` is in megabytes (at least {MIN_MEMORY_MB}: a "
-                           f"worker needs that for python and torch), got {memory}"))
+                           f"worker needs that for python and torch; at most "
+                           f"{MAX_MEMORY_MB}), got {memory}"))
     try:  # what the keys mean together (`at` and `shape` for one input, say)
         options = from_values({k: v for k, v in merged.items() if k in SPECS},
                               where=lambda key: key)

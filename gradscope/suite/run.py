@@ -13,7 +13,15 @@ from typing import Any
 from gradscope.errors import NothingSelected, UsageError
 from gradscope.options import FAIL_ON
 from gradscope.suite import lastfailed
-from gradscope.suite.config import CheckSpec, check_number, load, read, refuse
+from gradscope.suite.config import (
+    MAX_MEMORY_MB,
+    MIN_MEMORY_MB,
+    CheckSpec,
+    check_number,
+    load,
+    read,
+    refuse,
+)
 from gradscope.suite.results import CheckResult, SuiteReport, run_one
 from gradscope.suite.workers import DEFAULT_TIMEOUT, Job, Pool, in_order
 
@@ -79,8 +87,13 @@ def shard(specs: list[CheckSpec], text: str | None) -> list[CheckSpec]:
 
 
 def memory_limit(specs: list[CheckSpec], given: int | None) -> int | None:
-    """The worker memory limit: the one given (--memory-limit), else the config's."""
-    return given or next((s.memory_mb for s in specs if s.memory_mb), None)
+    """The worker memory limit: the one given (--memory-limit), else the config's (refused
+    before any worker starts where no system could set it)."""
+    limit = given or next((s.memory_mb for s in specs if s.memory_mb), None)
+    if limit is not None and not MIN_MEMORY_MB <= limit <= MAX_MEMORY_MB:
+        raise UsageError(f"`memory_limit` is in megabytes, from {MIN_MEMORY_MB} to "
+                         f"{MAX_MEMORY_MB}; got {limit}")
+    return limit
 
 
 def run_checks(specs: list[CheckSpec], config: str,

@@ -79,6 +79,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     GRADSCOPE_STRICT)."""
     kw = dict(locals())  # (first: the call's own arguments only)
     __tracebackhide__ = True  # pytest shows the test's line, not gradscope's frames
+    _refused_as_torch_would(kw)
     STATS.called()
     try:
         call = GradcheckCall.of(func, inputs)
@@ -102,6 +103,19 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         return _torch_decides(kw, str(exc).splitlines()[0])
     STATS.passed += 1
     return True
+
+
+def _refused_as_torch_would(kw: dict[str, Any]) -> None:
+    """The arguments torch's gradcheck refuses, refused the same way (its exception and
+    words): nothing to check, a tolerance that is negative or NaN."""
+    __tracebackhide__ = True
+    if not (kw["check_forward_ad"] or kw["check_backward_ad"]):
+        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad "
+                             "to be True")
+    for name in ("atol", "rtol"):
+        if not kw[name] >= 0:  # (NaN too)
+            raise RuntimeError(f"{name} must be greater than or equal to zero, but got "
+                               f"{kw[name]}")
 
 
 def _torch_decides(kw: dict[str, Any], why: str) -> bool:

@@ -188,3 +188,49 @@ def test_a_step_summary_that_is_a_folder_changes_nothing(tmp_path, capsys, monke
                       'target = "x**2"\n')
     code, _, err = run(capsys, "run", str(config))
     assert code == 0 and "the step summary was not written" in err
+
+
+# ------------------------------------------------------------------------------ low ones
+@pytest.mark.parametrize("args", [
+    ["linalg.eigh(x).eigenvalues", "--at", "x=[[2,1],[1,3]]"],
+    ["special.entr(x)", "--at", "x=0.5,2"],
+])
+def test_module_paths_without_torch_are_functions(capsys, args):
+    code, out, _ = run(capsys, "check", *args)
+    assert code == 0 and "PASSED" in out
+
+
+def test_a_float_mask_is_named_as_the_user_wrote_it(capsys):
+    code, _, err = run(capsys, "check", "torch.masked.sum(x, mask=x)", "--shape", "x=3")
+    assert code == 2 and "`mask` is a mask" in err
+
+
+def test_the_config_schema_goes_to_output(tmp_path, capsys):
+    code, out, _ = run(capsys, "run", "--config-schema", "--output", str(tmp_path / "s.json"))
+    assert code == 0 and out == ""
+    assert json.loads((tmp_path / "s.json").read_text())["$schema"].startswith("http")
+
+
+def test_a_memory_limit_no_system_can_set_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "gradscope.toml"
+    config.write_text('[tool.gradscope]\nmemory_limit = 99999999999999999999\n'
+                      '[[tool.gradscope.checks]]\nname = "a"\ntarget = "x*2"\n')
+    code, _, err = run(capsys, "run", str(config))
+    assert code == 2 and "from 1024 to" in err and "worker" not in err
+
+
+@pytest.mark.parametrize("kw, error", [
+    ({"check_backward_ad": False}, AssertionError), ({"atol": float("nan")}, RuntimeError),
+    ({"rtol": float("nan")}, RuntimeError), ({"atol": -1.0}, RuntimeError),
+])
+def test_the_drop_in_refuses_what_torch_refuses(kw, error):
+    import torch
+
+    from gradscope.testing.gradcheck import gradcheck
+
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(error):
+        torch.autograd.gradcheck(torch.sin, (x,), **kw)
+    with pytest.raises(error):
+        gradcheck(torch.sin, (x,), **kw)

@@ -15,6 +15,7 @@ import torch
 from gradscope.expr import ir
 from gradscope.expr.ops.base import Build, Op, Tensor, structural
 from gradscope.expr.ops.base import given as _given
+from gradscope.expr.ops.indexing import _mask as as_mask
 
 Decompose = Callable[..., ir.Node]
 FILL = {"sum": 0.0, "norm": 0.0, "prod": 1.0, "amax": -math.inf, "amin": math.inf,
@@ -106,7 +107,7 @@ def _torch(name: str) -> Callable[..., Tensor]:
 
     def run(x: Tensor, mask: Tensor | None = None, **p: Any) -> Tensor:
         if mask is not None and mask.dtype != torch.bool:
-            mask = mask != 0  # a mask given as whole numbers
+            mask = as_mask(mask)  # a mask given as whole numbers (floats are refused)
         return fn(x, **p, mask=mask)
     run.__name__ = name
     return run
