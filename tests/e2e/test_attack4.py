@@ -27,8 +27,8 @@ def _cli(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProc
 
 # ---------------------------------------------------------------- nothing compared (high 1)
 def test_a_wrong_gradient_padded_with_inf_fails_on_the_compared_elements(capsys):
-    code, out, _ = run(capsys, "check", f"{DATA}/padded.py:padded_wrong", "--shape", "x=100",
-                       "--json")
+    code, out, _ = run(capsys, "check", f"{DATA}/padded_inf.py:padded_wrong",
+                       "--shape", "x=100", "--json")
     report = json.loads(out)
     assert code == 1 and not report["passed"]
     statuses = report["inputs"][0]["element_status"]
@@ -37,7 +37,7 @@ def test_a_wrong_gradient_padded_with_inf_fails_on_the_compared_elements(capsys)
 
 
 def test_a_right_gradient_padded_with_inf_passes_where_defined(capsys):
-    code, out, _ = run(capsys, "check", f"{DATA}/padded.py:padded_right", "--shape", "x=10")
+    code, out, _ = run(capsys, "check", f"{DATA}/padded_inf.py:padded_right", "--shape", "x=10")
     assert code == 0 and "ones where the output is defined, 0 at its 3 NaN or" in out
 
 
