@@ -20,7 +20,7 @@ import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_MARKDOWN = re.compile(r"([\\|`\[\]*_~#!])")
+_MARKDOWN = re.compile(r"([\\|`\[\]*])")  # (an underscore inside a name is no emphasis)
 
 
 def terminal(text: str) -> str:

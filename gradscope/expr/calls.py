@@ -242,6 +242,21 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _whole(p: OpParam, value: Any) -> tuple[bool, str, Any]:
+    """An int, ints or shape parameter: (fits, what it needs, the value), within the row's
+    limit (`n: int<1024>`) where it has one."""
+    limit = p.limit or MAX_STATIC_INT
+    bounded = f" from {-limit} to {limit}" if p.limit is not None else ""
+    if p.kind == "int":
+        return _int(value, limit), f"must be a whole number{bounded}", value
+    if _int(value) and p.kind == "shape" and not p.star:  # layer_norm(x, 8)
+        value = (value,)
+    ok = (_int(value, limit) and p.kind == "ints") or (
+        isinstance(value, tuple) and all(_int(v, limit) for v in value))
+    need = f"must be whole numbers{bounded}" + ("" if bounded else ", e.g. (3, 2)")
+    return ok, need, value
+
+
 def check_static(p: OpParam, value: Any) -> Any:
     """The value for a static parameter; ValueError saying what is wrong with it."""
     if value is None and p.default is None:
@@ -253,19 +268,8 @@ def check_static(p: OpParam, value: Any) -> Any:
         ok = _int(value, MAX_DIM) or (isinstance(value, tuple) and bool(value) and all(
             _int(v, MAX_DIM) for v in value))
         need = "must be a dim or a tuple of dims such as (0, 1)"
-    elif kind == "int":
-        limit = p.limit or MAX_STATIC_INT
-        ok = _int(value, limit)
-        need = "must be a whole number" if p.limit is None else \
-            f"must be a whole number from {-limit} to {limit}"
-    elif kind in ("ints", "shape"):
-        if _int(value) and kind == "shape" and not p.star:  # layer_norm(x, 8)
-            value = (value,)
-        limit = p.limit or MAX_STATIC_INT
-        ok = (_int(value, limit) and kind == "ints") or (
-            isinstance(value, tuple) and all(_int(v, limit) for v in value))
-        need = "must be whole numbers, e.g. (3, 2)" if p.limit is None else \
-            f"must be whole numbers from {-limit} to {limit}"
+    elif kind in ("int", "ints", "shape"):
+        ok, need, value = _whole(p, value)
     elif kind == "order":  # a norm's order: a number (inf too) or 'fro' / 'nuc'
         ok = _number(value) or value in ("fro", "nuc")
         value = float(value) if _number(value) and not float(value).is_integer() else value

@@ -78,11 +78,13 @@ def test_the_verdict_is_frozen():
 
 
 def test_an_input_whose_every_element_is_undefined_is_inconclusive_never_a_pass():
-    # (an infinite padding written into the output, at values gradscope drew: every element
-    # of the gradient is NaN in the estimate; nothing is compared, so nothing passes)
-    report = gradscope.check("F.pad(x, (1,1), value=inf)")
+    # (an output infinite everywhere at values gradscope drew: the upstream is 0 at every
+    # output element, nothing is compared, so nothing passes)
+    report = gradscope.check("x * 1e308 * 1e308")
     assert not report.passed and report.inputs[0].status == "inconclusive"
     assert "every element is undefined" in headline(report)
-    assert not gradscope.check("F.pad(x, (1,1), value=inf)", allow_nan=True).passed
-    fine = gradscope.check("F.pad(x, (1,1), value=2)")
-    assert fine.passed and fine.inputs[0].status == "ok"
+    assert not gradscope.check("x * 1e308 * 1e308", allow_nan=True).passed
+    # an infinite padding is compared where the output is defined
+    padded = gradscope.check("F.pad(x, (1,1), value=inf)")
+    assert padded.passed and padded.inputs[0].status == "ok"
+    assert padded.upstream_undefined == 2

@@ -343,17 +343,17 @@ def test_dense_python_code_with_a_large_jacobian_is_sampled_within_memory(monkey
 
 
 def test_sampling_bounds_the_work_of_whole_evaluation_columns(monkeypatch):
-    # each column of (x - mean(x))**2 computes 200,000 elements twice (the difference and its
-    # square) and a copy of x: with a work bound of 2e7 element evaluations,
-    # 2e7 / (4 * 4e5) = 12 columns, whatever --sample asks for (the real bound, 2e9, keeps a
-    # check at the 20M-element limit to seconds instead of hours)
+    # each column of sum((x - mean(x))**2) reads or writes 200,000 elements four times (the
+    # mean reads x, the difference, its square, the sum reads it): with a work bound of 2e7
+    # element evaluations, 2e7 / (4 * 8e5) = 6 columns, whatever --sample asks for (the real
+    # bound, 2e9, keeps a check at the 20M-element limit to seconds instead of hours)
     from gradscope.engines.fd import budget
 
     monkeypatch.setattr(budget, "MAX_DENSE_WORK", 2e7)
     report = gradscope.check("sum((x - mean(x))**2)", x="randn(200000)")
     (x,) = report.inputs
     assert x.finite_difference_mode == "sampled" and x.status_counts["ok"] == 200_000
-    assert any("capped at 12 columns" in n for n in report.notes)
+    assert any("capped at 6 columns" in n for n in report.notes)
 
 
 def test_expensive_targets_sample_their_columns_by_counted_flops(monkeypatch):
