@@ -10,7 +10,6 @@ from __future__ import annotations
 
 # Long: one whitelist — every syntax form an expression may use is refused or built here, in
 # one place a reviewer reads whole; the op table and calls.py hold the rest.
-
 import ast
 import math
 import re
