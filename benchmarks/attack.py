@@ -35,6 +35,8 @@ class Case:
 
 def _nothing_compared() -> list[Case]:
     exprs = ["x * inf", "x * 1e308 * 1e308", "ldexp(x, 100000)", "ldexp(x, 5000)",
+             "x * -inf", "exp(x) * inf", "x / (x * 0)", "pow(x * 1e200, 2) * 1e300",
+             "sinh(x * 1000)", "where(x > 100, x, x * inf)",
              "exp(x * 1000) * 0 + inf", "F.pad(x, (1, 1), value=inf) * inf",
              "torch.masked.mean(x, mask=m)", "x / 0 * 0", "log(x * 0) * x",
              "F.scaled_dot_product_attention(q, k, v, scale=inf)",
@@ -59,7 +61,9 @@ def _nothing_compared() -> list[Case]:
 
 
 HOSTILE = ['[link=x"><svg/onload=alert(1)>]A', "B\x1b[31mred\x1b[0m", "C<b>|`[a](javascript:x)",
-           "D[bold]x[/bold]", "E\x07\x08bell", "F$\\alpha$_{x}"]
+           "D[bold]x[/bold]", "E\x07\x08bell", "F$\\alpha$_{x}", "G\u202eRTL\u202c",
+           "H\r\n::error::injected", "I%0A::warning::x", "J]]><!--", "K&amp;<script>",
+           "L\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"]
 
 
 def _files(tmp: Path) -> list[Case]:
@@ -188,10 +192,13 @@ def _run(case: Case, limit: float, tmp: Path) -> tuple[str | None, float]:
         return f"exit {done.returncode}: {out.strip().splitlines()[-1:]}", took
     if case.must_fail and done.returncode == 0:
         return "exit 0 where nothing can pass", took
-    if "\x1b" in out:
+    if "\x1b" in out or ("\u202e" in out and "markdown" in case.args):
         return "a raw ESC in the output", took
-    if "<a " in out or "<svg/" in out.replace("&lt;svg/", ""):
-        return "a tag from user text", took
+    if "markdown" in case.args and ("<svg" in out or "<script" in out or "<b>" in out):
+        return "a tag from user text in markdown", took
+    if "github" in case.args and any(line and not line.startswith("::")
+                                     for line in done.stdout.decode().splitlines()):
+        return "a line that is no annotation", took
     return None, took
 
 

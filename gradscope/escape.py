@@ -18,14 +18,16 @@ from __future__ import annotations
 import html as _html
 import re
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# control characters, and the bidirectional overrides that make text read other than it is
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _MARKDOWN = re.compile(r"([\\|`\[\]*])")  # (an underscore inside a name is no emphasis)
 
 
 def terminal(text: str) -> str:
     """Control characters (but newline and tab) as visible \\xNN escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                        else f"\\u{ord(m.group()):04x}", text)
 
 
 def markdown(text: str) -> str:
@@ -60,4 +62,4 @@ def plot(text: str) -> str:
 
 def html(text: str) -> str:
     """Text or an attribute value in HTML."""
-    return _html.escape(terminal(text), quote=True)
+    return _html.escape(xml(terminal(text)), quote=True)

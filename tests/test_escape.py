@@ -32,3 +32,7 @@ def test_xml_and_html_carry_anything_well_formed():
 
 def test_a_plot_label_has_no_mathematics_or_lines():
     assert escape.plot("a$x$\nb\x1b") == "a\\$x\\$ b\\x1b"
+
+
+def test_bidirectional_overrides_are_spelled_out():
+    assert escape.terminal("a\u202eb\u2066c") == "a\\u202eb\\u2066c"
