@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gradscope import escape
 from gradscope.report.headline import headline
 
 
@@ -94,7 +95,9 @@ def _shown(path: Path) -> Path:
         return path
 
 
-def _data(text: str) -> str:  # GitHub's escaping of a workflow command's message
+def _data(text: str) -> str:  # GitHub's escaping of a workflow command's message (control
+    # characters first spelled out: a log viewer is a terminal)
+    text = escape.terminal(text)
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

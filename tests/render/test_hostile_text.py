@@ -120,3 +120,15 @@ def test_long_arrays_are_one_line_each_and_read_back_the_same():
     assert back["values"][:3] == [0.0, 1.0, 2.0] and back["values"][-2:] == ["nan", "-inf"]
     assert back["rows"] == [[1.0, 2.0]] * 20 and back["names"] == ["a"] * 20
     assert len(text.splitlines()) < 40  # (one number a line would be over a hundred)
+
+
+def test_github_annotations_spell_out_escape_sequences(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "gradscope.toml"
+    config.write_text('[tool.gradscope]\n[[tool.gradscope.checks]]\n'
+                      'name = "L\\u001b]8;;http://x\\u001b\\\\link\\r\\n::error::injected"\n'
+                      f'target = "{TARGET}"\nshape = {{x = "3"}}\n')
+    code, out, _ = run(capsys, "run", str(config), "--output-format", "github")
+    assert code == 1 and "\x1b" not in out
+    assert all(line.startswith("::") for line in out.splitlines())
+    assert not any(line.startswith("::error::injected") for line in out.splitlines())
