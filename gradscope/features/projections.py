@@ -250,7 +250,11 @@ def _projection(p: Along, surrogate: bool) -> UpstreamCheck:
         return UpstreamCheck(f"{label}: the target rejected its points ({p.rejected})", True,
                              float("nan"), 0, {name: Status.NOT_RUN}, Status.NOT_RUN)
     finite = math.isfinite(p.difference)
-    ok = p.kinked or surrogate or (p.difference <= p.slack and finite)
+    if not finite and not p.kinked:  # NaN or inf along t (values near overflow, outputs
+        # undefined there): nothing compared; the sampled elements still judge the input
+        return UpstreamCheck(f"{label}: undefined (NaN or infinite along it)", True,
+                             float("nan"), 0, {name: Status.UNDEFINED}, Status.UNDEFINED)
+    ok = p.kinked or surrogate or p.difference <= p.slack
     word = Status.NONDIFFERENTIABLE if p.kinked else Status.SURROGATE if surrogate else (
         Status.OK if ok else Status.MISMATCH)
     return UpstreamCheck(
@@ -295,8 +299,17 @@ def judged(d: Directional, v: torch.Tensor, dot: float, spread: float, atol: flo
     """A projection's difference |vᵀ(J·t) − (Jᵀv)·t| (`dot`: autograd's side) and the slack it
     is allowed: the tolerance on Σ|g·t| (`spread`; |g|·|t| = |g·t|) plus three times the
     estimate's own error bound (≥ 0: one temporary, not three)."""
-    slack = atol + rtol * spread + 3 * float(torch.mul(v, d.error).abs_().sum())
-    return abs(float((v * d.value).sum()) - dot), slack
+    slack = atol + rtol * spread + 3 * float(_left_out(v, torch.mul(v, d.error)).abs_().sum())
+    return abs(float(_left_out(v, v * d.value).sum()) - dot), slack
+
+
+def _left_out(v: torch.Tensor, product: torch.Tensor) -> torch.Tensor:
+    """v·something, 0 where v is 0: an output element the upstream leaves out (NaN or
+    infinite at the base point) adds nothing, not 0·NaN."""
+    if bool((v == 0).any()):
+        return product.masked_fill_(v == 0, 0.0) if product.shape == v.shape else \
+            torch.where(v == 0, torch.zeros((), dtype=product.dtype), product)
+    return product
 
 
 # ------------------------------------------------------------------ a model at scale

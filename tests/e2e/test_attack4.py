@@ -234,3 +234,17 @@ def test_the_drop_in_refuses_what_torch_refuses(kw, error):
         torch.autograd.gradcheck(torch.sin, (x,), **kw)
     with pytest.raises(error):
         gradcheck(torch.sin, (x,), **kw)
+
+
+def test_a_projection_undefined_along_its_direction_is_not_a_mismatch():
+    # (vander(x) at 600 chosen values: powers overflow along every direction tried; the
+    # sampled elements judge, and a projection NaN along its direction compared nothing)
+    import math
+
+    from gradscope.features.projections import Along, _projection
+    from gradscope.report.status import Status
+
+    check = _projection(Along(("x",), 0, math.nan, 1e-9, elements=600), surrogate=False)
+    assert check.passed and check.result == Status.UNDEFINED and "undefined" in check.label
+    wrong = _projection(Along(("x",), 1, 2.0, 1e-9, elements=600), surrogate=False)
+    assert not wrong.passed and wrong.result == Status.MISMATCH
