@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 from typing import Any
 
 import typer
@@ -127,14 +128,40 @@ def own_words(message: str) -> str:
     return message
 
 
+@contextlib.contextmanager
+def _torch_warnings() -> Any:
+    """Warnings torch raises while gradscope runs an expression's ops (a broadcast target
+    size, a deprecated spelling) as one note each on stderr, not as a Python warning pointing
+    at gradscope's own source line; the user's own code's warnings are shown as Python shows
+    them."""
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    caught: list[Any] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            yield
+    finally:
+        said = set()
+        for w in caught:  # (the recorder is gone: showwarning is Python's again)
+            text = f"{w.category.__name__}: {(str(w.message).strip().splitlines() or [''])[0]}"
+            where = (w.filename, w.lineno) if not w.filename.startswith(ours) else None
+            if (text, where) in said:
+                continue
+            said.add((text, where))
+            if where is not None:  # the user's own, once, as Python shows it
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            else:
+                sys.stderr.write(printable(f"gradscope: note: torch warned: {text}") + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line on stderr for every usage error, never a traceback.
     Errors are caught through typer's public exception classes (its click errors derive from
     `typer.TyperException`)."""
     argv = with_bare_values(negative_targets(list(sys.argv[1:] if argv is None else argv)))
     try:
-        with process.guarded():  # (the console script installed it for good already)
-            code = app(args=argv, standalone_mode=False, prog_name="gradscope")
+        with process.guarded(), _torch_warnings():  # (the console script installed the
+            code = app(args=argv, standalone_mode=False, prog_name="gradscope")  # guard)
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:

@@ -17,7 +17,7 @@ from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes, plain_value
-from gradscope.usercode import OURS, user_code
+from gradscope.usercode import OURS, raised_by_user, user_code
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,9 @@ def _at_chosen(exc: TargetError, prepared: Prepared) -> TargetError:
     chosen = prepared.bound.chosen
     if not chosen or exc.during != "forward":
         return exc
+    cause = exc.__cause__
+    if cause is not None and not raised_by_user(cause):  # torch refused the code itself (a
+        return exc  # custom op returning its input): other values would change nothing
     name = chosen[0]
     hint = (f"hint: the values of {', '.join(chosen)} were chosen by gradscope, not given; "
             f"give values the target accepts: --at {name}=… or --at "

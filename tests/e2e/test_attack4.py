@@ -248,3 +248,30 @@ def test_a_projection_undefined_along_its_direction_is_not_a_mismatch():
     assert check.passed and check.result == Status.UNDEFINED and "undefined" in check.label
     wrong = _projection(Along(("x",), 1, 2.0, 1e-9, elements=600), surrogate=False)
     assert not wrong.passed and wrong.result == Status.MISMATCH
+
+
+def test_a_zero_dimensional_transpose_is_itself(capsys):
+    code, out, _ = run(capsys, "check", "x.sum(0).T", "--at", "x=1.0")
+    assert code == 0 and "PASSED" in out
+
+
+def test_torch_refusing_the_code_itself_is_not_blamed_on_the_chosen_values(capsys):
+    code, _, err = run(capsys, "check", f"{DATA}/custom_op_alias.py:f", "--shape", "x=3")
+    assert code == 3 and "must not also be an input" in err and "chosen by gradscope" not in err
+    code, _, err = run(capsys, "check", f"{DATA}/custom_op_alias.py:g", "--shape", "x=3")
+    assert code == 3 and "chosen by gradscope" in err
+
+
+def test_cholesky_ex_of_a_matrix_that_is_not_positive_definite_is_undefined(capsys):
+    code, out, _ = run(capsys, "check", "torch.linalg.cholesky_ex(x).L",
+                       "--at", "x=[[1,2],[2,1]]", "--json")
+    report = json.loads(out)
+    statuses = [s for row in report["inputs"][0]["element_status"] for s in row]
+    assert code == 1 and set(statuses) == {"undefined"}
+
+
+def test_torch_warnings_are_one_note_not_gradscopes_source_line(capsys):
+    _, _, err = run(capsys, "check", "F.mse_loss(x, y)", "--shape", "x=2,1",
+                    "--shape", "y=1,3")
+    assert err.count("gradscope: note: torch warned: UserWarning: Using a target size") == 1
+    assert "gradscope/expr" not in err

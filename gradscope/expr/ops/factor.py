@@ -130,12 +130,24 @@ def _pdist(x: Tensor, p: float = 2.0) -> Tensor:
     return torch.nn.functional.pdist(x, p)
 
 
+def _cholesky_ex_fn(a: Tensor, upper: bool = False, _item: int = 0) -> Tensor:
+    """linalg.cholesky_ex's L (or info), NaN for a matrix that is not positive-definite: torch
+    leaves a partial factor there, which is no function of A (it has no derivative to
+    compare: undefined, not a mismatch)."""
+    factor, info = torch.linalg.cholesky_ex(a, upper=upper)
+    if _item != 0:
+        return info
+    failed = (info != 0).reshape(*info.shape, 1, 1)
+    return torch.where(failed, torch.full((), float("nan"), dtype=factor.dtype), factor) \
+        if bool(failed.any()) else factor
+
+
 ROWS = [
     structural("linalg.cholesky", _cholesky, "linalg.cholesky(A, upper=False): the Cholesky "
                "factor of a symmetric positive-definite A (reading one triangle)",
                "input, upper: bool = False", vjp=_cholesky_vjp, jvp=_cholesky_jvp,
                aliases=("cholesky",)),
-    structural("linalg.cholesky_ex", picked(torch.linalg.cholesky_ex),
+    structural("linalg.cholesky_ex", _cholesky_ex_fn,
                "linalg.cholesky_ex(A)[0]", "input, upper: bool = False",
                decompose=_cholesky_ex, returns=("L", "info"), data_fields=("info",)),
     structural("linalg.qr", picked(torch.linalg.qr), "linalg.qr(A).Q / .R of a tall or square "

@@ -57,7 +57,8 @@ def _back_permute(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> li
 
 
 def _reverse(x: Tensor) -> Tensor:
-    return x.permute(*reversed(range(x.ndim)))  # x.T, without torch's deprecation warning
+    # x.T, without torch's deprecation warning (a 0-d tensor is its own transpose, as in torch)
+    return x.permute(*reversed(range(x.ndim))) if x.ndim else x.view(())
 
 
 def _back_reverse(g: Tensor, out: Tensor, args: Sequence[Tensor], p: dict) -> list[Tensor]:
