@@ -6,6 +6,7 @@ gradscope's own stop (errors.Stopped, from SIGTERM) passes through untouched."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 import traceback
@@ -24,9 +25,8 @@ OURS = (str(Path(__file__).resolve().parent), str(Path(torch.__file__).resolve()
         "<frozen importlib", str(Path(inspect.__file__).resolve().parent))
 
 
-
 def _library(module: str) -> str:
-    spec = __import__("importlib.util").util.find_spec(module)
+    spec = importlib.util.find_spec(module)
     return str(Path(spec.origin).resolve().parent) if spec and spec.origin else "<none>"
 
 
@@ -158,7 +158,9 @@ def _left_or_raised(exc: BaseException, during: str,
 def contained(during: str = "the check") -> Iterator[None]:
     """Around a whole run: only what escaped the narrower `user_code` (a SystemExit or a
     BaseException of the user's raised in a custom backward, inside torch's autograd engine)
-    is turned into a TargetError; every Exception keeps its meaning."""
+    is turned into a TargetError, and an Exception raised in the user's own frames while
+    gradscope read their objects (a `__str__` or `__getattr__` that raises); every other
+    Exception keeps its meaning."""
     try:
         yield
     except (GradscopeError, Stopped, KeyboardInterrupt, GeneratorExit):
