@@ -127,39 +127,42 @@ def cpu_budget(seconds: float, raise_: Any) -> Iterator[None]:
     `seconds` of CPU time in it (SIGVTALRM: separate from --timeout's SIGALRM), so that one
     long pure-Python call (a sympy derivative) is stopped on time, not after it returns. Main
     thread only; elsewhere nothing is armed."""
-    if threading.current_thread() is not threading.main_thread():
+    with _timer(signal.ITIMER_VIRTUAL, signal.SIGVTALRM, seconds, raise_):
         yield
-        return
-
-    def expire(signum: int, frame: object) -> None:
-        raise_()
-
-    previous = _real_signal(signal.SIGVTALRM, expire)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        _real_signal(signal.SIGVTALRM, previous)
 
 
 @contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
     """Raise errors.TimedOut where the code is after `seconds` (main thread only; None: no
     limit). The stop unwinds like a signal: nothing half-written is left behind."""
+    from gradscope.errors import TimedOut
+
+    def stop() -> None:
+        raise TimedOut(seconds or 0.0)
+
+    # (its handler is held: the target's code cannot replace it while it runs)
+    with _timer(signal.ITIMER_REAL, signal.SIGALRM, seconds, stop, held=True):
+        yield
+
+
+@contextmanager
+def _timer(which: int, signum: int, seconds: float | None, raise_: Any,
+           held: bool = False) -> Iterator[None]:
+    """`raise_()` where the code is once timer `which` has run `seconds` (its signal
+    `signum`), then the previous handler back. Main thread only (signals reach no other);
+    no seconds: nothing armed."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
-    from gradscope.errors import TimedOut
 
     def expire(signum: int, frame: object) -> None:
-        raise TimedOut(seconds)
+        raise_()
 
-    previous = handle(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = (handle if held else _real_signal)(signum, expire)
+    signal.setitimer(which, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _real_signal(signal.SIGALRM, previous)
-        _held.discard(signal.SIGALRM)
+        signal.setitimer(which, 0)
+        _real_signal(signum, previous)
+        _held.discard(signum)
