@@ -62,16 +62,21 @@ def sample_size(fd: Any, name: str, max_fd: int, sample: int, scale: bool = Fals
 
 
 def _stored_share(fd: Any, name: str) -> int:
-    """Jacobian entries `name` may keep, MAX_STORED_ENTRIES shared by every input estimated
-    column by column (the memory of the whole check is bounded, not each tensor's): the
-    inputs that need least get all they need first, the rest share what is left evenly."""
+    """Jacobian entries `name` may keep: MAX_STORED_ENTRIES shared by every input estimated
+    column by column (the memory of the whole check is bounded, not each tensor's)."""
     n_out = max(1, fd.out.numel())
     need = {n: fd.values[n].numel() * n_out for n in fd.values if not fd.is_elementwise(n)}
-    left, share = float(MAX_STORED_ENTRIES), {}
+    return int(_shared(need, MAX_STORED_ENTRIES).get(name, MAX_STORED_ENTRIES))
+
+
+def _shared(need: dict[str, float], budget: float) -> dict[str, float]:
+    """`budget` shared by inputs that each `need` so much: those that need least get all
+    they need first, the rest share what is left evenly."""
+    left, share = float(budget), {}
     for k, n in enumerate(sorted(need, key=lambda n: (need[n], n))):
         share[n] = min(need[n], left / (len(need) - k))
         left -= share[n]
-    return int(share.get(name, MAX_STORED_ENTRIES))
+    return share
 
 
 def _per_column(fd: Any, name: str) -> int:
@@ -87,16 +92,12 @@ def _per_column(fd: Any, name: str) -> int:
 
 def _work_share(fd: Any, name: str) -> int:
     """Columns of `name` the copy-work cap affords, the cap shared by every input estimated
-    column by column (the whole evaluation's work is bounded, not each tensor's): the inputs
-    that need least get all they need first, the rest share what is left evenly."""
+    column by column (the whole evaluation's work is bounded, not each tensor's)."""
     cost = {n: 4.0 * _per_column(fd, n) for n in fd.values if not fd.is_elementwise(n)}
-    names = sorted(cost, key=lambda n: (fd.values[n].numel() * cost[n], n))
-    left, columns = MAX_DENSE_WORK, {}
-    for k, n in enumerate(names):
-        given = min(fd.values[n].numel() * cost[n], left / (len(names) - k))
-        columns[n] = int(given // cost[n])
-        left -= given
-    return columns.get(name, fd.values[name].numel())
+    if name not in cost:
+        return fd.values[name].numel()
+    need = {n: fd.values[n].numel() * c for n, c in cost.items()}
+    return int(_shared(need, MAX_DENSE_WORK)[name] // cost[name])
 
 
 def _flop_share(fd: Any, n_in: int, budget: float | None = None) -> int:
