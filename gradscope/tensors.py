@@ -76,6 +76,16 @@ def moved_by(values: Mapping[str, torch.Tensor], signs: Mapping[str, torch.Tenso
             for k, v in values.items()}
 
 
+def weighted(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """v · t elementwise (broadcast), 0 where v is 0: an output element an upstream leaves
+    out (NaN or infinite where the function is undefined) adds nothing, not 0·NaN."""
+    product = v * t
+    if not bool((v == 0).any()):
+        return product
+    return torch.where(v == 0, torch.zeros((), dtype=product.dtype, device=product.device),
+                       product)
+
+
 def sum_to_shape(t: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
     """Sum `t` over the dimensions that broadcasting added to `shape` (the adjoint of expand)."""
     shape = tuple(shape)

@@ -39,6 +39,7 @@ from gradscope.report.model import UpstreamCheck
 from gradscope.report.modules import in_forward_order
 from gradscope.report.status import Status
 from gradscope.rng import generator
+from gradscope.tensors import weighted
 from gradscope.verdict.tolerance import Tolerance
 
 DIRECTIONS = 3  # seeded random directions over every element of a model at scale
@@ -299,17 +300,8 @@ def judged(d: Directional, v: torch.Tensor, dot: float, spread: float, atol: flo
     """A projection's difference |vᵀ(J·t) − (Jᵀv)·t| (`dot`: autograd's side) and the slack it
     is allowed: the tolerance on Σ|g·t| (`spread`; |g|·|t| = |g·t|) plus three times the
     estimate's own error bound (≥ 0: one temporary, not three)."""
-    slack = atol + rtol * spread + 3 * float(_left_out(v, torch.mul(v, d.error)).abs_().sum())
-    return abs(float(_left_out(v, v * d.value).sum()) - dot), slack
-
-
-def _left_out(v: torch.Tensor, product: torch.Tensor) -> torch.Tensor:
-    """v·something, 0 where v is 0: an output element the upstream leaves out (NaN or
-    infinite at the base point) adds nothing, not 0·NaN."""
-    if bool((v == 0).any()):
-        return product.masked_fill_(v == 0, 0.0) if product.shape == v.shape else \
-            torch.where(v == 0, torch.zeros((), dtype=product.dtype), product)
-    return product
+    slack = atol + rtol * spread + 3 * float(weighted(v, d.error).abs_().sum())
+    return abs(float(weighted(v, d.value).sum()) - dot), slack
 
 
 # ------------------------------------------------------------------ a model at scale

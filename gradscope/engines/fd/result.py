@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope.engines.fd.stencil import BATCH_ELEMENTS, numel
-from gradscope.tensors import any_to_shape, sum_to_shape
+from gradscope.tensors import any_to_shape, sum_to_shape, weighted
 
 
 @dataclass(frozen=True)
@@ -85,12 +85,12 @@ class ElementwiseEstimate(Estimate):
             return (sum_to_shape(self.partial, self.in_shape),
                     sum_to_shape(self.error, self.in_shape))
         v = v.to(self.partial.dtype)
-        grad = sum_to_shape(_product(v, self.partial), self.in_shape)
+        grad = sum_to_shape(weighted(v, self.partial), self.in_shape)
         out = v.ne(0).expand(self.partial.shape)
         if not bool(out.all()):  # an element only undefined outputs move: not compared
             undefined = any_to_shape(~out & ~torch.isfinite(self.partial), self.in_shape)
             grad = grad.masked_fill(undefined & ~any_to_shape(out, self.in_shape), float("nan"))
-        return grad, sum_to_shape(_product(v.abs(), self.error), self.in_shape)
+        return grad, sum_to_shape(weighted(v.abs(), self.error), self.in_shape)
 
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
         n_out, n_in = numel(self.out_shape), numel(self.in_shape)
@@ -188,13 +188,6 @@ class ColumnEstimate(Estimate):
         mask = torch.zeros(numel(self.in_shape), dtype=torch.bool, device=moving.device)
         mask[self.indices] = moving
         return mask.reshape(self.in_shape)
-
-
-def _product(v: torch.Tensor, partial: torch.Tensor) -> torch.Tensor:
-    """v · partial elementwise, 0 where v is 0 (an output element v leaves out may be NaN)."""
-    product = v * partial
-    return torch.where(v == 0, torch.zeros((), dtype=product.dtype, device=product.device),
-                       product) if bool((v == 0).any()) else product
 
 
 @dataclass(frozen=True)
