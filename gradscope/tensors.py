@@ -1,7 +1,8 @@
 """Tensor helpers every layer shares: broadcast reductions back to an input's shape (sum, any),
 expanding a reduced result, NaN-aware comparison of branch ids, a fast finiteness test,
 flat → multi-dimensional indices, a walk over an autograd graph, and inputs made leaves for an
-ordinary call (`as_leaves`, `plain_value`). Pure torch, no gradscope imports."""
+ordinary call (`as_leaves`, `plain_value`), a Parameter passed on as one (`as_given`). Pure
+torch, no gradscope imports."""
 
 from __future__ import annotations
 
@@ -38,6 +39,23 @@ def plain_value(forward: Any, values: Mapping[str, torch.Tensor]) -> torch.Tenso
     both), the graph dropped."""
     with torch.enable_grad():
         return forward(as_leaves(values)).detach()
+
+
+def as_given(value: Any, given: Any) -> Any:
+    """gradscope's tensor `value` for an input the user gave as `given`, of given's kind where
+    that is a Parameter (code assigns it to a module, which takes Parameters only): a leaf that
+    requires grad becomes one itself — autograd differentiates with respect to that very
+    object, so it cannot be a new one sharing its storage — a tensor that does not require
+    grad (finite differences' values) is wrapped in one. A computed tensor cannot be a
+    Parameter (a module refuses non-leaves too) and is passed on as it is."""
+    if not isinstance(given, torch.nn.Parameter) or not isinstance(value, torch.Tensor) \
+            or isinstance(value, torch.nn.Parameter) or value.grad_fn is not None \
+            or type(value) is not torch.Tensor:
+        return value
+    if value.requires_grad:
+        value.__class__ = torch.nn.Parameter  # (gradscope's own leaf, never the user's)
+        return value
+    return torch.nn.Parameter(value, requires_grad=False)
 
 
 def all_finite(t: torch.Tensor) -> bool:
@@ -148,3 +166,21 @@ def grad_nodes(root: Any) -> Iterator[Any]:
         seen.add(id(node))
         yield node
         stack.extend(child for child, _ in node.next_functions)
+
+
+def _once_code() -> Any:
+    from torch.autograd.function import once_differentiable
+    return once_differentiable(lambda ctx: None).__code__
+
+
+def once_differentiable_in(output: torch.Tensor) -> list[type]:
+    """The custom Function classes in `output`'s graph whose backward is decorated with
+    `@once_differentiable` (torch refuses to differentiate their backward again)."""
+    code, found = _once_code(), []
+    for node in grad_nodes(output.grad_fn):
+        cls = getattr(node, "_forward_cls", None)
+        backward = getattr(cls, "backward", None)
+        if getattr(backward, "__code__", None) is code and cls not in found:
+            found.append(cls)
+    return found
+

@@ -56,7 +56,7 @@ def relative_path(path: str) -> str:
 
 def backward_location(cls: type) -> str:
     """`file.py:LINE` of a Function class's backward (its `def`), or '' when unreadable."""
-    backward = getattr(cls, "backward", None)
+    backward = inspect.unwrap(getattr(cls, "backward", None))  # (@once_differentiable wraps)
     try:
         path = inspect.getsourcefile(backward)  # type: ignore[arg-type]
         lines, line = inspect.getsourcelines(backward)  # type: ignore[arg-type]

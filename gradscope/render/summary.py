@@ -123,8 +123,11 @@ def consolidated(notes: list[str], names: list[str]) -> list[str]:
     groups: dict[str, list[str]] = {}
     order: list[str] = []
     for note in notes:
+        # (a note naming two tensors or more is its own: one placeholder would stand for both)
         found = pattern.search(note) if pattern else None
-        key = pattern.sub("{tensor}", note) if found else note
+        if found and len(set(pattern.findall(note))) > 1:
+            found = None
+        key = pattern.sub("{tensor}", note) if found and pattern else note
         if key not in groups:
             order.append(key)
             groups[key] = []

@@ -20,7 +20,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.option_text import TopLevel
-from gradscope.targets.registered import deep_copy
+from gradscope.targets.registered import deep_copy, deep_copy_all
 
 
 def reached(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
@@ -97,7 +97,7 @@ def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None =
     if not found:
         return None, ""
     try:
-        copies = {name: deep_copy(module) for name, module in found.items()}
+        copies = deep_copy_all(found)
     except Exception as exc:  # a module that cannot be copied: its parameters stay unchecked
         return None, (f"the function reaches module(s) {', '.join(found)}, which could not be "
                       f"copied ({type(exc).__name__}); their parameters are not checked")
@@ -106,7 +106,25 @@ def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None =
                    f"{first}.weight")
     note = (f"the function reaches module(s) {', '.join(found)}: their parameters are checked "
             f"too, on copies (named like `{example}`; the originals are not changed)")
+    same = _same_modules(found)
+    if same:
+        note += f"; {'; '.join(same)}: one module, copied once and checked once"
     return Holder(rebuilt(fn, copies), copies), note
+
+
+def _same_modules(found: Mapping[str, torch.nn.Module]) -> list[str]:
+    """`inner is model.0`, `net is model`: names the function uses for one module object."""
+    seen: dict[int, str] = {}
+    for name, module in found.items():
+        for sub, m in module.named_modules(remove_duplicate=False):
+            seen.setdefault(id(m), f"{name}.{sub}" if sub else name)
+    out = []
+    for name, module in found.items():
+        other = seen[id(module)]
+        if other != name:
+            short, long = sorted((name, other), key=lambda n: (n.count("."), len(n), n))
+            out.append(f"{short} is {long}")
+    return out
 
 
 def copied(module: torch.nn.Module) -> tuple[torch.nn.Module, str]:

@@ -28,11 +28,17 @@ from gradscope.targets.closures import (
 )
 from gradscope.targets.oldstyle import old_style, values_only
 from gradscope.targets.outputs import picked
-from gradscope.targets.registered import WatchedHook, carry, deep_copy, hooks_by_name
+from gradscope.targets.registered import (
+    WatchedHook,
+    carry,
+    deep_copy,
+    hooks_by_name,
+    parameters_once,
+)
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param
 from gradscope.targets.state import State, state_of
-from gradscope.tensors import plain_value
+from gradscope.tensors import as_given, plain_value
 from gradscope.usercode import known_hint, user_code
 
 
@@ -221,8 +227,14 @@ class CodeTarget(Target):
     def take_parameters(self) -> None:
         """The module's trainable parameters, as the tensors finite differences perturb."""
         assert self.module is not None
-        self.parameters = {n: p.detach() for n, p in self.module.named_parameters()
-                           if p.requires_grad}
+        named, others = parameters_once(self.module)
+        self.parameters = {n: p.detach() for n, p in named.items() if p.requires_grad}
+        tied = [f"{n} is also {', '.join(o[:3])}" for n, o in others.items() if n in
+                self.parameters]
+        note = (f"tensors reached by several names are checked once, under the shortest "
+                f"({'; '.join(tied[:4])}{'; …' if len(tied) > 4 else ''})")
+        if tied and note not in self.notes:
+            self.notes.append(note)
         # hooks on them registered in the user's code: registered again on the leaves autograd
         # differentiates (registered.py), as training runs them
         self.parameter_hooks: dict[str, list[WatchedHook]] = hooks_by_name(self.module)
@@ -236,7 +248,7 @@ class CodeTarget(Target):
             if p.name in self.args:
                 value = self.args[p.name]
             elif p.name in values:
-                value = values[p.name]
+                value = as_given(values[p.name], self.given.get(p.name))
             elif p.default is not inspect.Parameter.empty and not p.keyword:
                 value = p.default
             else:
@@ -319,7 +331,7 @@ class CodeTarget(Target):
                     plain.append(True)
                     notes.append("finite differences evaluate the target the plain way (grad "
                                   "mode, its inputs requiring grad, no stand-ins): without "
-                                  f"them it raised ({_last_line(exc)[:120]})")
+                                  f"them it raised ({_raised(exc)})")
                     return out, []
             return self._plain(values, layers), []
 
@@ -357,3 +369,12 @@ class CodeTarget(Target):
         return (f"gradscope passed tensors for {', '.join(self.input_names)}; give non-tensor "
                 "parameters with --arg NAME=LITERAL (e.g. --arg n=2), or an object of the file "
                 "by its name (--arg model=net)")
+
+
+def _raised(exc: TargetError) -> str:
+    """What the user's code raised under a shortcut, in one short line (its own exception, not
+    gradscope's hint about the call, which the shortcut and not the user made)."""
+    cause = exc.__cause__ or exc
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+    return f"{type(cause).__name__}: {first}"[:120]
+

@@ -132,19 +132,49 @@ def hooks_on(tensor: torch.Tensor) -> list[WatchedHook]:
 
 def deep_copy(module: torch.nn.Module) -> torch.nn.Module:
     """copy.deepcopy, with each recorded tensor hook carried to the tensor's copy."""
+    return deep_copy_all({"": module})[""]
+
+
+def deep_copy_all(modules: Mapping[str, torch.nn.Module]) -> dict[str, torch.nn.Module]:
+    """Copies of several modules made together (one deepcopy memo), so that what they share
+    stays shared — a module reached as `model` and as `model.encoder`, or a tied weight, is one
+    object among the copies too — with each recorded tensor hook carried to its copy."""
     memo: dict[int, Any] = {}
-    out = copy.deepcopy(module, memo)
-    for tensor in [*module.parameters(), *module.buffers()]:
-        twin = memo.get(id(tensor))
-        if isinstance(twin, torch.Tensor):
-            for watched in hooks_on(tensor):
-                _record(twin, watched)
+    out = {name: copy.deepcopy(module, memo) for name, module in modules.items()}
+    for module in modules.values():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            twin = memo.get(id(tensor))
+            if isinstance(twin, torch.Tensor) and not hooks_on(twin):
+                for watched in hooks_on(tensor):
+                    _record(twin, watched)
     return out
 
 
+def parameters_once(module: torch.nn.Module) -> tuple[dict[str, torch.nn.Parameter],
+                                                       dict[str, list[str]]]:
+    """Each parameter once, under its shortest name (fewest dots, then fewest characters: a
+    module reached directly and through its parent is named the short way), and for those
+    reached by several names the others. torch.func.functional_call ties the other names to
+    the one given."""
+    names: dict[int, list[str]] = {}
+    tensors: dict[int, torch.nn.Parameter] = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+        tensors[id(p)] = p
+    chosen: dict[str, torch.nn.Parameter] = {}
+    others: dict[str, list[str]] = {}
+    for key, found in names.items():  # (definition order, as named_parameters gives it)
+        ordered = sorted(found, key=lambda n: (n.count("."), len(n), n))
+        chosen[ordered[0]] = tensors[key]
+        if len(ordered) > 1:
+            others[ordered[0]] = ordered[1:]
+    return chosen, others
+
+
 def hooks_by_name(module: torch.nn.Module) -> dict[str, list[WatchedHook]]:
-    """Parameter name → its recorded hooks, for the parameters that have any."""
-    found = {name: hooks_on(p) for name, p in module.named_parameters()}
+    """Parameter name (parameters_once's) → its recorded hooks, for the parameters that have
+    any."""
+    found = {name: hooks_on(p) for name, p in parameters_once(module)[0].items()}
     return {name: hooks for name, hooks in found.items() if hooks}
 
 

@@ -7,8 +7,11 @@ from collections.abc import Mapping
 
 import torch
 
+from gradscope.errors import UsageError
 from gradscope.inputs.bind import Upstream
 from gradscope.targets.base import Target, TracedOutput
+from gradscope.tensors import once_differentiable_in
+from gradscope.usercode import backward_location
 
 
 class SecondOrderTarget(Target):
@@ -20,6 +23,7 @@ class SecondOrderTarget(Target):
         self.base = base
         self.upstream = upstream or Upstream()
         self.given, self.parameters = base.given, base.parameters
+        self._looked = False  # (its graph looked at for once-differentiable backwards)
         self.notes = [*base.notes, "order 2: the output is the first-order VJP, concatenated "
                       "over the inputs; its backward is double backward"]
 
@@ -68,6 +72,9 @@ class SecondOrderTarget(Target):
                   values.items()}
         with torch.enable_grad():
             out = self.base.forward(leaves)
+            if not self._looked:
+                self._looked = True
+                _refuses_order_2(out)
             v = self.upstream.tensor_for(out)
             grads = torch.autograd.grad(out, list(leaves.values()), v, create_graph=True,
                                         allow_unused=True)
@@ -81,3 +88,18 @@ class SecondOrderTarget(Target):
 
     def traced(self, values: Mapping[str, torch.Tensor]) -> TracedOutput:
         return self.forward(values).detach(), []
+
+
+def _refuses_order_2(output: torch.Tensor) -> None:
+    """A backward decorated with `@once_differentiable` cannot be differentiated again: torch
+    raises or (where the inner upstream is a constant) its second derivative reads as 0 — what
+    the user needs is the reason and the way on, not a mismatch."""
+    found = once_differentiable_in(output)
+    if found:
+        where = backward_location(found[0])
+        raise UsageError(f"--order 2: {found[0].__name__}.backward"
+                         f"{f' ({where})' if where else ''} is decorated with "
+                         "@once_differentiable, so torch cannot differentiate it a second time; "
+                         "check order 1, or drop the decorator where that backward is written "
+                         "in differentiable torch operations")
+

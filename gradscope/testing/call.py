@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import GradscopeError
+from gradscope.tensors import as_given, grad_nodes
 
 VJP_SEED = 0x5EED  # the random upstream of `random_vjp`
 
@@ -102,6 +103,24 @@ class GradcheckCall:
                                         allow_unused=True)
             self._vjp = (out, v, grads)
         return self._vjp
+
+    def reads_originals(self) -> bool:
+        """func reaches the checked tensors' own objects besides its arguments (a closure or
+        global over them: `lambda _: model(x)` with the parameters passed): gradscope's
+        evaluations, which pass copies, would not see that path — torch's gradcheck, which
+        perturbs the objects themselves, does. One forward with copies, its graph searched for
+        the originals."""
+        if not self.outputs:
+            return False
+        copies = [as_given(self.args[i].detach().clone().requires_grad_(True), self.args[i])
+                  for i in self.checked]
+        with torch.enable_grad():
+            out = self.wrapped()(*copies)
+        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+            return any(o.requires_grad for o in self.wrapped_outputs())
+        originals = {id(self.args[i]) for i in self.checked}
+        return any(id(getattr(node, "variable", None)) in originals
+                   for node in grad_nodes(out.grad_fn))
 
     def wrapped(self, which: list[int] | None = None) -> Callable[..., torch.Tensor]:
         """func of the checked tensors alone, its outputs `which` (default: the

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import TargetError, UsageError
+from gradscope.tensors import as_given, once_differentiable_in
 from gradscope.testing import plumbing
 from gradscope.testing.call import GradcheckCall
 from gradscope.testing.judging import (
@@ -88,6 +89,9 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         if call.nothing_to_compare:
             STATS.nothing_to_compare(", ".join(call.empty))
             return True
+        if call.reads_originals():
+            return _torch_decides(kw, "func reads the checked tensors themselves, not only "
+                                      "its arguments (a closure over them)")
         if check_backward_ad:
             backward(call, kw, strict_mode(strict))
         _plumbing(call, kw)
@@ -143,6 +147,15 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     args = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
     call = GradcheckCall.of(func, args)
     outs = call.wrapped_outputs()
+    once = [cls for o in outs for cls in once_differentiable_in(o)]
+    if once and check_rev_over_rev:  # (torch's gradgradcheck fails these too)
+        STATS.called()
+        STATS.failing()
+        if raise_exception:
+            raise GradcheckError(f"gradscope: gradgradcheck failed: {once[0].__name__}.backward "
+                                 "is decorated with @once_differentiable, so torch cannot "
+                                 "differentiate it a second time")
+        return False
     if grad_outputs is None:
         gen = torch.Generator().manual_seed(FAST_SEED)
         grad_outputs = tuple(torch.randn(o.shape, generator=gen, dtype=torch.float64)
@@ -155,7 +168,7 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         with torch.enable_grad():  # finite differences evaluate without a graph
             for i in call.checked:  # (perturbed copies need to be leaves of this one)
                 if not xs[i].requires_grad:
-                    xs[i] = xs[i].detach().requires_grad_(True)
+                    xs[i] = as_given(xs[i].detach().requires_grad_(True), args[i])
             result = call.func(*xs)
             results = [result] if isinstance(result, torch.Tensor) else list(result)
             picked = [results[k] for k in call.outputs]

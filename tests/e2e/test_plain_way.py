@@ -54,3 +54,11 @@ def test_what_a_forward_keeps_for_its_backward_is_still_there_when_backward_runs
     report = gradscope.check(module, torch.randn(5, dtype=torch.float64))
     assert report.passed, report.to_text()
     assert not hasattr(module, "kept")  # (and the module is left as it was found)
+
+
+def test_order_2_through_a_once_differentiable_backward_is_exit_2_with_the_way_on():
+    with pytest.raises(UsageError, match=r"Once.backward \(function_shapes.py:\d+\) is "
+                                         "decorated with @once_differentiable.*check order 1"):
+        gradscope.check(f"{DATA}/function_shapes.py:once", at={"x": "randn(4)"}, order=2)
+    assert gradscope.check(f"{DATA}/function_shapes.py:exp2", at={"x": "randn(4)"},
+                           order=2).passed

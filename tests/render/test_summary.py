@@ -29,3 +29,8 @@ def test_notes_about_many_tensors_are_said_once():
     notes = [f"finite differences skipped for {n}: boom" for n in ("a.w", "a.b", "c.w", "d.w")]
     assert consolidated([*notes, "other"], ["a.w", "a.b", "c.w", "d.w"]) == [
         "finite differences skipped for each of a.w, a.b, c.w, … (4 tensors): boom", "other"]
+
+
+def test_a_note_naming_several_tensors_keeps_each_name():
+    note = "checked once (a.w is also b.w; a.b is also b.b)"
+    assert consolidated([note], ["a.w", "a.b", "b.w", "b.b"]) == [note]
