@@ -8,6 +8,7 @@ never excuses a mismatch."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ WIDE_STEP = 0.37  # "the user's sense" of not constant: a shift far beyond any F
 # where the target refuses a shift (its domain ends: an ODE solver's step underflows), a
 # shorter one is tried — still far beyond any stencil
 STEPS = (WIDE_STEP, WIDE_STEP / 4)
+PROBE_SECONDS, PROBE_TIMES = 1.0, 20  # a shift may take 1 s, or 20 evaluations at the values
 
 
 @dataclass(frozen=True)
@@ -53,16 +55,25 @@ def confirm(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     def phi(point: Mapping[str, torch.Tensor]) -> float:
         return float((forward(point).detach() * v).sum())
 
+    tic = time.perf_counter()
     base = phi(values)
+    # a wide shift can cost far more than an evaluation at the values (an adaptive ODE solver
+    # integrating over a much longer span): the probe is an explanation, never worth more
+    allowed = max(PROBE_SECONDS, PROBE_TIMES * (time.perf_counter() - tic))
     for name in sorted(candidates):
         x = values[name]
         answered = 0
         for size, sign in ((s, d) for s in STEPS for d in (1.0, -1.0)):
+            tic = time.perf_counter()
             try:
                 moved = phi({**values, name: x + sign * size * x.abs().clamp(min=1.0)})
             except Exception as exc:  # outside what the target accepts: this shift tells nothing
                 refused.setdefault(name, refusal(exc))
                 continue
+            if time.perf_counter() - tic > allowed:
+                refused[name] = (f"one shift took {time.perf_counter() - tic:.1f} s, far longer "
+                                 "than an evaluation at the values")
+                return Confirmed(frozenset(confirmed), refused)
             answered += 1
             if abs(moved - base) > 1e-6 * (1.0 + abs(base)):
                 confirmed.add(name)
@@ -94,9 +105,12 @@ class Vanishing(Feature):
         finite = ctx.evidence.finite
         values = finite.fd.values if finite is not None and finite.fd is not None \
             else ctx.prepared.bound.exact
-        confirmed = confirm(ctx.prepared.target.forward, values,
-                                      flow.vanishing_inputs(traced),
-                                      ctx.evidence.backward.upstream)
+        grads = ctx.evidence.backward.grads
+        # (an input with no zero in its gradient has nothing a vanishing op starved)
+        zeros = {n for n in flow.vanishing_inputs(traced)
+                 if n not in grads or not bool(grads[n].all())}
+        confirmed = confirm(ctx.prepared.target.forward, values, zeros,
+                            ctx.evidence.backward.upstream)
         below = frozenset(flow.vanishing_inputs(traced, catalogue_only=True))
         return VanishingFacts(confirmed.names, confirmed.names & below, confirmed.refused)
 

@@ -152,23 +152,34 @@ def deep_copy_all(modules: Mapping[str, torch.nn.Module]) -> dict[str, torch.nn.
 
 def parameters_once(module: torch.nn.Module) -> tuple[dict[str, torch.nn.Parameter],
                                                        dict[str, list[str]]]:
-    """Each parameter once, under its shortest name (fewest dots, then fewest characters: a
-    module reached directly and through its parent is named the short way), and for those
-    reached by several names the others. torch.func.functional_call ties the other names to
-    the one given."""
-    names: dict[int, list[str]] = {}
-    tensors: dict[int, torch.nn.Parameter] = {}
+    """Each parameter once, and for those reached by several names the others. A module
+    reached by several paths (`inner` and `model.0`) is named by its shortest (fewest dots, then
+    fewest characters); a parameter two modules share (a tied embedding) by the first owner in
+    definition order, as named_parameters names it. torch.func.functional_call ties the other
+    names to the one given."""
+    paths: dict[int, str] = {}
+    for path, sub in module.named_modules(remove_duplicate=False):
+        best = paths.get(id(sub))
+        if best is None or _shorter(path, best):
+            paths[id(sub)] = path
+    every: dict[int, list[str]] = {}
     for name, p in module.named_parameters(remove_duplicate=False):
-        names.setdefault(id(p), []).append(name)
-        tensors[id(p)] = p
+        every.setdefault(id(p), []).append(name)
     chosen: dict[str, torch.nn.Parameter] = {}
     others: dict[str, list[str]] = {}
-    for key, found in names.items():  # (definition order, as named_parameters gives it)
-        ordered = sorted(found, key=lambda n: (n.count("."), len(n), n))
-        chosen[ordered[0]] = tensors[key]
-        if len(ordered) > 1:
-            others[ordered[0]] = ordered[1:]
+    for name, p in module.named_parameters():  # (first owner, definition order)
+        owner, _, leaf = name.rpartition(".")
+        path = paths[id(module.get_submodule(owner))]
+        short = f"{path}.{leaf}" if path else leaf
+        chosen[short] = p
+        rest = [n for n in every[id(p)] if n != short]
+        if rest:
+            others[short] = rest
     return chosen, others
+
+
+def _shorter(a: str, b: str) -> bool:
+    return (a.count("."), len(a), a) < (b.count("."), len(b), b)
 
 
 def hooks_by_name(module: torch.nn.Module) -> dict[str, list[WatchedHook]]:
