@@ -161,6 +161,12 @@ class Options:
         "--nondet-tol", "How far two backward calls with the same upstream may differ before "
         "backward counts as nondeterministic (gradcheck's nondet_tol).", float, *_NUMBER,
         commands=RUNS))
+    plain: bool = field(default=False, metadata=_about(
+        "--plain", "Evaluate your code only the plain way: ordinary calls in grad mode, one "
+        "evaluation at a time — no vmap batching, no stand-ins on Function classes, no watched "
+        "or no-grad forwards (slower; the verdict is the same, some explanations are left out). "
+        "gradscope falls back to it by itself where a shortcut does not fit.", bool, (bool,),
+        "true or false", commands=RUNS))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))

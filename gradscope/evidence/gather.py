@@ -35,7 +35,7 @@ from gradscope.evidence.references import Finite, Reference, Setup
 from gradscope.inputs.bind import tangents_for
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
-from gradscope.tensors import all_finite
+from gradscope.tensors import all_finite, plain_value
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
@@ -124,14 +124,28 @@ class Evidence:
 
 
 
+def plain_way(prepared: Prepared) -> tuple[Any, list[str]]:
+    """--plain: finite differences evaluate the target as an ordinary call makes it (grad
+    mode, inputs that require grad, no stand-ins), one evaluation at a time."""
+    forward = prepared.target.forward
+
+    def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+        return plain_value(forward, values), []
+
+    note = ("--plain: every evaluation is an ordinary call of the target in grad mode, one at a "
+            "time (no batching, stand-ins or watched forwards)")
+    return traced, ([note] if prepared.target.runs_user_code else [])
+
+
 def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None) -> Evidence:
     """Run the engines and lay out the views."""
     timings: dict[str, float] = {}
     with _timed(timings, "autograd"), shape_hint(prepared.bound):
         back = backward(prepared)
         deterministic(prepared, back.engine.output)
-        for_values, learned = prepared.target.for_values(back.engine.output)
-        back = with_flow(prepared, back)
+        for_values, learned = plain_way(prepared) if prepared.options.plain \
+            else prepared.target.for_values(back.engine.output)
+        back = back if prepared.options.plain else with_flow(prepared, back)
     computed = computed_in(prepared, back.engine.output)
     setup = Setup(prepared, back.engine.output, back.upstream, for_values, computed,
                   progress=progress, claimed=claimed(back))

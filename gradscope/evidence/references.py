@@ -345,7 +345,7 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
                                  eps=eps_for(options.eps, setup.computed, bound.dtype),
                                  around=around, probe=not target.readable,
                                  round_off=setup.computed if lower else None,
-                                 claimed=setup.claimed), []
+                                 claimed=setup.claimed, batched=not options.plain), []
     except GradscopeError as exc:
         if bound.dtype == torch.float64:
             raise
@@ -354,7 +354,8 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
         fd = FiniteDifferences(setup.for_values, {n: t.to(bound.dtype)
                                                   for n, t in bound.exact.items()},
                                elementwise=target.elementwise_inputs, eps=low_eps,
-                               dtype=bound.dtype, around=around, probe=not target.readable)
+                               dtype=bound.dtype, around=around, probe=not target.readable,
+                               batched=not options.plain)
         return fd, [f"finite differences ran in {options.dtype} (eps {low_eps:.3g}): the target "
                     f"failed in float64 ({first})"]
 

@@ -55,7 +55,11 @@ class GradcheckCall:
         checked = [i for i in grads if args[i].numel()]
         call = cls(func, args, checked, _names(func, len(args), checked))
         call.empty = [f"input {i} {tuple(args[i].shape)}" for i in grads if not args[i].numel()]
-        out = func(*args)
+        grad_mode = torch.is_grad_enabled()
+        try:
+            out = func(*args)
+        finally:  # (func may leave grad mode off: gradscope's own calls need it as it was)
+            torch.set_grad_enabled(grad_mode)
         call.single = isinstance(out, torch.Tensor)
         outs = [out] if call.single else list(out) if isinstance(out, tuple | list) else None
         if outs is None:

@@ -62,3 +62,22 @@ def test_order_2_through_a_once_differentiable_backward_is_exit_2_with_the_way_o
         gradscope.check(f"{DATA}/function_shapes.py:once", at={"x": "randn(4)"}, order=2)
     assert gradscope.check(f"{DATA}/function_shapes.py:exp2", at={"x": "randn(4)"},
                            order=2).passed
+
+
+SHAPES = f"{DATA}/function_shapes.py"
+
+
+@pytest.mark.parametrize("target, at", [
+    (f"{PLAIN}:hooked", {"x": "randn(4,3)"}), (f"{PLAIN}:hooked_bug", {"x": "randn(4,3)"}),
+    (f"{PLAIN}:Leaky", {"x": "randn(4,3)"}), (f"{PLAIN}:LeakyBug", {"x": "randn(4,3)"}),
+    (f"{SHAPES}:exp2", {"x": "randn(5)"}), (f"{SHAPES}:exp_bug", {"x": "randn(5)"}),
+    (f"{SHAPES}:vjp_of_mul", {"a": "randn(3)", "b": "randn(3)"}),
+    (f"{SHAPES}:through_two_names", {"x": "randn(3)"}),
+])
+def test_the_plain_way_asked_for_gives_the_verdict_the_shortcuts_give(target, at):
+    fast = gradscope.check(target, at=at)
+    plain = gradscope.check(target, at=at, plain=True)
+    assert plain.passed == fast.passed
+    assert [(i.name, i.status, i.status_counts) for i in plain.inputs] == \
+        [(i.name, i.status, i.status_counts) for i in fast.inputs]
+    assert any(n.startswith("--plain") for n in plain.notes), plain.notes

@@ -79,3 +79,16 @@ def test_a_closure_over_the_checked_tensors_goes_to_torch_whole_never_a_hollow_p
     assert "closure" in next(reversed(STATS.reasons))
     assert not dropin.gradcheck(wrong, (y,), raise_exception=False)  # torch fails it too
     assert not torch.autograd.gradcheck(wrong, (y,), raise_exception=False)
+
+
+def test_a_function_that_leaves_grad_mode_off_is_checked_not_handed_over():
+    from tests.data import plainway
+
+    before = (STATS.passed, STATS.delegated)
+    try:
+        assert dropin.gradcheck(plainway.grad_off, (_x(),))
+        assert (STATS.passed, STATS.delegated) == (before[0] + 1, before[1])
+        with pytest.raises(GradcheckError, match="mismatch"):
+            dropin.gradcheck(plainway.grad_off_bug, (_x(),))
+    finally:
+        torch.set_grad_enabled(True)

@@ -70,7 +70,8 @@ class FiniteDifferences:
                  elementwise: set[str], eps: float, dtype: torch.dtype = torch.float64,
                  two_point_from: int = TWO_POINT_FROM, around: Around | None = None,
                  probe: bool = False, round_off: torch.dtype | None = None,
-                 claimed: Claimed | None = None) -> None:
+                 claimed: Claimed | None = None, batched: bool = True) -> None:
+        """`batched`: columns may be evaluated in vmap batches (False: a loop of calls)."""
         self.point = Point(fn, values, eps=eps, dtype=dtype, around=around, round_off=round_off,
                            find_kinks=probe)
         self.elementwise = set(elementwise)
@@ -78,6 +79,8 @@ class FiniteDifferences:
         self.two_point_from = two_point_from
         # (the set itself, not a closure over self: no reference cycle keeps the estimates)
         self.batcher = Batcher(self.point, self.elementwise)
+        if not batched:
+            self.batcher.vmap_failed = "asked for one evaluation at a time"
         self.prober = Prober(self.point)
         self.columns = ColumnEstimator(self.point, self.batcher)
         self.elements = ElementwiseEstimator(self.point)

@@ -46,7 +46,8 @@ class InPlace(Feature):
         (none for a target that is itself one Function: its own table is that check)."""
         prepared, back = ctx.prepared, ctx.evidence.backward
         target, options = prepared.target, prepared.options
-        if not target.runs_user_code or target.own_function is not None or back.grads is None:
+        if not target.runs_user_code or target.own_function is not None or back.grads is None \
+                or options.plain:  # (its recording stand-ins are a shortcut --plain leaves out)
             return None
         if getattr(back.engine.output, "grad_fn", None) is None:
             return None
