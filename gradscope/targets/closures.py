@@ -114,16 +114,15 @@ def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None =
 
 def _same_modules(found: Mapping[str, torch.nn.Module]) -> list[str]:
     """`inner is model.0`, `net is model`: names the function uses for one module object."""
-    seen: dict[int, str] = {}
+    paths: dict[int, list[str]] = {}
     for name, module in found.items():
         for sub, m in module.named_modules(remove_duplicate=False):
-            seen.setdefault(id(m), f"{name}.{sub}" if sub else name)
+            paths.setdefault(id(m), []).append(f"{name}.{sub}" if sub else name)
     out = []
     for name, module in found.items():
-        other = seen[id(module)]
-        if other != name:
-            short, long = sorted((name, other), key=lambda n: (n.count("."), len(n), n))
-            out.append(f"{short} is {long}")
+        others = [p for p in dict.fromkeys(paths[id(module)]) if p != name]
+        if others:
+            out.append(f"{name} is {', '.join(others[:3])}")
     return out
 
 
