@@ -22,6 +22,13 @@ estimator) and where (its gate), and the verdict:
   |x| ≤ 3, three times its jump, does not). Pure identity everywhere on the line (the textbook
   straight-through estimator, gradient passed on unchanged) is never SCALED, whatever the
   forward saturates to;
+* SMOOTH: the forward is not piecewise constant along the line — within a tiny shift (`NEAR`
+  of the range) it moves by a sliver of its variation (a slope, not a jump) at `SMOOTH_SHARE`
+  of the positions or more (two at least), as a saturated sparsemax or clamp does on the ramp
+  between its flat stretches: a surrogate stands in for a step's zero derivative, never for a
+  slope the forward has. A step moves within the shift only where a jump falls inside it. Pure
+  identity (the textbook straight-through estimator, also through a clamp's saturation) is
+  never SMOOTH, and a line another verdict already fails keeps that one;
 * CONSISTENT, or UNKNOWN where the line cannot tell (the forward or the surrogate never moves
   on it, non-finite values).
 
@@ -36,7 +43,11 @@ from dataclasses import dataclass
 
 import torch
 
-CONSISTENT, UNKNOWN, AGAINST, SCALED = 0, 1, 2, 3
+CONSISTENT, UNKNOWN, AGAINST, SCALED, SMOOTH = 0, 1, 2, 3, 4
+INCONSISTENT = (AGAINST, SCALED, SMOOTH)  # the verdicts that never excuse
+NEAR = 1e-7  # the tiny shift, relative to the line's range: a step's forward does not move
+SMOOTH_SHARE = 0.02  # at this share of the positions (2 at least) it has a slope: no step
+SLIVER = 0.01  # a move within the shift below this fraction of the variation: a slope
 BAND = 1.5  # an ungated straight-through integral within [1/1.5, 1.5] of the rise
 GATED_BAND = 2.05  # a gated one within [1/2, 2] (and a little: the rise of a sampled step)
 CANCEL = 0.5  # |∫g| below this fraction of ∫|g| on a monotone forward: it cancels itself
@@ -49,12 +60,14 @@ class Lines:
     """Samples along L lines: `forward` (K, L) is vᵀf along each, `slope` (K, L) autograd's
     derivative of it (the surrogate), at positions `t` (K,), evenly spaced. `unit` (L,): the
     slope a gradient passed on unchanged would have (the upstream's sum over the outputs the
-    element moves), NaN where that is not defined."""
+    element moves), NaN where that is not defined. `near` (K, L): vᵀf a tiny shift (NEAR of
+    the range) further along (None: not read)."""
 
     t: torch.Tensor
     forward: torch.Tensor
     slope: torch.Tensor
     unit: torch.Tensor
+    near: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +119,24 @@ def read(lines: Lines) -> Reading:
     verdict = torch.full_like(rise, CONSISTENT, dtype=torch.int8)
     verdict[_scaled(integral, rise, constant, identity, gated)] = SCALED
     verdict[against] = AGAINST
+    # (only where nothing else failed it, and never the textbook identity: a deliberate
+    # straight-through through a clamp's saturation is that)
+    verdict[(verdict == CONSISTENT) & ~identity & _smooth(lines, f, scale, variation)] = SMOOTH
     verdict[~(finite & moves & present)] = UNKNOWN
     return Reading(rise, variation, integral, mass, constant, lo, hi, gated, verdict)
+
+
+def _smooth(lines: Lines, f: torch.Tensor, scale: torch.Tensor, variation: torch.Tensor
+            ) -> torch.Tensor:
+    """Lines whose forward has a slope: within the tiny shift it moves by a sliver of its
+    variation at SMOOTH_SHARE of the positions, two at least (module doc)."""
+    if lines.near is None:
+        return torch.zeros(f.shape[1], dtype=torch.bool)
+    near = lines.near.double()
+    both = torch.isfinite(near) & torch.isfinite(lines.forward.double())
+    delta = (torch.nan_to_num(near) - f).abs()
+    sliver = both & (delta > 1e-10 * (1 + scale)) & (delta < SLIVER * variation)
+    return sliver.sum(0) >= (SMOOTH_SHARE * both.sum(0)).clamp(min=2)
 
 
 def _scaled(integral: torch.Tensor, rise: torch.Tensor, constant: torch.Tensor,
@@ -132,7 +161,7 @@ def with_edges(reading: Reading, lo: torch.Tensor, hi: torch.Tensor) -> Reading:
         return reading
     integral = torch.where(exact, reading.constant * (hi - lo), reading.integral)
     verdict = reading.verdict.clone()
-    judged = exact & ((verdict == CONSISTENT) | (verdict == SCALED))
+    judged = exact & ((verdict == CONSISTENT) | (verdict == SCALED))  # (SMOOTH stays)
     scaled = _scaled(integral, reading.rise, reading.constant, torch.zeros_like(exact), exact)
     verdict[judged & scaled] = SCALED
     verdict[judged & ~scaled] = CONSISTENT

@@ -83,6 +83,10 @@ HINTS = {
     "subset": "compare the branch of backward these elements take with the others'",
     "partition": "look at the branch of backward taken under this condition (a torch.where, a "
                  "mask, an if on the values): its formula differs from the forward's there",
+    "sloped": "where the forward is flat its derivative is zero, and autograd's must be too: "
+              "backward gives these elements a gradient the forward does not have (a sum over "
+              "the wrong dimension, a mask, a term that should vanish where the output "
+              "saturates)",
     "surrogate": "a surrogate must integrate to what the forward does at a coarse scale: check "
                  "its scale, its gate (hardtanh's |x| ≤ 1 for sign) and its sign; a surrogate "
                  "meant this way is declared with @gradscope.surrogate(reference=...) or "

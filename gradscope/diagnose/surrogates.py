@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gradscope.diagnose.coarse import AGAINST, SCALED
+from gradscope.diagnose.coarse import AGAINST, INCONSISTENT, SMOOTH
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import Coarse
 from gradscope.markers import marker_of
@@ -164,7 +164,7 @@ def gate(coarse: Coarse, line: int) -> str:
 def inconsistency(coarse: Coarse, verdicts: torch.Tensor) -> Relation | None:
     """How a surrogate that failed the coarse-scale check is wrong (None: none failed).
     `verdicts`: the lines' verdict codes that count (the others' set to CONSISTENT)."""
-    bad = (verdicts == AGAINST) | (verdicts == SCALED)
+    bad = torch.isin(verdicts, torch.tensor(INCONSISTENT, dtype=verdicts.dtype))
     if not bool(bad.any()):
         return None
     r = coarse.reading
@@ -175,6 +175,12 @@ def inconsistency(coarse: Coarse, verdicts: torch.Tensor) -> Relation | None:
     where = (f"along each element over {_span(coarse)}" if coarse.together else
              f"along {lines} element(s), each moved alone over {_span(coarse)}"
              + (f" ({covers} of them fail)" if covers < lines else ""))
+    if int(verdicts[line]) == SMOOTH:
+        return Relation(
+            "sloped", "not a surrogate: the forward is not piecewise constant",
+            f"{where} the forward ramps between its flat stretches (within a tiny shift it "
+            "moves by a sliver, a slope and not a jump): a surrogate stands in only for a "
+            "step's zero derivative, so autograd is compared with the forward's own", covers)
     if int(verdicts[line]) == AGAINST:
         mass = float(r.mass[line])
         how = ("cancels itself out (its sign flips)" if abs(integral) < 0.5 * mass

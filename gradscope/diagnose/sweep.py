@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.diagnose.coarse import Lines, Reading, read, with_edges
+from gradscope.diagnose.coarse import NEAR, Lines, Reading, read, with_edges
 from gradscope.tensors import sum_to_shape
 
 Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
@@ -123,14 +123,17 @@ class Sweep:
         """Read the lines of `elements` (flat positions; all of them for an elementwise input,
         else one line each) over [low, high]."""
         t = torch.linspace(low, high, self.points(len(elements)), dtype=torch.float64)
-        f, g = [], []
+        shift = NEAR * (high - low)
+        f, g, near = [], [], []
         for position in t.tolist():
             phi, slope = self._at(torch.full((len(elements),), position,
                                              dtype=self.x.dtype), elements)
             f.append(phi)
             g.append(slope)
+            near.append(self._at(torch.full((len(elements),), position + shift,
+                                            dtype=self.x.dtype), elements)[0])
         unit = self._unit(elements)
-        lines = Lines(t, torch.stack(f), torch.stack(g), unit)
+        lines = Lines(t, torch.stack(f), torch.stack(g), unit, torch.stack(near))
         reading = read(lines)
         edges = self._edges(reading, t, elements)
         return Coarse(self.name, low, high, elements, with_edges(reading, *edges), edges,

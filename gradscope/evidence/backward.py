@@ -36,6 +36,7 @@ class Backward:
 
 
 LOOPED_ROWS = 8  # a claim from one backward per output element: for ≥ 8 columns per row
+DIAGONAL_SEED = 0xD1A6  # the two upstreams `diagonal` reads autograd's Jacobian with
 
 
 def claimed(back: Backward) -> Callable[[str], torch.Tensor | None] | None:
@@ -62,6 +63,50 @@ def claimed(back: Backward) -> Callable[[str], torch.Tensor | None] | None:
         return None if found is None else found.get(name)
 
     return pattern
+
+
+def diagonal(back: Backward) -> Callable[[str], bool] | None:
+    """Whether autograd's Jacobian of an input shaped like the output can be diagonal, read
+    from two seeded upstreams v₁, v₂: Jᵀv₂ = d⊙v₂ with d = Jᵀv₁/v₁ (True where it cannot tell,
+    and where backward is not linear in its upstream: no Jacobian at all, the comparison's
+    business).
+    Finite differences perturb all elements of an input at once only where their probe finds
+    it elementwise — a probe that saturated points fool (a near one-hot sparsemax moves with
+    nothing small) — and autograd, right or wrong, must not say otherwise."""
+    if back.grads is None:
+        return None
+    engine, memo = back.engine, {}
+    out = engine.output
+
+    def read(name: str) -> bool:
+        if "vjps" not in memo:
+            gen = torch.Generator().manual_seed(DIAGONAL_SEED)
+            ups = [((torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5)
+                    * torch.where(torch.rand(out.shape, generator=gen) < 0.5, -1.0, 1.0))
+                   .to(out) for _ in range(2)]
+            try:
+                memo["vjps"] = (ups, [engine.vjp(u) for u in (*ups, ups[0] + ups[1])])
+            except Exception:  # (backward ran once already; its failures are judged there)
+                memo["vjps"] = None
+        found = memo["vjps"]
+        if found is None:
+            return True
+        (v1, v2), (g1, g2, g12) = found
+        a, b, both = g1.get(name), g2.get(name), g12.get(name)
+        if a is None or b is None or both is None or a.shape != out.shape \
+                or not _close(both, a + b):
+            return True
+        return _close(b, a / v1 * v2)
+
+    return read
+
+
+def _close(got: torch.Tensor, expect: torch.Tensor) -> bool:
+    """Equal up to round-off where both are finite."""
+    known = torch.isfinite(expect) & torch.isfinite(got)
+    floor = 1e-12 * float(torch.where(known, got.abs(), 0).max()) if got.numel() else 0.0
+    off = (got - expect).abs() > 1e-8 * (got.abs() + expect.abs()) + floor
+    return not bool((off & known).any())
 
 
 def backward(prepared: Prepared) -> Backward:

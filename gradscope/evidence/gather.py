@@ -27,6 +27,7 @@ from gradscope.evidence.backward import (
     claimed,
     computed_in,
     deterministic,
+    diagonal,
     precision_note,
     with_flow,
 )
@@ -148,7 +149,7 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
         back = back if prepared.options.plain else with_flow(prepared, back)
     computed = computed_in(prepared, back.engine.output)
     setup = Setup(prepared, back.engine.output, back.upstream, for_values, computed,
-                  progress=progress, claimed=claimed(back))
+                  progress=progress, claimed=claimed(back), diagonal=diagonal(back))
     references: list[Reference] = []
     for start in registry.REFERENCES:  # (read at run time: the registration is there)
         tic = time.perf_counter()

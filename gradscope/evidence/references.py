@@ -42,6 +42,8 @@ class Setup:
     progress: Callable[[str, int], Any] | None = None
     # where autograd's Jacobian of an input is nonzero (finite differences group columns by it)
     claimed: Callable[[str], torch.Tensor | None] | None = None
+    # whether autograd's Jacobian of an input can be diagonal (an elementwise probe must agree)
+    diagonal: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -345,7 +347,8 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
                                  eps=eps_for(options.eps, setup.computed, bound.dtype),
                                  around=around, probe=not target.readable,
                                  round_off=setup.computed if lower else None,
-                                 claimed=setup.claimed, batched=not options.plain), []
+                                 claimed=setup.claimed, diagonal=setup.diagonal,
+                                 batched=not options.plain), []
     except GradscopeError as exc:
         if bound.dtype == torch.float64:
             raise

@@ -52,11 +52,11 @@ def _found(ctx: Context, verdict: Any) -> dict[str, relations.Relation]:
     numbers = prepared.target.numbers()
     for name, arrays in first.items():
         rel = surrogates.inconsistency(ctx, name)
-        if rel is None:
+        if rel is None or rel.kind == "sloped":  # (a slope's own relation says more, if any)
             values = None if verdict.seen[name].jacobian else variables(ctx, name)
             ignored = facts.ignored.get(name) if facts is not None else None
             rel = relations.find(name, arrays, ctx.evidence.tol, sizes, first, ignored,
-                                 values, numbers)
+                                 values, numbers) or rel
         if rel is not None:
             found[name] = rel
     return found

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from gradscope.diagnose import relations, surrogates
-from gradscope.diagnose.coarse import AGAINST, SCALED
+from gradscope.diagnose.coarse import CONSISTENT, INCONSISTENT
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import (
     MAX_ELEMENTWISE_LINES,
@@ -93,6 +93,8 @@ class Surrogates(Feature):
         flat = facts.flat.get(name)
         if flat is None or not cmp.has(Status.MISMATCH) or name not in facts.stepped:
             return cmp
+        if name not in facts.declared and not _proved(facts.coarse.get(name)):
+            return cmp  # (an excuse carries its proof: no consistent line, no surrogate)
         stepped = flat & view.mismatched(name, flat.shape).to(flat.device) & \
             facts.stepped[name].to(flat.device)
         if name in facts.inconsistent and name not in facts.declared:
@@ -313,13 +315,20 @@ def _probed(ctx: Context, flat: Mapping[str, torch.Tensor | None]
     return stepped, ignored
 
 
-def _sweep(ctx: Context, name: str) -> tuple[Sweep, float, float]:
-    """A sweep of `name` along lines of values, and the span they cover."""
+def _proved(coarse: Coarse | None) -> bool:
+    """A coarse-scale check ran and found the surrogate consistent on some line."""
+    return coarse is not None and bool((coarse.reading.verdict == CONSISTENT).any())
+
+
+def _sweep(ctx: Context, name: str, upstream: torch.Tensor | None = None
+           ) -> tuple[Sweep, float, float]:
+    """A sweep of `name` along lines of values (vᵀf for `upstream`, default the run's), and
+    the span they cover."""
     fd = ctx.evidence.finite.fd  # type: ignore[union-attr]
     x = fd.values[name]
     cost = max(x.numel(), fd.out.numel(), fd.point.activations())
-    sweep = Sweep(ctx.prepared.target.forward, fd.values, name, ctx.evidence.backward.upstream,
-                  cost)
+    sweep = Sweep(ctx.prepared.target.forward, fd.values, name,
+                  ctx.evidence.backward.upstream if upstream is None else upstream, cost)
     low, high = span(x, ctx.prepared.target.domain(name))
     return sweep, low, high
 
@@ -346,11 +355,19 @@ def _coarse(ctx: Context, stepped: Mapping[str, torch.Tensor]
     if finite is None or finite.fd is None or grads is None:
         return {}, ()
     out: dict[str, Coarse] = {}
-    found = {n: m & (grads[n].to(m.device) != 0) for n, m in stepped.items()}
-    busiest = sorted((n for n in found if bool(found[n].any())),
-                     key=lambda n: -int(found[n].sum()))
+    found: dict[str, torch.Tensor] = {}
+    upstreams: dict[str, torch.Tensor] = {}
+    for n, m in stepped.items():  # (under the first upstream whose comparison shows it: a
+        # hard Gumbel-softmax's surrogate sums to zero under ones, not under a random one)
+        for view in ctx.evidence.views:
+            hit = m & (view.autograd[n].to(m.device) != 0) & \
+                view.mismatched(n, m.shape).to(m.device) if not view.jacobian else None
+            if hit is not None and bool(hit.any()):
+                found[n], upstreams[n] = hit, view.upstream  # type: ignore[assignment]
+                break
+    busiest = sorted(found, key=lambda n: -int(found[n].sum()))
     for name in busiest[:MAX_INPUTS]:
-        sweep, low, high = _sweep(ctx, name)
+        sweep, low, high = _sweep(ctx, name, upstreams[name])
         if not high > low:
             continue
         lines = MAX_ELEMENTWISE_LINES if sweep.probe(low, high) else MAX_LINES
@@ -364,7 +381,7 @@ def _coarse(ctx: Context, stepped: Mapping[str, torch.Tensor]
 def _failed(coarse: Coarse, stepped: torch.Tensor) -> torch.Tensor:
     """Input-shaped: the stepped elements whose own line found the surrogate inconsistent;
     all of them where lines through a few elements alone all did (the same surrogate)."""
-    bad = (coarse.reading.verdict == AGAINST) | (coarse.reading.verdict == SCALED)
+    bad = torch.isin(coarse.reading.verdict, torch.tensor(INCONSISTENT, dtype=torch.int8))
     if not coarse.together and bool(bad.all()):
         return stepped.clone()
     mask = torch.zeros(stepped.numel(), dtype=torch.bool)

@@ -70,8 +70,11 @@ class FiniteDifferences:
                  elementwise: set[str], eps: float, dtype: torch.dtype = torch.float64,
                  two_point_from: int = TWO_POINT_FROM, around: Around | None = None,
                  probe: bool = False, round_off: torch.dtype | None = None,
-                 claimed: Claimed | None = None, batched: bool = True) -> None:
-        """`batched`: columns may be evaluated in vmap batches (False: a loop of calls)."""
+                 claimed: Claimed | None = None, batched: bool = True,
+                 diagonal: Callable[[str], bool] | None = None) -> None:
+        """`batched`: columns may be evaluated in vmap batches (False: a loop of calls);
+        `diagonal`: whether autograd's Jacobian of an input can be diagonal — where it cannot,
+        the input is not probed elementwise (saturated points fool the probe)."""
         self.point = Point(fn, values, eps=eps, dtype=dtype, around=around, round_off=round_off,
                            find_kinks=probe)
         self.elementwise = set(elementwise)
@@ -86,6 +89,7 @@ class FiniteDifferences:
         self.elements = ElementwiseEstimator(self.point)
         self._cache: dict[str, Estimate] = {}
         self._claimed = claimed
+        self._diagonal = diagonal
 
     # ------------------------------------------------------------ what it works around
     @property
@@ -120,7 +124,7 @@ class FiniteDifferences:
             return False
         if self.values[name].numel() * max(1, self.out.numel()) <= PROBE_FROM:
             return False
-        if self.prober.elementwise(name):
+        if self.prober.elementwise(name) and (self._diagonal is None or self._diagonal(name)):
             self.elementwise.add(name)
             return True
         return False

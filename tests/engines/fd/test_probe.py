@@ -55,3 +55,17 @@ def test_depends_tells_a_step_from_an_ignored_element():
     fd.elementwise.add("x")
     assert fd.depends("x", torch.arange(3), budget=0).tolist() == [True, True, False]
     assert fd.depends("x", torch.tensor([2, 0])).tolist() == [False, True]
+
+
+def test_a_probe_that_saturated_points_fool_defers_to_autograds_jacobian():
+    x = torch.linspace(-2, 2, 5000, dtype=torch.float64)
+    asked = []
+
+    def not_diagonal(name):  # (what autograd's Jacobian says: cross terms)
+        asked.append(name)
+        return False
+
+    fd = _python_fd(lambda t: t * torch.sigmoid(t), x, diagonal=not_diagonal)
+    assert not fd.is_elementwise("x") and asked == ["x"]
+    assert _python_fd(lambda t: t * torch.sigmoid(t), x, diagonal=lambda n: True) \
+        .is_elementwise("x")

@@ -1,0 +1,78 @@
+"""Functions that saturate at the default inputs (a spread over ±6.37 makes sparsemax nearly
+one-hot), each with a twin whose backward is wrong there: a flat forward excuses a gradient
+only as the surrogate of a step, with its proof — never a sum over the wrong axis."""
+
+import torch
+from torch.autograd import Function
+
+
+class Sparsemax(Function):
+    @staticmethod
+    def forward(ctx, z):
+        zs, _ = torch.sort(z, dim=-1, descending=True)
+        k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+        cs = zs.cumsum(-1)
+        support = (1 + k * zs) > cs
+        kz = support.sum(-1, keepdim=True)
+        tau = (cs.gather(-1, kz - 1) - 1) / kz
+        out = torch.clamp(z - tau, min=0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        nz = (out > 0).to(g.dtype)
+        s = (g * nz).sum(-1, keepdim=True) / nz.sum(-1, keepdim=True)
+        return nz * (g - s)
+
+
+class SparsemaxWrongAxis(Sparsemax):
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        nz = (out > 0).to(g.dtype)
+        s = (g * nz).sum(0, keepdim=True) / nz.sum(0, keepdim=True).clamp(min=1)  # the bug
+        return nz * (g - s)
+
+
+def sparsemax(z):
+    return Sparsemax.apply(z)
+
+
+def sparsemax_wrong_axis(z):
+    return SparsemaxWrongAxis.apply(z)
+
+
+class Relu6Leak(Function):
+    """clamp(x, 0, 6) whose backward leaks 0.3 past the top: clamp is no step, so no surrogate."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(0, 6)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ((x > 0) & (x < 6)).to(g.dtype) + 0.3 * g * (x >= 6).to(g.dtype)
+
+
+class RoundSTE(Function):
+    """A step with the textbook straight-through surrogate: excused, with its proof."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def relu6_leak(x):
+    return Relu6Leak.apply(x)
+
+
+def round_ste(x):
+    return RoundSTE.apply(x)
