@@ -18,9 +18,10 @@ from gradscope.usercode import relative_path, user_code
 
 
 def is_python_target(text: str) -> bool:
-    """`file.py:NAME` or `package.module:NAME`."""
+    """`file.py:NAME` or `package.module:NAME`; NAME may be an attribute path
+    (`MyFunction.apply`, `model.encoder`)."""
     head, sep, tail = text.strip().rpartition(":")
-    return bool(sep) and bool(head) and tail.isidentifier() and (
+    return bool(sep) and bool(head) and all(p.isidentifier() for p in tail.split(".")) and (
         head.endswith(".py") or all(part.isidentifier() for part in head.split(".")))
 
 
@@ -39,11 +40,19 @@ def load(text: str, base: Path | None = None) -> tuple[Any, str]:
     else:
         module = _load_module(head, base)
         where = head
-    if not hasattr(module, name):
+    first, *rest = name.split(".")
+    if not hasattr(module, first):
         candidates = candidates_in(module)
         listed = ", ".join(candidates) if candidates else "none"
-        raise UsageError(f"{where} has no `{name}`; checkable names there: {listed}")
-    return getattr(module, name), where
+        raise UsageError(f"{where} has no `{first}`; checkable names there: {listed}")
+    obj = getattr(module, first)
+    for k, part in enumerate(rest):
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # (the user's __getattr__ may raise anything: the name is missing)
+            raise UsageError(f"{where}: `{'.'.join([first, *rest[:k]])}` has no `{part}`") \
+                from None
+    return obj, where
 
 
 def _load_file(path: Path) -> Any:
