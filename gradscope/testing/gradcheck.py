@@ -82,6 +82,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     __tracebackhide__ = True  # pytest shows the test's line, not gradscope's frames
     _refused_as_torch_would(kw)
     STATS.called()
+    call = None
     try:
         call = GradcheckCall.of(func, inputs)
         if call.complex:
@@ -104,9 +105,22 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
         raise (exc.__cause__ or exc) from None
     except UsageError as exc:  # a call torch accepts and gradscope cannot check (sparse
         # inputs, NaN inputs, a random func, nondet_tol=inf): torch's answer, said
-        return _torch_decides(kw, str(exc).splitlines()[0])
+        return _torch_decides(kw, _why(str(exc).splitlines()[0], call))
     STATS.passed += 1
     return True
+
+
+def _why(reason: str, call: GradcheckCall | None) -> str:
+    """A hand-over's reason as it is: where func's first call (the caller's own tensors) had
+    a differentiable output, "does not depend differentiably" would be gradscope's words about
+    its own evaluation, not func's (a hollow hand-over) — said so instead."""
+    if HOLLOW in reason and call is not None and call.outputs:
+        return ("func's output had a graph at its first call and none at gradscope's next one "
+                "(func changes between calls)")
+    return reason
+
+
+HOLLOW = "does not depend differentiably"
 
 
 def _refused_as_torch_would(kw: dict[str, Any]) -> None:

@@ -92,3 +92,15 @@ def test_a_function_that_leaves_grad_mode_off_is_checked_not_handed_over():
             dropin.gradcheck(plainway.grad_off_bug, (_x(),))
     finally:
         torch.set_grad_enabled(True)
+
+
+def test_a_hand_over_never_says_no_dependence_where_funcs_first_call_had_one():
+    calls = [0]
+
+    def fickle(x):  # differentiable at its first call only
+        calls[0] += 1
+        return x.sin() if calls[0] == 1 else x.detach().sin()
+
+    dropin.gradcheck(fickle, (_x(),), raise_exception=False)
+    why = next(reversed(STATS.reasons))
+    assert "does not depend differentiably" not in why and "first call" in why
