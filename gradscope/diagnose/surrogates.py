@@ -12,7 +12,7 @@ autograd graph and writes the diagnostic.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import torch
 
@@ -108,8 +108,10 @@ def _peaked(x: torch.Tensor, g: torch.Tensor, most: int = 2000) -> bool:
 
 
 def diagnostic(target: str, counts: Mapping[str, int], shapes: Mapping[str, str],
-               declared_by: Mapping[str, str], relations: Mapping[str, str]) -> Diagnostic:
-    """One `surrogate_gradient` diagnostic for every input with surrogate elements."""
+               declared_by: Mapping[str, str], relations: Mapping[str, str],
+               astray: Collection[str] = ()) -> Diagnostic:
+    """One `surrogate_gradient` diagnostic for every input with surrogate elements; `astray`:
+    the declared ones whose intended form autograd does not follow (that check fails)."""
     names = sorted(n for n in set(counts) | set(declared_by) if counts.get(n))
     parts = []
     found = [n for n in names if n not in declared_by]
@@ -123,13 +125,19 @@ def diagnostic(target: str, counts: Mapping[str, int], shapes: Mapping[str, str]
             how = relations.get(n, "")
             parts.append(f"{n}: a declared surrogate ({declared_by[n]})"
                          + (f"; {how}" if how else ""))
+    failing = [n for n in names if n in astray]
     message = ". ".join(parts) + (". Deliberate in quantisation-aware training, spiking "
                                   "networks and relaxations; not counted as a mismatch")
+    hint = ("if no surrogate was intended, the gradient should be zero where the forward is "
+            "flat (as torch.round's is); --fail-on warning turns this into a failure")
+    if failing:  # (the run fails on them: their intended form is what autograd must follow)
+        message += (f", but {', '.join(failing)} fail{'s' if len(failing) == 1 else ''} "
+                    "against the intended form declared for it")
+        hint = ("make backward the declared intended form (the factor or shape above is how "
+                "it departs), or declare the form it is meant to have")
     return Diagnostic(
         kind="surrogate_gradient", op="backward", where=target, inputs=names,
-        count=sum(counts.get(n, 0) for n in names), message=message,
-        hint=("if no surrogate was intended, the gradient should be zero where the forward is "
-              "flat (as torch.round's is); --fail-on warning turns this into a failure"))
+        count=sum(counts.get(n, 0) for n in names), message=message, hint=hint)
 
 
 

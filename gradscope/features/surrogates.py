@@ -143,7 +143,7 @@ class Surrogates(Feature):
                 ctx.prepared.target.text, counts, shapes, facts.declared,
                 {**{n: r.message for n, r in explained.items()},
                  **{n: f"but autograd is not its intended form ({r.text}): the check against "
-                       "that form fails" for n, r in facts.astray.items()}}))
+                       "that form fails" for n, r in facts.astray.items()}}, set(facts.astray)))
         notes = [f"{name} was declared a surrogate ({why}), but its gradient agrees with the "
                  "derivative: the declaration is not needed"
                  for name, why in facts.declared.items() if not counts.get(name)]

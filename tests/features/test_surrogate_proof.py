@@ -33,3 +33,13 @@ def test_a_step_with_a_straight_through_surrogate_is_still_excused():
     report = gradscope.check(f"{SAT}:round_ste", at={"x": "linspace(-3,3,25)"})
     assert report.passed, report.to_text()
     assert report.inputs[0].status_counts.get("surrogate", 0) > 0
+
+
+def test_a_declared_form_autograd_departs_from_is_named_and_never_said_harmless():
+    report = gradscope.check(f"{SAT}:sigmoid_round",
+                             surrogate=("x=sigmoid(4*(x-round(x)))",))
+    assert not report.passed
+    said = next(d for d in report.diagnostics if d.kind == "surrogate_gradient")
+    assert "25 × the intended gradient" in said.message
+    assert "fails against the intended form" in said.message
+    assert "--fail-on warning" not in said.hint
