@@ -78,6 +78,8 @@ HINTS = {
     "permuted": "check the permute/transpose calls in backward against the forward's",
     "swapped": "return one gradient per forward input, in the forward's order",
     "additive": "backward adds a term the forward does not have",
+    "shifted": "check the indices of backward against the forward's: the gradient is right but "
+               "lands one or two places off",
     "ignored": "backward should give zero where the forward discards the input (as autograd "
                "of `result[:, :n] = 0` does)",
     "subset": "compare the branch of backward these elements take with the others'",
@@ -128,7 +130,7 @@ def find(name: str, arrays: Arrays, tol: Tolerance, sizes: Mapping[str, int],
     err = arrays.error.double() if arrays.error is not None else torch.zeros_like(ref)
     total = int(judged.sum())
     sizes = Scales(dict(sizes), dict(numbers or {}))
-    for test in (_zero, _factor, _axes, _additive):
+    for test in (_zero, _factor, _axes, _shifted, _additive):
         rel = test(ag, ref, err, judged, wrong, tol, sizes)
         if rel is not None and (rel.kind != "zero" or rel.covers == total):
             return rel
@@ -293,6 +295,32 @@ def _axes(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
             return Relation("permuted", f"autograd is the derivative with its axes in the "
                             f"order {tuple(order)}", "axes permuted or transposed in backward",
                             int(judged.sum()))
+    return None
+
+
+SHIFTS = (1, -1, 2, -2)  # the steps a misplaced gradient is looked for at, along each dim
+
+
+def _shifted(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
+    """autograd is the derivative moved along one dim: rolled (wrapping round) or shifted
+    (zeros coming in) by a step or two — an off-by-one index, a roll or a shift in backward."""
+    for dim in range(ag.ndim):
+        n = ag.shape[dim]
+        for step in SHIFTS:
+            if n <= abs(step):
+                continue
+            rolled = ref.roll(step, dim)
+            shifted = rolled.clone()
+            edge = torch.arange(n) < step if step > 0 else torch.arange(n) >= n + step
+            shifted[(slice(None),) * dim + (edge,)] = 0
+            for moved, how in ((rolled, "rolled"), (shifted, "shifted")):
+                if bool(_close(ag, moved, err.roll(step, dim), tol).all()):
+                    where = f"i{step:+d}" if ag.ndim == 1 else f"i{step:+d} along dim {dim}"
+                    return Relation(
+                        "shifted", f"autograd is the derivative {how} by {step} along dim "
+                        f"{dim}: the gradient of element i lands at {where}",
+                        "an index off by one in backward (a roll, a shift, a slice that starts "
+                        "one place early or late)", int(judged.sum()))
     return None
 
 

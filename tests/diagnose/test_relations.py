@@ -165,3 +165,14 @@ def test_no_reading_where_no_number_fits():
     r = ref(4, 2)
     rel = find("w", arrays(0.37 * r, r), TOL, SIZES, None, None, None, {"k": 3.0})
     assert rel.kind == "factor" and rel.reading == ""
+
+
+def test_a_gradient_rolled_or_shifted_along_a_dim_is_named_so():
+    ref = torch.arange(1.0, 13.0, dtype=torch.float64).reshape(4, 3)
+    rolled = find("x", arrays(ref.roll(1, 0), ref), TOL, {})
+    assert rolled.kind == "shifted" and "rolled by 1 along dim 0" in rolled.text
+    shifted = ref.roll(-1, 1)
+    shifted[:, -1] = 0
+    found = find("x", arrays(shifted, ref), TOL, {})
+    assert found.kind == "shifted" and "shifted by -1 along dim 1" in found.text
+    assert find("x", arrays(ref * 2, ref), TOL, {}).kind == "factor"  # (not a shift)
