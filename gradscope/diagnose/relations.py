@@ -162,13 +162,14 @@ def _local(ag, ref, err, wrong, tol, scales) -> tuple[str, float | None]:
     """What autograd is at the `wrong` elements: 0, or a factor of the derivative."""
     if bool((ag[wrong].abs() <= tol.atol).all()):
         return ", where autograd is 0", 0.0
-    if int(wrong.sum()) > 1 and bool(_significant(ref, err, tol)[wrong].all()):
+    if bool(_significant(ref, err, tol)[wrong].all()):  # (one element too: its own factor)
         c = _fit(ag[wrong], ref[wrong])
         if c is not None:
             c = _snap(c, scales)
             if abs(c - 1) > tol.rtol and bool(_close(ag[wrong], c * ref[wrong], err[wrong],
                                                      tol, abs(c)).all()):
-                return f", where autograd = {number(c)} × the derivative", c
+                sign = " (the opposite sign)" if abs(c + 1) <= tol.rtol else ""
+                return f", where autograd = {number(c)} × the derivative{sign}", c
     return "", None
 
 
@@ -371,6 +372,12 @@ def _subset(ag, ref, err, judged, wrong, tol, scales, total) -> Relation | None:
             return None
         return Relation("subset", f"autograd agrees at {total - n_wrong} of {total} element(s)"
                         f"{there}", "", n_wrong, factor)
+    if n_wrong == 1:
+        index = [int(i) for i in torch.nonzero(wrong)[0].tolist()]
+        return Relation("subset", f"the disagreement lies in one element, "
+                        f"[{', '.join(map(str, index))}]{there}; autograd agrees elsewhere",
+                        "a case of backward that one element takes (an index written by hand, "
+                        "a boundary)", 1, factor)
     _, dim, picked = best
     listed = ", ".join(map(str, picked[:MAX_LISTED])) + (", …" if len(picked) > MAX_LISTED
                                                          else "")

@@ -176,3 +176,11 @@ def test_a_gradient_rolled_or_shifted_along_a_dim_is_named_so():
     found = find("x", arrays(shifted, ref), TOL, {})
     assert found.kind == "shifted" and "shifted by -1 along dim 1" in found.text
     assert find("x", arrays(ref * 2, ref), TOL, {}).kind == "factor"  # (not a shift)
+
+
+def test_one_element_off_is_named_by_its_full_index_and_how():
+    r = ref(4, 3)
+    ag = r.clone()
+    ag[1, 2] = -ag[1, 2]
+    found = find("x", arrays(ag, r), TOL, {})
+    assert "one element, [1, 2]" in found.text and "(the opposite sign)" in found.text
