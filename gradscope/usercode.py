@@ -56,7 +56,12 @@ def relative_path(path: str) -> str:
 
 def backward_location(cls: type) -> str:
     """`file.py:LINE` of a Function class's backward (its `def`), or '' when unreadable."""
-    backward = inspect.unwrap(getattr(cls, "backward", None))  # (@once_differentiable wraps)
+    return def_location(getattr(cls, "backward", None))
+
+
+def def_location(fn: object) -> str:
+    """`file.py:LINE` of a function's `def` (below its decorators), or '' when unreadable."""
+    backward = inspect.unwrap(fn) if fn is not None else None  # (@once_differentiable wraps)
     try:
         path = inspect.getsourcefile(backward)  # type: ignore[arg-type]
         lines, line = inspect.getsourcelines(backward)  # type: ignore[arg-type]

@@ -6,6 +6,8 @@ judged, the first that holds named.
   dimension size n: a mean where a sum belonged, or the reverse);
 * `zero`: autograd is 0 wherever it disagrees (a missing term, a detached path);
 * `transposed` / `permuted`: autograd is the reference with its axes swapped;
+* `shifted`: autograd is the reference rolled or shifted by a step or two along one dim (an
+  index off by one);
 * `swapped`: autograd of one input is the reference of another (return order);
 * `additive`: autograd = reference + a constant (an extra term);
 * `ignored`: the forward ignores the elements (at any value) yet autograd is not zero;
@@ -14,8 +16,13 @@ judged, the first that holds named.
 * `subset`: the disagreement lies in some indices of one dimension (a row, a head), possibly
   with a factor there;
 * `surrogate` (diagnose/surrogates.py): a surrogate gradient that does not integrate to what
-  the forward does at a coarse scale.
+  the forward does at a coarse scale; `sloped` the same module's word for a forward that is no
+  step at all.
 """
+
+# Long: one catalogue — each relation is a short test over the same arrays, tried in order, and
+# its hint sits beside it; split, the order that decides which one is named would be in two
+# places.
 
 from __future__ import annotations
 

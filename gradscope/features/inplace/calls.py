@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradscope.features.inplace.custom_ops import CUSTOM_OPS
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched
 from gradscope.targets.registered import WatchedHook, reporting
 from gradscope.tensors import as_leaves, grad_nodes
@@ -123,7 +124,8 @@ def classes(output: torch.Tensor) -> list[type]:
 def users(found: list[type]) -> list[type]:
     """The classes the user's code defines: torch's own (the identity Function a module
     backward hook hangs on) are torch's, the hook on them is what is checked."""
-    return [cls for cls in found if cls.__module__.partition(".")[0] != "torch"]
+    return [cls for cls in found if cls.__module__.partition(".")[0] != "torch"
+            or cls.__module__ == CUSTOM_OPS]  # (a custom op's: the user's backward inside)
 
 
 def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],

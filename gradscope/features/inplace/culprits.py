@@ -21,6 +21,7 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.features.inplace.calls import FunctionCall, record
+from gradscope.features.inplace.custom_ops import registered
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
@@ -56,11 +57,15 @@ class ClassCheck:
 
     @property
     def where(self) -> str:
-        return backward_location(self.cls) or ""
+        op = registered(self.cls)
+        return op.where if op is not None else backward_location(self.cls) or ""
 
     @property
     def label(self) -> str:
-        return f"{self.cls.__name__}.backward" + (f" ({self.where})" if self.where else "")
+        op = registered(self.cls)
+        name = f"the backward registered for custom op {op.op}" if op is not None \
+            else f"{self.cls.__name__}.backward"
+        return name + (f" ({self.where})" if self.where else "")
 
 
 def check_in_place(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
@@ -138,11 +143,13 @@ def _culprit(check: ClassCheck | HookCheck, said: str, summary: str, how: str, r
 
 def _names(call: FunctionCall) -> list[str]:
     """The names of the forward's arguments, as its signature gives them."""
+    op = registered(call.cls)
     try:
-        params = list(inspect.signature(call.cls.forward).parameters)
+        params = list(op.arguments) if op is not None and op.arguments else \
+            list(inspect.signature(call.cls.forward).parameters)
     except (TypeError, ValueError):
         params = []
-    if params and not has_setup_context(call.cls):
+    if params and op is None and not has_setup_context(call.cls):
         params = params[1:]  # ctx
     return [params[i] if i < len(params) else f"input{i}" for i in range(len(call.args))]
 

@@ -1,0 +1,53 @@
+"""torch.library custom ops with a registered autograd, used inside functions: a right one, and
+one whose registered backward is 1.5 times too large — the culprit is that backward, named
+with its op and its line, not the Function torch generates for it."""
+
+import torch
+
+
+@torch.library.custom_op("gradscope_culprits::sine", mutates_args=())
+def sine(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x)
+
+
+@sine.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _keep(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _sine_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return g * torch.cos(x)
+
+
+sine.register_autograd(_sine_backward, setup_context=_keep)
+
+
+@torch.library.custom_op("gradscope_culprits::sine_bug", mutates_args=())
+def sine_bug(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x)
+
+
+@sine_bug.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _sine_bug_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return g * torch.cos(x) * 1.5
+
+
+sine_bug.register_autograd(_sine_bug_backward, setup_context=_keep)
+
+
+def uses_sine(x):
+    return sine(x * 2).sum(-1)
+
+
+def uses_sine_bug(x):
+    return sine_bug(x * 2).sum(-1)

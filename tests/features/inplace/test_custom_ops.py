@@ -1,0 +1,33 @@
+"""A torch.library custom op's registered backward is a culprit like any Function's: checked in
+place, and named by its op, its `def` line and its argument's name from the op's schema."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import gradscope
+from tests.paths import DATA
+
+OPS = f"{DATA}/custom_ops.py"
+
+
+def _line(name: str) -> int:
+    text = Path(OPS).read_text(encoding="utf-8").splitlines()
+    return next(i for i, t in enumerate(text, 1) if t.startswith(f"def {name}("))
+
+
+def test_a_wrong_registered_backward_is_named_with_its_op_line_and_argument():
+    report = gradscope.check(f"{OPS}:uses_sine_bug", at={"x": "randn(4,3)"})
+    assert not report.passed
+    culprit = next(d for d in report.diagnostics if d.kind == "culprit")
+    line = _line("_sine_bug_backward")
+    assert re.search(rf"the backward registered for custom op gradscope_culprits::sine_bug "
+                     rf"\(custom_ops.py:{line}\) is wrong for its argument x: autograd = 1.5 ×",
+                     culprit.message), culprit.message
+
+
+def test_a_right_one_passes_checked_in_place():
+    report = gradscope.check(f"{OPS}:uses_sine", at={"x": "randn(4,3)"})
+    assert report.passed, report.to_text()
+    assert "the backward registered for custom op gradscope_culprits::sine" in report.to_text()
