@@ -109,6 +109,12 @@ class Binder:
 
     def bind(self, positional: list[ast.AST], keywords: list[ast.keyword]) -> BoundCall:
         given = self._match(positional, keywords)
+        if self.op.one_of and all(
+                given.get(n) is None or (isinstance(given[n], ast.Constant)
+                                         and given[n].value is None) for n in self.op.one_of):
+            named = " or ".join(f"'{n}'" for n in self.op.one_of)
+            raise self.refuse(f"torch.{self.name}: at least one of {named} must not be None "
+                              f"(as torch says; {self.usage()})")
         unbiased = given.get("dim")
         if isinstance(unbiased, ast.Constant) and isinstance(unbiased.value, bool) and \
                 "unbiased" in {p.name for p in self.op.params} and "unbiased" not in given:

@@ -64,6 +64,8 @@ def test_where_takes_a_comparison():
     ("sin", "is a function"),
     ("sin(x, y)", "sin() takes at most 1 positional argument"),
     ("clamp(x, 0, 1, 2)", "clamp() takes at most 3 positional arguments"),
+    ("clamp(x)", "at least one of 'min' or 'max' must not be None"),  # (as torch refuses it)
+    ("x.clip(None, None)", "at least one of 'min' or 'max' must not be None"),
     ("sum(x, 1.5)", "must be a dim or a tuple of dims"),
     ("sum(x, dim=y)", "must be a constant"),
     ("sin(x=1)", "no keyword argument `x`"),
@@ -180,6 +182,7 @@ def test_every_function_name_parses_with_its_required_arguments():
                 continue
             args.append("[x, y]" if p.kind == TENSORS else "x" if p.tensor
                         else repr(p.choices[0]) if p.choices else _REQUIRED[p.kind])
+        args += [f"{op.one_of[0]}=0"] if op.one_of else []  # (clamp: one of its bounds)
         if name == "where":
             args = ["x > 0", "x", "y"]
         spelled = f"torch.{name}" if "." in name else name  # torch.linalg.det

@@ -134,6 +134,8 @@ class Op:
     # with takes_dim, an optional dim), other names (`clip`, `linalg.det`), and the tensor
     # methods beyond those torch has under the row's names (`x.t()`).
     signature: tuple[OpParam, ...] | None = None
+    # parameters of which torch needs at least one given, not None (clamp: min or max)
+    one_of: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
     # The same function written with other rows, for the symbolic engine (losses, layer_norm,
