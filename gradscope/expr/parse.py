@@ -204,30 +204,7 @@ class _Builder:
         func, positional = node.func, list(node.args)
         if any(isinstance(a, ast.Starred) for a in positional):
             raise self.refuse(node, "*args are not allowed")
-        if isinstance(func, ast.Name):
-            name = func.id
-            op = FUNCTIONS.get(name)
-            if op is None:
-                raise calls.unknown(self.snippet(node), name, method=False)
-        elif isinstance(func, ast.Attribute) and calls.dotted(func) in FUNCTIONS and \
-                "." in (calls.dotted(func) or ""):  # linalg.eigh(x), special.entr(x)
-            name = calls.dotted(func) or ""
-            op = FUNCTIONS[name]
-        elif isinstance(func, ast.Attribute) and calls.is_module(func.value):
-            path = calls.dotted(func) or func.attr
-            name = calls.function_name(path)
-            op = FUNCTIONS.get(name)
-            if op is None:
-                raise calls.unknown(self.snippet(node), path, method=False)
-        elif isinstance(func, ast.Attribute):
-            name = func.attr
-            op = METHODS.get(name)
-            if op is None:
-                raise calls.unknown(self.snippet(node), name, method=True)
-            positional.insert(0, func.value)
-        else:
-            raise self.refuse(node, "only calls of the listed functions and tensor methods "
-                                    "are allowed")
+        op, name = self.callee(node, func, positional)
         if not op.expression:
             raise calls.unknown(self.snippet(node), name, method=False)
         def bind(op: Op, name: str) -> calls.BoundCall:
@@ -259,6 +236,41 @@ class _Builder:
         call = ir.Call(span, op.name, args, bound.params, bound.names)
         _check_exponent(self.snippet(node), call)
         return call
+
+    def callee(self, node: ast.Call, func: ast.AST, positional: list[ast.AST]
+               ) -> tuple[Op, str]:
+        """The row a call asks for, and the name it was called by (a tensor method puts its
+        tensor first in `positional`)."""
+        if isinstance(func, ast.Attribute) and (calls.dotted(func.value) or "").partition(
+                ".")[0] in ("np", "numpy"):  # (else read as a method of an input named np)
+            raise self.plain(node, "numpy is not torch: an expression is written with torch's "
+                                   f"functions (`{func.attr}(x)`, `torch.{func.attr}(x)` or "
+                                   f"`x.{func.attr}()`)")
+        if isinstance(func, ast.Name):
+            name = func.id
+            op = FUNCTIONS.get(name)
+            if op is None:
+                raise calls.unknown(self.snippet(node), name, method=False)
+        elif isinstance(func, ast.Attribute) and calls.dotted(func) in FUNCTIONS and \
+                "." in (calls.dotted(func) or ""):  # linalg.eigh(x), special.entr(x)
+            name = calls.dotted(func) or ""
+            op = FUNCTIONS[name]
+        elif isinstance(func, ast.Attribute) and calls.is_module(func.value):
+            path = calls.dotted(func) or func.attr
+            name = calls.function_name(path)
+            op = FUNCTIONS.get(name)
+            if op is None:
+                raise calls.unknown(self.snippet(node), path, method=False)
+        elif isinstance(func, ast.Attribute):
+            name = func.attr
+            op = METHODS.get(name)
+            if op is None:
+                raise calls.unknown(self.snippet(node), name, method=True)
+            positional.insert(0, func.value)
+        else:
+            raise self.refuse(node, "only calls of the listed functions and tensor methods "
+                                    "are allowed")
+        return op, name
 
     def attribute(self, node: ast.Attribute) -> ir.Node:
         if calls.dotted(node) in ("math.inf", "torch.inf", "np.inf", "numpy.inf"):

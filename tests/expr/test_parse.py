@@ -65,6 +65,8 @@ def test_where_takes_a_comparison():
     ("sin(x, y)", "sin() takes at most 1 positional argument"),
     ("clamp(x, 0, 1, 2)", "clamp() takes at most 3 positional arguments"),
     ("clamp(x)", "at least one of 'min' or 'max' must not be None"),  # (as torch refuses it)
+    ("np.sin(x)", "numpy is not torch"),
+    ("numpy.linalg.norm(x)", "numpy is not torch"),
     ("x.clip(None, None)", "at least one of 'min' or 'max' must not be None"),
     ("sum(x, 1.5)", "must be a dim or a tuple of dims"),
     ("sum(x, dim=y)", "must be a constant"),
