@@ -183,4 +183,3 @@ def once_differentiable_in(output: torch.Tensor) -> list[type]:
         if getattr(backward, "__code__", None) is code and cls not in found:
             found.append(cls)
     return found
-

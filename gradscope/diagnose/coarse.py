@@ -126,6 +126,11 @@ def read(lines: Lines) -> Reading:
     return Reading(rise, variation, integral, mass, constant, lo, hi, gated, verdict)
 
 
+def failing(verdict: torch.Tensor) -> torch.Tensor:
+    """Where a line's verdict fails the surrogate (INCONSISTENT)."""
+    return torch.isin(verdict, torch.tensor(INCONSISTENT, dtype=verdict.dtype))
+
+
 def _smooth(lines: Lines, f: torch.Tensor, scale: torch.Tensor, variation: torch.Tensor
             ) -> torch.Tensor:
     """Lines whose forward has a slope: within the tiny shift it moves by a sliver of its

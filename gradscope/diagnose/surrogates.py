@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping
 
 import torch
 
-from gradscope.diagnose.coarse import AGAINST, INCONSISTENT, SMOOTH
+from gradscope.diagnose.coarse import AGAINST, SMOOTH, failing
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import Coarse
 from gradscope.markers import marker_of
@@ -172,7 +172,7 @@ def gate(coarse: Coarse, line: int) -> str:
 def inconsistency(coarse: Coarse, verdicts: torch.Tensor) -> Relation | None:
     """How a surrogate that failed the coarse-scale check is wrong (None: none failed).
     `verdicts`: the lines' verdict codes that count (the others' set to CONSISTENT)."""
-    bad = torch.isin(verdicts, torch.tensor(INCONSISTENT, dtype=verdicts.dtype))
+    bad = failing(verdicts)
     if not bool(bad.any()):
         return None
     r = coarse.reading

@@ -131,7 +131,7 @@ class Sweep:
             f.append(phi)
             g.append(slope)
             near.append(self._at(torch.full((len(elements),), position + shift,
-                                            dtype=self.x.dtype), elements)[0])
+                                            dtype=self.x.dtype), elements, slope=False)[0])
         unit = self._unit(elements)
         lines = Lines(t, torch.stack(f), torch.stack(g), unit, torch.stack(near))
         reading = read(lines)
@@ -175,37 +175,42 @@ class Sweep:
             return torch.full((len(elements),), float("nan"), dtype=torch.float64)
         return per_element[elements].double().cpu()
 
-    def _at(self, positions: torch.Tensor, elements: torch.Tensor
+    def _at(self, positions: torch.Tensor, elements: torch.Tensor, slope: bool = True
             ) -> tuple[torch.Tensor, torch.Tensor]:
         """(vᵀf, its derivative) on each line, its element at `positions`; NaN where the
-        target refuses the values."""
+        target refuses the values (the derivative NaN too where `slope` is not asked for)."""
         positions = positions.to(self.x.device)
         if self.elementwise:
             moved = self.x.reshape(-1).clone()
             moved[elements] = positions
-            return self._evaluate(moved.reshape(self.x.shape), elements)
+            return self._evaluate(moved.reshape(self.x.shape), elements, slope)
         phis, slopes = [], []
         for k, i in enumerate(elements.tolist()):
             moved = self.x.reshape(-1).clone()
             moved[i] = positions[k]
-            phi, slope = self._evaluate(moved.reshape(self.x.shape), elements[k:k + 1])
+            phi, derivative = self._evaluate(moved.reshape(self.x.shape), elements[k:k + 1],
+                                             slope)
             phis.append(phi)
-            slopes.append(slope)
+            slopes.append(derivative)
         return torch.cat(phis), torch.cat(slopes)
 
-    def _evaluate(self, moved: torch.Tensor, elements: torch.Tensor
+    def _evaluate(self, moved: torch.Tensor, elements: torch.Tensor, slope: bool = True
                   ) -> tuple[torch.Tensor, torch.Tensor]:
         leaf = moved.detach().requires_grad_(True)
         nan = torch.full((len(elements),), float("nan"), dtype=torch.float64)
+        grad = None
         try:
             with torch.enable_grad():
                 out = self.forward({**self.values, self.name: leaf})
                 weighted = out * self.upstream
-                (grad,) = torch.autograd.grad(weighted.sum(), leaf, allow_unused=True)
+                if slope:
+                    (grad,) = torch.autograd.grad(weighted.sum(), leaf, allow_unused=True)
         except Exception:  # the target refuses these values: this position tells nothing
             return nan, nan.clone()
         weighted = weighted.detach()
-        if grad is None:
+        if not slope:
+            grad = torch.full_like(leaf, float("nan"))
+        elif grad is None:
             grad = torch.zeros_like(leaf)
         if self.elementwise:
             phi = sum_to_shape(weighted, tuple(self.x.shape)).reshape(-1)[elements]

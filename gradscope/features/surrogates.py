@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from gradscope.diagnose import relations, surrogates
-from gradscope.diagnose.coarse import CONSISTENT, INCONSISTENT
+from gradscope.diagnose.coarse import CONSISTENT, failing
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import (
     MAX_ELEMENTWISE_LINES,
@@ -381,7 +381,7 @@ def _coarse(ctx: Context, stepped: Mapping[str, torch.Tensor]
 def _failed(coarse: Coarse, stepped: torch.Tensor) -> torch.Tensor:
     """Input-shaped: the stepped elements whose own line found the surrogate inconsistent;
     all of them where lines through a few elements alone all did (the same surrogate)."""
-    bad = torch.isin(coarse.reading.verdict, torch.tensor(INCONSISTENT, dtype=torch.int8))
+    bad = failing(coarse.reading.verdict)
     if not coarse.together and bool(bad.all()):
         return stepped.clone()
     mask = torch.zeros(stepped.numel(), dtype=torch.bool)

@@ -70,9 +70,10 @@ def confirm(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
             except Exception as exc:  # outside what the target accepts: this shift tells nothing
                 refused.setdefault(name, refusal(exc))
                 continue
-            if time.perf_counter() - tic > allowed:
-                refused[name] = (f"one shift took {time.perf_counter() - tic:.1f} s, far longer "
-                                 "than an evaluation at the values")
+            took = time.perf_counter() - tic
+            if took > allowed:
+                refused[name] = (f"one shift took {took:.1f} s, far longer than an evaluation "
+                                 "at the values")
                 return Confirmed(frozenset(confirmed), refused)
             answered += 1
             if abs(moved - base) > 1e-6 * (1.0 + abs(base)):

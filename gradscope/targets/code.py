@@ -237,7 +237,7 @@ class CodeTarget(Target):
             self.notes.append(note)
         # hooks on them registered in the user's code: registered again on the leaves autograd
         # differentiates (registered.py), as training runs them
-        self.parameter_hooks: dict[str, list[WatchedHook]] = hooks_by_name(self.module)
+        self.parameter_hooks: dict[str, list[WatchedHook]] = hooks_by_name(self.module, named)
 
     # ------------------------------------------------------------ calling it
     def _call_args(self, values: Mapping[str, torch.Tensor]
@@ -377,4 +377,3 @@ def _raised(exc: TargetError) -> str:
     cause = exc.__cause__ or exc
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
     return f"{type(cause).__name__}: {first}"[:120]
-

@@ -182,10 +182,12 @@ def _shorter(a: str, b: str) -> bool:
     return (a.count("."), len(a), a) < (b.count("."), len(b), b)
 
 
-def hooks_by_name(module: torch.nn.Module) -> dict[str, list[WatchedHook]]:
-    """Parameter name (parameters_once's) → its recorded hooks, for the parameters that have
-    any."""
-    found = {name: hooks_on(p) for name, p in parameters_once(module)[0].items()}
+def hooks_by_name(module: torch.nn.Module,
+                  named: Mapping[str, torch.Tensor] | None = None) -> dict[str, list[WatchedHook]]:
+    """Parameter name (parameters_once's, or `named` where the caller has them) → its recorded
+    hooks, for the parameters that have any."""
+    named = parameters_once(module)[0] if named is None else named
+    found = {name: hooks_on(p) for name, p in named.items()}
     return {name: hooks for name, hooks in found.items() if hooks}
 
 

@@ -102,4 +102,3 @@ def _refuses_order_2(output: torch.Tensor) -> None:
                          "@once_differentiable, so torch cannot differentiate it a second time; "
                          "check order 1, or drop the decorator where that backward is written "
                          "in differentiable torch operations")
-

@@ -22,12 +22,7 @@ class Exp(Function):
         return g * Exp.apply(x)
 
 
-class ExpBug(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.exp()
-
+class ExpBug(Exp):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
