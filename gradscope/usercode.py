@@ -126,6 +126,9 @@ def known_hint(exc: BaseException) -> str | None:
     if "before Module.__init__() call" in text or "has no attribute '_parameters'" in text \
             or "has no attribute '_modules'" in text:
         return "did you call super().__init__() first in your nn.Module's __init__?"
+    if "tensor() takes 1 positional argument but" in text:
+        return ("torch.tensor(data) makes a tensor of the data it is given; for a tensor of a "
+                "shape, write torch.empty(3, 3), torch.zeros(3, 3) or torch.rand(3, 3)")
     if "one of the variables needed for gradient computation has been modified" in text:
         return ("a tensor saved for backward was changed in place; clone it before changing "
                 "it, or save a copy")

@@ -26,16 +26,22 @@ from gradscope.verdict.tolerance import Tolerance
 ALPHA, BETA = 0.75, -1.25
 
 
-def classify_failure(exc: BaseException, target: str) -> Diagnostic | None:
-    """A diagnostic for torch's own complaints about what backward returned, else None."""
+def classify_failure(exc: BaseException, target: str,
+                     backwards: Mapping[str, str] | None = None) -> Diagnostic | None:
+    """A diagnostic for torch's own complaints about what backward returned, else None.
+    `backwards`: each custom Function's node name (`FewBackward`) → its backward's label
+    (`Few.backward (few.py:7)`), so that the message names the one torch named."""
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    named = re.search(r"function (\w+) returned", text)
+    who = (backwards or {}).get(named.group(1), "") if named else ""
     arity = re.search(r"incorrect number of gradients \(expected (\d+), got (\d+)\)", text)
     if arity:
         expected, got = arity.groups()
         return Diagnostic(
             kind="backward_arity", op="backward", where=target, inputs=[], count=1,
-            message=f"backward returned {got} value(s) but forward took {expected} input(s)",
+            message=f"{who or 'backward'} returned {got} gradient(s) but forward took "
+                    f"{expected} input(s)",
             hint=("return one gradient per forward input, in order, with None for non-tensor "
                   "inputs (e.g. `return grad_u, grad_v` or `return grad_input, None`)"))
     if "different than None" in text or "not a Variable" in text \

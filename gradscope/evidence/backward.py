@@ -17,7 +17,7 @@ from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes, plain_value
-from gradscope.usercode import OURS, raised_by_user, user_code
+from gradscope.usercode import OURS, backward_location, raised_by_user, user_code
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,25 @@ def backward(prepared: Prepared) -> Backward:
             except (GradscopeError, SystemExit):
                 raise
             except Exception as exc:  # torch's complaint about a custom backward
-                failure = custom_backward.classify_failure(exc, target.text)
+                failure = custom_backward.classify_failure(exc, target.text,
+                                                           _backwards(engine.output))
                 if failure is None:
                     raise
     finally:
         traced = tracer.finish() if tracer is not None else None
     return Backward(engine, upstream, given, grads, failure, traced)
+
+
+def _backwards(output: torch.Tensor) -> dict[str, str]:
+    """Each custom Function node on the graph, by its name, → its backward's label."""
+    out = {}
+    for node in grad_nodes(getattr(output, "grad_fn", None)):
+        cls = getattr(node, "_forward_cls", None)
+        if cls is not None:
+            where = backward_location(cls)
+            out[type(node).__name__] = f"{cls.__name__}.backward" + (f" ({where})" if where
+                                                                     else "")
+    return out
 
 
 def switched_off(target: Any) -> TargetError | None:

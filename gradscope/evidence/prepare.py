@@ -41,6 +41,7 @@ def prepare(request: Request) -> Prepared:
     # a module in another dtype is checked on a converted copy, in the mode asked for
     target.convert(DTYPES[options.dtype], device_of(options.device))
     target.set_mode(options.mode)
+    target.stated.update({*options.at, *options.shape})
     upstream = Upstream.read(options)
     if options.order == 2:
         # --grad is the inner upstream; the outer one, whose VJP is checked, is ones

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -277,9 +277,9 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
             value = value_of(at[name], f"--at {name}", options.seed, name, limit)
             raw = at[name]
             if isinstance(raw, torch.Tensor) and raw.dtype != DTYPES[options.dtype]:
-                value = InputValue(value.tensor, f"{value.origin} · a "
-                                   f"{str(raw.dtype).removeprefix('torch.')} tensor, checked in "
-                                   f"{options.dtype} (dtype= to check it in its own)")
+                value = value.noted(f"a {str(raw.dtype).removeprefix('torch.')} tensor, "
+                                    f"checked in {options.dtype} (dtype= to check it in its "
+                                    "own)")
             if name in parameters and tuple(value.tensor.shape) != tuple(parameters[name].shape):
                 raise UsageError(f"--at {name} has shape {shape_text(value.tensor.shape)} but the "
                                  f"parameter has shape {shape_text(parameters[name].shape)}")
@@ -290,8 +290,7 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
         else:
             shape, why = _shape_of(name, options, target, values, grad)
             value = _distinct(tuple(shape), options, name, target.domain(name), limit, values)
-            value = InputValue(value.tensor, f"{value.origin} · {why}" if why
-                               else value.origin, chosen=True)
+            value = value.noted(why, chosen=True) if why else replace(value, chosen=True)
         if name in parameters and name not in at:
             held += value.tensor.numel()
         else:

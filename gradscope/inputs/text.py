@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -52,6 +52,17 @@ class InputValue:
     tensor: torch.Tensor
     origin: str
     chosen: bool = False
+    brief: str = ""  # how the header says it ("spread(25) over ±6.37, shuffled (seed 12)")
+
+    @property
+    def said(self) -> str:
+        """The short form where there is one, else the origin."""
+        return self.brief or self.origin
+
+    def noted(self, note: str, **changes: Any) -> InputValue:
+        """The same value with `note` added to both forms ("· default shape (25,)")."""
+        return replace(self, origin=f"{self.origin} · {note}",
+                       brief=f"{self.brief} · {note}" if self.brief else "", **changes)
 
 
 def parse_value(text: str, what: str, *, seed: int = 0, name: str = "",
@@ -149,14 +160,24 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
         check_shape(shape, what, limit)
         return shape
 
+    drawn = seed_for(seed, name)
     tensor, origin = _made(fname, nums, src, what, generator(seed, name),
-                           f"generator=torch.Generator().manual_seed({seed_for(seed, name)})",
-                           shape_from, spread)
+                           f"generator=torch.Generator().manual_seed({drawn})", shape_from,
+                           spread)
     if not bool(torch.isfinite(tensor).all()):  # hi − lo overflowed: inf tangents prove nothing
         raise UsageError(f"{what}: {shortened(src)!r} makes values that are not finite (the range "
                          "overflows float64); use bounds whose difference is finite, e.g. "
                          "within ±1e300")
-    return InputValue(tensor, origin)
+    return InputValue(tensor, origin, brief=_brief(fname, src, spread, drawn))
+
+
+def _brief(fname: str, src: str, spread: float, seed: int) -> str:
+    """The header's words for a drawn value; '' where the origin is short already."""
+    if fname == "spread":
+        return f"{src} over ±{spread:g}, shuffled (seed {seed})"
+    if fname in ("randn", "rand", "uniform", "randint"):
+        return f"{src} (seed {seed})"
+    return ""
 
 
 INT64 = 2.0 ** 63

@@ -10,7 +10,7 @@ from gradscope.render.summary import (
     summary_rows,
     where_wrong,
 )
-from gradscope.report.headline import headline
+from gradscope.report.headline import headline, no_gradient
 from gradscope.report.model import InputReport, Report, UpstreamCheck
 from gradscope.report.modules import grouped
 from gradscope.report.status import Status
@@ -46,10 +46,11 @@ def _input(item: InputReport) -> list[str]:
               "|---|" + "---:|" * (len(columns)) + "---|"]
     for p in item.rows:
         index = item.indices[p] if item.indices is not None else index_of(p, shape)
-        row = [index_text(index)] + [fmt(c[p]) if p < len(c) else "—" for c in columns]
+        row = [md(index_text(index))] + [md(fmt(c[p])) if p < len(c) else "—"
+                                         for c in columns]
         status = statuses[p] if p < len(statuses) else item.status
-        row.append(f"**{status}**" if status != Status.OK else str(status))
-        lines.append("| " + " | ".join(md(c) for c in row) + " |")
+        row.append(f"**{md(status)}**" if status != Status.OK else md(status))  # (bold kept)
+        lines.append("| " + " | ".join(row) + " |")
     counts = ", ".join(f"{n} {s}" for s, n in item.status_counts.items())
     lines += ["", f"{counts + '; ' if counts else ''}max abs error {fmt(item.max_abs_error)}"]
     for column in item.columns.values():
@@ -89,8 +90,12 @@ def render(report: Report) -> str:
     model = report.model
     if model:
         lines += _model_summary(report)
+    empty = no_gradient(report)
     for item in detailed(report) if model else report.inputs:
-        lines += _input(item)
+        lines += _input(item) if item.name not in empty else [
+            f"### `{md_code(item.name)}` — {item.role}, shape {tuple(item.shape)}: "
+            f"**{item.status}**, no gradient to compare: "
+            f"{md(item.columns['autograd'].skipped or 'backward failed')}", ""]
     if report.forward is not None:
         f = report.forward
         lines += [f"### forward mode J·t: **{f.status}** (max abs error "

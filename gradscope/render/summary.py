@@ -109,8 +109,9 @@ def header_rows(report: Report) -> Iterable[tuple[str, str]]:
     params = [i for i in report.inputs if i.role == "parameter"]
     for item in report.inputs:
         if item.role != "parameter":
+            said = item.described or item.origin
             yield (f"input {printable(item.name)}",
-                   f"shape {'×'.join(map(str, item.shape)) or '()'} · {printable(item.origin)}")
+                   f"shape {'×'.join(map(str, item.shape)) or '()'} · {printable(said)}")
     if params:
         total = sum(i.total for i in params)
         yield ("parameters", f"{len(params)} tensors, {total:,} elements (module parameters)")

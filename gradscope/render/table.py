@@ -32,7 +32,7 @@ from gradscope.render.summary import (
     summary_table,
     where_wrong,
 )
-from gradscope.report.headline import headline
+from gradscope.report.headline import headline, no_gradient
 from gradscope.report.model import ForwardReport, InputReport, Report, TensorSummary
 from gradscope.report.modules import grouped
 from gradscope.report.status import Status
@@ -71,8 +71,9 @@ def header(report: Report) -> Panel:
             grid.add_row(Text(label), Text(value))
     else:
         for item in report.inputs:
+            said = item.described or item.origin
             grid.add_row(Text(f"input {printable(item.name)}"),
-                         Text(f"shape {shape_text(item.shape)} · {printable(item.origin)}"))
+                         Text(f"shape {shape_text(item.shape)} · {printable(said)}"))
     left_out = [n for n, c in report.constants.items() if c["origin"].startswith("not checked")]
     for name, held in report.constants.items():
         if name in left_out and len(left_out) > 3:
@@ -292,6 +293,15 @@ def verdict(report: Report) -> Text:
     return text
 
 
+def _no_table(item: InputReport) -> Text:
+    """An input autograd gave nothing for (backward failed): one line, not a table of dashes."""
+    title = Text.assemble((item.name, "bold"), f" · {item.role} · shape {shape_text(item.shape)}"
+                          " · ", (item.status, style(item.status)))
+    reason = item.columns["autograd"].skipped or "backward failed"
+    title.append(f" · no gradient to compare: {printable(reason)}")
+    return title
+
+
 def renderables(report: Report) -> Iterable[RenderableType]:
     yield header(report)
     model = report.model
@@ -300,8 +310,9 @@ def renderables(report: Report) -> Iterable[RenderableType]:
         start = where_wrong(report)
         if start is not None:
             yield start
+    empty = no_gradient(report)
     for item in detailed(report) if model else report.inputs:
-        yield input_table(item)
+        yield input_table(item) if item.name not in empty else _no_table(item)
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
     for extra in (intermediates_table(report), checks_table(report), branches_table(report),

@@ -17,8 +17,7 @@ def causes(report: Report) -> list[str]:
     """Why the report failed, most specific first (empty when it passed)."""
     failures = report.failures
     found = [d.summary for d in report.diagnostics if d.kind == "culprit" and d.summary]
-    found += [f"{f.kind.replace('_', ' ')} ({f.count} element(s))"
-              for f in failures if f.kind in FAILING_KINDS]
+    found += [_backward_check(f, report) for f in failures if f.kind in FAILING_KINDS]
     patterns = {d.inputs[0]: d.summary for d in report.diagnostics
                 if d.kind == "mismatch_pattern" and d.inputs and d.summary}
     start = wrong_from(report.inputs, report.forward_order)
@@ -26,7 +25,10 @@ def causes(report: Report) -> list[str]:
         name, _, before = start
         found.append(f"wrong gradients start at {name}: {patterns.get(name, 'mismatch')}" + (
             f" ({before} tensor(s) before it fail too)" if before else ""))
-    inputs = [f for f in failures if f.kind in (Status.MISMATCH, Status.INCONCLUSIVE)]
+    # (an input with no gradient at all because backward failed: that failure says it once)
+    refused = no_gradient(report) if any(f.kind in FAILING_KINDS for f in failures) else set()
+    inputs = [f for f in failures if f.kind in (Status.MISMATCH, Status.INCONCLUSIVE)
+              and f.subject not in refused]
     named = bool(found) and any(d.kind == "culprit" for d in report.diagnostics)
     # (a culprit named says how the inputs are wrong: their own patterns would repeat it)
     found += [_input(f, patterns) for f in inputs if start is None
@@ -44,6 +46,27 @@ def causes(report: Report) -> list[str]:
     if not found:
         found += [f"{f.subject}: {f.detail}" for f in failures if f.kind == "warning"]
     return found
+
+
+def _backward_check(failure: Failure, report: Report) -> str:
+    """'backward arity: Few.backward (few.py:7) returned 1 gradient(s) but forward took 2
+    input(s)': the check's own words where it said them once for the whole run."""
+    said = [d.message for d in report.diagnostics if d.kind == failure.kind]
+    what = failure.kind.replace("_", " ")
+    if len(said) == 1 and said[0]:
+        return f"{what}: {said[0]}"
+    return f"{what} ({failure.count} element(s))"
+
+
+def no_gradient(report: Report) -> set[str]:
+    """The inputs autograd gave nothing for: backward failed before any gradient."""
+    out = set()
+    for item in report.inputs:
+        column = item.columns.get("autograd")
+        if column is not None and column.failed and column.values is None:
+            out.add(item.name)
+    return out
+
 
 
 def _input(failure: Failure, patterns: dict[str, str | None]) -> str:

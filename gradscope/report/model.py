@@ -120,7 +120,8 @@ class InputReport(_Columns):
     element_status: Any = None
     error: Any = None  # |autograd − reference| per reported element
     status_counts: dict[str, int] = field(default_factory=dict)
-    origin: str = "given"
+    origin: str = "given"  # how the values were made: the torch call that makes them again
+    described: str = ""  # ...in a header's words ("spread(25) over ±6.37, shuffled (seed 7)")
     jacobian_shape: list[int] | None = None
     # per tensor, for the model summary: elements an engine compared / all, max |autograd −
     # finite differences| / max |finite differences|, ‖autograd‖, the fraction of exact zeros

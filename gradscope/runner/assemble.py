@@ -184,6 +184,7 @@ def _input(prepared: Prepared, evidence: Evidence, view: View, name: str, cmp: C
         elements_reported="all" if idx is None else "worst",
         indices=build.indices_of(idx, tuple(cast.shape)), element_status=element_status,
         error=error, status_counts=cmp.counts(), origin=bound.values[name].origin,
+        described=bound.values[name].brief,
         rows=build.rows(cmp, idx, cmp.status.numel() if idx is None else idx.numel(),
                         options.full),
         **_stats(cmp, ag, estimate.values if estimate is not None else None))
@@ -212,6 +213,7 @@ def _jacobian_input(prepared: Prepared, evidence: Evidence, view: View, name: st
         elements_reported="all" if idx is None else "worst",
         indices=build.indices_of(idx, tuple(jac_shape)), element_status=element_status,
         error=error, status_counts=shaped.counts(), origin=bound.values[name].origin,
+        described=bound.values[name].brief,
         jacobian_shape=jac_shape,
         rows=build.rows(shaped, idx, shaped.status.numel() if idx is None else idx.numel(),
                         options.full),
@@ -267,6 +269,7 @@ def _failed_backward(prepared: Prepared, evidence: Evidence) -> list[InputReport
             name=name, role=prepared.target.roles().get(name, "input"),
             shape=list(bound.cast[name].shape), values=values, columns=columns, formula=None,
             max_abs_error=float("nan"), status=Status.MISMATCH, origin=bound.values[name].origin,
+        described=bound.values[name].brief,
             rows=build.rows(None, None, len(build.flat(shown)), prepared.options.full)))
     return out
 

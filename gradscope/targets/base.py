@@ -106,6 +106,7 @@ class Target:
         self.given: dict[str, torch.Tensor] = {}  # tensors the API passed by position
         self.parameters: dict[str, torch.Tensor] = {}  # a module's, checked with the inputs
         self.constants: dict[str, torch.Tensor] = {}  # --const: data, never differentiated
+        self.stated: set[str] = set()  # inputs the user gave a value or shape (--at, --shape)
         self.notes: list[str] = []
         self.branch_sites: list[Any] = []  # kinky op applications (expressions)
         # what calling the target showed (kept while the target is fixed: see `observed`)

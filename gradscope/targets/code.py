@@ -363,10 +363,12 @@ class CodeTarget(Target):
 
     def _forward_hint(self, exc: BaseException) -> str | None:
         known = known_hint(exc)
-        if known or len(self.input_names) < 2:
+        drawn = [n for n in self.input_names if n not in self.stated and n not in self.given]
+        if known or len(self.input_names) < 2 or not drawn:
             return known
-        # A non-tensor parameter left out of --arg arrives as a random tensor.
-        return (f"gradscope passed tensors for {', '.join(self.input_names)}; give non-tensor "
+        # A non-tensor parameter left out of --arg arrives as a random tensor (one the user
+        # gave a value or a shape is a tensor they meant).
+        return (f"gradscope passed tensors for {', '.join(drawn)}; give non-tensor "
                 "parameters with --arg NAME=LITERAL (e.g. --arg n=2), or an object of the file "
                 "by its name (--arg model=net)")
 

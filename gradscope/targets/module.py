@@ -53,8 +53,8 @@ def _target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
 
 def _init_hint(cls: type, exc: BaseException) -> str | None:
     hint = known_hint(exc)
-    if hint:
-        return hint
+    if hint or not isinstance(exc, AttributeError):  # (a missing super().__init__() shows
+        return hint  # as an AttributeError; any other error is about something else)
     try:
         source = inspect.getsource(cls.__init__)
     except (OSError, TypeError):
