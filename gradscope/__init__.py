@@ -31,11 +31,12 @@ __all__ = [
     "jvp",
     "run_config",
     "surrogate",
+    "sweep",
     "testing",
     "vjp",
 ]
 
-_API = {"check", "vjp", "jvp", "jacobian", "graph", "run_config", "testing"}
+_API = {"check", "vjp", "jvp", "jacobian", "graph", "sweep", "run_config", "testing"}
 _DROP_IN = {"gradcheck", "gradgradcheck", "GradcheckError", "GradscopeWarning"}
 
 

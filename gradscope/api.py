@@ -106,11 +106,59 @@ def graph(target: Any, *args: Any, grad: Any = None, **options: Any) -> Any:
     return build(request("check", target, args, {"grad": grad, **options}))
 
 
-def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Any:
-    """`gradscope sweep`: one input moved over [lo, hi], f and both derivatives."""
+def sweep(target: Any, *args: Any, var: str | None = None, range: Any = None,
+          points: int = 200, plot: Any = None, grad: Any = None, **options: Any) -> Any:
+    """`gradscope sweep`: one input moved over a range, with f and both derivatives at every
+    point, as a SweepReport (a notebook shows its picture; `.plot()`, `.save("s.svg")`,
+    `.to_dict()`). The CLI's keywords: `var` (the input moved), `range` ("lo,hi" or a pair),
+    `points`, `plot` (a file to write the picture to), and the options of `check`:
+
+        gradscope.sweep("clamp_bug.py:ClampGradient", var="x", range=(-1, 2), points=61)
+
+    (The older form `sweep(request, var, lo, hi, points)` still works.)"""
     from gradscope.tools.sweep import sweep as build
 
-    return build(request, var, lo, hi, points)
+    if isinstance(target, Request):
+        var, lo, hi, points = _older_sweep(args, var, range, points)
+        report = build(target, var, lo, hi, points)
+    else:
+        if not isinstance(var, str) or not var:
+            raise UsageError("gradscope.sweep() needs var=NAME: the input to move")
+        lo, hi = read_range(range)
+        report = build(request("check", target, args, {"grad": grad, **options}), var, lo, hi,
+                       points)
+    if plot is not None:
+        report.save(plot)
+    return report
+
+
+def read_range(value: Any) -> tuple[float, float]:
+    """A sweep's range: "lo,hi" (the CLI's text) or a pair of numbers."""
+    if isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, list | tuple):
+        parts = list(value)
+    else:
+        parts = []
+    try:
+        lo, hi = (float(str(p).strip()) for p in parts)
+    except ValueError:
+        raise UsageError(f"range {value!r}: expected LO,HI such as -2,2 (or a pair of "
+                         "numbers)") from None
+    return lo, hi
+
+
+def _older_sweep(args: tuple[Any, ...], var: Any, range_: Any, points: int
+                 ) -> tuple[str, float, float, int]:
+    """sweep(request, var, lo, hi, points): the first API's positional form."""
+    if len(args) == 4:
+        name, lo, hi, count = args
+        return name, float(lo), float(hi), int(count)
+    if len(args) <= 1 and (var is not None or args):
+        lo, hi = read_range(range_)
+        return args[0] if args else var, lo, hi, points
+    raise UsageError("gradscope.sweep(request, var, lo, hi, points), or sweep(target, "
+                     "var=..., range=(lo, hi), points=...)")
 
 
 def _run(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str, Any]

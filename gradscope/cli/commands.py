@@ -153,12 +153,13 @@ def sweep(**values: Any) -> None:
     with reported():
         check_output(values["output"])
         check_output(values["plot"], "--plot")
+        from gradscope import api
+
         try:
-            lo, hi = (float(p.strip()) for p in values["range_"].split(","))
-        except ValueError:
+            lo, hi = api.read_range(values["range_"])
+        except UsageError:
             raise UsageError(f"--range {values['range_']!r}: expected LO,HI such as -2,2") \
                 from None
-        from gradscope import api
         from gradscope.render.graph import save_plot
 
         request = Request("check", values["target"], options_from(values))

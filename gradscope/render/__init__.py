@@ -56,11 +56,40 @@ def segments(report: Any, options: Any) -> Any:
 
 
 def html(report: Any, width: int = 120) -> str:
-    """A report as coloured HTML (a notebook's display)."""
+    """A report as coloured HTML (a notebook's display), with the gradient-flow picture under
+    it where the report is a model's (its tensors' gradients, the chart `--plot` draws)."""
     from gradscope.render.console import html as recorded
+    from gradscope.render.flow import flowing
     from gradscope.render.table import render
 
-    return recorded(lambda console: render(report, console), width)
+    page = recorded(lambda console: render(report, console), width)
+    if not report.model or len(flowing(report)) < 2:
+        return page
+    return page + f'<div style="max-width:100%">{flow_picture(report).svg}</div>'
+
+
+def flow_picture(report: Any) -> Any:
+    """`Report.plot()`: the gradient flow as a Picture (SVG; PNG through matplotlib)."""
+    from gradscope.render.flow import save_flow_plot
+    from gradscope.render.pictures import Picture, flow_svg
+
+    return Picture(flow_svg(report), "gradient flow", png=lambda p: save_flow_plot(report, p))
+
+
+def sweep_picture(report: Any) -> Any:
+    """The sweep's three panels and its sentences as a Picture."""
+    from gradscope.render.graph import save_plot
+    from gradscope.render.pictures import Picture, sweep_svg
+
+    return Picture(sweep_svg(report), "sweep", png=lambda p: save_plot(report, p))
+
+
+def graph_picture(report: Any) -> Any:
+    """The backward graph as a Picture (SVG only: it is drawn without a plotting library)."""
+    from gradscope.render.graph_svg import svg
+    from gradscope.render.pictures import Picture
+
+    return Picture(svg(report), "backward graph")
 
 
 def _table(obj: Any, width: int) -> str:

@@ -137,20 +137,58 @@ def sweep_plot(report: Any, width: int = 72, height: int = 8) -> Group:
                         "green"))
     parts.append(_panel(f"finite differences d/d{report.var} (step {report.eps:.3g})", report.x,
                         report.finite_difference, width, height, "yellow"))
-    notes = []
-    n = len(report.x)
+    notes = [Text(line, style=tone) for line, tone in sweep_words(report)]
+    return Group(*parts, *notes)
+
+
+MAX_STRETCHES = 4
+COARSE = 0.01  # a difference quotient this far off (relative) shows in its panel
+
+
+def _stretches(spans: list[list[float]]) -> str:
+    shown = [f"[{fmt(a, 4)}, {fmt(b, 4)}]" if a != b else fmt(a, 4)
+             for a, b in spans[:MAX_STRETCHES]]
+    more = f" and {len(spans) - MAX_STRETCHES} more" if len(spans) > MAX_STRETCHES else ""
+    return (", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]) + more
+
+
+def sweep_words(report: Any) -> list[tuple[str, str]]:
+    """What the sweep's numbers say, each sentence with its style — computed from the same
+    lists the panels draw (where the derivatives part, where each is zero, the spikes)."""
+    var, n = report.var, len(report.x)
+    out = []
+    parted = getattr(report, "parted", [])
+    for p in parted[:MAX_STRETCHES]:
+        where = f"{var} ∈ [{fmt(p['from'], 4)}, {fmt(p['to'], 4)}]" if p["from"] != p["to"] \
+            else f"{var} = {fmt(p['from'], 4)}"
+        out.append((f"autograd and finite differences part on {where} ({p['points']} points): "
+                    f"autograd ≈ {fmt(p['autograd'], 4)}, finite differences ≈ "
+                    f"{fmt(p['finite_difference'], 4)}, up to {fmt(p['apart'], 4)} apart",
+                    "bold red"))
+    if len(parted) > MAX_STRETCHES:
+        out.append((f"…and on {len(parted) - MAX_STRETCHES} more stretch(es)", "bold red"))
+    zero = getattr(report, "zero", {})
+    ag0, fd0 = zero.get("autograd", []), zero.get("finite_difference", [])
+    if parted and (ag0 or fd0) and ag0 != fd0:
+        said = [f"autograd is 0 on {_stretches(ag0)}" if ag0 else "autograd is nowhere 0",
+                f"finite differences are 0 on {_stretches(fd0)}" if fd0
+                else "finite differences are nowhere 0"]
+        out.append(("; ".join(said), "yellow"))
     if report.vanishing:
-        notes.append(Text(f"autograd's derivative is 0 at {report.vanishing}/{n} points while f "
-                          "changes over the range: the gradient vanishes", style="bold red"))
+        out.append((f"autograd's derivative is 0 at {report.vanishing}/{n} points while f "
+                    "changes over the range: the gradient vanishes", "bold red"))
     if report.jumps:
         shown = ", ".join(fmt(x, 4) for x in report.jumps[:12])
         more = f" (+{len(report.jumps) - 12} more)" if len(report.jumps) > 12 else ""
-        notes.append(Text(f"finite differences spike at {report.var} ≈ {shown}{more}: jumps or "
-                          "kinks of f", style="bold yellow"))
-    if not notes:
-        notes.append(Text("autograd and finite differences follow each other; no jumps seen",
-                          style="green"))
-    return Group(*parts, *notes)
+        out.append((f"finite differences spike at {var} ≈ {shown}{more}: jumps or kinks of f",
+                    "bold yellow"))
+    if not parted and not report.vanishing:
+        coarse = getattr(report, "fd_error", 0.0) > COARSE * getattr(report, "scale", 0.0)
+        out.append(("autograd and finite differences follow each other over the range"
+                    + (f", within the finite differences' own error at this spacing (up to "
+                       f"{fmt(report.fd_error, 3)}; more --points makes it smaller)" if coarse
+                       else "") + ("" if report.jumps else "; no jumps seen"), "green"))
+    return out
 
 
 def save_plot(report: Any, path: Path) -> None:

@@ -6,6 +6,7 @@ no Graphviz binary and no plotting library: any browser or image viewer opens it
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -29,9 +30,11 @@ def _lines(node: Any) -> list[str]:
     return lines
 
 
-def _layers(report: Any) -> list[list[int]]:
-    """Node ids by depth (longest path from the root), each layer ordered by its parents'
-    mean position so that edges cross little."""
+DUMMY_W = 12.0  # the slot a long edge takes in a layer it passes through
+
+
+def _depths(report: Any) -> tuple[dict[int, int], list[int]]:
+    """Each node's layer (its longest path from the root) and a topological order."""
     by_id = {n.id: n for n in report.nodes}
     depth = {report.root: 0}
     order = [report.root]  # a topological order: a node after every parent
@@ -48,19 +51,37 @@ def _layers(report: Any) -> list[list[int]]:
             if indegree[c] == 0:
                 ready.append(c)
                 order.append(c)
-    layers: list[list[int]] = [[] for _ in range(max(depth.values()) + 1)]
-    parents: dict[int, list[int]] = defaultdict(list)
-    for nid in order:
-        for c in by_id[nid].children:
-            parents[c].append(nid)
-    place: dict[int, float] = {}
+    return depth, order
+
+
+def _layers(report: Any) -> tuple[list[list[Any]], dict[tuple[int, int], list[Any]]]:
+    """Slots by layer — node ids, and for an edge that spans several layers one dummy slot
+    (`("edge", parent, child, layer)`) in each layer it passes, so that it is drawn through a
+    gap of its own and never through a box — each layer ordered by its parents' mean
+    position so that edges cross little; and each edge's chain of slots."""
+    by_id = {n.id: n for n in report.nodes}
+    depth, order = _depths(report)
+    layers: list[list[Any]] = [[] for _ in range(max(depth.values()) + 1)]
+    parents: dict[Any, list[Any]] = defaultdict(list)
+    chains: dict[tuple[int, int], list[Any]] = {}
     for nid in order:
         layers[depth[nid]].append(nid)
+    for nid in order:
+        for c in by_id[nid].children:
+            if c not in depth:
+                continue
+            chain = [nid, *(("edge", nid, c, d) for d in range(depth[nid] + 1, depth[c])), c]
+            chains[(nid, c)] = chain
+            for above, below in pairwise(chain):
+                parents[below].append(above)
+                if isinstance(below, tuple):
+                    layers[below[3]].append(below)
+    place: dict[Any, float] = {}
     for layer in layers:
         layer.sort(key=lambda i: sum(place.get(p, 0) for p in parents[i])
                    / max(1, len(parents[i])))
-        place.update({nid: k for k, nid in enumerate(layer)})
-    return layers
+        place.update({slot: k for k, slot in enumerate(layer)})
+    return layers, chains
 
 
 def svg(report: Any) -> str:
@@ -70,28 +91,30 @@ def svg(report: Any) -> str:
         return _document(460, 60, [_text(10, 24, title, bold=True),
                                    _text(10, 46, "the output has no grad_fn: nothing flows back")])
     by_id = {n.id: n for n in report.nodes}
-    lines = {nid: _lines(n) for nid, n in by_id.items()}
+    layers, chains = _layers(report)
     size = {nid: (max(len(t) for t in ls) * CHAR_W + 2 * PAD, len(ls) * LINE_H + PAD)
-            for nid, ls in lines.items()}
-    layers = _layers(report)
+            for nid, ls in ((nid, _lines(n)) for nid, n in by_id.items())}
+    for layer in layers:
+        size.update({slot: (DUMMY_W, 0.0) for slot in layer if isinstance(slot, tuple)})
     widths = [sum(size[i][0] for i in layer) + GAP_X * (len(layer) - 1) for layer in layers]
     width = max(max(widths), len(title) * CHAR_W) + 2 * GAP_X
-    box: dict[int, tuple[float, float, float, float]] = {}
+    box: dict[Any, tuple[float, float, float, float]] = {}
+    bottom: dict[int, float] = {}  # each layer's lowest box edge: edges leave below it
     y = 44.0
-    for layer, row_width in zip(layers, widths, strict=True):
+    for k, (layer, row_width) in enumerate(zip(layers, widths, strict=True)):
         x = (width - row_width) / 2
         tallest = max(size[i][1] for i in layer)
-        for nid in layer:
-            w, h = size[nid]
-            box[nid] = (x, y, w, h)
+        for slot in layer:
+            w, h = size[slot]
+            box[slot] = (x, y, w, h if not isinstance(slot, tuple) else tallest)
             x += w + GAP_X
+        bottom[k] = y + tallest
         y += tallest + GAP_Y
+    depth_of = {slot: k for k, layer in enumerate(layers) for slot in layer}
     parts = [_text(GAP_X, 24, title, bold=True)]
-    for n in report.nodes:
-        for c in n.children:
-            if n.id in box and c in box:
-                parts.append(_edge(box[n.id], box[c]))
-    parts.extend(_node(by_id[nid], box[nid]) for nid in box)
+    parts += [_edge([box[s] for s in chain], [bottom[depth_of[s]] for s in chain], pair)
+              for pair, chain in chains.items() if all(s in box for s in chain)]
+    parts.extend(_node(by_id[nid], box[nid]) for nid in box if not isinstance(nid, tuple))
     return _document(width, y - GAP_Y + 20, parts)
 
 
@@ -101,22 +124,35 @@ def _node(node: Any, where: tuple[float, float, float, float]) -> str:
     rounded = h / 2 if node.leaf else 3.0  # inputs as pills, grad_fn nodes as boxes
     fill = "#eef5ff" if node.leaf else "#fdecec" if node.status else "#ffffff"
     stroke = 2.5 if node.status else 1
-    out = [f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" '
-           f'rx="{rounded:.1f}" fill="{fill}" stroke="{colour}" stroke-width="{stroke}"/>']
+    out = [f'<rect data-node="{node.id}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" '
+           f'height="{h:.1f}" rx="{rounded:.1f}" fill="{fill}" stroke="{colour}" '
+           f'stroke-width="{stroke}"/>']
     for k, line in enumerate(_lines(node)):
         out.append(_text(x + w / 2, y + PAD / 2 + LINE_H * (k + 0.8), line, bold=k == 0,
                          anchor="middle", colour=colour if node.status and k else "#222222"))
     return "\n".join(out)
 
 
-def _edge(parent: tuple[float, float, float, float],
-          child: tuple[float, float, float, float]) -> str:
-    x1, y1 = parent[0] + parent[2] / 2, parent[1] + parent[3]
-    x2, y2 = child[0] + child[2] / 2, child[1]
-    bend = (y2 - y1) / 2  # a vertical S-curve: leaves downwards, arrives from above
-    return (f'<path d="M {x1:.1f} {y1:.1f} C {x1:.1f} {y1 + bend:.1f} {x2:.1f} {y2 - bend:.1f} '
-            f'{x2:.1f} {y2:.1f}" fill="none" stroke="#777777" stroke-width="1.2" '
-            'marker-end="url(#arrow)"/>')
+def _edge(slots: list[tuple[float, float, float, float]], bottoms: list[float],
+          pair: tuple[int, int]) -> str:
+    """One edge down its chain of slots: from the parent's box straight down to its layer's
+    lowest edge, an S-curve across each gap between layers (where no box is), and straight
+    down through each layer it passes in its own slot, arriving at the child's top."""
+    x, y = slots[0][0] + slots[0][2] / 2, slots[0][1] + slots[0][3]
+    path = [f"M {x:.1f} {y:.1f}"]
+    if bottoms[0] > y:
+        path.append(f"L {x:.1f} {bottoms[0]:.1f}")
+        y = bottoms[0]
+    for k, (sx, sy, sw, _) in enumerate(slots[1:], 1):
+        x2 = sx + sw / 2
+        bend = (sy - y) / 2  # a vertical S-curve: leaves downwards, arrives from above
+        path.append(f"C {x:.1f} {y + bend:.1f} {x2:.1f} {sy - bend:.1f} {x2:.1f} {sy:.1f}")
+        x, y = x2, sy
+        if k < len(slots) - 1:  # a layer passed through: straight down its own slot
+            path.append(f"L {x:.1f} {bottoms[k]:.1f}")
+            y = bottoms[k]
+    return (f'<path data-edge="{pair[0]}-{pair[1]}" d="{" ".join(path)}" fill="none" '
+            'stroke="#777777" stroke-width="1.2" marker-end="url(#arrow)"/>')
 
 
 def _text(x: float, y: float, text: str, bold: bool = False, anchor: str = "start",
@@ -129,7 +165,8 @@ def _text(x: float, y: float, text: str, bold: bool = False, anchor: str = "star
 def _document(width: float, height: float, parts: list[str]) -> str:
     head = (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
             f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'font-family="Helvetica, Arial, sans-serif" font-size="12">\n'
+            'style="max-width:100%;height:auto" '
+            f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">\n'
             f"<title>{escape('gradscope backward graph')}</title>\n"
             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
             'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '

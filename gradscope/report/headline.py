@@ -11,6 +11,7 @@ from gradscope.report.modules import wrong_from
 from gradscope.report.status import FAILING_KINDS, Status
 
 MAX_CAUSES = 4
+SHORT = 120  # a check's message short enough for the headline
 
 
 def causes(report: Report) -> list[str]:
@@ -53,7 +54,7 @@ def _backward_check(failure: Failure, report: Report) -> str:
     input(s)': the check's own words where it said them once for the whole run."""
     said = [d.message for d in report.diagnostics if d.kind == failure.kind]
     what = failure.kind.replace("_", " ")
-    if len(said) == 1 and said[0]:
+    if len(said) == 1 and said[0] and len(said[0]) <= SHORT:  # (a long one stays below)
         return f"{what}: {said[0]}"
     return f"{what} ({failure.count} element(s))"
 

@@ -310,6 +310,14 @@ class Report:
 
         yield from segments(self, options)
 
+    def plot(self) -> Any:
+        """The gradient-flow picture (`--plot`'s): mean and max |gradient| per tensor on a
+        log scale, failing tensors in red. A notebook shows it; `.save("flow.svg")` (or
+        `.png`, with matplotlib) writes it."""
+        from gradscope.render import flow_picture
+
+        return flow_picture(self)
+
     def _repr_html_(self) -> str:
         """A notebook cell's display: the tables, coloured, instead of a dataclass dump."""
         from gradscope.render import html

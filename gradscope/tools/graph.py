@@ -5,6 +5,7 @@ JSON or Graphviz DOT (render/graph.py)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,9 +54,28 @@ class GraphReport:
 
     def _repr_svg_(self) -> str:
         """The picture in a notebook cell (Jupyter shows an object's SVG by itself)."""
-        from gradscope.render.graph_svg import svg
+        return self.plot().svg
 
-        return svg(self)
+    def plot(self) -> Any:
+        """The backward graph as a Picture (`--svg`'s drawing)."""
+        from gradscope.render import graph_picture
+
+        return graph_picture(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the picture (.svg), Graphviz DOT (.dot) or the data (.json)."""
+        suffix = Path(path).suffix.lower()
+        if suffix in (".dot", ".json"):
+            from gradscope.render.graph import dot
+            from gradscope.render.json import dumps
+
+            text = dot(self) if suffix == ".dot" else dumps(self) + "\n"
+            Path(path).write_text(text, encoding="utf-8")
+            return Path(path)
+        if suffix != ".svg":
+            raise UsageError(f"a backward graph saves to .svg, .dot or .json, not "
+                             f"{Path(path).name!r}")
+        return self.plot().save(path)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

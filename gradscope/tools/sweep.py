@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,12 +36,41 @@ class SweepReport:
     eps: float  # the finite-difference step used (absolute, or relative when --eps was given)
     jumps: list[float] = field(default_factory=list)  # x where the FD derivative spikes
     vanishing: int = 0  # points where autograd is 0 but f is not locally constant at scale
+    # where autograd and finite differences part (beyond the difference's own error estimate),
+    # as stretches of the grid: from, to, points, typical autograd and FD values, most apart
+    parted: list[dict[str, float]] = field(default_factory=list)
+    # where each derivative is zero, as [from, to] stretches of the grid
+    zero: dict[str, list[list[float]]] = field(default_factory=dict)
+    # the largest estimated error of the difference quotient away from jumps, and the largest
+    # |derivative| it is relative to: a coarse grid over a fast function makes it large
+    fd_error: float = 0.0
+    scale: float = 0.0
     schema: str = kinds.SWEEP
     version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         return {"schema": data.pop("schema"), "version": data.pop("version"), **data}
+
+    def plot(self) -> Any:
+        """The three panels and the sweep's sentences as a Picture (notebook display,
+        `.save("sweep.svg")`, or `.png` with matplotlib)."""
+        from gradscope.render import sweep_picture
+
+        return sweep_picture(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the picture (.svg, or .png with matplotlib) or the data (.json)."""
+        if Path(path).suffix.lower() == ".json":
+            from gradscope.render.json import dumps
+
+            Path(path).write_text(dumps(self) + "\n", encoding="utf-8")
+            return Path(path)
+        return self.plot().save(path)
+
+    def _repr_svg_(self) -> str:
+        """A notebook shows the picture, scaled to its cell."""
+        return self.plot().svg
 
 
 @contained("sweep")
@@ -86,7 +116,7 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swe
         with torch.no_grad():
             return phi(torch.tensor(x, dtype=torch.float64, device=device))
 
-    f_vals, ag_vals, fd_vals = [], [], []
+    f_vals, ag_vals, fd_vals, half_vals = [], [], [], []
     for x in xs.tolist():
         point = torch.tensor(x, dtype=torch.float64, device=device, requires_grad=True)
         with torch.enable_grad():
@@ -97,10 +127,16 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> Swe
         f_vals.append(float(value.detach()))
         ag_vals.append(float(g) if g is not None else 0.0)
         fd_vals.append(central(at, x, h))
+        half_vals.append(central(at, x, h / 2))  # (the difference's own error, see _apart)
     jumps, vanishing = _features(xs.tolist(), f_vals, ag_vals, fd_vals)
+    spikes = set(jumps)
+    apart = _apart(ag_vals, fd_vals, half_vals)
     return SweepReport(target.text, var, xs.tolist(), f_vals, ag_vals, fd_vals,
                        {n: build.plain(t) for n, t in cast.items() if n != var},
-                       options.eps or spacing / 2, jumps, vanishing)
+                       options.eps or spacing / 2, jumps, vanishing,
+                       _parted(xs.tolist(), ag_vals, fd_vals, apart, spikes),
+                       _zeros(xs.tolist(), ag_vals, fd_vals, spikes),
+                       *_resolution(xs.tolist(), ag_vals, fd_vals, half_vals, spikes))
 
 
 def _features(xs: list[float], fs: list[float], ags: list[float], fds: list[float]
@@ -127,3 +163,81 @@ def _features(xs: list[float], fs: list[float], ags: list[float], fds: list[floa
     misses = variation > 0 and covered < 0.5 * variation
     vanishing = int(((ag == 0) & ~spike).sum()) if misses else 0
     return jumps, vanishing
+
+
+# A difference quotient's error is estimated by halving its step (Richardson: D(h) − D(h/2) is
+# ¾ of D(h)'s h² error); autograd and it part where they differ by more than that, with a
+# floor for round-off relative to the derivative's scale.
+ERROR_FACTOR = 4.0
+RELATIVE = 1e-3
+
+
+def _apart(ags: list[float], fds: list[float], halves: list[float]) -> list[bool]:
+    """Per point: autograd and the difference quotient differ beyond the quotient's error."""
+    ag, fd, half = (torch.tensor(v, dtype=torch.float64) for v in (ags, fds, halves))
+    finite = torch.isfinite(ag) & torch.isfinite(fd)
+    scale = max(float(torch.cat([ag[finite], fd[finite]]).abs().max()) if bool(finite.any())
+                else 0.0, 1e-300)
+    error = ERROR_FACTOR * (fd - half).abs().nan_to_num(nan=0.0, posinf=0.0)
+    bound = error + RELATIVE * torch.maximum(ag.abs(), fd.abs()) + 1e-9 * scale
+    return (((ag - fd).abs() > bound) | (torch.isfinite(ag) != torch.isfinite(fd))).tolist()
+
+
+def _runs(xs: list[float], marked: list[bool], skip: set[float]) -> list[tuple[int, int]]:
+    """Index ranges [i, j] of consecutive marked points; a point in `skip` (a jump's spike)
+    neither breaks a run nor starts one."""
+    runs: list[tuple[int, int]] = []
+    start = last = None
+    for k, (x, m) in enumerate(zip(xs, marked, strict=True)):
+        if x in skip:
+            continue
+        if m:
+            start = k if start is None else start
+            last = k
+        elif start is not None:
+            runs.append((start, last))  # type: ignore[arg-type]
+            start = None
+    if start is not None:
+        runs.append((start, last))  # type: ignore[arg-type]
+    return runs
+
+
+def _parted(xs: list[float], ags: list[float], fds: list[float], apart: list[bool],
+            spikes: set[float]) -> list[dict[str, float]]:
+    """The stretches where the two derivatives part; one lone point is a kink's averaging
+    (the stencil straddles it), not a parting, unless the grid has nothing but lone points."""
+    out = []
+    for i, j in _runs(xs, apart, spikes):
+        points = [k for k in range(i, j + 1) if xs[k] not in spikes]
+        if len(points) < 2 and len(xs) > 3:
+            continue
+        ag = torch.tensor([ags[k] for k in points], dtype=torch.float64)
+        fd = torch.tensor([fds[k] for k in points], dtype=torch.float64)
+        out.append({"from": xs[i], "to": xs[j], "points": len(points),
+                    "autograd": float(ag.median()), "finite_difference": float(fd.median()),
+                    "apart": float((ag - fd).abs().nan_to_num(nan=float("inf")).max())})
+    return out
+
+
+def _zeros(xs: list[float], ags: list[float], fds: list[float], spikes: set[float]
+           ) -> dict[str, list[list[float]]]:
+    """Where each derivative is zero: autograd exactly (it writes 0), the difference quotient
+    within round-off of the scale of f's slopes."""
+    scale = max((abs(v) for v in [*ags, *fds] if math.isfinite(v)), default=0.0)
+    tiny = 1e-9 * max(scale, 1.0)
+    out = {}
+    for name, values in (("autograd", ags), ("finite_difference", fds)):
+        flat = [abs(v) <= (0.0 if name == "autograd" else tiny) for v in values]
+        out[name] = [[xs[i], xs[j]] for i, j in _runs(xs, flat, spikes if name != "autograd"
+                                                       else set())]
+    return out
+
+
+def _resolution(xs: list[float], ags: list[float], fds: list[float], halves: list[float],
+                spikes: set[float]) -> tuple[float, float]:
+    """The difference quotient's largest estimated error away from the spikes, and the
+    largest finite |derivative| of either engine."""
+    errors = [ERROR_FACTOR * abs(a - b) for x, a, b in zip(xs, fds, halves, strict=True)
+              if x not in spikes and math.isfinite(a - b)]
+    scale = max((abs(v) for v in [*ags, *fds] if math.isfinite(v)), default=0.0)
+    return max(errors, default=0.0), scale

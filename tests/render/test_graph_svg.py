@@ -62,3 +62,76 @@ def test_no_grad_fn_is_said_in_the_picture():
 def test_a_notebook_shows_the_picture():
     report = _graph("sum(relu(x))")
     assert report._repr_svg_() == svg(report)
+
+
+# ------------------------------------------------------------------ geometry
+def _boxes(root: ET.Element) -> dict[int, tuple[float, float, float, float]]:
+    return {int(r.get("data-node")): tuple(float(r.get(k)) for k in ("x", "y", "width", "height"))
+            for r in root.iter(f"{NS}rect") if r.get("data-node") is not None}
+
+
+def _points(d: str, samples: int = 40) -> list[tuple[float, float]]:
+    """Points along an SVG path of M, L and C commands (the ones graph_svg writes)."""
+    tokens = re.findall(r"[MLC]|-?\d+(?:\.\d+)?", d)
+    out: list[tuple[float, float]] = []
+    here = (0.0, 0.0)
+    k = 0
+    while k < len(tokens):
+        op = tokens[k]
+        if op in ("M", "L"):
+            to = (float(tokens[k + 1]), float(tokens[k + 2]))
+            if op == "L":
+                out += [(here[0] + (to[0] - here[0]) * t / samples,
+                         here[1] + (to[1] - here[1]) * t / samples) for t in range(samples + 1)]
+            here, k = to, k + 3
+        else:
+            c1, c2, to = ((float(tokens[k + i]), float(tokens[k + i + 1])) for i in (1, 3, 5))
+            for t in (i / samples for i in range(samples + 1)):
+                u = 1 - t
+                out.append(tuple(u ** 3 * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2
+                                 + t ** 3 * p3 for p0, p1, p2, p3 in zip(here, c1, c2, to, strict=True)))
+            here, k = to, k + 7
+    return out
+
+
+def _crossings(report) -> list[str]:
+    """Edges drawn through a box they do not connect (each path sampled densely)."""
+    root = ET.fromstring(svg(report))
+    boxes = _boxes(root)
+    assert sorted(boxes) == sorted(n.id for n in report.nodes)  # every node drawn, by its id
+    drawn = {p.get("data-edge") for p in root.iter(f"{NS}path") if p.get("data-edge")}
+    assert drawn == {f"{n.id}-{c}" for n in report.nodes for c in n.children}  # the data's edges
+    bad = []
+    for path in root.iter(f"{NS}path"):
+        pair = path.get("data-edge")
+        if not pair:
+            continue
+        ends = {int(v) for v in pair.split("-")}
+        for nid, (x, y, w, h) in boxes.items():
+            if nid in ends:
+                continue
+            if any(x + 1 < px < x + w - 1 and y + 1 < py < y + h - 1
+                   for px, py in _points(path.get("d"))):
+                bad.append(f"{pair} through {nid}")
+    return bad
+
+
+def test_no_edge_crosses_a_box_it_does_not_connect():
+    # the clamp→x edge passes the layer of round: before, it was drawn through RoundBackward0
+    assert _crossings(_graph("sum(round(x) * 2 + clamp(x, 0, 1))")) == []
+    assert _crossings(_graph("sum(sin(x) * exp(x) + x * x * tanh(x) + log(x * x + 1))")) == []
+    assert _crossings(_graph("sum(x + sin(cos(tanh(exp(x)))) * x)")) == []
+
+
+def test_a_residual_models_edges_go_around_its_boxes():
+    from tests.paths import DATA
+
+    report = gradscope.graph(f"{DATA}/models.py:dead_loss", shape={"x": (4, 8)})
+    assert _crossings(report) == []
+
+
+def test_the_picture_shrinks_to_a_notebook_cell():
+    root = ET.fromstring(svg(_graph("sum(round(x) * 2 + clamp(x, 0, 1))")))
+    assert "max-width:100%" in root.get("style") and root.get("viewBox")
+    # a monospaced face whose advance (0.6 em at 12 px) the boxes are sized for
+    assert "monospace" in root.get("font-family")

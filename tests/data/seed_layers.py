@@ -1,0 +1,46 @@
+"""The seeds' own Functions as their authors wrote them (seeds/001), bugs included: the round
+straight-through estimator (a surrogate) and the clamp whose backward writes 1 above the range
+where 0 belongs; and a function using both."""
+
+import torch
+
+
+class RoundGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class ClampGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0, max=1)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        grad_input = g.clone()
+        grad_input[x < 0] = 0
+        grad_input[x > 1] = 1
+        return grad_input
+
+
+def combo(x):
+    return (RoundGradient.apply(x) * 2 + ClampGradient.apply(x)).sum()
+
+
+class TooFew(torch.autograd.Function):
+    """A backward that forgets the second input's gradient."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
