@@ -88,8 +88,9 @@ def _points(d: str, samples: int = 40) -> list[tuple[float, float]]:
             c1, c2, to = ((float(tokens[k + i]), float(tokens[k + i + 1])) for i in (1, 3, 5))
             for t in (i / samples for i in range(samples + 1)):
                 u = 1 - t
+                corners = zip(here, c1, c2, to, strict=True)
                 out.append(tuple(u ** 3 * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2
-                                 + t ** 3 * p3 for p0, p1, p2, p3 in zip(here, c1, c2, to, strict=True)))
+                                 + t ** 3 * p3 for p0, p1, p2, p3 in corners))
             here, k = to, k + 7
     return out
 
