@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -70,7 +71,29 @@ def def_location(fn: object) -> str:
     # (the source starts at its decorators: `@staticmethod` is not where backward is written)
     below = next((k for k, text in enumerate(lines)
                   if text.lstrip().startswith(("def ", "async def "))), 0)
-    return f"{Path(path or '?').name}:{line + below}"
+    return place(path or "?", line + below)
+
+
+def place(path: str, line: int) -> str:
+    """`file.py:LINE`, or for code in a notebook cell the cell as IPython's tracebacks name it
+    (`Cell In[5], line 11`, not the kernel's `1459987837.py:11`)."""
+    cell = _cell(path)
+    return f"{cell}, line {line}" if cell else f"{Path(path).name}:{line}"
+
+
+def _cell(path: str) -> str | None:
+    """'Cell In[5]' where `path` is a cell IPython compiled in this process (its own
+    CachingCompiler.format_code_name, the one its tracebacks use), else None."""
+    ipython = sys.modules.get("IPython")  # (never imported here: only where a shell runs)
+    get = getattr(ipython, "get_ipython", None)
+    try:
+        shell = get() if callable(get) else None
+        named = shell.compile.format_code_name(path) if shell is not None else None
+    except Exception:  # an IPython of another shape: the file name as it is
+        return None
+    if isinstance(named, tuple) and len(named) == 2:
+        return f"{named[0]} {named[1]}"
+    return None
 
 
 def calling_site() -> str:
@@ -78,7 +101,7 @@ def calling_site() -> str:
     gradscope's nor torch's), or ''."""
     frame = next((f for f in reversed(traceback.extract_stack())
                   if not f.filename.startswith(OURS)), None)
-    return f"{Path(frame.filename).name}:{frame.lineno}" if frame is not None else ""
+    return place(frame.filename, frame.lineno or 0) if frame is not None else ""
 
 
 def user_frames(exc: BaseException) -> list[str]:
@@ -87,7 +110,9 @@ def user_frames(exc: BaseException) -> list[str]:
     lines = []
     for frame in [f for f in traceback.extract_tb(exc.__traceback__)
                   if not f.filename.startswith(OURS)][-6:]:
-        lines.append(f'  File "{relative_path(frame.filename)}", line {frame.lineno}, '
+        cell = _cell(frame.filename)
+        lines.append(f"  {cell}, line {frame.lineno}, in {frame.name}" if cell else
+                     f'  File "{relative_path(frame.filename)}", line {frame.lineno}, '
                      f"in {frame.name}")
         if frame.line:
             lines.append(f"    {frame.line.strip()}")

@@ -50,3 +50,40 @@ def test_known_hints():
         " operation"))
     assert known_hint(RuntimeError("anything else")) is None
     assert "hint: mine" in str(user_error(RuntimeError("x"), "backward", "mine"))
+
+
+# ------------------------------------------------------------------ notebook cells
+class _Compiler:
+    def __init__(self, cells):
+        self.cells = cells
+
+    def format_code_name(self, name):  # IPython's CachingCompiler, as its tracebacks use it
+        number = self.cells.get(name)
+        return None if number is None else ("Cell", f"In[{number}]")
+
+
+class _IPython:
+    def __init__(self, cells):
+        self.shell = type("Shell", (), {"compile": _Compiler(cells)})()
+
+    def get_ipython(self):
+        return self.shell
+
+
+def test_code_in_a_notebook_cell_is_named_as_ipython_names_it(monkeypatch, tmp_path):
+    import sys
+
+    from gradscope.usercode import backward_location, place
+
+    cell = tmp_path / "1459987837.py"  # the kernel's file for a cell's code
+    cell.write_text("import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+                    "    def forward(ctx, x):\n        return x\n\n    @staticmethod\n"
+                    "    def backward(ctx, g):\n        return g\n")
+    namespace: dict = {}
+    exec(compile(cell.read_text(), str(cell), "exec"), namespace)
+    assert backward_location(namespace["F"]) == "1459987837.py:9"
+    monkeypatch.setitem(sys.modules, "IPython", _IPython({str(cell): 5}))
+    assert backward_location(namespace["F"]) == "Cell In[5], line 9"
+    assert place("/somewhere/else.py", 3) == "else.py:3"  # a file of its own stays a file
+    monkeypatch.setitem(sys.modules, "IPython", object())  # an IPython of another shape
+    assert place(str(cell), 9) == "1459987837.py:9"

@@ -13,7 +13,7 @@ from rich.tree import Tree
 from gradscope.render.cells import fmt, printable
 
 MARK = {"vanishing": ("VANISHING", "bold red"), "saturating": ("SATURATING", "bold yellow"),
-        "nan": ("NaN/inf", "bold magenta")}
+        "nan": ("NaN/inf", "bold magenta"), "wrong": ("WRONG BACKWARD", "bold red")}
 
 
 def _flow_text(stats: dict[str, Any] | None) -> str:
@@ -65,7 +65,9 @@ def tree(report: Any) -> Group:
     legend = Text("no node stops or corrupts the gradient", style="green") if not marked else \
         Text(f"{len(marked)} node(s) marked: " + ", ".join(
             f"{n.name} {MARK[n.status][0].lower()}" for n in marked), style="yellow")
-    return Group(title, root, legend)
+    wrong = [Text(f"{printable(d.message)}", style="bold red")
+             for d in report.diagnostics if d.kind == "culprit"]
+    return Group(title, root, *wrong, legend)
 
 
 def _dot_escape(text: str) -> str:
@@ -73,7 +75,7 @@ def _dot_escape(text: str) -> str:
 
 
 def dot(report: Any) -> str:
-    colour = {"vanishing": "red", "saturating": "orange", "nan": "purple"}
+    colour = {"vanishing": "red", "saturating": "orange", "nan": "purple", "wrong": "red"}
     lines = ["digraph gradscope {", '  rankdir="TB";',
              '  node [shape=box, fontname="Helvetica"];',
              f'  label="{_dot_escape("backward graph of " + report.target)}";']

@@ -13,8 +13,9 @@ from xml.sax.saxutils import escape, quoteattr
 from gradscope.render.cells import printable, xml_safe
 
 CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 7.6, 15, 8, 28, 46
-COLOUR = {"vanishing": "#d62728", "saturating": "#ff7f0e", "nan": "#9467bd"}
-WORD = {"vanishing": "VANISHING", "saturating": "SATURATING", "nan": "NaN/inf"}
+COLOUR = {"vanishing": "#d62728", "saturating": "#ff7f0e", "nan": "#9467bd", "wrong": "#d62728"}
+WORD = {"vanishing": "VANISHING", "saturating": "SATURATING", "nan": "NaN/inf",
+        "wrong": "WRONG BACKWARD"}
 
 
 def _lines(node: Any) -> list[str]:

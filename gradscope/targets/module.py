@@ -52,14 +52,21 @@ def _target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
 
 
 def _init_hint(cls: type, exc: BaseException) -> str | None:
+    """The hint for what __init__ raised, then — where its source never calls
+    super().__init__() — that too, as the next thing to fix (never instead of the first)."""
     hint = known_hint(exc)
-    if hint or not isinstance(exc, AttributeError):  # (a missing super().__init__() shows
-        return hint  # as an AttributeError; any other error is about something else)
+    if hint and "super().__init__()" in hint:
+        return hint
     try:
         source = inspect.getsource(cls.__init__)
     except (OSError, TypeError):
+        return hint
+    if "super(" in source or "Module.__init__" in source:
+        return hint
+    if hint:
+        return f"{hint}; then: __init__ never calls super().__init__(), which an nn.Module " \
+               "needs before anything else"
+    if not isinstance(exc, AttributeError):  # (a missing super().__init__() shows as one)
         return None
-    if "super(" not in source and "Module.__init__" not in source:
-        return ("did you call super().__init__()? an nn.Module's __init__ must call it before "
-                "anything else")
-    return None
+    return ("did you call super().__init__()? an nn.Module's __init__ must call it before "
+            "anything else")

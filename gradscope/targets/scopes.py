@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from gradscope.targets.base import BranchSite, Sourced
 from gradscope.targets.branches import COMPARISONS, SIDES, sides
 from gradscope.tensors import all_finite, grad_nodes
-from gradscope.usercode import OURS
+from gradscope.usercode import OURS, place
 
 MAX_ORIGINS = 5  # forward NaN origins kept: the first is where it starts, the rest follow it
 MAX_SITES = 32  # branch sites recorded in one forward
@@ -103,8 +103,8 @@ class _Watch(TorchFunctionMode):
     def _line() -> str:
         for frame in reversed(traceback.extract_stack()):
             if not frame.filename.startswith(OURS):
-                short = frame.filename.rsplit("/", 1)[-1]
-                return f"{short}:{frame.lineno}: {(frame.line or '').strip()}"
+                return f"{place(frame.filename, frame.lineno or 0)}: " \
+                       f"{(frame.line or '').strip()}"
         return ""
 
     def _below(self, made: list[torch.Tensor]) -> tuple[str, ...]:

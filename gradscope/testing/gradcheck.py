@@ -97,7 +97,7 @@ def gradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
             backward(call, kw, strict_mode(strict))
         _plumbing(call, kw)
     except GradcheckError:
-        STATS.failing()
+        STATS.failing(raising=raise_exception)
         if raise_exception:
             raise
         return False
@@ -164,7 +164,7 @@ def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],
     once = [cls for o in outs for cls in once_differentiable_in(o)]
     if once and check_rev_over_rev:  # (torch's gradgradcheck fails these too)
         STATS.called()
-        STATS.failing()
+        STATS.failing(raising=raise_exception)
         if raise_exception:
             raise GradcheckError(f"gradscope: gradgradcheck failed: {once[0].__name__}.backward "
                                  "is decorated with @once_differentiable, so torch cannot "

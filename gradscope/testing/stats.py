@@ -18,6 +18,9 @@ class DropInStats:
     # calls with nothing to compare (zero-element inputs or outputs): what was empty, how often
     nothing: dict[str, int] = field(default_factory=dict)
     warned: int = 0  # passed within the call's tolerances, disputed by gradscope's own check
+    # failed, with raise_exception=False: the False went to the test, which decides what it
+    # means (a test that expects it passes), so these are counted apart from the failures
+    returned_false: int = 0
     # the pytest tests the calls came from (node ids; dicts, which xdist's channel carries),
     # and those a gradscope failure failed: counts a reader can set beside pytest's own
     tests: dict[str, int] = field(default_factory=dict)
@@ -29,8 +32,12 @@ class DropInStats:
         if self.current:
             self.tests[self.current] = self.tests.get(self.current, 0) + 1
 
-    def failing(self) -> None:
-        """The current call failed (and with it, under pytest, its test)."""
+    def failing(self, raising: bool = True) -> None:
+        """The current call failed: raising, it fails its test (under pytest); returning
+        False, the test reads the answer and is counted as pytest counts it."""
+        if not raising:
+            self.returned_false += 1
+            return
         self.failed += 1
         if self.current:
             self.failed_tests[self.current] = 1
@@ -46,7 +53,8 @@ class DropInStats:
 
     @property
     def calls(self) -> int:
-        return self.passed + self.failed + self.delegated + sum(self.nothing.values())
+        return (self.passed + self.failed + self.returned_false + self.delegated
+                + sum(self.nothing.values()))
 
     def add(self, other: dict[str, Any]) -> None:
         """Counts from another process (a pytest-xdist worker's)."""
@@ -54,6 +62,7 @@ class DropInStats:
         self.failed += other.get("failed", 0)
         self.delegated += other.get("delegated", 0)
         self.warned += other.get("warned", 0)
+        self.returned_false += other.get("returned_false", 0)
         for table in ("nothing", "reasons"):
             for key, count in other.get(table, {}).items():
                 _tally(getattr(self, table), key, count)

@@ -51,6 +51,9 @@ def summary() -> str:
             f"{STATS.passed} passed, {STATS.failed} failed with an explanation")
     if STATS.failed_tests:
         line += f" (failing {len(STATS.failed_tests)} test(s))"
+    if STATS.returned_false:
+        line += (f", {STATS.returned_false} returned False to the test that asked "
+                 "(raise_exception=False: the test decides)")
     if STATS.warned:
         line += (f", {STATS.warned} passed within the call's tolerances with a disagreement "
                  "gradscope's own check found (GradscopeWarning; --gradscope-strict fails them)")

@@ -4,7 +4,7 @@ JSON or Graphviz DOT (render/graph.py)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +12,17 @@ import torch
 
 from gradscope._version import __version__
 from gradscope.diagnose import findings, flow
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.errors import UsageError
 from gradscope.evidence.backward import switched_off
+from gradscope.features.inplace import culprits
 from gradscope.options import Request
 from gradscope.report import kinds
 from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare, seeded
 from gradscope.tensors import as_leaves
 from gradscope.usercode import OURS, contained, user_code
+from gradscope.verdict.tolerance import Tolerance
 
 
 @dataclass
@@ -115,5 +118,37 @@ def _graph(request: Request) -> GraphReport:
                        [number[c] for c in n.children if c in number], n.leaf,
                        n.module if n.leaf is None else None)
              for n in walked]
+    found = findings.diagnostics(traced, cast, set(target.names))
+    with user_code("backward"):
+        wrong = _in_place(prepared, upstream.detach())
+    nodes = [replace(n, status=WRONG) if not n.status and _is_wrong(n, wrong) else n
+             for n in nodes]
     return GraphReport(target.text, target.kind, number.get(traced.root, 0), nodes,
-                       findings.diagnostics(traced, cast, set(target.names)))
+                       [*found, *culprits.diagnostics(wrong)])
+
+
+WRONG = "wrong"  # a node status: its custom backward departs from its forward's derivative
+
+
+def _in_place(prepared: Any, upstream: torch.Tensor) -> list[Any]:
+    """The in-place check `check` runs on every custom Function and hook of the run (each
+    call's backward against finite differences of its own forward): the graph names the ones
+    whose backward is wrong. --plain leaves it out, as the check does."""
+    target, options = prepared.target, prepared.options
+    if not target.runs_user_code or options.plain:
+        return []
+    tol = Tolerance.for_dtype(options.dtype, options.rtol, options.atol)
+    found = culprits.check_in_place(target.forward, prepared.bound.cast, upstream, tol,
+                                    options.eps or DEFAULT_EPS, options.max_fd, options.sample,
+                                    options.seed)
+    return [c for c in found if c.wrong]
+
+
+def _is_wrong(node: GraphNode, wrong: list[Any]) -> bool:
+    """A custom Function's node whose class the in-place check found wrong."""
+    for check in wrong:
+        cls = getattr(check, "cls", None)
+        if cls is not None and (node.where == check.label
+                                or node.name == f"{cls.__name__}Backward"):
+            return True
+    return False

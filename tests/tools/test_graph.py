@@ -30,3 +30,16 @@ def test_a_models_nodes_carry_their_module():
         "dead.0", "dead.2"]
     assert all(n.module is None for n in report.nodes if n.leaf)
     assert "ReluBackward0\\ndead.1" in to_dot(report)  # DOT labels name it too
+
+
+def test_the_graph_names_a_wrong_custom_backward_and_not_a_right_one():
+    from tests.paths import DATA
+
+    wrong = graph(Request("check", f"{DATA}/seed_layers.py:ClampGradient", Options()))
+    assert [n.status for n in wrong.nodes if n.name == "ClampGradientBackward"] == ["wrong"]
+    assert [d.kind for d in wrong.diagnostics].count("culprit") == 1
+    right = graph(Request("check", f"{DATA}/seed_layers.py:RoundGradient", Options()))
+    assert all(n.status != "wrong" for n in right.nodes)  # a surrogate: linear, flat forward
+    assert not any(d.kind == "culprit" for d in right.diagnostics)
+    plain = graph(Request("check", f"{DATA}/seed_layers.py:combo", Options(plain=True)))
+    assert all(n.status != "wrong" for n in plain.nodes)  # --plain: no in-place check

@@ -23,6 +23,7 @@ from gradscope.engines.fd.budget import sample_size
 from gradscope.features.inplace.calls import FunctionCall, record
 from gradscope.features.inplace.custom_ops import registered
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
+from gradscope.features.inplace.linearity import HOW, nonlinear
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.targets.numbers import written
@@ -43,6 +44,7 @@ class Wrong:
     argument: str
     relation: relations.Relation | None
     count: int
+    nonlinear: bool = False  # its backward is not linear in grad_output (linearity.py)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def diagnostics(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
 
 def _diagnostic(check: ClassCheck) -> Diagnostic:
     first = check.wrong[0]
-    how = _how(first.relation, f"{first.count} element(s) disagree")
+    how = HOW.format(count=first.count) if first.nonlinear else \
+        _how(first.relation, f"{first.count} element(s) disagree")
     reading = f": {first.relation.reading}" if first.relation and first.relation.reading else ""
     return _culprit(check, f" is wrong for its argument {first.argument}",
                     f", for its argument {first.argument}", how, reading, [first.argument], HINT)
@@ -177,7 +180,9 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
     wrong = next((n for n, (_, count) in compared.items() if count), None)
     if wrong is None:
-        return None, elements
+        off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, _flat, tol, seed)
+        return (Wrong(call, off.argument, None, off.count, nonlinear=True) if off is not None
+                else None), elements
     arrays = {n: a for n, (a, _) in compared.items()}
     variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
     sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
