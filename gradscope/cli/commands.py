@@ -86,7 +86,8 @@ def checker(command: str) -> Callable[..., None]:
                 from gradscope.render.flow import plotter
 
                 check_output(Path(plot), "--plot")
-                plotter(Path(plot))  # before the check: a missing extra costs nothing
+                if Path(plot).suffix.lower() != ".svg":  # (SVG is drawn without matplotlib)
+                    plotter(Path(plot))  # before the check: a missing extra costs nothing
             taken, note = configured(values, command)
             options = options_from(values, taken)
             from gradscope import api
@@ -116,7 +117,7 @@ def _flow_plot(report: Any, plot: str, stdout_is_json: bool) -> None:
     from gradscope.render import flow
 
     if plot != "-":
-        flow.save_flow_plot(report, Path(plot))
+        report.plot().save(Path(plot))  # SVG drawn by gradscope, PNG through matplotlib
         typer.echo(f"gradient flow plot written to {plot}", err=True)
         return
     from gradscope.render.console import SafeConsole, terminal_console
@@ -166,7 +167,10 @@ def sweep(**values: Any) -> None:
         with target_running():
             report = api.sweep(request, values["var"], lo, hi, values["points"])
         if values["plot"] is not None:
-            save_plot(report, values["plot"])
+            if values["plot"].suffix.lower() == ".svg":
+                report.save(values["plot"])  # drawn by gradscope: nothing to install
+            else:
+                save_plot(report, values["plot"])  # PNG through matplotlib (or why not)
         emit(report, _format(values), values["output"], f"report written to {values['output']}",
              to_stderr=True)
 

@@ -167,6 +167,8 @@ def flow_svg(report: Any) -> str:
         failing = item.status.fails
         parts.append(label(name_w, y + 13, item.name, anchor="end",
                            colour="#c0392b" if failing else "#222222"))
+        if not item.grad_max_abs:  # said in words where there is no bar to see
+            parts.append(label(bar_x + 4, y + 13, "all zero", size=11, colour="#c0392b"))
         for value, fill, height in ((item.grad_max_abs, "#b0c4de", row_h - 4),
                                     (item.grad_mean_abs, "#4682b4", row_h - 10)):
             length = _log_length(value or 0.0, top_value, DECADES) * bar_w

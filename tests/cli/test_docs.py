@@ -102,11 +102,17 @@ def test_the_python_in_the_docs_runs_as_written(page, block, monkeypatch, capsys
     # every block is whole (its imports and definitions with it); the test functions it
     # defines are called, as pytest would
     monkeypatch.chdir(ROOT)
+    before = set(ROOT.iterdir())
     namespace: dict = {"__name__": "docs_block"}
-    exec(compile(block, f"{page} block", "exec"), namespace)  # our own docs, not user text
-    for name, value in list(namespace.items()):
-        if name.startswith("test_") and callable(value):
-            value()
+    try:
+        exec(compile(block, f"{page} block", "exec"), namespace)  # our docs, not user text
+        for name, value in list(namespace.items()):
+            if name.startswith("test_") and callable(value):
+                value()
+    finally:  # files a block writes as a user would ("sweep.svg") leave no trace here
+        for made in set(ROOT.iterdir()) - before:
+            if made.is_file():
+                made.unlink()
 
 
 def test_the_docs_have_python_to_run():

@@ -65,9 +65,13 @@ def test_sweep_plot_file_or_clear_message(capsys, tmp_path):
     target = tmp_path / "sweep.svg"
     code, _, err = run(capsys, "sweep", "round(x)", "--var", "x", "--range", "-2,2",
                        "--plot", str(target))
+    assert code == 0 and target.read_text().lstrip().startswith("<?xml")  # drawn by gradscope
+    png = tmp_path / "sweep.png"
+    code, _, err = run(capsys, "sweep", "round(x)", "--var", "x", "--range", "-2,2",
+                       "--plot", str(png))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         assert code == 2 and "pip install matplotlib" in err
     else:
-        assert code == 0 and target.read_text().lstrip().startswith("<?xml")
+        assert code == 0 and png.read_bytes().startswith(b"\x89PNG")
