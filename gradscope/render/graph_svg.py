@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import pairwise
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
 from gradscope.render.cells import printable, xml_safe
+from gradscope.render.pictures import document
 
 CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 7.6, 15, 8, 28, 46
 COLOUR = {"vanishing": "#d62728", "saturating": "#ff7f0e", "nan": "#9467bd", "wrong": "#d62728"}
@@ -163,14 +164,11 @@ def _text(x: float, y: float, text: str, bold: bool = False, anchor: str = "star
             f"{escape(xml_safe(printable(text)))}</text>")
 
 
+ARROW = ('<marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+         'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
+         'fill="#777777"/></marker>')
+
+
 def _document(width: float, height: float, parts: list[str]) -> str:
-    head = (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
-            f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            'style="max-width:100%;height:auto" '
-            f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">\n'
-            f"<title>{escape('gradscope backward graph')}</title>\n"
-            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
-            'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
-            f'fill="#777777"/></marker></defs>\n<rect width="100%" height="100%" '
-            f"fill={quoteattr('white')}/>\n")
-    return head + "\n".join(parts) + "\n</svg>\n"
+    return document(width, height, parts, "gradscope backward graph",
+                    font="DejaVu Sans Mono, Menlo, Consolas, monospace", defs=ARROW)

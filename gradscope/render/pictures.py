@@ -47,15 +47,19 @@ class Picture:
         return path
 
 
-def document(width: float, height: float, parts: Sequence[str], title: str) -> str:
+SANS = "Helvetica, Arial, DejaVu Sans, sans-serif"
+
+
+def document(width: float, height: float, parts: Sequence[str], title: str, *,
+             font: str = SANS, defs: str = "") -> str:
     """An SVG document whose width follows its container down (a notebook cell): it never
-    draws past the right edge, it shrinks."""
+    draws past the right edge, it shrinks. `defs`: markers and the like its parts use."""
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
             f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            'style="max-width:100%;height:auto" '
-            'font-family="Helvetica, Arial, DejaVu Sans, sans-serif" '
-            f'font-size="12">\n<title>{text_of(title)}</title>\n'
-            f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(parts) + "\n</svg>\n")
+            f'style="max-width:100%;height:auto" font-family="{font}" font-size="12">\n'
+            f"<title>{text_of(title)}</title>\n" + (f"<defs>{defs}</defs>\n" if defs else "")
+            + '<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(parts)
+            + "\n</svg>\n")
 
 
 def text_of(text: str) -> str:
