@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gradscope.errors import GradscopeError, UsageError
+from gradscope.evidence.exercise import exercised
 from gradscope.inputs.bind import DTYPES, Bound, Upstream, bind, defaulted, device_of
 from gradscope.options import Options, Request
 from gradscope.targets import SecondOrderTarget, Target, resolve
@@ -56,6 +57,7 @@ def prepare(request: Request) -> Prepared:
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
     target.ready()  # (every later stage reads the target; none changes it)
+    bound = exercised(target, bound, options.seed)
     return Prepared(request, options, target, bound)
 
 

@@ -171,6 +171,19 @@ def _generator(call: ast.Call, src: str, what: str, seed: int, name: str,
     return InputValue(tensor, origin, brief=_brief(fname, src, spread, drawn))
 
 
+def respread(value: InputValue, spread: float, was: float = SPREAD) -> InputValue:
+    """A drawn `spread(...)` value over ±`spread` instead of ±`was`: the same shape and
+    shuffled order (the same seed), its words and its torch call changed to match."""
+    n = value.tensor.numel()
+    centre = (n - 1) / 2
+    old, new = 2 * was / max(n - 1, 1), 2 * spread / max(n - 1, 1)
+    index = torch.round(value.tensor / old + centre)
+    tensor = (index - centre) * new
+    return replace(value, tensor=tensor,
+                   origin=value.origin.replace(f"* {old!r})", f"* {new!r})", 1),
+                   brief=value.brief.replace(f"over ±{was:g}", f"over ±{spread:g}", 1))
+
+
 def _brief(fname: str, src: str, spread: float, seed: int) -> str:
     """The header's words for a drawn value; '' where the origin is short already."""
     if fname == "spread":

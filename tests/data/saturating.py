@@ -95,3 +95,24 @@ class SigmoidRound(Function):
 
 def sigmoid_round(x):
     return SigmoidRound.apply(x)
+
+
+class SparsemaxDoubled(Sparsemax):
+    """A backward twice too large: 0 = 2 × 0 at a one-hot row, so only points where
+    sparsemax moves show it (gradscope narrows its drawn inputs there)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        nz = (out > 0).to(g.dtype)
+        s = (g * nz).sum(-1, keepdim=True) / nz.sum(-1, keepdim=True)
+        return 2 * nz * (g - s)
+
+
+def sparsemax_doubled(z):
+    return SparsemaxDoubled.apply(z)
+
+
+def hard_threshold(x):
+    """Flat almost everywhere at any spread (a step): never narrowed, as nothing moves more."""
+    return (x > 0.5).to(x.dtype) * x.detach() + 0 * x

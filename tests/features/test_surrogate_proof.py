@@ -22,6 +22,15 @@ def test_a_sparsemax_summing_over_the_wrong_axis_fails_with_the_default_spread(s
     assert right.passed, right.to_text()
 
 
+def test_at_given_one_hot_points_the_wrong_axis_is_no_surrogate_either():
+    # the user's own spread is never narrowed: sparsemax is one-hot nearly everywhere there
+    given = {"z": "spread(4,5)"}
+    wrong = gradscope.check(f"{SAT}:sparsemax_wrong_axis", at=given)
+    assert "narrowed" not in wrong.inputs[0].described
+    assert not wrong.passed, wrong.to_text()
+    assert not any(d.kind == "surrogate_gradient" for d in wrong.diagnostics)
+
+
 def test_a_gradient_where_a_clamp_saturates_is_no_surrogate():
     report = gradscope.check(f"{SAT}:relu6_leak", at={"x": "linspace(-3,9,25)"})
     assert not report.passed
