@@ -167,6 +167,21 @@ class Options:
         "or no-grad forwards (slower; the verdict is the same, some explanations are left out). "
         "gradscope falls back to it by itself where a shortcut does not fit.", bool, (bool,),
         "true or false", commands=RUNS))
+    nproc: int = field(default=0, metadata=_about(
+        "--nproc", "Run the target on N processes with torch.distributed (gloo on "
+        "127.0.0.1, the environment torchrun gives; 1 is one such process); its collectives "
+        "run as in training and its gradients are compared on every rank "
+        "(docs/distributed.md). 0, the default: no process group.", int, *_WHOLE,
+        commands=RUNS, minimum=0, maximum=16, metavar="N"))
+    sharded: tuple[str, ...] = field(default=(), metadata=_about(
+        "--sharded", "With --nproc: tensors (globs) that are each rank's own part, perturbed "
+        "on that rank only (by default: what the code says, else values that differ between "
+        "ranks).", list, (str, list), "a glob or a list of globs", commands=RUNS,
+        metavar="PATTERN"))
+    replicated: tuple[str, ...] = field(default=(), metadata=_about(
+        "--replicated", "With --nproc: tensors (globs) that are one quantity on every rank, "
+        "perturbed on all ranks at once.", list, (str, list), "a glob or a list of globs",
+        commands=RUNS, metavar="PATTERN"))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))
@@ -412,6 +427,7 @@ def _globs(raw: Any, where: str) -> tuple[str, ...]:
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents,
     "arg": _arguments, "init": _literals, "surrogate": _names, "only": _globs, "skip": _globs,
+    "sharded": _globs, "replicated": _globs,
 }
 
 

@@ -8,9 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import torch
+
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.evidence.exercise import exercised
 from gradscope.inputs.bind import DTYPES, Bound, Upstream, bind, defaulted, device_of
+from gradscope.inputs.text import InputValue
 from gradscope.options import Options, Request
 from gradscope.targets import SecondOrderTarget, Target, resolve
 
@@ -37,6 +40,8 @@ INTERMEDIATES = 4
 def prepare(request: Request) -> Prepared:
     """The target (wrapped for --order 2) and its bound inputs."""
     options = request.options.validate()
+    if options.nproc:
+        return _distributed(request, options)
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
                      positional=request.positional)
     # a module in another dtype is checked on a converted copy, in the mode asked for
@@ -59,6 +64,37 @@ def prepare(request: Request) -> Prepared:
     target.ready()  # (every later stage reads the target; none changes it)
     bound = exercised(target, bound, options.seed)
     return Prepared(request, options, target, bound)
+
+
+# seconds a collective waits for the other ranks before the check ends on every rank
+COLLECTIVE_TIMEOUT = 60.0
+
+
+def _distributed(request: Request, options: Options) -> Prepared:
+    """--nproc N: the ranks started, each building the target and binding its inputs as one
+    process would; the coordinator sees them as one target, evaluated the plain way (each
+    evaluation an ordinary call on every rank)."""
+    if request.command not in ("check", "jvp", "jacobian") or not isinstance(request.target,
+                                                                             str):
+        raise UsageError("--nproc runs FILE.py:NAME targets of check, jvp and jacobian")
+    if options.order == 2 or options.tangent or options.device != "cpu":
+        raise UsageError("--nproc checks first-order gradients on the CPU (gloo): leave out "
+                         "--order 2, --tangent and --device")
+    from gradscope.distributed import start
+
+    target = start(request.target, str(request.base) if request.base else None, options,
+                   COLLECTIVE_TIMEOUT)
+    try:
+        dtype = DTYPES[options.dtype]
+        values = {n: InputValue(t.detach().to(torch.float64), target.origins[n])
+                  for n, t in target.given.items()}
+        bound = Bound(values, {n: v.tensor.to(dtype) for n, v in values.items()},
+                      Upstream.read(options), None, dtype, torch.device("cpu"))
+        target.ready()
+    except BaseException:
+        target.finished()
+        raise
+    return Prepared(request, options.updated(plain=True), target, bound)
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from gradscope.features import (
     kinks,
     layers,
     projections,
+    ranks,
     relations,
     surrogates,
     vanishing,
@@ -37,6 +38,7 @@ FEATURES: tuple[Feature, ...] = (
     surrogates.FEATURE,
     vanishing.FEATURE,
     layers.FEATURE,
+    ranks.FEATURE,
 )
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

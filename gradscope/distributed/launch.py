@@ -1,0 +1,110 @@
+"""The ranks of a distributed check, started and ended by the coordinator (gradscope's own
+process): N processes through torch.multiprocessing's spawn context, each on a pipe of its own,
+a free port on 127.0.0.1 chosen for their rendezvous. Every command goes to every rank and
+every rank's reply is awaited with a deadline; a rank that raises, dies or hangs ends the check
+on all of them (exit 3 naming the rank and its error), and the others are stopped and reaped —
+no process outlives the check."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Sequence
+from contextlib import closing, suppress
+from typing import Any
+
+from gradscope.distributed.rank import LOOPBACK, Described, RankSpec, serve
+from gradscope.errors import TargetError, UsageError
+
+MOST_RANKS = 16  # a check's ranks share one machine's cores
+START_SECONDS = 120.0  # importing torch and the target, and the rendezvous, per rank
+GRACE = 5.0  # seconds a stopped rank gets before it is killed
+
+
+def free_port() -> int:
+    """A port nobody listens on now, on the loopback address."""
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+class Ranks:
+    """N running ranks and their pipes."""
+
+    def __init__(self, spec: RankSpec) -> None:
+        if not 1 <= spec.world <= MOST_RANKS:
+            raise UsageError(f"--nproc {spec.world}: give a number of processes from 1 to "
+                             f"{MOST_RANKS}")
+        import torch.multiprocessing as mp
+
+        context = mp.get_context("spawn")
+        self.spec = spec
+        self.pipes: list[Any] = []
+        self.processes: list[Any] = []
+        for rank in range(spec.world):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=serve, args=(rank, spec, theirs), daemon=True,
+                                      name=f"gradscope rank {rank}")
+            process.start()
+            theirs.close()
+            self.pipes.append(ours)
+            self.processes.append(process)
+        self.described: list[Described] = self._replies(START_SECONDS, "ready")
+
+    def ask(self, commands: Sequence[tuple]) -> list[Any]:
+        """Send each rank its command (the same kind for all) and return the replies in rank
+        order; the ranks are ended and a TargetError raised where any fails."""
+        for pipe, command in zip(self.pipes, commands, strict=True):
+            try:
+                pipe.send(command)
+            except (OSError, EOFError):
+                break  # (its reply, or its death, says why)
+        return self._replies(self.spec.timeout + GRACE, "ok")
+
+    def _replies(self, seconds: float, expected: str) -> list[Any]:
+        deadline = time.monotonic() + seconds
+        replies: list[Any] = [None] * len(self.pipes)
+        waiting = set(range(len(self.pipes)))
+        while waiting:
+            for rank in sorted(waiting):
+                pipe, process = self.pipes[rank], self.processes[rank]
+                if pipe.poll(0.01):
+                    try:
+                        kind, payload = pipe.recv()
+                    except (EOFError, OSError):
+                        self._failed(rank, f"rank {rank} ended without a reply (exit code "
+                                           f"{process.exitcode})")
+                    if kind != expected:
+                        self._failed(rank, f"rank {rank}: {payload}")
+                    replies[rank] = payload
+                    waiting.discard(rank)
+                elif not process.is_alive():
+                    self._failed(rank, f"rank {rank} died (exit code {process.exitcode}) "
+                                       "without a reply")
+            if waiting and time.monotonic() > deadline:
+                ranks = ", ".join(str(r) for r in sorted(waiting))
+                self._failed(min(waiting), f"rank(s) {ranks} did not answer within "
+                                           f"{seconds:g} s (a collective waiting for a rank "
+                                           "that never joined it, or a hang)")
+        return replies
+
+    def _failed(self, rank: int, message: str) -> None:
+        self.stop()
+        raise TargetError(f"the distributed target failed on {message}", during="forward",
+                          error="rank", detail=message)
+
+    def stop(self) -> None:
+        """Every rank told to stop, given GRACE seconds, then killed; all reaped."""
+        for pipe in self.pipes:
+            with suppress(OSError, EOFError, ValueError):  # (a rank already gone)
+                pipe.send(("stop",))
+        deadline = time.monotonic() + GRACE
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self.processes:
+            if process.is_alive():
+                process.kill()
+                process.join(GRACE)
+        for pipe in self.pipes:
+            pipe.close()
+        self.pipes, self.processes = [], []

@@ -1,0 +1,226 @@
+"""One rank of a distributed check, in a process of its own: the environment torchrun gives
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT), the default process group
+initialised (gloo on the loopback interface, a short timeout), then the target built from
+FILE.py and its inputs bound as a single-process check binds them (the same seed on every rank:
+the same drawn values). It then serves the coordinator's evaluations one at a time, each an
+ordinary call of the user's own objects in grad mode — a module's parameters written into it in
+place, backward through `y.backward(upstream)`, gradients read from `.grad` — so that DDP's and
+FSDP's hooks and every collective run exactly as in training. Every rank receives the same
+sequence of evaluations, so the target's collectives match.
+
+Replies: ("ready", Described) once, then ("ok", payload) per command, or ("error", message)
+where the user's code raised (the message shows their frames), after which the rank ends."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gradscope.errors import GradscopeError
+from gradscope.options import Options
+from gradscope.targets.outputs import picked
+from gradscope.usercode import user_code, user_error
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What every rank is told: the target as the user named it, the options, the world."""
+
+    target: str
+    base: str | None
+    options: Options
+    world: int
+    port: int
+    timeout: float  # seconds a collective may wait for the other ranks
+
+
+@dataclass(frozen=True)
+class Described:
+    """What a rank built: its inputs' values (parameters apart) and how each was made, and
+    what its code says about each tensor (sharded or replicated, and why)."""
+
+    names: tuple[str, ...]
+    parameters: tuple[str, ...]
+    values: dict[str, torch.Tensor]
+    origins: dict[str, str]
+    said: dict[str, str]  # name → "sharded: …" / "replicated: …" where the code says so
+    kind: str
+    wrapper: str  # "DistributedDataParallel" / "FullyShardedDataParallel" / ""
+
+
+def environment(rank: int, spec: RankSpec) -> None:
+    """What torchrun sets for each of its processes, and gloo held to the loopback."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(spec.world),
+                      LOCAL_WORLD_SIZE=str(spec.world), MASTER_ADDR=LOOPBACK,
+                      MASTER_PORT=str(spec.port))
+    names = {name for _, name in socket.if_nameindex()}
+    if "lo" in names:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+
+
+def serve(rank: int, spec: RankSpec, conn: Any) -> None:
+    """A rank's whole life (the entry point of its process)."""
+    import torch.distributed as dist
+
+    try:
+        environment(rank, spec)
+        torch.set_num_threads(1)  # N ranks share the machine's cores
+        dist.init_process_group("gloo", rank=rank, world_size=spec.world,
+                                timeout=timedelta(seconds=spec.timeout))
+        served = Served.build(spec)
+        conn.send(("ready", served.described()))
+        while True:
+            command = conn.recv()
+            if command[0] == "stop":
+                break
+            conn.send(("ok", served.answer(command)))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass  # the coordinator is gone: end quietly
+    except BaseException as exc:
+        _send(conn, ("error", _message(exc)))
+    finally:
+        if dist.is_initialized():
+            with suppress(Exception):
+                dist.destroy_process_group()
+        conn.close()
+
+
+def _send(conn: Any, reply: tuple) -> None:
+    with suppress(OSError, EOFError):  # (the coordinator is gone)
+        conn.send(reply)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, GradscopeError):
+        return str(exc)
+    return str(user_error(exc, "the distributed call"))
+
+
+class Served:
+    """The target as built on this rank, and its evaluations."""
+
+    def __init__(self, target: Any, bound: Any) -> None:
+        self.target, self.bound = target, bound
+
+    @classmethod
+    def build(cls, spec: RankSpec) -> Served:
+        from gradscope.inputs.bind import DTYPES, bind, device_of
+        from gradscope.targets import resolve
+
+        options = spec.options
+        target = resolve(spec.target, args=options.arg, init=options.init,
+                         base=Path(spec.base) if spec.base else None)
+        target.convert(DTYPES[options.dtype], device_of(options.device))
+        target.set_mode(options.mode)
+        if options.output_index is not None or options.output_key is not None:
+            target.pick_output(options.output_index if options.output_index is not None
+                               else options.output_key)
+        return cls(target, bind(options, target))
+
+    def described(self) -> Described:
+        target, bound = self.target, self.bound
+        module = getattr(target, "module", None)
+        return Described(
+            names=tuple(bound.cast), parameters=tuple(n for n in bound.cast
+                                                      if n in target.parameters),
+            values={n: t.detach().clone() for n, t in bound.cast.items()},
+            origins={n: v.said for n, v in bound.values.items()},
+            said=_said(module, target.parameters), kind=target.kind, wrapper=_wrapper(module))
+
+    def answer(self, command: tuple) -> Any:
+        kind, values = command[0], command[1]
+        if kind == "value":
+            with torch.enable_grad():
+                return self._call(values)[1].detach()
+        if kind == "grad":
+            return self._grad(values, command[2])
+        raise ValueError(f"unknown command {kind!r}")
+
+    def _call(self, values: Mapping[str, torch.Tensor]) -> tuple[dict, torch.Tensor]:
+        """One ordinary call at `values`: inputs as leaves that require grad, a module's own
+        parameters overwritten in place (DDP's hooks sit on them), .grad cleared."""
+        target = self.target
+        module = getattr(target, "module", None)
+        own = module is not None and type(module).__name__ != "Holder"
+        leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point())
+                  for n, v in values.items() if not (own and n in target.parameters)}
+        if own:
+            with torch.no_grad():
+                for name, tensor in target.parameters.items():
+                    tensor.copy_(values[name])
+            for p in module.parameters():
+                p.grad = None
+            args, kwargs = target._call_args(leaves)
+            with user_code("forward"):
+                out = module(*args, **kwargs)
+            out = picked(out, target.text, target.output)
+        else:
+            out = target.forward(leaves)
+        return leaves, out
+
+    def _grad(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor
+              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """`y.backward(upstream)` after a fresh call, and every input's `.grad` (a module's
+        after its own backward hooks: DDP's all-reduce, FSDP's reduce-scatter)."""
+        with torch.enable_grad():
+            leaves, out = self._call(values)
+            with user_code("backward"):
+                out.backward(upstream.to(out.dtype))
+        grads = {}
+        params = dict(_own_parameters(self.target))
+        for name in values:
+            source = params.get(name, leaves.get(name))
+            grad = None if source is None else source.grad
+            grads[name] = torch.zeros_like(values[name]) if grad is None else grad.detach()
+        return out.detach(), grads
+
+
+def _own_parameters(target: Any) -> dict[str, torch.Tensor]:
+    """The module's own Parameter objects by the names gradscope checks them under."""
+    module = getattr(target, "module", None)
+    if module is None or type(module).__name__ == "Holder":
+        return {}
+    named = dict(module.named_parameters(remove_duplicate=False))
+    return {n: named[n] for n in target.parameters if n in named}
+
+
+def _wrapper(module: Any) -> str:
+    if module is None:
+        return ""
+    for sub in module.modules():
+        name = type(sub).__name__
+        if name in ("DistributedDataParallel", "FullyShardedDataParallel"):
+            return name
+    return ""
+
+
+def _said(module: Any, parameters: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """What the code says about each parameter: Megatron's `tensor_model_parallel` attribute,
+    a DTensor's placements."""
+    if module is None:
+        return {}
+    named = dict(module.named_parameters(remove_duplicate=False))
+    said = {}
+    for name in parameters:
+        p = named.get(name)
+        if p is None:
+            continue
+        if getattr(p, "tensor_model_parallel", False):
+            said[name] = "sharded: it has tensor_model_parallel = True"
+        placements = getattr(p, "placements", None)
+        if placements is not None:
+            shards = [str(x) for x in placements if type(x).__name__ == "Shard"]
+            said[name] = (f"sharded: DTensor placements {', '.join(shards)}" if shards else
+                          "replicated: DTensor placements " +
+                          ", ".join(str(x) for x in placements))
+    return said

@@ -1,0 +1,278 @@
+"""A target that runs on N ranks, seen by the coordinator as one function of one set of
+tensors, so that every engine, comparison and explanation of a single-process check applies.
+
+* **Which tensor is which.** A tensor identical on every rank is *replicated*: one quantity,
+  perturbed on every rank at once (an input drawn with the same seed everywhere, a module under
+  DDP). One that differs between ranks (or that the code calls sharded: Megatron's
+  `tensor_model_parallel`, a DTensor's Shard placement) is *sharded*: each rank's part is an
+  input of its own, `NAME@rankR`, perturbed on that rank only. `--sharded`/`--replicated`
+  override.
+* **The global output.** Where the ranks' outputs are identical (a tensor-parallel block's
+  reduced output, DDP on the same data) it is counted once: their mean. Where they differ each
+  rank's output is its own part and they are summed — each rank's backward then starts from
+  the same upstream, as each rank's loss.backward() does. DDP and FSDP average (the mean).
+* **Gradients.** Each rank runs `y.backward(upstream)` on a fresh call and its `.grad` is read
+  after the target's own backward collectives. A sharded part's gradient is its rank's; a
+  replicated tensor's is rank 0's, and every other rank's must equal it: a rank that differs is
+  a finding of its own (`ranks_disagree`: which tensor, which rank, by how much).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradscope.distributed.launch import Ranks
+from gradscope.distributed.rank import Described
+from gradscope.errors import UsageError
+from gradscope.targets.base import Target
+
+ROUNDOFF = 64  # ulps (of the largest magnitude) within which ranks' values are the same
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A replicated tensor's gradient on `rank`, apart from rank 0's by `apart` (of `scale`)."""
+
+    name: str
+    rank: int
+    apart: float
+    scale: float
+    elements: int
+    factor: float | None = None  # the other rank's gradient is this × rank 0's, where it is
+
+
+def same(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Equal up to round-off of their own dtype."""
+    if a.shape != b.shape:
+        return False
+    scale = float(torch.maximum(a.abs(), b.abs()).max()) if a.numel() else 0.0
+    return bool(((a - b).abs() <= ROUNDOFF * torch.finfo(dtype).eps * max(scale, 1e-300))
+                .all()) or torch.equal(a, b)
+
+
+class DistributedTarget(Target):
+    """The ranks' target as one function (see the module's docstring)."""
+
+    def __init__(self, ranks: Ranks, sharded: tuple[str, ...] = (),
+                 replicated: tuple[str, ...] = ()) -> None:
+        first: Described = ranks.described[0]
+        super().__init__(ranks.spec.target, first.kind)
+        self._ranks = ranks
+        self.world = ranks.spec.world
+        self._layout = _layout(ranks.described, sharded, replicated)
+        self._names = tuple(n for base in first.names for n in self._layout[base].names)
+        values = {}
+        for base, layout in self._layout.items():
+            for rank_, name in zip(layout.ranks, layout.names, strict=True):
+                values[name] = ranks.described[rank_].values[base]
+        self.given = values
+        self.parameters = {n: values[n] for base in first.parameters
+                           for n in self._layout[base].names}
+        self.origins = {name: _origin(ranks.described[rank_], base, layout.sharded, rank_,
+                                      self.world)
+                        for base, layout in self._layout.items()
+                        for rank_, name in zip(layout.ranks, layout.names, strict=True)}
+        self._mean: bool | None = None  # decided at the first evaluation
+        self._disagreements: dict[tuple[str, int], Disagreement] = {}
+        # each rank's gradient of every replicated tensor under the first upstream asked
+        # (the table's): what a missing reduction is recognised by
+        self._first: dict[str, list[torch.Tensor]] = {}
+        self.notes.append(_layout_note(self._layout, self.world))
+        self.dtype = first.values[first.names[0]].dtype if first.names else torch.float64
+        self._wrapper = first.wrapper
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names
+
+    def numbers(self) -> dict[str, float]:
+        """A wrong factor is often the world size (a sum where a mean belongs, or twice)."""
+        return {f"the world size (--nproc {self.world})": float(self.world)}
+
+    def finished(self) -> None:
+        self._ranks.stop()
+
+    # ------------------------------------------------------------ evaluations
+    def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        tensors = [values[n] for n in self._names]
+        return _Remote.apply(self, *tensors)
+
+    def per_rank(self, values: Mapping[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        """Each rank's own values: a replicated tensor everywhere, a shard on its rank."""
+        out: list[dict[str, torch.Tensor]] = [{} for _ in range(self.world)]
+        for base, layout in self._layout.items():
+            if layout.sharded:
+                for rank_, name in zip(layout.ranks, layout.names, strict=True):
+                    out[rank_][base] = values[name].detach()
+            else:
+                for rank_ in range(self.world):
+                    out[rank_][base] = values[layout.names[0]].detach()
+        return out
+
+    def value(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        outputs = self._ranks.ask([("value", v) for v in self.per_rank(values)])
+        return self._combined(outputs)
+
+    def gradients(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor
+                  ) -> dict[str, torch.Tensor]:
+        replies = self._ranks.ask([("grad", v, upstream.detach())
+                                   for v in self.per_rank(values)])
+        grads: dict[str, torch.Tensor] = {}
+        for base, layout in self._layout.items():
+            if layout.sharded:
+                for rank_, name in zip(layout.ranks, layout.names, strict=True):
+                    grads[name] = replies[rank_][1][base]
+                continue
+            first = replies[0][1][base]
+            grads[layout.names[0]] = first
+            self._first.setdefault(base, [r[1][base] for r in replies])
+            for rank_ in range(1, self.world):
+                other = replies[rank_][1][base]
+                if not same(first.to(torch.float64), other.to(torch.float64), self.dtype):
+                    self._disagree(base, rank_, first, other)
+        return grads
+
+    def _disagree(self, name: str, rank: int, first: torch.Tensor, other: torch.Tensor
+                  ) -> None:
+        diff = (first.double() - other.double()).abs()
+        tol = ROUNDOFF * torch.finfo(self.dtype).eps * float(first.double().abs().max())
+        found = Disagreement(name, rank, float(diff.max()), float(first.double().abs().max()),
+                             int((diff > tol).sum()), _ratio(first.double(), other.double()))
+        kept = self._disagreements.get((name, rank))
+        if kept is None or found.apart > kept.apart:
+            self._disagreements[(name, rank)] = found
+
+    def disagreements(self) -> list[Disagreement]:
+        return list(self._disagreements.values())
+
+    def ranks_sum(self, name: str) -> torch.Tensor | None:
+        """The sum over ranks of a replicated tensor's gradients under the table's upstream."""
+        grads = self._first.get(name)
+        return None if grads is None else torch.stack([g.double() for g in grads]).sum(0)
+
+    def _combined(self, outputs: list[torch.Tensor]) -> torch.Tensor:
+        shapes = {tuple(o.shape) for o in outputs}
+        if len(shapes) > 1:
+            raise UsageError("the ranks returned outputs of different shapes ("
+                             + ", ".join(f"rank {r}: {tuple(o.shape)}"
+                                         for r, o in enumerate(outputs))
+                             + "); return an output every rank has in full (gather a "
+                             "sharded output first)")
+        if self._mean is None:
+            identical = all(same(outputs[0].double(), o.double(), self.dtype)
+                            for o in outputs[1:])
+            self._mean = identical or bool(self._wrapper)
+            how = ("identical on every rank: counted once" if identical else
+                   f"each rank's its own part under {self._wrapper}: their mean, as it "
+                   "averages gradients" if self._wrapper else
+                   "different on each rank: each rank's output is its part, and the parts are "
+                   "summed (each rank's backward starts from the same upstream)")
+            self._notes_after = [f"the ranks' outputs were {how}"]
+        stacked = torch.stack([o.double() for o in outputs])
+        combined = stacked.mean(0) if self._mean else stacked.sum(0)
+        return combined.to(outputs[0].dtype)
+
+    def observed(self) -> list[str]:
+        return [*super().observed(), *getattr(self, "_notes_after", [])]
+
+
+def _ratio(first: torch.Tensor, other: torch.Tensor) -> float | None:
+    """c where other = c × first at every element (first nonzero somewhere), else None."""
+    big = first.abs() > 1e-12 * float(first.abs().max()) if first.numel() else first
+    if not bool(big.any()):
+        return None
+    c = float((other[big] / first[big]).median())
+    return c if bool(torch.allclose(other, c * first, rtol=1e-6, atol=1e-12)) else None
+
+
+class _Remote(torch.autograd.Function):
+    """The ranks' evaluation as one autograd node of the coordinator: forward asks every rank
+    for its output; backward asks every rank for `y.backward(upstream)` at the same values."""
+
+    @staticmethod
+    def forward(ctx: Any, target: DistributedTarget, *tensors: torch.Tensor) -> torch.Tensor:
+        ctx.target = target
+        ctx.values = dict(zip(target.names, (t.detach() for t in tensors), strict=True))
+        return target.value(ctx.values)
+
+    @staticmethod
+    def backward(ctx: Any, upstream: torch.Tensor) -> tuple:
+        plain = upstream.detach().contiguous()
+        plain.untyped_storage()  # (raises for a batched tensor: vmap falls back to a loop)
+        grads = ctx.target.gradients(ctx.values, plain)
+        return (None, *(grads[n] for n in ctx.target.names))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One tensor of the ranks' target: sharded (a name per rank) or replicated, and why."""
+
+    sharded: bool
+    names: tuple[str, ...]
+    ranks: tuple[int, ...]
+    why: str
+
+
+def _layout(described: list[Described], sharded: tuple[str, ...],
+            replicated: tuple[str, ...]) -> dict[str, Layout]:
+    first, world = described[0], len(described)
+    for other in described[1:]:
+        if other.names != first.names:
+            raise UsageError("the ranks built targets with different inputs (rank 0: "
+                             f"{', '.join(first.names)}; another: {', '.join(other.names)})")
+    out = {}
+    for name in first.names:
+        is_sharded, why = _decided(name, described, sharded, replicated)
+        if is_sharded:
+            out[name] = Layout(True, tuple(f"{name}@rank{r}" for r in range(world)),
+                               tuple(range(world)), why)
+        else:
+            out[name] = Layout(False, (name,), (0,), why)
+    return out
+
+
+def _decided(name: str, described: list[Described], sharded: tuple[str, ...],
+             replicated: tuple[str, ...]) -> tuple[bool, str]:
+    """Sharded or replicated: the user's option, then what the code says, then the values."""
+    first = described[0]
+    if any(fnmatch.fnmatchcase(name, p) for p in sharded):
+        return True, "--sharded"
+    if any(fnmatch.fnmatchcase(name, p) for p in replicated):
+        return False, "--replicated"
+    said = first.said.get(name)
+    if said:
+        return said.startswith("sharded"), said.split(": ", 1)[1]
+    if first.wrapper and name in first.parameters:
+        return False, f"{first.wrapper} keeps it the same on every rank"
+    values = [d.values[name] for d in described]
+    dtype = values[0].dtype if values[0].is_floating_point() else torch.float64
+    if all(same(values[0].double(), v.double(), dtype) for v in values[1:]):
+        return False, "its values are the same on every rank"
+    return True, "its values differ between ranks"
+
+
+def _origin(described: Described, base: str, sharded: bool, rank: int, world: int) -> str:
+    made = described.origins.get(base, "")
+    if sharded:
+        return f"rank {rank}'s part of {base}" + (f" ({made})" if made else "")
+    return f"{made} · the same on all {world} ranks" if made else f"the same on all {world} ranks"
+
+
+def _layout_note(layout: Mapping[str, Layout], world: int) -> str:
+    sharded = [n for n, lay in layout.items() if lay.sharded]
+    replicated = [n for n, lay in layout.items() if not lay.sharded]
+    parts = []
+    if replicated:
+        parts.append("replicated (one quantity, perturbed on every rank at once): "
+                     + ", ".join(f"{n} ({layout[n].why})" for n in replicated[:6])
+                     + (" …" if len(replicated) > 6 else ""))
+    if sharded:
+        parts.append("sharded (each rank's part an input of its own, NAME@rankR): "
+                     + ", ".join(f"{n} ({layout[n].why})" for n in sharded[:6])
+                     + (" …" if len(sharded) > 6 else ""))
+    return f"{world} ranks (gloo on 127.0.0.1); " + "; ".join(parts)

@@ -1,0 +1,140 @@
+"""Distributed code of the kinds people write, checked with --nproc 2 (gloo, CPU): Megatron-
+style tensor-parallel regions (identity forward and all-reduce backward, or the reverse) in a
+column/row-parallel MLP, and a DDP model — each correct, and with a planted collective bug."""
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class CopyToTensorParallel(torch.autograd.Function):
+    """Megatron's `f`: identity forward, all-reduce of the gradient in backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone()
+        dist.all_reduce(g)
+        return g
+
+
+class CopyForgetsAllReduce(CopyToTensorParallel):
+    """The bug: an identity backward where the all-reduce belongs (each rank keeps its part)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class CopyReducesTwice(CopyToTensorParallel):
+    """The bug: the gradient all-reduced twice (× world size)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone()
+        dist.all_reduce(g)
+        dist.all_reduce(g)
+        return g
+
+
+class CopyAveragesGradient(CopyToTensorParallel):
+    """The bug: the mean over ranks where the sum belongs (× 1 / world size)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone()
+        dist.all_reduce(g)
+        return g / dist.get_world_size()
+
+
+class ReduceFromTensorParallel(torch.autograd.Function):
+    """Megatron's `g`: all-reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class ParallelMLP(nn.Module):
+    """fc1 split by columns, fc2 by rows over the ranks: the output is reduced to the whole."""
+
+    copy = CopyToTensorParallel
+
+    def __init__(self, features=4, hidden=8):
+        super().__init__()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        torch.manual_seed(1234 + rank)  # each rank's shard differs
+        self.fc1 = nn.Linear(features, hidden // world, dtype=torch.float64)
+        self.fc2 = nn.Linear(hidden // world, features, bias=False, dtype=torch.float64)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(self.copy.apply(x)))
+        return ReduceFromTensorParallel.apply(self.fc2(h))
+
+
+class MLPForgetsAllReduce(ParallelMLP):
+    copy = CopyForgetsAllReduce
+
+
+class MLPReducesTwice(ParallelMLP):
+    copy = CopyReducesTwice
+
+
+class MLPAveragesGradient(ParallelMLP):
+    copy = CopyAveragesGradient
+
+
+class DataParallel(nn.Module):
+    """A small model under DDP: its parameters are the same on every rank, its gradients
+    all-reduced (averaged) by DDP's hooks during backward."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+        self.ddp = DDP(net)
+
+    def forward(self, x):
+        return self.ddp(x)
+
+
+class DataParallelDoubleReduce(DataParallel):
+    """The bug: the loss all-reduced in place after DDP averaged (autograd never sees it, so
+    the gradients are half of what the reported value changes by at 2 ranks)."""
+
+    def forward(self, x):
+        y = self.ddp(x)
+        total = y.detach().clone()
+        dist.all_reduce(total)
+        return y + (total - y.detach())
+
+
+def rank_scaled(x):
+    """A function whose backward is right on rank 0 and doubled on rank 1 (a wrong split)."""
+    return RankScaled.apply(x)
+
+
+class RankScaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (3 if dist.get_rank() == 0 else 6)
+
+
+def raises_on_rank_one(x):
+    if dist.get_rank() == 1:
+        raise ValueError("rank one refuses")
+    return x * 2

@@ -1,0 +1,40 @@
+"""Ranks started and ended: a rank that raises ends the check on every rank (exit 3 naming the
+rank and the user's frames), and no process outlives it."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+from gradscope.distributed.launch import Ranks, free_port
+from gradscope.distributed.rank import RankSpec
+from gradscope.errors import UsageError
+from gradscope.options import Options
+from tests.command import run
+from tests.paths import DATA
+
+
+def test_a_rank_that_raises_ends_the_check_naming_it(capsys):
+    code, _, err = run(capsys, "check", f"{DATA}/parallel.py:raises_on_rank_one", "--nproc", "2")
+    assert code == 3
+    assert "rank 1" in err and "rank one refuses" in err and "parallel.py" in err
+    assert "Traceback" not in err
+    assert not multiprocessing.active_children()
+
+
+def test_a_planted_bug_exits_1_from_the_command_line(capsys):
+    code, out, _ = run(capsys, "check", f"{DATA}/parallel.py:MLPAveragesGradient", "--nproc",
+                       "2")
+    assert code == 1 and "0.5 × the derivative" in out
+
+
+def test_free_ports_are_on_the_loopback_and_numbers():
+    assert 0 < free_port() < 65536
+
+
+def test_a_world_beyond_the_limit_is_refused_before_any_process_starts():
+    spec = RankSpec("x", None, Options(), 17, free_port(), 1.0)
+    with pytest.raises(UsageError, match="from 1 to 16"):
+        Ranks(spec)
+    assert not multiprocessing.active_children()

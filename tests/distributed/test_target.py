@@ -1,0 +1,64 @@
+"""--nproc 2 on gloo: Megatron-style tensor-parallel regions and DDP, correct and with planted
+collective bugs, checked as one function of replicated and sharded tensors."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.distributed.target import _ratio, same
+from tests.paths import DATA
+
+PAR = f"{DATA}/parallel.py"
+
+
+def _check(name: str, **options):
+    report = gradscope.check(f"{PAR}:{name}", nproc=2, **options)
+    assert not multiprocessing.active_children()  # every rank reaped
+    return report
+
+
+def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
+    report = _check("ParallelMLP")
+    assert report.passed, report.to_text()
+    names = [i.name for i in report.inputs]
+    assert "x" in names and "fc1.weight@rank0" in names and "fc1.weight@rank1" in names
+    assert "fc2.weight@rank1" in names and "fc1.weight" not in names
+    text = " ".join(report.notes)
+    assert "replicated" in text and "sharded" in text and "counted once" in text
+
+
+def test_a_double_all_reduce_is_a_factor_of_the_world_size():
+    report = _check("MLPReducesTwice")
+    assert not report.passed
+    pattern = [d for d in report.diagnostics if d.kind == "mismatch_pattern"]
+    assert pattern and pattern[0].factor == pytest.approx(2.0)
+    assert "world size" in pattern[0].message
+    assert {i.name: i.status for i in report.inputs}["fc2.weight@rank1"] == "ok"
+
+
+def test_ddp_passes_and_an_all_reduce_autograd_never_sees_halves_the_gradients():
+    right = _check("DataParallel")
+    assert right.passed, right.to_text()
+    assert any("DistributedDataParallel keeps it the same" in n for n in right.notes)
+    wrong = _check("DataParallelDoubleReduce")
+    assert not wrong.passed
+    factors = {d.factor for d in wrong.diagnostics if d.kind == "mismatch_pattern"}
+    assert factors and all(f == pytest.approx(0.5) for f in factors)
+
+
+def test_same_is_equality_up_to_round_off():
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert same(a, a + 1e-15, torch.float64)
+    assert not same(a, a + 1e-6, torch.float64)
+    assert not same(a, a[:1], torch.float64)
+
+
+def test_ratio_names_a_constant_factor_only():
+    a = torch.tensor([1.0, -2.0, 0.0], dtype=torch.float64)
+    assert _ratio(a, 3 * a) == pytest.approx(3.0)
+    assert _ratio(a, a + 1) is None
+    assert _ratio(torch.zeros(2, dtype=torch.float64), a[:2]) is None
