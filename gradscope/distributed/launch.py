@@ -7,13 +7,14 @@ no process outlives the check."""
 
 from __future__ import annotations
 
+import multiprocessing
 import socket
 import time
 from collections.abc import Sequence
 from contextlib import closing, suppress
 from typing import Any
 
-from gradscope.distributed.rank import LOOPBACK, Described, RankSpec, serve
+from gradscope.distributed.rank import LOOPBACK, Described, RankSpec, get, put, serve
 from gradscope.errors import TargetError, UsageError
 
 MOST_RANKS = 16  # a check's ranks share one machine's cores
@@ -35,9 +36,7 @@ class Ranks:
         if not 1 <= spec.world <= MOST_RANKS:
             raise UsageError(f"--nproc {spec.world}: give a number of processes from 1 to "
                              f"{MOST_RANKS}")
-        import torch.multiprocessing as mp
-
-        context = mp.get_context("spawn")
+        context = multiprocessing.get_context("spawn")
         self.spec = spec
         self.pipes: list[Any] = []
         self.processes: list[Any] = []
@@ -56,7 +55,7 @@ class Ranks:
         order; the ranks are ended and a TargetError raised where any fails."""
         for pipe, command in zip(self.pipes, commands, strict=True):
             try:
-                pipe.send(command)
+                put(pipe, command)
             except (OSError, EOFError):
                 break  # (its reply, or its death, says why)
         return self._replies(self.spec.timeout + GRACE, "ok")
@@ -70,7 +69,7 @@ class Ranks:
                 pipe, process = self.pipes[rank], self.processes[rank]
                 if pipe.poll(0.01):
                     try:
-                        kind, payload = pipe.recv()
+                        kind, payload = get(pipe)
                     except (EOFError, OSError):
                         self._failed(rank, f"rank {rank} ended without a reply (exit code "
                                            f"{process.exitcode})")
@@ -97,7 +96,7 @@ class Ranks:
         """Every rank told to stop, given GRACE seconds, then killed; all reaped."""
         for pipe in self.pipes:
             with suppress(OSError, EOFError, ValueError):  # (a rank already gone)
-                pipe.send(("stop",))
+                put(pipe, ("stop",))
         deadline = time.monotonic() + GRACE
         for process in self.processes:
             process.join(max(0.0, deadline - time.monotonic()))

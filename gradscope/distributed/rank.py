@@ -13,6 +13,7 @@ where the user's code raised (the message shows their frames), after which the r
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 from collections.abc import Mapping
@@ -78,12 +79,12 @@ def serve(rank: int, spec: RankSpec, conn: Any) -> None:
         dist.init_process_group("gloo", rank=rank, world_size=spec.world,
                                 timeout=timedelta(seconds=spec.timeout))
         served = Served.build(spec)
-        conn.send(("ready", served.described()))
+        put(conn, ("ready", served.described()))
         while True:
-            command = conn.recv()
+            command = get(conn)
             if command[0] == "stop":
                 break
-            conn.send(("ok", served.answer(command)))
+            put(conn, ("ok", served.answer(command)))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the coordinator is gone: end quietly
     except BaseException as exc:
@@ -95,9 +96,21 @@ def serve(rank: int, spec: RankSpec, conn: Any) -> None:
         conn.close()
 
 
+def put(conn: Any, message: Any) -> None:
+    """One message as bytes: tensors by value (never shared memory or passed descriptors,
+    which a rank that dies could leave half-received)."""
+    buffer = io.BytesIO()
+    torch.save(message, buffer)
+    conn.send_bytes(buffer.getvalue())
+
+
+def get(conn: Any) -> Any:
+    return torch.load(io.BytesIO(conn.recv_bytes()), weights_only=False)
+
+
 def _send(conn: Any, reply: tuple) -> None:
     with suppress(OSError, EOFError):  # (the coordinator is gone)
-        conn.send(reply)
+        put(conn, reply)
 
 
 def _message(exc: BaseException) -> str:
@@ -111,6 +124,7 @@ class Served:
 
     def __init__(self, target: Any, bound: Any) -> None:
         self.target, self.bound = target, bound
+        self.said: dict[str, str] = {}
 
     @classmethod
     def build(cls, spec: RankSpec) -> Served:
@@ -125,7 +139,12 @@ class Served:
         if options.output_index is not None or options.output_key is not None:
             target.pick_output(options.output_index if options.output_index is not None
                                else options.output_key)
-        return cls(target, bind(options, target))
+        said = _said(getattr(target, "module", None), target.parameters)
+        if target.parameters:  # a DTensor's values are its local part (sharing its storage)
+            target.parameters = {n: local(t) for n, t in target.parameters.items()}
+        served = cls(target, bind(options, target))
+        served.said = said
+        return served
 
     def described(self) -> Described:
         target, bound = self.target, self.bound
@@ -135,13 +154,13 @@ class Served:
                                                       if n in target.parameters),
             values={n: t.detach().clone() for n, t in bound.cast.items()},
             origins={n: v.said for n, v in bound.values.items()},
-            said=_said(module, target.parameters), kind=target.kind, wrapper=_wrapper(module))
+            said=self.said, kind=target.kind, wrapper=_wrapper(module))
 
     def answer(self, command: tuple) -> Any:
         kind, values = command[0], command[1]
         if kind == "value":
             with torch.enable_grad():
-                return self._call(values)[1].detach()
+                return settled(self._call(values)[1])
         if kind == "grad":
             return self._grad(values, command[2])
         raise ValueError(f"unknown command {kind!r}")
@@ -181,8 +200,21 @@ class Served:
         for name in values:
             source = params.get(name, leaves.get(name))
             grad = None if source is None else source.grad
-            grads[name] = torch.zeros_like(values[name]) if grad is None else grad.detach()
-        return out.detach(), grads
+            grads[name] = torch.zeros_like(values[name]) if grad is None else \
+                settled(local(grad))
+        return settled(out), grads
+
+
+def settled(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's values, computed: a functional collective's result (DTensor's) is a
+    promise until an op reads it, and a copy is such an op."""
+    return t.detach().clone()
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local part (a view of its storage); any other tensor itself."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) and type(t).__name__ == "DTensor" else t
 
 
 def _own_parameters(target: Any) -> dict[str, torch.Tensor]:

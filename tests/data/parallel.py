@@ -138,3 +138,25 @@ def raises_on_rank_one(x):
     if dist.get_rank() == 1:
         raise ValueError("rank one refuses")
     return x * 2
+
+
+class TensorParallelBlock(nn.Module):
+    """DTensor tensor parallelism: `up` split by columns, `down` by rows over a CPU mesh."""
+
+    def __init__(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import (
+            ColwiseParallel,
+            RowwiseParallel,
+            parallelize_module,
+        )
+
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = nn.Linear(4, 8, dtype=torch.float64)
+        self.down = nn.Linear(8, 4, dtype=torch.float64)
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        parallelize_module(self, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+
+    def forward(self, x):
+        return self.down(torch.tanh(self.up(x)))

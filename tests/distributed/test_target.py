@@ -62,3 +62,12 @@ def test_ratio_names_a_constant_factor_only():
     assert _ratio(a, 3 * a) == pytest.approx(3.0)
     assert _ratio(a, a + 1) is None
     assert _ratio(torch.zeros(2, dtype=torch.float64), a[:2]) is None
+
+
+def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
+    report = _check("TensorParallelBlock")
+    assert report.passed, report.to_text()
+    note = " ".join(report.notes)
+    assert "up.weight (DTensor placements S(0))" in note
+    assert "down.bias (DTensor placements R)" in note
+    assert "down.bias@rank0" not in [i.name for i in report.inputs]
