@@ -74,7 +74,11 @@ class Ranks:
                         self._failed(rank, f"rank {rank} ended without a reply (exit code "
                                            f"{process.exitcode})")
                     if kind != expected:
-                        self._failed(rank, f"rank {rank}: {payload}")
+                        message, code = payload
+                        if code == UsageError.exit_code:  # the request, not the code: as is
+                            self.stop()
+                            raise UsageError(message)
+                        self._failed(rank, f"rank {rank}: {message}")
                     replies[rank] = payload
                     waiting.discard(rank)
                 elif not process.is_alive():

@@ -8,8 +8,9 @@ place, backward through `y.backward(upstream)`, gradients read from `.grad` — 
 FSDP's hooks and every collective run exactly as in training. Every rank receives the same
 sequence of evaluations, so the target's collectives match.
 
-Replies: ("ready", Described) once, then ("ok", payload) per command, or ("error", message)
-where the user's code raised (the message shows their frames), after which the rank ends."""
+Replies: ("ready", Described) once, then ("ok", payload) per command, or ("error", (message,
+exit code)) where the user's code raised (the message shows their frames) or the request was
+wrong (exit 2), after which the rank ends."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def serve(rank: int, spec: RankSpec, conn: Any) -> None:
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the coordinator is gone: end quietly
     except BaseException as exc:
-        _send(conn, ("error", _message(exc)))
+        _send(conn, ("error", (_message(exc), getattr(exc, "exit_code", 3))))
     finally:
         if dist.is_initialized():
             with suppress(Exception):
