@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,7 +29,7 @@ import torch
 from gradscope.errors import GradscopeError
 from gradscope.options import Options
 from gradscope.targets.outputs import picked
-from gradscope.usercode import user_code, user_error
+from gradscope.usercode import backward_location, user_code, user_error
 
 LOOPBACK = "127.0.0.1"
 
@@ -58,6 +58,19 @@ class Described:
     said: dict[str, str]  # name → "sharded: …" / "replicated: …" where the code says so
     kind: str
     wrapper: str  # "DistributedDataParallel" / "FullyShardedDataParallel" / ""
+
+
+@dataclass(frozen=True)
+class CallSeen:
+    """One custom Function call a rank recorded: its class, its backward's `def`, its
+    arguments (tensors; None for others), the gradients its outputs received and those its
+    backward returned."""
+
+    name: str
+    where: str
+    args: tuple[torch.Tensor | None, ...]
+    received: tuple[torch.Tensor | None, ...]
+    returned: tuple[torch.Tensor | None, ...]
 
 
 def environment(rank: int, spec: RankSpec) -> None:
@@ -126,6 +139,7 @@ class Served:
     def __init__(self, target: Any, bound: Any) -> None:
         self.target, self.bound = target, bound
         self.said: dict[str, str] = {}
+        self.calls: list[Any] = []  # the last recorded custom Function calls
 
     @classmethod
     def build(cls, spec: RankSpec) -> Served:
@@ -164,15 +178,48 @@ class Served:
                 return settled(self._call(values)[1])
         if kind == "grad":
             return self._grad(values, command[2])
+        if kind == "record":
+            return self._record(values, command[2], command[3])
+        if kind == "probe":
+            return self._probe(*command[1:])
         raise ValueError(f"unknown command {kind!r}")
 
-    def _call(self, values: Mapping[str, torch.Tensor]) -> tuple[dict, torch.Tensor]:
-        """One ordinary call at `values`: inputs as leaves that require grad, a module's own
-        parameters overwritten in place (DDP's hooks sit on them), .grad cleared."""
+    def _record(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+                recorder: Callable[..., Any]) -> list[CallSeen]:
+        """The custom Function calls of one forward and backward, as `recorder` (the analysis
+        that asks: it records them) sees them; kept for `_probe`."""
+        def forward(leaves: Mapping[str, torch.Tensor]) -> torch.Tensor:
+            return self._call(leaves, fresh=False)[1]
+
+        self.calls = list(recorder(forward, values, upstream).calls)
+        return [CallSeen(c.cls.__qualname__, backward_location(c.cls),
+                         tuple(settled(a) if isinstance(a, torch.Tensor) else None
+                               for a in c.args),
+                         tuple(None if g is None else settled(g) for g in c.received),
+                         tuple(None if g is None else settled(g) for g in c.returned))
+                for c in self.calls]
+
+    def _probe(self, index: int, argument: int, direction: torch.Tensor, step: float
+               ) -> tuple[torch.Tensor | None, ...]:
+        """Call `index`'s own forward again with its argument moved by step × direction (every
+        rank at once, so a collective inside it matches): its outputs."""
+        call = self.calls[index]
+        args = list(call.args)
+        args[argument] = args[argument] + step * direction.to(args[argument])
+        with torch.no_grad(), user_code(f"{call.cls.__qualname__}.forward"):
+            out = call.cls.apply(*args, **call.kwargs)
+        outs = out if isinstance(out, tuple | list) else (out,)
+        return tuple(settled(o) if isinstance(o, torch.Tensor) else None for o in outs)
+
+    def _call(self, values: Mapping[str, torch.Tensor], fresh: bool = True
+              ) -> tuple[dict, torch.Tensor]:
+        """One ordinary call at `values`: inputs as leaves that require grad (`fresh`; else
+        `values` are those leaves), a module's own parameters overwritten in place (DDP's
+        hooks sit on them), .grad cleared."""
         target = self.target
         module = getattr(target, "module", None)
         own = module is not None and type(module).__name__ != "Holder"
-        leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point())
+        leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point()) if fresh else v
                   for n, v in values.items() if not (own and n in target.parameters)}
         if own:
             with torch.no_grad():

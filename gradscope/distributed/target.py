@@ -20,14 +20,14 @@ tensors, so that every engine, comparison and explanation of a single-process ch
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from gradscope.distributed.launch import Ranks
-from gradscope.distributed.rank import Described
+from gradscope.distributed.rank import CallSeen, Described
 from gradscope.errors import UsageError
 from gradscope.targets.base import Target
 
@@ -136,6 +136,21 @@ class DistributedTarget(Target):
                 if not same(first.to(torch.float64), other.to(torch.float64), self.dtype):
                     self._disagree(base, rank_, first, other)
         return grads
+
+    def record(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+               recorder: Callable[..., Any]) -> list[list[CallSeen]] | None:
+        """Each rank's custom Function calls in one forward and backward at `values`, recorded
+        by `recorder` on the rank; None under DDP or FSDP (their hooks expect .backward())."""
+        if self._wrapper:
+            return None
+        return self._ranks.ask([("record", v, upstream.detach(), recorder)
+                                for v in self.per_rank(values)])
+
+    def probe(self, index: int, argument: int, directions: list[torch.Tensor], step: float
+              ) -> list[tuple[torch.Tensor | None, ...]]:
+        """Each rank's outputs of recorded call `index` with argument `argument` moved by
+        step × its rank's direction (all ranks at once)."""
+        return self._ranks.ask([("probe", index, argument, d, step) for d in directions])
 
     def _disagree(self, name: str, rank: int, first: torch.Tensor, other: torch.Tensor
                   ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gradscope.features import (
     backwards,
+    collectives,
     departures,
     flow,
     inplace,
@@ -39,6 +40,7 @@ FEATURES: tuple[Feature, ...] = (
     vanishing.FEATURE,
     layers.FEATURE,
     ranks.FEATURE,
+    collectives.FEATURE,
 )
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

@@ -160,3 +160,55 @@ class TensorParallelBlock(nn.Module):
 
     def forward(self, x):
         return self.down(torch.tanh(self.up(x)))
+
+
+class GatherFromParallel(torch.autograd.Function):
+    """All-gather along the last dim (each rank's columns into the whole); backward keeps
+    this rank's slice."""
+
+    @staticmethod
+    def forward(ctx, x):
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        n = g.shape[-1] // dist.get_world_size()
+        rank = dist.get_rank()
+        return g[..., rank * n:(rank + 1) * n].contiguous()
+
+
+class GatherWrongSplit(GatherFromParallel):
+    """The bug: every rank keeps the first slice (a wrong split in the gather's backward)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        n = g.shape[-1] // dist.get_world_size()
+        return g[..., :n].contiguous()
+
+
+class ColumnParallelLinear(nn.Module):
+    """A linear layer split by output columns, its output gathered on every rank."""
+
+    gather = GatherFromParallel
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(99 + dist.get_rank())
+        self.fc = nn.Linear(3, 4 // dist.get_world_size(), dtype=torch.float64)
+
+    def forward(self, x):
+        return torch.tanh(self.gather.apply(self.fc(CopyToTensorParallel.apply(x))))
+
+
+class ColumnParallelWrongSplit(ColumnParallelLinear):
+    gather = GatherWrongSplit
+
+
+class ColumnParallelNoCopy(ColumnParallelLinear):
+    """The bug Megatron's copy region exists for: x feeds every rank's columns, and without
+    the all-reduce in backward each rank keeps only its columns' part of x's gradient."""
+
+    def forward(self, x):
+        return torch.tanh(self.gather.apply(self.fc(x)))

@@ -3,26 +3,15 @@ collective bugs, checked as one function of replicated and sharded tensors."""
 
 from __future__ import annotations
 
-import multiprocessing
-
 import pytest
 import torch
 
-import gradscope
 from gradscope.distributed.target import _ratio, same
-from tests.paths import DATA
-
-PAR = f"{DATA}/parallel.py"
-
-
-def _check(name: str, **options):
-    report = gradscope.check(f"{PAR}:{name}", nproc=2, **options)
-    assert not multiprocessing.active_children()  # every rank reaped
-    return report
+from tests.distributed.checked import checked
 
 
 def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
-    report = _check("ParallelMLP")
+    report = checked("ParallelMLP")
     assert report.passed, report.to_text()
     names = [i.name for i in report.inputs]
     assert "x" in names and "fc1.weight@rank0" in names and "fc1.weight@rank1" in names
@@ -32,7 +21,7 @@ def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
 
 
 def test_a_double_all_reduce_is_a_factor_of_the_world_size():
-    report = _check("MLPReducesTwice")
+    report = checked("MLPReducesTwice")
     assert not report.passed
     pattern = [d for d in report.diagnostics if d.kind == "mismatch_pattern"]
     assert pattern and pattern[0].factor == pytest.approx(2.0)
@@ -41,10 +30,10 @@ def test_a_double_all_reduce_is_a_factor_of_the_world_size():
 
 
 def test_ddp_passes_and_an_all_reduce_autograd_never_sees_halves_the_gradients():
-    right = _check("DataParallel")
+    right = checked("DataParallel")
     assert right.passed, right.to_text()
     assert any("DistributedDataParallel keeps it the same" in n for n in right.notes)
-    wrong = _check("DataParallelDoubleReduce")
+    wrong = checked("DataParallelDoubleReduce")
     assert not wrong.passed
     factors = {d.factor for d in wrong.diagnostics if d.kind == "mismatch_pattern"}
     assert factors and all(f == pytest.approx(0.5) for f in factors)
@@ -65,7 +54,7 @@ def test_ratio_names_a_constant_factor_only():
 
 
 def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
-    report = _check("TensorParallelBlock")
+    report = checked("TensorParallelBlock")
     assert report.passed, report.to_text()
     note = " ".join(report.notes)
     assert "up.weight (DTensor placements S(0))" in note

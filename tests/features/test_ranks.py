@@ -4,14 +4,11 @@ rank-dependent factor named; and no such finding where the ranks agree."""
 
 from __future__ import annotations
 
-import gradscope
-from tests.paths import DATA
-
-PAR = f"{DATA}/parallel.py"
+from tests.distributed.checked import checked
 
 
 def test_a_missing_all_reduce_is_each_rank_holding_its_part():
-    report = gradscope.check(f"{PAR}:MLPForgetsAllReduce", nproc=2)
+    report = checked("MLPForgetsAllReduce")
     assert not report.passed
     found = [d for d in report.diagnostics if d.kind == "ranks_disagree"]
     assert found and found[0].inputs == ["x"] and found[0].where == "rank 1"
@@ -20,7 +17,7 @@ def test_a_missing_all_reduce_is_each_rank_holding_its_part():
 
 
 def test_a_rank_dependent_factor_is_named_and_fails_though_rank_0_agrees():
-    report = gradscope.check(f"{PAR}:rank_scaled", nproc=2)
+    report = checked("rank_scaled")
     assert not report.passed
     assert report.inputs[0].status == "ok"  # rank 0's gradient is right: the finding fails it
     (found,) = [d for d in report.diagnostics if d.kind == "ranks_disagree"]
