@@ -212,3 +212,11 @@ class ColumnParallelNoCopy(ColumnParallelLinear):
 
     def forward(self, x):
         return torch.tanh(self.gather.apply(self.fc(x)))
+
+
+def hangs_on_rank_zero(x):
+    """Rank 0 waits in a collective rank 1 never joins."""
+    if dist.get_rank() == 0:
+        x = x.clone()
+        dist.all_reduce(x)
+    return x * 2

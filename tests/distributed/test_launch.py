@@ -38,3 +38,10 @@ def test_a_world_beyond_the_limit_is_refused_before_any_process_starts():
     with pytest.raises(UsageError, match="from 1 to 16"):
         Ranks(spec)
     assert not multiprocessing.active_children()
+
+
+def test_a_rank_waiting_in_a_collective_is_stopped_by_timeout_with_every_rank(capsys):
+    code, _, _ = run(capsys, "check", f"{DATA}/parallel.py:hangs_on_rank_zero", "--nproc",
+                     "2", "--timeout", "6")
+    assert code == 3
+    assert not multiprocessing.active_children()
