@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Sequence
 from contextlib import closing, suppress
+from multiprocessing.connection import wait
 from typing import Any
 
 from gradscope.distributed.rank import LOOPBACK, Described, RankSpec, get, put, serve
@@ -61,35 +62,43 @@ class Ranks:
         return self._replies(self.spec.timeout + GRACE, "ok")
 
     def _replies(self, seconds: float, expected: str) -> list[Any]:
+        """Every rank's reply, taken as each arrives (a rank that dies wakes the wait too);
+        a rank that fails, dies or outlasts `seconds` ends the check."""
         deadline = time.monotonic() + seconds
         replies: list[Any] = [None] * len(self.pipes)
         waiting = set(range(len(self.pipes)))
         while waiting:
-            for rank in sorted(waiting):
-                pipe, process = self.pipes[rank], self.processes[rank]
-                if pipe.poll(0.01):
-                    try:
-                        kind, payload = get(pipe)
-                    except (EOFError, OSError):
-                        self._failed(rank, f"rank {rank} ended without a reply (exit code "
-                                           f"{process.exitcode})")
-                    if kind != expected:
-                        message, code = payload
-                        if code == UsageError.exit_code:  # the request, not the code: as is
-                            self.stop()
-                            raise UsageError(message)
-                        self._failed(rank, f"rank {rank}: {message}")
-                    replies[rank] = payload
-                    waiting.discard(rank)
-                elif not process.is_alive():
-                    self._failed(rank, f"rank {rank} died (exit code {process.exitcode}) "
-                                       "without a reply")
-            if waiting and time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 ranks = ", ".join(str(r) for r in sorted(waiting))
                 self._failed(min(waiting), f"rank(s) {ranks} did not answer within "
                                            f"{seconds:g} s (a collective waiting for a rank "
                                            "that never joined it, or a hang)")
+            handles = [self.pipes[r] for r in waiting] + \
+                [self.processes[r].sentinel for r in waiting]
+            ready = wait(handles, timeout=min(left, 1.0))
+            for rank in sorted(waiting):
+                if self.pipes[rank] in ready:
+                    replies[rank] = self._reply(rank, expected)
+                    waiting.discard(rank)
+                elif self.processes[rank].sentinel in ready:
+                    self._failed(rank, f"rank {rank} died (exit code "
+                                       f"{self.processes[rank].exitcode}) without a reply")
         return replies
+
+    def _reply(self, rank: int, expected: str) -> Any:
+        try:
+            kind, payload = get(self.pipes[rank])
+        except (EOFError, OSError):
+            self._failed(rank, f"rank {rank} ended without a reply (exit code "
+                               f"{self.processes[rank].exitcode})")
+        if kind != expected:
+            message, code = payload
+            if code == UsageError.exit_code:  # the request, not the code: said as it is
+                self.stop()
+                raise UsageError(message)
+            self._failed(rank, f"rank {rank}: {message}")
+        return payload
 
     def _failed(self, rank: int, message: str) -> None:
         self.stop()
