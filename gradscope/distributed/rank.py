@@ -275,12 +275,17 @@ def _own_parameters(target: Any) -> dict[str, torch.Tensor]:
 
 
 def _wrapper(module: Any) -> str:
+    """The data-parallel wrapper the module is or holds (they average gradients over ranks and
+    run their collectives in .backward()'s hooks): DDP, FSDP, or fully_shard's FSDPModule."""
     if module is None:
         return ""
     for sub in module.modules():
-        name = type(sub).__name__
-        if name in ("DistributedDataParallel", "FullyShardedDataParallel"):
-            return name
+        names = {c.__name__ for c in type(sub).__mro__}
+        for name in ("DistributedDataParallel", "FullyShardedDataParallel"):
+            if name in names:
+                return name
+        if "FSDPModule" in names:
+            return "fully_shard (FSDP2)"
     return ""
 
 

@@ -220,3 +220,23 @@ def hangs_on_rank_zero(x):
         x = x.clone()
         dist.all_reduce(x)
     return x * 2
+
+
+class FullySharded(nn.Module):
+    """FSDP2: every Linear and the whole net under fully_shard on a CPU mesh."""
+
+    def __init__(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2)).double()
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        for layer in self.net:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(self.net, mesh=mesh)
+
+    def forward(self, x):
+        return self.net(x)

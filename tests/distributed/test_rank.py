@@ -31,3 +31,13 @@ def test_megatrons_attribute_says_sharded():
 def test_no_wrapper_on_a_plain_module():
     assert _wrapper(nn.Sequential(nn.Linear(2, 2))) == "" and _wrapper(None) == ""
     assert torch.get_num_threads() >= 1
+
+
+def test_ddp_and_fsdp_wrappers_are_recognised_by_class():
+    class FSDPModule(nn.Module):  # (fully_shard makes the module's class a subclass of it)
+        pass
+
+    class Wrapped(FSDPModule):
+        pass
+
+    assert _wrapper(nn.Sequential(Wrapped())) == "fully_shard (FSDP2)"

@@ -60,3 +60,10 @@ def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
     assert "up.weight (DTensor placements S(0))" in note
     assert "down.bias (DTensor placements R)" in note
     assert "down.bias@rank0" not in [i.name for i in report.inputs]
+
+
+def test_fsdp2_passes_its_shards_read_from_placements_and_its_wrapper_named():
+    report = checked("FullySharded")
+    assert report.passed, report.to_text()
+    assert "net.0.weight@rank1" in [i.name for i in report.inputs]
+    assert "net.0.weight (DTensor placements S(0))" in " ".join(report.notes)
