@@ -182,6 +182,10 @@ class Options:
         "--replicated", "With --nproc: tensors (globs) that are one quantity on every rank, "
         "perturbed on all ranks at once.", list, (str, list), "a glob or a list of globs",
         commands=RUNS, metavar="PATTERN"))
+    context: str | None = field(default=None, metadata=_about(
+        "--context", "With --nproc: a context manager defined or imported in the target's "
+        "file (loss_parallel), entered on every rank around each forward and its backward.",
+        str, (str,), "a name in the target's file", commands=RUNS, metavar="NAME"))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))

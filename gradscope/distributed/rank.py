@@ -17,8 +17,9 @@ from __future__ import annotations
 import io
 import os
 import socket
+import sys
 from collections.abc import Callable, Mapping
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gradscope.errors import GradscopeError
+from gradscope.errors import GradscopeError, UsageError
 from gradscope.options import Options
 from gradscope.targets.outputs import picked
 from gradscope.usercode import backward_location, user_code, user_error
@@ -140,6 +141,7 @@ class Served:
         self.target, self.bound = target, bound
         self.said: dict[str, str] = {}
         self.calls: list[Any] = []  # the last recorded custom Function calls
+        self.context: Callable[[], Any] = nullcontext  # --context: around forward and backward
 
     @classmethod
     def build(cls, spec: RankSpec) -> Served:
@@ -159,6 +161,7 @@ class Served:
             target.parameters = {n: local(t) for n, t in target.parameters.items()}
         served = cls(target, bind(options, target))
         served.said = said
+        served.context = _context(target, options.context)
         return served
 
     def described(self) -> Described:
@@ -172,6 +175,10 @@ class Served:
             said=self.said, kind=target.kind, wrapper=_wrapper(module))
 
     def answer(self, command: tuple) -> Any:
+        with user_code("--context"), self.context():
+            return self._answer(command)
+
+    def _answer(self, command: tuple) -> Any:
         kind, values = command[0], command[1]
         if kind == "value":
             with torch.enable_grad():
@@ -233,6 +240,9 @@ class Served:
             out = picked(out, target.text, target.output)
         else:
             out = target.forward(leaves)
+        if type(out).__name__ == "DTensor":  # the whole output, differentiably (all-gathered)
+            with user_code("forward"):
+                out = out.full_tensor()
         return leaves, out
 
     def _grad(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor
@@ -263,6 +273,24 @@ def local(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's local part (a view of its storage); any other tensor itself."""
     to_local = getattr(t, "to_local", None)
     return to_local() if callable(to_local) and type(t).__name__ == "DTensor" else t
+
+
+def _context(target: Any, name: str | None) -> Callable[[], Any]:
+    """--context NAME: the context manager NAME in the target's own module (called anew for
+    each evaluation: a generator-based one serves once)."""
+    if not name:
+        return nullcontext
+    owner = getattr(target, "obj", None)
+    module = sys.modules.get(getattr(owner, "__module__", None) or type(owner).__module__)
+    found = getattr(module, name, None) if module is not None else None
+    if found is None:
+        raise UsageError(f"--context {name}: the target's file has no `{name}` (define or "
+                         "import the context manager there)")
+    if hasattr(found, "__enter__") and hasattr(found, "__exit__"):
+        return lambda: found
+    if not callable(found):
+        raise UsageError(f"--context {name}: `{name}` is not a context manager")
+    return found
 
 
 def _own_parameters(target: Any) -> dict[str, torch.Tensor]:

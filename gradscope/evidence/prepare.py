@@ -42,6 +42,10 @@ def prepare(request: Request) -> Prepared:
     options = request.options.validate()
     if options.nproc:
         return _distributed(request, options)
+    for given, flag in ((options.context, "--context"), (options.sharded, "--sharded"),
+                        (options.replicated, "--replicated")):
+        if given:
+            raise UsageError(f"{flag} is for distributed code: give --nproc N too")
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
                      positional=request.positional)
     # a module in another dtype is checked on a converted copy, in the mode asked for

@@ -2,6 +2,8 @@
 style tensor-parallel regions (identity forward and all-reduce backward, or the reverse) in a
 column/row-parallel MLP, and a DDP model — each correct, and with a planted collective bug."""
 
+import contextlib
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -240,3 +242,67 @@ class FullySharded(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+_inside = []
+
+
+@contextlib.contextmanager
+def doubled_region():
+    """A context the backward below needs (as loss_parallel() is needed by a parallel loss)."""
+    _inside.append(True)
+    try:
+        yield
+    finally:
+        _inside.pop()
+
+
+class NeedsRegion(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        if not _inside:
+            raise RuntimeError("backward outside doubled_region()")
+        return g * 2
+
+
+def needs_region(x):
+    return NeedsRegion.apply(x)
+
+
+_meshes = []
+
+
+def _mesh():
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if not _meshes:
+        _meshes.append(init_device_mesh("cpu", (dist.get_world_size(),)))
+    return _meshes[0]
+
+
+def parallel_cross_entropy(logits):
+    """Each rank's columns of the logits (a ColwiseParallel output, --sharded logits), the
+    loss over all of them: under loss_parallel() (--context loss_parallel) as its docs say."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    d = DTensor.from_local(logits, _mesh(), [Shard(1)])
+    return torch.nn.functional.cross_entropy(d, torch.tensor([1, 3, 6]))
+
+
+def parallel_log_softmax(logits):
+    """log_softmax of sharded logits not consumed by cross_entropy: under loss_parallel() its
+    gradient is wrong (pytorch #190746, open on 2.13); without the context it is right."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    d = DTensor.from_local(logits, _mesh(), [Shard(1)])
+    y = torch.nn.functional.log_softmax(d, dim=-1)
+    columns = logits.shape[1]
+    weight = torch.arange(1.0, 1.0 + columns, dtype=logits.dtype) * (1 + dist.get_rank())
+    return (y * DTensor.from_local(weight, _mesh(), [Shard(0)])).sum().full_tensor()
+
+
+from torch.distributed.tensor.parallel import loss_parallel  # noqa: E402  (--context's name)

@@ -1,0 +1,36 @@
+"""Real reports about distributed gradients that reproduce on torch 2.13 CPU with gloo, caught
+with --nproc 2; and --context, the region a backward must run in."""
+
+from __future__ import annotations
+
+import gradscope
+from tests.paths import DATA
+
+PAR = f"{DATA}/parallel.py"
+SHARDED = {"nproc": 2, "shape": {"logits": (3, 4)}, "sharded": ("logits",)}
+
+
+def test_pytorch_190746_log_softmax_under_loss_parallel_gets_a_wrong_gradient():
+    wrong = gradscope.check(f"{PAR}:parallel_log_softmax", context="loss_parallel", **SHARDED)
+    assert not wrong.passed
+    assert {i.name for i in wrong.inputs} == {"logits@rank0", "logits@rank1"}
+    assert gradscope.check(f"{PAR}:parallel_log_softmax", **SHARDED).passed
+
+
+def test_cross_entropy_under_loss_parallel_passes_in_its_context():
+    assert gradscope.check(f"{PAR}:parallel_cross_entropy", context="loss_parallel",
+                           **SHARDED).passed
+
+
+def test_a_backward_that_needs_its_region_runs_in_it_with_context():
+    assert gradscope.check(f"{PAR}:needs_region", nproc=2, context="doubled_region").passed
+
+
+def test_context_names_must_exist_and_need_nproc(capsys):
+    from tests.command import run
+
+    code, _, err = run(capsys, "check", f"{PAR}:needs_region", "--nproc", "2", "--context",
+                       "nothing")
+    assert code == 2 and "has no `nothing`" in err
+    code, _, err = run(capsys, "check", "x*2", "--context", "loss_parallel")
+    assert code == 2 and "give --nproc N too" in err
