@@ -7,6 +7,7 @@ import contextlib
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.tensor.parallel import loss_parallel  # noqa: F401  (for --context)
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -304,5 +305,3 @@ def parallel_log_softmax(logits):
     weight = torch.arange(1.0, 1.0 + columns, dtype=logits.dtype) * (1 + dist.get_rank())
     return (y * DTensor.from_local(weight, _mesh(), [Shard(0)])).sum().full_tensor()
 
-
-from torch.distributed.tensor.parallel import loss_parallel  # noqa: E402  (--context's name)
