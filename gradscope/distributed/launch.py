@@ -1,26 +1,32 @@
 """The ranks of a distributed check, started and ended by the coordinator (gradscope's own
-process): N processes through torch.multiprocessing's spawn context, each on a pipe of its own,
-a free port on 127.0.0.1 chosen for their rendezvous. Every command goes to every rank and
-every rank's reply is awaited with a deadline; a rank that raises, dies or hangs ends the check
-on all of them (exit 3 naming the rank and its error), and the others are stopped and reaped —
-no process outlives the check."""
+process): N processes of this Python (`python -c`: channel.py says why not multiprocessing),
+each on a channel of its own, a free port on 127.0.0.1 chosen for their rendezvous. Every
+command goes to every rank and every rank's reply is awaited with a deadline; a rank that
+raises, dies or hangs ends the check on all of them (exit 3 naming the rank and its error),
+and the others are stopped and reaped — no process outlives the check."""
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from contextlib import closing, suppress
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
-from gradscope.distributed.rank import LOOPBACK, Described, RankSpec, get, put, serve
+from gradscope.distributed.channel import Channel, get, put
+from gradscope.distributed.rank import LOOPBACK, Described, RankSpec
 from gradscope.errors import TargetError, UsageError
 
 MOST_RANKS = 16  # a check's ranks share one machine's cores
 START_SECONDS = 120.0  # importing torch and the target, and the rendezvous, per rank
 GRACE = 5.0  # seconds a stopped rank gets before it is killed
+ENTRY = "from gradscope.distributed.rank import main; main()"
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where `import gradscope` finds us
 
 
 def free_port() -> int:
@@ -31,25 +37,40 @@ def free_port() -> int:
 
 
 class Ranks:
-    """N running ranks and their pipes."""
+    """N running ranks and their channels."""
 
     def __init__(self, spec: RankSpec) -> None:
         if not 1 <= spec.world <= MOST_RANKS:
             raise UsageError(f"--nproc {spec.world}: give a number of processes from 1 to "
                              f"{MOST_RANKS}")
-        context = multiprocessing.get_context("spawn")
         self.spec = spec
-        self.pipes: list[Any] = []
-        self.processes: list[Any] = []
-        for rank in range(spec.world):
-            ours, theirs = context.Pipe()
-            process = context.Process(target=serve, args=(rank, spec, theirs), daemon=True,
-                                      name=f"gradscope rank {rank}")
-            process.start()
-            theirs.close()
-            self.pipes.append(ours)
-            self.processes.append(process)
+        self.pipes: list[Channel] = []
+        self.processes: list[subprocess.Popen] = []
+        try:
+            for rank in range(spec.world):
+                self._start(rank)
+            for pipe in self.pipes:
+                put(pipe, spec)
+        except BaseException:
+            self.stop()
+            raise
         self.described: list[Described] = self._replies(START_SECONDS, "ready")
+
+    def _start(self, rank: int) -> None:
+        """One rank's process, its channel's far ends passed to it and closed here."""
+        to_rank, from_us = os.pipe()
+        to_us, from_rank = os.pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", ENTRY, str(rank), str(to_rank), str(from_rank)],
+                pass_fds=(to_rank, from_rank), stdin=subprocess.DEVNULL, env=env)
+        finally:
+            os.close(to_rank)
+            os.close(from_rank)
+        self.pipes.append(Channel(to_us, from_us))
+        self.processes.append(process)
 
     def ask(self, commands: Sequence[tuple]) -> list[Any]:
         """Send each rank its command (the same kind for all) and return the replies in rank
@@ -74,24 +95,24 @@ class Ranks:
                 self._failed(min(waiting), f"rank(s) {ranks} did not answer within "
                                            f"{seconds:g} s (a collective waiting for a rank "
                                            "that never joined it, or a hang)")
-            handles = [self.pipes[r] for r in waiting] + \
-                [self.processes[r].sentinel for r in waiting]
-            ready = wait(handles, timeout=min(left, 1.0))
+            # (a rank that dies closes its end: its channel turns readable, and reading it
+            # says so)
+            ready = wait([self.pipes[r] for r in waiting], timeout=min(left, 1.0))
             for rank in sorted(waiting):
                 if self.pipes[rank] in ready:
                     replies[rank] = self._reply(rank, expected)
                     waiting.discard(rank)
-                elif self.processes[rank].sentinel in ready:
-                    self._failed(rank, f"rank {rank} died (exit code "
-                                       f"{self.processes[rank].exitcode}) without a reply")
         return replies
 
     def _reply(self, rank: int, expected: str) -> Any:
         try:
             kind, payload = get(self.pipes[rank])
         except (EOFError, OSError):
-            self._failed(rank, f"rank {rank} ended without a reply (exit code "
-                               f"{self.processes[rank].exitcode})")
+            process = self.processes[rank]
+            with suppress(subprocess.TimeoutExpired):
+                process.wait(GRACE)
+            self._failed(rank, f"rank {rank} died without a reply (exit code "
+                               f"{process.returncode})")
         if kind != expected:
             message, code = payload
             if code == UsageError.exit_code:  # the request, not the code: said as it is
@@ -112,11 +133,12 @@ class Ranks:
                 put(pipe, ("stop",))
         deadline = time.monotonic() + GRACE
         for process in self.processes:
-            process.join(max(0.0, deadline - time.monotonic()))
+            with suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.0, deadline - time.monotonic()))
         for process in self.processes:
-            if process.is_alive():
+            if process.poll() is None:
                 process.kill()
-                process.join(GRACE)
+                process.wait()
         for pipe in self.pipes:
             pipe.close()
         self.pipes, self.processes = [], []

@@ -14,7 +14,6 @@ wrong (exit 2), after which the rank ends."""
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 import torch
 
+from gradscope.distributed.channel import Channel, get, put
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.options import Options
 from gradscope.targets.outputs import picked
@@ -84,8 +84,22 @@ def environment(rank: int, spec: RankSpec) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
 
 
+def main() -> None:
+    """A rank process's entry (`python -c`, argv: its rank and the two descriptors of its
+    channel): its prints go to stderr (stdout may be the coordinator's JSON document), the
+    spec comes first on the channel, then it serves."""
+    rank, inbound, outbound = (int(a) for a in sys.argv[1:4])
+    os.dup2(2, 1)
+    channel = Channel(inbound, outbound)
+    try:
+        spec = get(channel)
+    except (EOFError, OSError):
+        return
+    serve(rank, spec, channel)
+
+
 def serve(rank: int, spec: RankSpec, conn: Any) -> None:
-    """A rank's whole life (the entry point of its process)."""
+    """A rank's whole life."""
     import torch.distributed as dist
 
     try:
@@ -109,18 +123,6 @@ def serve(rank: int, spec: RankSpec, conn: Any) -> None:
             with suppress(Exception):
                 dist.destroy_process_group()
         conn.close()
-
-
-def put(conn: Any, message: Any) -> None:
-    """One message as bytes: tensors by value (never shared memory or passed descriptors,
-    which a rank that dies could leave half-received)."""
-    buffer = io.BytesIO()
-    torch.save(message, buffer)
-    conn.send_bytes(buffer.getvalue())
-
-
-def get(conn: Any) -> Any:
-    return torch.load(io.BytesIO(conn.recv_bytes()), weights_only=False)
 
 
 def _send(conn: Any, reply: tuple) -> None:

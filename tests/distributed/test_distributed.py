@@ -3,7 +3,6 @@ where building it fails; and the package stays out of every run that does not as
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import pytest
 from gradscope.distributed import start
 from gradscope.errors import TargetError, UsageError
 from gradscope.options import Options
+from tests.distributed.checked import children
 from tests.paths import DATA, ROOT
 
 
@@ -19,24 +19,24 @@ def test_start_gives_a_running_target_and_finished_ends_it():
     target = start(f"{DATA}/parallel.py:rank_scaled", None, Options(nproc=2), 30.0)
     try:
         assert target.names == ("x",) and target.world == 2
-        assert len(multiprocessing.active_children()) == 2
+        assert len(children()) == 2
     finally:
         target.finished()
-    assert not multiprocessing.active_children()
+    assert not children()
 
 
 def test_a_target_no_rank_can_build_is_a_usage_error_and_leaves_no_process():
     with pytest.raises(UsageError, match="no_such_name") as info:
         start(f"{DATA}/parallel.py:no_such_name", None, Options(nproc=2), 30.0)
     assert "on rank" not in str(info.value)  # the same on every rank: said as one process says it
-    assert not multiprocessing.active_children()
+    assert not children()
 
 
 def test_user_code_that_raises_while_building_names_its_rank():
     with pytest.raises(TargetError, match=r"rank [01]: the target's own code raised"):
         start(f"{DATA}/parallel.py:ParallelMLP", None, Options(nproc=2, init={"hidden": "a"}),
               30.0)
-    assert not multiprocessing.active_children()
+    assert not children()
 
 
 def test_a_check_without_nproc_never_imports_it():
@@ -45,3 +45,13 @@ def test_a_check_without_nproc_never_imports_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_script_that_checks_at_its_top_level_is_not_run_again_by_the_ranks(tmp_path):
+    script = tmp_path / "train_check.py"
+    script.write_text("import gradscope\nprint('ran')\n"
+                      f"print(gradscope.check({str(DATA / 'parallel.py') + ':rank_scaled'!r}, "
+                      "nproc=2).passed)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120).stdout
+    assert out.split() == ["ran", "False"]  # printed once: the ranks never import __main__

@@ -3,8 +3,6 @@ rank and the user's frames), and no process outlives it."""
 
 from __future__ import annotations
 
-import multiprocessing
-
 import pytest
 
 from gradscope.distributed.launch import Ranks, free_port
@@ -12,6 +10,7 @@ from gradscope.distributed.rank import RankSpec
 from gradscope.errors import UsageError
 from gradscope.options import Options
 from tests.command import run
+from tests.distributed.checked import children
 from tests.paths import DATA
 
 
@@ -20,7 +19,7 @@ def test_a_rank_that_raises_ends_the_check_naming_it(capsys):
     assert code == 3
     assert "rank 1" in err and "rank one refuses" in err and "parallel.py" in err
     assert "Traceback" not in err
-    assert not multiprocessing.active_children()
+    assert not children()
 
 
 def test_a_planted_bug_exits_1_from_the_command_line(capsys):
@@ -37,11 +36,11 @@ def test_a_world_beyond_the_limit_is_refused_before_any_process_starts():
     spec = RankSpec("x", None, Options(), 17, free_port(), 1.0)
     with pytest.raises(UsageError, match="from 1 to 16"):
         Ranks(spec)
-    assert not multiprocessing.active_children()
+    assert not children()
 
 
 def test_a_rank_waiting_in_a_collective_is_stopped_by_timeout_with_every_rank(capsys):
     code, _, _ = run(capsys, "check", f"{DATA}/parallel.py:hangs_on_rank_zero", "--nproc",
                      "2", "--timeout", "6")
     assert code == 3
-    assert not multiprocessing.active_children()
+    assert not children()
