@@ -44,3 +44,15 @@ def test_a_rank_waiting_in_a_collective_is_stopped_by_timeout_with_every_rank(ca
                      "2", "--timeout", "6")
     assert code == 3
     assert not children()
+
+
+def test_what_ranks_print_never_enters_the_json_on_stdout():
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gradscope", "check",
+                           f"{DATA}/parallel.py:prints_on_every_rank", "--nproc", "2",
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout)["passed"] is True
+    assert "hello from rank 1" in done.stderr
