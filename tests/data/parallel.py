@@ -310,3 +310,10 @@ def parallel_log_softmax(logits):
 def prints_on_every_rank(x):
     print("hello from rank", dist.get_rank())
     return x * 2
+
+
+def functional_all_reduce_avg(x):
+    """A functional all_reduce with "avg" (pytorch #190007): its backward raises on 2.13."""
+    import torch.distributed._functional_collectives as fc
+
+    return fc.all_reduce(x * 1.0, "avg", dist.group.WORLD)

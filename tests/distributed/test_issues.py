@@ -3,7 +3,10 @@ with --nproc 2; and --context, the region a backward must run in."""
 
 from __future__ import annotations
 
+import pytest
+
 import gradscope
+from tests.distributed.checked import checked, children
 from tests.paths import DATA
 
 PAR = f"{DATA}/parallel.py"
@@ -15,6 +18,21 @@ def test_pytorch_190746_log_softmax_under_loss_parallel_gets_a_wrong_gradient():
     assert not wrong.passed
     assert {i.name for i in wrong.inputs} == {"logits@rank0", "logits@rank1"}
     assert gradscope.check(f"{PAR}:parallel_log_softmax", **SHARDED).passed
+
+
+def test_pytorch_190007_a_functional_all_reduce_avg_whose_backward_raises_names_the_rank():
+    from gradscope.errors import TargetError
+
+    with pytest.raises(TargetError, match=r"(?s)rank [01]: .*only supports 'sum' reduction"):
+        gradscope.check(f"{PAR}:functional_all_reduce_avg", nproc=2)
+    assert not children()
+
+
+def test_an_in_place_all_reduce_of_the_loss_under_ddp_halves_every_gradient():
+    # (autograd never sees dist.all_reduce(loss): the gradients are 1/2 of what it changes by)
+    report = checked("DataParallelDoubleReduce")
+    assert not report.passed
+    assert {d.factor for d in report.diagnostics if d.kind == "mismatch_pattern"} == {0.5}
 
 
 def test_cross_entropy_under_loss_parallel_passes_in_its_context():
