@@ -186,6 +186,15 @@ class Options:
         "--context", "With --nproc: a context manager defined or imported in the target's "
         "file (loss_parallel), entered on every rank around each forward and its backward.",
         str, (str,), "a name in the target's file", commands=RUNS, metavar="NAME"))
+    after_backward: str | None = field(default=None, metadata=_about(
+        "--after-backward", "With --nproc: a function in the target's file that completes the "
+        "gradients after backward on every rank (Megatron's finalize_model_grads), called with "
+        "the module (a module target) or with nothing.", str, (str,),
+        "a name in the target's file", commands=RUNS, metavar="NAME"))
+    partial_grad: tuple[str, ...] = field(default=(), metadata=_about(
+        "--partial-grad", "With --nproc: replicated tensors (globs) whose gradient each rank "
+        "holds only a part of, by design: their sum over ranks is compared.", list,
+        (str, list), "a glob or a list of globs", commands=RUNS, metavar="PATTERN"))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))
@@ -431,7 +440,7 @@ def _globs(raw: Any, where: str) -> tuple[str, ...]:
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents,
     "arg": _arguments, "init": _literals, "surrogate": _names, "only": _globs, "skip": _globs,
-    "sharded": _globs, "replicated": _globs,
+    "sharded": _globs, "replicated": _globs, "partial_grad": _globs,
 }
 
 

@@ -18,7 +18,8 @@ def start(target: str, base: str | None, options: Options, timeout: float
     """The target of `options.nproc` ranks, running (stop them with `.finished()`)."""
     ranks = Ranks(RankSpec(target, base, options, options.nproc, free_port(), timeout))
     try:
-        return DistributedTarget(ranks, options.sharded, options.replicated)
+        return DistributedTarget(ranks, options.sharded, options.replicated,
+                                 options.partial_grad)
     except BaseException:
         ranks.stop()
         raise

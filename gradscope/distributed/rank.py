@@ -144,6 +144,7 @@ class Served:
         self.said: dict[str, str] = {}
         self.calls: list[Any] = []  # the last recorded custom Function calls
         self.context: Callable[[], Any] = nullcontext  # --context: around forward and backward
+        self.after: Callable[[], Any] | None = None  # --after-backward: completes the grads
 
     @classmethod
     def build(cls, spec: RankSpec) -> Served:
@@ -164,6 +165,7 @@ class Served:
         served = cls(target, bind(options, target))
         served.said = said
         served.context = _context(target, options.context)
+        served.after = _after(target, options.after_backward)
         return served
 
     def described(self) -> Described:
@@ -255,6 +257,9 @@ class Served:
             leaves, out = self._call(values)
             with user_code("backward"):
                 out.backward(upstream.to(out.dtype))
+            if self.after is not None:
+                with user_code("--after-backward"):
+                    self.after()
         grads = {}
         params = dict(_own_parameters(self.target))
         for name in values:
@@ -277,21 +282,41 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return to_local() if callable(to_local) and type(t).__name__ == "DTensor" else t
 
 
-def _context(target: Any, name: str | None) -> Callable[[], Any]:
-    """--context NAME: the context manager NAME in the target's own module (called anew for
-    each evaluation: a generator-based one serves once)."""
-    if not name:
-        return nullcontext
+def _named(target: Any, name: str, flag: str) -> Any:
+    """NAME as the target's own module (FILE.py) defines or imports it."""
     owner = getattr(target, "obj", None)
     module = sys.modules.get(getattr(owner, "__module__", None) or type(owner).__module__)
     found = getattr(module, name, None) if module is not None else None
     if found is None:
-        raise UsageError(f"--context {name}: the target's file has no `{name}` (define or "
-                         "import the context manager there)")
+        raise UsageError(f"{flag} {name}: the target's file has no `{name}` (define or "
+                         "import it there)")
+    return found
+
+
+def _context(target: Any, name: str | None) -> Callable[[], Any]:
+    """--context NAME: the context manager NAME (called anew for each evaluation: a
+    generator-based one serves once)."""
+    if not name:
+        return nullcontext
+    found = _named(target, name, "--context")
     if hasattr(found, "__enter__") and hasattr(found, "__exit__"):
         return lambda: found
     if not callable(found):
         raise UsageError(f"--context {name}: `{name}` is not a context manager")
+    return found
+
+
+def _after(target: Any, name: str | None) -> Callable[[], Any] | None:
+    """--after-backward NAME: the function NAME, called with the module where the target
+    is one (whose .grad it completes), else with nothing."""
+    if not name:
+        return None
+    found = _named(target, name, "--after-backward")
+    if not callable(found):
+        raise UsageError(f"--after-backward {name}: `{name}` is not a function")
+    module = getattr(target, "module", None)
+    if module is not None and type(module).__name__ != "Holder":
+        return lambda: found(module)
     return found
 
 

@@ -59,12 +59,15 @@ class DistributedTarget(Target):
     """The ranks' target as one function (see the module's docstring)."""
 
     def __init__(self, ranks: Ranks, sharded: tuple[str, ...] = (),
-                 replicated: tuple[str, ...] = ()) -> None:
+                 replicated: tuple[str, ...] = (), partial: tuple[str, ...] = ()) -> None:
         first: Described = ranks.described[0]
         super().__init__(ranks.spec.target, first.kind)
         self._ranks = ranks
         self.world = ranks.spec.world
         self._layout = _layout(ranks.described, sharded, replicated)
+        # --partial-grad: replicated tensors each rank holds a part of the gradient of
+        self._partial = {n for n, lay in self._layout.items() if not lay.sharded
+                         and any(fnmatch.fnmatchcase(n, p) for p in partial)}
         self._names = tuple(n for base in first.names for n in self._layout[base].names)
         values = {}
         for base, layout in self._layout.items():
@@ -83,6 +86,9 @@ class DistributedTarget(Target):
         # (the table's): what a missing reduction is recognised by
         self._first: dict[str, list[torch.Tensor]] = {}
         self.notes.append(_layout_note(self._layout, self.world))
+        if self._partial:
+            self.notes.append("--partial-grad: the gradients of " + ", ".join(sorted(
+                self._partial)) + " are each rank's part; their sum over ranks is compared")
         self.dtype = first.values[first.names[0]].dtype if first.names else torch.float64
         self._wrapper = first.wrapper
 
@@ -127,6 +133,9 @@ class DistributedTarget(Target):
             if layout.sharded:
                 for rank_, name in zip(layout.ranks, layout.names, strict=True):
                     grads[name] = replies[rank_][1][base]
+                continue
+            if base in self._partial:  # (declared: the parts' sum is the gradient)
+                grads[layout.names[0]] = torch.stack([r[1][base] for r in replies]).sum(0)
                 continue
             first = replies[0][1][base]
             grads[layout.names[0]] = first

@@ -43,7 +43,9 @@ def prepare(request: Request) -> Prepared:
     if options.nproc:
         return _distributed(request, options)
     for given, flag in ((options.context, "--context"), (options.sharded, "--sharded"),
-                        (options.replicated, "--replicated")):
+                        (options.replicated, "--replicated"),
+                        (options.after_backward, "--after-backward"),
+                        (options.partial_grad, "--partial-grad")):
         if given:
             raise UsageError(f"{flag} is for distributed code: give --nproc N too")
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,

@@ -317,3 +317,57 @@ def functional_all_reduce_avg(x):
     import torch.distributed._functional_collectives as fc
 
     return fc.all_reduce(x * 1.0, "avg", dist.group.WORLD)
+
+
+class ScatterRows(torch.autograd.Function):
+    """Megatron's scatter to the sequence-parallel region: each rank keeps its rows; backward
+    all-gathers the rows' gradients."""
+
+    @staticmethod
+    def forward(ctx, x):
+        n = x.shape[0] // dist.get_world_size()
+        rank = dist.get_rank()
+        return x[rank * n:(rank + 1) * n].clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        parts = [torch.empty_like(g) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, g.contiguous())
+        return torch.cat(parts)
+
+
+class GatherRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx, g):
+        n = g.shape[0] // dist.get_world_size()
+        rank = dist.get_rank()
+        return g[rank * n:(rank + 1) * n].contiguous()
+
+
+class SequenceParallelNorm(nn.Module):
+    """A norm's weight shared by every rank, each rank normalising its own rows: each rank's
+    weight.grad is its rows' part, completed after backward (finalize_grads) as Megatron's
+    finalize_model_grads does for sequence-parallel norms."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(4, dtype=torch.float64))
+
+    def forward(self, x):
+        rows = ScatterRows.apply(x)
+        normed = torch.nn.functional.layer_norm(rows, (4,)) * self.weight
+        return GatherRows.apply(normed)
+
+
+def finalize_grads(module):
+    """All-reduce the partial gradients of the shared norm weight (after backward)."""
+    for p in module.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)

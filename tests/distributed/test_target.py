@@ -67,3 +67,18 @@ def test_fsdp2_passes_its_shards_read_from_placements_and_its_wrapper_named():
     assert report.passed, report.to_text()
     assert "net.0.weight@rank1" in [i.name for i in report.inputs]
     assert "net.0.weight (DTensor placements S(0))" in " ".join(report.notes)
+
+
+def test_gradients_completed_after_backward_are_declared_by_either_option():
+    import gradscope
+    from tests.distributed.checked import PAR
+
+    shaped = {"nproc": 2, "shape": {"x": (4, 4)}}
+    target = f"{PAR}:SequenceParallelNorm"
+    bare = gradscope.check(target, **shaped)
+    assert not bare.passed
+    (found,) = [d for d in bare.diagnostics if d.kind == "ranks_disagree"]
+    assert found.inputs == ["weight"] and "add up to the derivative" in found.message
+    assert gradscope.check(target, after_backward="finalize_grads", **shaped).passed
+    partial = gradscope.check(target, partial_grad=("weight",), **shaped)
+    assert partial.passed and any("--partial-grad" in n for n in partial.notes)
