@@ -195,6 +195,10 @@ class Options:
         "--partial-grad", "With --nproc: replicated tensors (globs) whose gradient each rank "
         "holds only a part of, by design: their sum over ranks is compared.", list,
         (str, list), "a glob or a list of globs", commands=RUNS, metavar="PATTERN"))
+    compare_single: bool = field(default=False, metadata=_about(
+        "--compare-single", "With --nproc: also run the target in one process (world size 1) "
+        "at the same values and fail where its output or gradients differ from the ranks'.",
+        bool, (bool,), "true or false", commands=RUNS))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))

@@ -356,7 +356,9 @@ def _said(module: Any, parameters: Mapping[str, torch.Tensor]) -> dict[str, str]
         if p is None:
             continue
         if getattr(p, "tensor_model_parallel", False):
-            said[name] = "sharded: it has tensor_model_parallel = True"
+            dim = getattr(p, "partition_dim", None)
+            said[name] = "sharded: it has tensor_model_parallel = True" + (
+                f", partition_dim {dim}" if isinstance(dim, int) else "")
         placements = getattr(p, "placements", None)
         if placements is not None:
             shards = [str(x) for x in placements if type(x).__name__ == "Shard"]

@@ -20,6 +20,7 @@ tensors, so that every engine, comparison and explanation of a single-process ch
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from gradscope.distributed.launch import Ranks
-from gradscope.distributed.rank import CallSeen, Described
+from gradscope.distributed.rank import CallSeen, Described, RankSpec
 from gradscope.errors import UsageError
 from gradscope.targets.base import Target
 
@@ -100,6 +101,23 @@ class DistributedTarget(Target):
         """A wrong factor is often the world size (a sum where a mean belongs, or twice)."""
         return {f"the world size (--nproc {self.world})": float(self.world)}
 
+    @property
+    def spec(self) -> RankSpec:
+        return self._ranks.spec
+
+    def wholes(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
+        """Each tensor as one process would hold it: a replicated one as it is, a DTensor's
+        shards joined along their Shard dim; None for a shard the code does not place."""
+        out: dict[str, torch.Tensor | None] = {}
+        for base, layout in self._layout.items():
+            if not layout.sharded:
+                out[base] = values[layout.names[0]]
+            elif layout.dim is not None:
+                out[base] = torch.cat([values[n] for n in layout.names], dim=layout.dim)
+            else:
+                out[base] = None
+        return out
+
     def finished(self) -> None:
         self._ranks.stop()
 
@@ -166,7 +184,7 @@ class DistributedTarget(Target):
         diff = (first.double() - other.double()).abs()
         tol = ROUNDOFF * torch.finfo(self.dtype).eps * float(first.double().abs().max())
         found = Disagreement(name, rank, float(diff.max()), float(first.double().abs().max()),
-                             int((diff > tol).sum()), _ratio(first.double(), other.double()))
+                             int((diff > tol).sum()), ratio(first.double(), other.double()))
         kept = self._disagreements.get((name, rank))
         if kept is None or found.apart > kept.apart:
             self._disagreements[(name, rank)] = found
@@ -205,7 +223,7 @@ class DistributedTarget(Target):
         return [*super().observed(), *getattr(self, "_notes_after", [])]
 
 
-def _ratio(first: torch.Tensor, other: torch.Tensor) -> float | None:
+def ratio(first: torch.Tensor, other: torch.Tensor) -> float | None:
     """c where other = c × first at every element (first nonzero somewhere), else None."""
     big = first.abs() > 1e-12 * float(first.abs().max()) if first.numel() else first
     if not bool(big.any()):
@@ -240,6 +258,14 @@ class Layout:
     names: tuple[str, ...]
     ranks: tuple[int, ...]
     why: str
+
+    @property
+    def dim(self) -> int | None:
+        """The dim the code says it is split along (a DTensor's Shard placement, Megatron's
+        partition_dim), None where it does not say."""
+        found = re.search(r"S\((\d+)\)|partition_dim (\d+)", self.why) if self.sharded \
+            else None
+        return int(found.group(1) or found.group(2)) if found else None
 
 
 def _layout(described: list[Described], sharded: tuple[str, ...],

@@ -45,7 +45,8 @@ def prepare(request: Request) -> Prepared:
     for given, flag in ((options.context, "--context"), (options.sharded, "--sharded"),
                         (options.replicated, "--replicated"),
                         (options.after_backward, "--after-backward"),
-                        (options.partial_grad, "--partial-grad")):
+                        (options.partial_grad, "--partial-grad"),
+                        (options.compare_single, "--compare-single")):
         if given:
             raise UsageError(f"{flag} is for distributed code: give --nproc N too")
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,

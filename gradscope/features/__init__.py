@@ -23,6 +23,7 @@ from gradscope.features import (
     projections,
     ranks,
     relations,
+    single,
     surrogates,
     vanishing,
 )
@@ -41,6 +42,7 @@ FEATURES: tuple[Feature, ...] = (
     layers.FEATURE,
     ranks.FEATURE,
     collectives.FEATURE,
+    single.FEATURE,
 )
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

@@ -371,3 +371,52 @@ def finalize_grads(module):
     for p in module.parameters():
         if p.grad is not None:
             dist.all_reduce(p.grad)
+
+
+class ReduceAverages(torch.autograd.Function):
+    """The bug: the partial outputs averaged (a mean where the sum belongs), and backward
+    consistent with it — the gradient follows the wrong function, so only a single-process
+    run shows it (--compare-single)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x / dist.get_world_size()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / dist.get_world_size()
+
+
+class SplitMLP(nn.Module):
+    """A tensor-parallel MLP whose shards are slices of one seeded whole (Megatron's init
+    from a master weight, tensor_model_parallel and partition_dim set): at world size 1 it is
+    the whole MLP."""
+
+    reduce = ReduceFromTensorParallel
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        up, down = nn.Linear(4, 8).double(), nn.Linear(8, 4, bias=False).double()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        rows = slice(rank * 8 // world, (rank + 1) * 8 // world)
+        self.w1 = self._shard(up.weight[rows], 0)
+        self.b1 = self._shard(up.bias[rows], 0)
+        self.w2 = self._shard(down.weight[:, rows], 1)
+
+    @staticmethod
+    def _shard(t, dim):
+        p = nn.Parameter(t.detach().clone())
+        p.tensor_model_parallel, p.partition_dim = True, dim
+        return p
+
+    def forward(self, x):
+        x = CopyToTensorParallel.apply(x)
+        h = torch.tanh(torch.nn.functional.linear(x, self.w1, self.b1))
+        return self.reduce.apply(torch.nn.functional.linear(h, self.w2))
+
+
+class SplitMLPAveraged(SplitMLP):
+    reduce = ReduceAverages

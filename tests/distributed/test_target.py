@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradscope.distributed.target import _ratio, same
+from gradscope.distributed.target import ratio, same
 from tests.distributed.checked import checked
 
 
@@ -46,11 +46,11 @@ def test_same_is_equality_up_to_round_off():
     assert not same(a, a[:1], torch.float64)
 
 
-def test_ratio_names_a_constant_factor_only():
+def testratio_names_a_constant_factor_only():
     a = torch.tensor([1.0, -2.0, 0.0], dtype=torch.float64)
-    assert _ratio(a, 3 * a) == pytest.approx(3.0)
-    assert _ratio(a, a + 1) is None
-    assert _ratio(torch.zeros(2, dtype=torch.float64), a[:2]) is None
+    assert ratio(a, 3 * a) == pytest.approx(3.0)
+    assert ratio(a, a + 1) is None
+    assert ratio(torch.zeros(2, dtype=torch.float64), a[:2]) is None
 
 
 def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
