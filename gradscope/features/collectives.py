@@ -95,45 +95,47 @@ def _argument(ctx: Context, calls: Sequence[Any], k: int, i: int) -> Found | Non
     if replicated:  # one quantity: every rank's backward returns the whole derivative
         d = torch.randn(args[0].shape, generator=generator(seed, f":collective:{k}:{i}"),
                         dtype=torch.float64).to(args[0])
-        fd, err = _quotient(target, calls, k, i, [d] * world, h, count)
+        fd, err, _ = _quotient(target, calls, k, i, [d] * world, h, count)
         returned = [float((c.returned[i].double() * d.double()).sum()) for c in calls]
         wrong = [r for r, b in enumerate(returned) if not _close(b, fd, err, tol)]
         if not wrong:
             return None
         how, hint = _replicated_how(returned, fd, err, tol, wrong, world)
     else:  # each rank's own: moved on its rank alone, its backward its own part
-        wrong, ratios = [], []
+        wrong, ratios, own = [], [], []
         for r in range(world):
             d = torch.randn(args[r].shape, generator=generator(seed, f":collective:{k}:{i}:{r}"),
                             dtype=torch.float64).to(args[r])
             dirs = [d if q == r else torch.zeros_like(args[q]) for q in range(world)]
-            fd, err = _quotient(target, calls, k, i, dirs, h, count)
+            fd, err, terms = _quotient(target, calls, k, i, dirs, h, count)
             b = float((calls[r].returned[i].double() * d.double()).sum())
             if not _close(b, fd, err, tol):
                 wrong.append(r)
                 ratios.append(b / fd if fd else float("nan"))
+                own.append(_close(b, terms[r], err, tol))
         if not wrong:
             return None
-        how, hint = _sharded_how(wrong, ratios, world)
+        how, hint = _sharded_how(wrong, ratios, world, all(own) and len(wrong) == world)
     return Found(calls[0].name, calls[0].where, i, how, hint)
 
 
 def _quotient(target: Any, calls: Sequence[Any], k: int, i: int, dirs: list[torch.Tensor],
-              h: float, count: float) -> tuple[float, float]:
+              h: float, count: float) -> tuple[float, float, list[float]]:
     """The Function's directional derivative across ranks (each rank's outputs weighed by the
-    gradient they received, summed, × `count`) at steps h and h/2, and their difference (its
-    error)."""
-    def at(step: float) -> float:
+    gradient they received, summed, × `count`) at steps h and h/2, their difference (its
+    error), and each rank's own term of it (what a backward without reduction returns)."""
+    def at(step: float) -> list[float]:
         plus, minus = target.probe(k, i, dirs, step), target.probe(k, i, dirs, -step)
-        total = 0.0
+        terms = []
         for call, p, m in zip(calls, plus, minus, strict=True):
-            for g, a, b in zip(call.received, p, m, strict=False):
-                if g is not None and a is not None and b is not None:
-                    total += float((g.double() * (a.double() - b.double())).sum()) / (2 * step)
-        return count * total
+            terms.append(count * sum(
+                float((g.double() * (a.double() - b.double())).sum()) / (2 * step)
+                for g, a, b in zip(call.received, p, m, strict=False)
+                if g is not None and a is not None and b is not None))
+        return terms
 
     coarse, fine = at(h), at(h / 2)
-    return fine, abs(coarse - fine)
+    return sum(fine), abs(sum(coarse) - sum(fine)), fine
 
 
 def _close(b: float, fd: float, err: float, tol: Any) -> bool:
@@ -158,7 +160,14 @@ def _replicated_how(returned: list[float], fd: float, err: float, tol: Any, wron
     return _factor_how(ratios[0], world)
 
 
-def _sharded_how(wrong: list[int], ratios: list[float], world: int) -> tuple[str, str]:
+def _sharded_how(wrong: list[int], ratios: list[float], world: int, own: bool
+                 ) -> tuple[str, str]:
+    if own:
+        return ("each rank returns the gradient of its own output only, where every rank's "
+                "output depends on its part: a reduction missing in backward (a reduce-scatter "
+                "or all-reduce of the gradient)",
+                "reduce the gradient over the ranks before taking this rank's part, as the "
+                "forward gathered this rank's part into every rank's output")
     if len(wrong) < world:
         ranks = ", ".join(map(str, wrong))
         return (f"wrong for the part of rank(s) {ranks} (of {world}), right for the others: "

@@ -420,3 +420,56 @@ class SplitMLP(nn.Module):
 
 class SplitMLPAveraged(SplitMLP):
     reduce = ReduceAverages
+
+
+class GatherForTensorParallel(torch.autograd.Function):
+    """Megatron's gather from the sequence-parallel region into a tensor-parallel layer: rows
+    all-gathered; the backward reduce-scatters (every rank's columns used all the rows, so each
+    rank's rows get the sum of the ranks' gradients — all-reduce, then this rank's rows, as
+    gloo has no reduce_scatter)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone()
+        dist.all_reduce(g)
+        n = g.shape[0] // dist.get_world_size()
+        rank = dist.get_rank()
+        return g[rank * n:(rank + 1) * n].contiguous()
+
+
+class GatherWithoutReduceScatter(GatherForTensorParallel):
+    """The bug: each rank slices its rows out of its own gradient (no reduction)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        n = g.shape[0] // dist.get_world_size()
+        rank = dist.get_rank()
+        return g[rank * n:(rank + 1) * n].contiguous()
+
+
+class SequenceParallelMLP(nn.Module):
+    """Rows of x split over the ranks (sequence parallel), gathered into a column/row-parallel
+    MLP whose output is reduced."""
+
+    gather = GatherForTensorParallel
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(31 + dist.get_rank())
+        self.fc1 = nn.Linear(4, 8 // dist.get_world_size(), dtype=torch.float64)
+        self.fc2 = nn.Linear(8 // dist.get_world_size(), 4, bias=False, dtype=torch.float64)
+
+    def forward(self, x):
+        rows = ScatterRows.apply(x)
+        h = torch.tanh(self.fc1(self.gather.apply(rows)))
+        return ReduceFromTensorParallel.apply(self.fc2(h))
+
+
+class SequenceParallelMissingReduceScatter(SequenceParallelMLP):
+    gather = GatherWithoutReduceScatter

@@ -66,3 +66,15 @@ def test_factors_of_the_world_size_are_named():
     assert "reduced once too often" in _factor_how(4.0, 4)[0]
     assert "a mean" in _factor_how(0.25, 4)[0]
     assert _factor_how(1.7, 4)[0].startswith("1.7 × ")
+
+
+def test_a_gather_whose_backward_reduces_nothing_is_a_missing_reduce_scatter():
+    import gradscope
+    from tests.distributed.checked import PAR
+
+    report = gradscope.check(f"{PAR}:SequenceParallelMissingReduceScatter", nproc=2,
+                             shape={"x": (4, 4)})
+    (found,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert found.op == "GatherWithoutReduceScatter.backward"
+    assert "its own output only" in found.message and "reduce-scatter" in found.message
+    assert gradscope.check(f"{PAR}:SequenceParallelMLP", nproc=2, shape={"x": (4, 4)}).passed
