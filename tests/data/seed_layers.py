@@ -44,3 +44,23 @@ class TooFew(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return g
+
+
+class TwoReturns(torch.autograd.Function):
+    """relu whose backward has two returns; the one a long input takes doubles the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if x.numel() > 4:
+            return 2 * g * (x > 0).to(g.dtype)  # the bug, on this path only
+        return g * (x > 0).to(g.dtype)
+
+
+def two_returns(x):
+    return TwoReturns.apply(x) * 1.5

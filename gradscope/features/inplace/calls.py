@@ -16,6 +16,7 @@ them is what is checked."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         try:
             wanted = [v for v in leaves.values() if v.requires_grad]
             if out.requires_grad and wanted:
-                with reporting(_reported(hooks)):
+                with reporting(_reported(hooks)), returns_seen(calls):
                     torch.autograd.grad(out, wanted, upstream.to(out.dtype), allow_unused=True)
         finally:
             for h in handles:
@@ -158,6 +159,32 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
             for c in calls:  # (a node holds the whole graph behind it: the model's copy too)
                 c.node = None
     return Recorded([c for c in calls if c.ran], [h for h in hooks if h.received is not None])
+
+
+@contextmanager
+def returns_seen(calls: list[FunctionCall]) -> Iterator[None]:
+    """While inside, each call's backward notes the line it returned from
+    (`extra["returned_at"]`): which `return` of a backward with several gave a wrong gradient.
+    A profile function of this thread sees each return; where one is set already (the user
+    profiles), nothing is noted."""
+    codes = {getattr(getattr(c.cls, "backward", None), "__code__", None) for c in calls}
+    codes.discard(None)
+    if not codes or sys.getprofile() is not None:
+        yield
+        return
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code in codes:
+            ctx = frame.f_locals.get("ctx")
+            for call in calls:
+                if call.node is ctx and ctx is not None:
+                    call.extra["returned_at"] = frame.f_lineno
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
 
 
 def _reported(hooks: list[HookCall]) -> Callable[..., None]:

@@ -9,7 +9,9 @@ Function whose backward agrees on every call is not named, whatever else is wron
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -114,8 +116,37 @@ def _diagnostic(check: ClassCheck) -> Diagnostic:
     how = HOW.format(count=first.count) if first.nonlinear else \
         _how(first.relation, f"{first.count} element(s) disagree")
     reading = f": {first.relation.reading}" if first.relation and first.relation.reading else ""
-    return _culprit(check, f" is wrong for its argument {first.argument}",
-                    f", for its argument {first.argument}", how, reading, [first.argument], HINT)
+    at = _returning(check, first.call)
+    return _culprit(check, f" is wrong for its argument {first.argument}{at}",
+                    f", for its argument {first.argument}{at}", how, reading, [first.argument],
+                    HINT)
+
+
+def _returning(check: ClassCheck, call: FunctionCall | None) -> str:
+    """' (returning at file.py:14)' where the backward has several returns and the wrong call
+    left through one of them (calls.returns_seen), else ''."""
+    line = call.extra.get("returned_at") if call is not None else None
+    where = check.where
+    if line is None or not where or registered(check.cls) is not None \
+            or _returns(check.cls) < 2:
+        return ""
+    return f" (returning at {where.rsplit(':', 1)[0]}:{line})"
+
+
+def _returns(cls: type) -> int:
+    """How many `return` statements the class's backward has (its nested functions' aside)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.backward)))
+    except (OSError, TypeError, SyntaxError):
+        return 0
+    count, todo = 0, list(ast.iter_child_nodes(tree.body[0])) if tree.body else []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        count += isinstance(node, ast.Return)
+        todo.extend(ast.iter_child_nodes(node))
+    return count
 
 
 def _hook_diagnostic(check: HookCheck) -> Diagnostic:

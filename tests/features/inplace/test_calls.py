@@ -114,3 +114,35 @@ def test_no_hook_and_no_function_costs_one_forward_only():
 
     recorded = record(forward, {"x": X}, torch.ones((), dtype=torch.float64))
     assert recorded.calls == [] and recorded.hooks == [] and len(seen) == 1
+
+
+def test_returns_are_not_watched_while_the_user_profiles():
+    import sys
+
+    from gradscope.features.inplace.calls import FunctionCall, returns_seen
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.ones(2, requires_grad=True)
+    y = Twice.apply(x)
+    call = FunctionCall(Twice, (x,), {}, y.grad_fn)
+    mine = lambda frame, event, arg: None  # noqa: E731 — the user's own profiler
+    sys.setprofile(mine)
+    try:
+        with returns_seen([call]):
+            torch.autograd.grad(y.sum(), x)
+        assert sys.getprofile() is mine and "returned_at" not in call.extra
+    finally:
+        sys.setprofile(None)
+    y = Twice.apply(x)
+    call = FunctionCall(Twice, (x,), {}, y.grad_fn)
+    with returns_seen([call]):
+        torch.autograd.grad(y.sum(), x)
+    assert call.extra["returned_at"] > 0 and sys.getprofile() is None

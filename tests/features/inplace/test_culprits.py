@@ -76,3 +76,18 @@ def test_a_function_used_through_its_second_output_is_checked_with_that_upstream
     assert not wrong.passed
     (culprit,) = [d for d in wrong.diagnostics if d.kind == "culprit"]
     assert culprit.op.startswith("TwoOutputsBug.backward") and culprit.factor == 1.5
+
+
+def test_the_return_at_fault_is_named_where_a_backward_has_several():
+    report = gradscope.check(f"{DATA}/seed_layers.py:two_returns")
+    (found,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    lines = (DATA / "seed_layers.py").read_text().splitlines()
+    bad = next(i for i, text in enumerate(lines, 1) if "# the bug, on this path only" in text)
+    assert f"(returning at seed_layers.py:{bad})" in found.message
+    assert f"returning at seed_layers.py:{bad}" in report.to_text()
+
+
+def test_a_backward_with_one_return_names_no_returning_line():
+    report = gradscope.check(f"{DATA}/seed_layers.py:combo")
+    found = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert found and not any("returning at" in d.message for d in found)
