@@ -126,7 +126,7 @@ def sweep(target: Any, *args: Any, var: str | None = None, range: Any = None,
             raise UsageError("gradscope.sweep() needs var=NAME: the input to move")
         lo, hi = read_range(range)
         report = build(request("check", target, args, {"grad": grad, **options}), var, lo, hi,
-                       points)
+                       points, api=True)
     if plot is not None:
         report.save(plot)
     return report

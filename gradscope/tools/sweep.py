@@ -74,25 +74,35 @@ class SweepReport:
 
 
 @contained("sweep")
-def sweep(request: Request, var: str, lo: float, hi: float, points: int) -> SweepReport:
-    """The function and both derivatives along one input (module doc)."""
+def sweep(request: Request, var: str, lo: float, hi: float, points: int,
+          api: bool = False) -> SweepReport:
+    """The function and both derivatives along one input (module doc); `api`: messages name
+    Python's keywords (var=, range=) rather than the CLI's flags."""
     with seeded(request.options.seed):
-        return _sweep(request, var, lo, hi, points)
+        return _sweep(request, var, lo, hi, points, api)
 
 
-def _sweep(request: Request, var: str, lo: float, hi: float, points: int) -> SweepReport:
+# how each of the sweep's own options is named in messages: (the CLI's, Python's)
+_NAMES = {"var": ("--var ", "var="), "range": ("--range ", "range="),
+          "points": ("--points", "points"), "at": ("--at", "at=")}
+
+
+def _sweep(request: Request, var: str, lo: float, hi: float, points: int,
+           api: bool = False) -> SweepReport:
     """Move `var` (a scalar input) over [lo, hi]; everything else stays fixed. The function
     plotted is vᵀf with v the upstream (ones by default), so any output shape works."""
+    said = {k: v[api] for k, v in _NAMES.items()}
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise UsageError(f"--range {lo},{hi}: needs two finite numbers LO < HI")
+        raise UsageError(f"{said['range']}{lo},{hi}: needs two finite numbers LO < HI")
     if not 2 <= points <= MAX_POINTS:
-        raise UsageError(f"--points must be between 2 and {MAX_POINTS}, got {points}")
+        raise UsageError(f"{said['points']} must be between 2 and {MAX_POINTS}, got {points}")
     options = request.options
     if var in options.at:
-        raise UsageError(f"--var {var} is swept over --range; do not also give it with --at")
+        raise UsageError(f"{said['var']}{var} is swept over its range; do not also give it "
+                         f"with {said['at']}")
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base)
     if var not in target.names:
-        raise UsageError(f"--var {var} is not an input of the target; inputs are: "
+        raise UsageError(f"{said['var']}{var} is not an input of the target; inputs are: "
                          f"{', '.join(target.names)}")
     # every input a scalar unless shaped; the swept one a scalar starting at 0
     given = {*options.at, var}

@@ -92,3 +92,15 @@ def test_the_api_takes_the_clis_keywords_and_saves(tmp_path):
         gradscope.sweep("x**2", var="x", range="1")
     old = gradscope.api.sweep(Request("check", "x**2"), "x", 0.0, 1.0, 5)  # the first form
     assert old.autograd[-1] == pytest.approx(2.0)
+
+
+def test_from_python_its_messages_name_the_keywords_not_the_flags():
+    import pytest
+
+    import gradscope
+    from gradscope.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^var=y is not an input"):
+        gradscope.sweep("x**2", var="y", range=(0, 1))
+    with pytest.raises(UsageError, match=r"^points must be between"):
+        gradscope.sweep("x**2", var="x", range=(0, 1), points=1)
