@@ -199,6 +199,12 @@ class Options:
         "--compare-single", "With --nproc: also run the target in one process (world size 1) "
         "at the same values and fail where its output or gradients differ from the ranks'.",
         bool, (bool,), "true or false", commands=RUNS))
+    imports: tuple[str, ...] = field(default=(), metadata=_about(
+        "--import", "A Python file or module imported before the target is read, for what it "
+        "registers (custom ops: check NS::OP --import ops.py); repeatable.", list,
+        (str, list), "a file or module, or a list of them", commands=(*RUNS, "graph",
+                                                                         "sweep"),
+        metavar="FILE.py"))
     max_elements: int = field(default=10_000, metadata=_about(
         "--max-elements", "Tensors larger than this are reported by their worst elements.", int,
         *_WHOLE, commands=RUNS, minimum=1))
@@ -444,7 +450,7 @@ def _globs(raw: Any, where: str) -> tuple[str, ...]:
 _READERS: dict[str, Callable[[Any, str], Any]] = {
     "at": assignments, "const": assignments, "shape": _shapes, "tangent": _tangents,
     "arg": _arguments, "init": _literals, "surrogate": _names, "only": _globs, "skip": _globs,
-    "sharded": _globs, "replicated": _globs, "partial_grad": _globs,
+    "sharded": _globs, "replicated": _globs, "partial_grad": _globs, "imports": _globs,
 }
 
 

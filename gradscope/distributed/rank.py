@@ -153,6 +153,7 @@ class Served:
 
         options = spec.options
         target = resolve(spec.target, args=options.arg, init=options.init,
+                         imports=options.imports,
                          base=Path(spec.base) if spec.base else None)
         target.convert(DTYPES[options.dtype], device_of(options.device))
         target.set_mode(options.mode)

@@ -50,6 +50,7 @@ def prepare(request: Request) -> Prepared:
         if given:
             raise UsageError(f"{flag} is for distributed code: give --nproc N too")
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
+                     imports=options.imports,
                      positional=request.positional)
     # a module in another dtype is checked on a converted copy, in the mode asked for
     target.convert(DTYPES[options.dtype], device_of(options.device))

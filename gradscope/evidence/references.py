@@ -348,7 +348,7 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
                                  around=around, probe=not target.readable,
                                  round_off=setup.computed if lower else None,
                                  claimed=setup.claimed, diagonal=setup.diagonal,
-                                 batched=not options.plain), []
+                                 batched=not options.plain and target.batchable), []
     except GradscopeError as exc:
         if bound.dtype == torch.float64:
             raise
@@ -358,7 +358,7 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
                                                   for n, t in bound.exact.items()},
                                elementwise=target.elementwise_inputs, eps=low_eps,
                                dtype=bound.dtype, around=around, probe=not target.readable,
-                               batched=not options.plain)
+                               batched=not options.plain and target.batchable)
         return fd, [f"finite differences ran in {options.dtype} (eps {low_eps:.3g}): the target "
                     f"failed in float64 ({first})"]
 

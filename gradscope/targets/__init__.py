@@ -19,7 +19,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr.parse import parse
-from gradscope.targets import function, loading, module, plain
+from gradscope.targets import custom_op, function, loading, module, plain
 from gradscope.targets.base import Target
 from gradscope.targets.closures import top_level
 from gradscope.targets.expression import ExpressionTarget
@@ -27,17 +27,23 @@ from gradscope.targets.second_order import SecondOrderTarget
 
 Builder = Callable[[Any, str, Mapping[str, Any], Mapping[str, Any]], Target | None]
 # the kinds of user code, tried in order (a Function class before any callable)
-KINDS: list[Builder] = [function.build, module.build, plain.build]
+KINDS: list[Builder] = [function.build, module.build, custom_op.build, plain.build]
 
 
 def resolve(target: object, *, args: Mapping[str, Any] | None = None,
             init: Mapping[str, Any] | None = None, base: Path | None = None,
-            positional: tuple[Any, ...] = ()) -> Target:
+            positional: tuple[Any, ...] = (), imports: tuple[str, ...] = ()) -> Target:
     """Turn a TARGET into a Target: expression text, `file.py:NAME`, `package.module:NAME`,
-    or (from the API) a Function subclass, nn.Module, or function."""
+    `NS::OP` (a registered custom op; `imports` are imported first, for what they register),
+    or (from the API) a Function subclass, nn.Module, function or op."""
     args, init = dict(args or {}), dict(init or {})
+    for name in imports:
+        loading.imported(name, base)
     if isinstance(target, str):
         text = target.strip()
+        op = custom_op.spelled(text)
+        if op is not None:
+            return code_target(op, text, args, init, positional)
         if loading.is_python_target(text):
             obj, _ = loading.load(text, base)
             return code_target(obj, text, args, init, positional)

@@ -238,6 +238,15 @@ class Target:
         inputs are elementwise; code is probed for it instead)."""
         return False
 
+    _unbatched = False  # (set where a custom op is called: see batchable)
+
+    @property
+    def batchable(self) -> bool:
+        """Whether finite differences may evaluate many points in one vmapped call (not where
+        a custom op is called: vmap would run its fallback op by op, warning from C++ each
+        time)."""
+        return not self._unbatched
+
     @property
     def runs_user_code(self) -> bool:
         """The user's own code runs: its forward may be random, its backward hand-written

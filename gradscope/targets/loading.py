@@ -55,6 +55,19 @@ def load(text: str, base: Path | None = None) -> tuple[Any, str]:
     return obj, where
 
 
+def imported(text: str, base: Path | None = None) -> Any:
+    """--import: FILE.py or package.module imported for what it registers (custom ops)."""
+    text = text.strip()
+    if text.endswith(".py"):
+        path = Path(text) if Path(text).is_absolute() else (base or Path.cwd()) / text
+        if not path.is_file():
+            raise UsageError(f"--import {text}: no such file")
+        return _load_file(path)
+    if not all(part.isidentifier() for part in text.split(".")):
+        raise UsageError(f"--import {text}: give FILE.py or package.module")
+    return _load_module(text, base)
+
+
 def _load_file(path: Path) -> Any:
     mod_name = f"_gradscope_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(mod_name, path)

@@ -91,25 +91,8 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int,
            api: bool = False) -> SweepReport:
     """Move `var` (a scalar input) over [lo, hi]; everything else stays fixed. The function
     plotted is vᵀf with v the upstream (ones by default), so any output shape works."""
-    said = {k: v[api] for k, v in _NAMES.items()}
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise UsageError(f"{said['range']}{lo},{hi}: needs two finite numbers LO < HI")
-    if not 2 <= points <= MAX_POINTS:
-        raise UsageError(f"{said['points']} must be between 2 and {MAX_POINTS}, got {points}")
     options = request.options
-    if var in options.at:
-        raise UsageError(f"{said['var']}{var} is swept over its range; do not also give it "
-                         f"with {said['at']}")
-    target = resolve(request.target, args=options.arg, init=options.init, base=request.base)
-    if var not in target.names:
-        raise UsageError(f"{said['var']}{var} is not an input of the target; inputs are: "
-                         f"{', '.join(target.names)}")
-    # every input a scalar unless shaped; the swept one a scalar starting at 0
-    given = {*options.at, var}
-    shapes = {**{n: () for n in target.names if n not in given}, **options.shape}
-    swept = replace(request, options=options.updated(shape=shapes,
-                                                     at={**options.at, var: "0"}))
-    prepared = prepare(swept)
+    prepared = prepare(_swept(request, var, lo, hi, points, api))
     target, bound = prepared.target, prepared.bound  # converted and switched as asked
     cast = bound.cast
     dtype, device = cast[var].dtype, cast[var].device
@@ -147,6 +130,30 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int,
                        _parted(xs.tolist(), ag_vals, fd_vals, apart, spikes),
                        _zeros(xs.tolist(), ag_vals, fd_vals, spikes),
                        *_resolution(xs.tolist(), ag_vals, fd_vals, half_vals, spikes))
+
+
+def _swept(request: Request, var: str, lo: float, hi: float, points: int, api: bool
+           ) -> Request:
+    """The request checked (range, points, var) and reshaped for the sweep: every input a
+    scalar unless shaped, the swept one a scalar starting at 0."""
+    said = {k: v[api] for k, v in _NAMES.items()}
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise UsageError(f"{said['range']}{lo},{hi}: needs two finite numbers LO < HI")
+    if not 2 <= points <= MAX_POINTS:
+        raise UsageError(f"{said['points']} must be between 2 and {MAX_POINTS}, got {points}")
+    options = request.options
+    if var in options.at:
+        raise UsageError(f"{said['var']}{var} is swept over its range; do not also give it "
+                         f"with {said['at']}")
+    target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
+                     imports=options.imports)
+    if var not in target.names:
+        raise UsageError(f"{said['var']}{var} is not an input of the target; inputs are: "
+                         f"{', '.join(target.names)}")
+    given = {*options.at, var}
+    shapes = {**{n: () for n in target.names if n not in given}, **options.shape}
+    return replace(request, options=options.updated(shape=shapes,
+                                                    at={**options.at, var: "0"}))
 
 
 def _features(xs: list[float], fs: list[float], ags: list[float], fds: list[float]

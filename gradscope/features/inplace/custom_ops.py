@@ -9,10 +9,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from gradscope.targets.custom_op import CUSTOM_OPS
 from gradscope.usercode import def_location
-
-# where torch defines those generated Functions
-CUSTOM_OPS = "torch._library.autograd"
 
 
 @dataclass(frozen=True)
