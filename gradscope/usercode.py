@@ -157,6 +157,9 @@ def known_hint(exc: BaseException) -> str | None:
     if "one of the variables needed for gradient computation has been modified" in text:
         return ("a tensor saved for backward was changed in place; clone it before changing "
                 "it, or save a copy")
+    if "process group has not been initialized" in text.lower():
+        return ("the target uses torch.distributed: run it on ranks with --nproc N (nproc= "
+                "from Python), which starts them with a process group (docs/distributed.md)")
     return None
 
 

@@ -87,3 +87,11 @@ def test_code_in_a_notebook_cell_is_named_as_ipython_names_it(monkeypatch, tmp_p
     assert place("/somewhere/else.py", 3) == "else.py:3"  # a file of its own stays a file
     monkeypatch.setitem(sys.modules, "IPython", object())  # an IPython of another shape
     assert place(str(cell), 9) == "1459987837.py:9"
+
+
+def test_code_that_needs_a_process_group_is_pointed_at_nproc():
+    from gradscope.usercode import known_hint
+
+    error = ValueError("Default process group has not been initialized, please make sure to "
+                       "call init_process_group.")
+    assert "--nproc N" in known_hint(error)
