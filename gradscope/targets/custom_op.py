@@ -90,6 +90,8 @@ def _params(op: Any, text: str) -> list[Param]:
         elif kind == "ListType" and _kind(arg.type.getElementType())[0] == "TensorType":
             raise UsageError(f"{text}: argument `{arg.name}` is a list of tensors; wrap the op "
                              "in a def that takes the tensors one by one and builds the list")
+        elif kind == "ListType":  # (int[] dims, float[] weights: --arg dims=[0,1])
+            params.append(Param(arg.name, default, "list", arg.kwarg_only))
         else:
             params.append(Param(arg.name, default, str(arg.type), arg.kwarg_only))
     return params

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-SCALAR_ANNOTATIONS = ("float", "int", "bool", "str", "complex")
+SCALAR_ANNOTATIONS = ("float", "int", "bool", "str", "complex", "list", "tuple")
 
 
 @dataclass

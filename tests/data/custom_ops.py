@@ -75,3 +75,22 @@ scaled.register_autograd(_scaled_backward, setup_context=_scaled_context)
 @torch.library.custom_op("gradscope_culprits::stack_sum", mutates_args=())
 def stack_sum(xs: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack(xs).sum(0)
+
+
+@torch.library.custom_op("gradscope_culprits::summed", mutates_args=())
+def summed(x: torch.Tensor, dims: list[int], keep: bool = False) -> torch.Tensor:
+    return x.sum(dims, keepdim=keep)
+
+
+def _summed_context(ctx, inputs, output):
+    ctx.shape, ctx.dims, ctx.keep = inputs[0].shape, inputs[1], inputs[2]
+
+
+def _summed_backward(ctx, g):
+    if not ctx.keep:
+        for d in sorted(ctx.dims):
+            g = g.unsqueeze(d)
+    return g.expand(ctx.shape).clone(), None, None
+
+
+summed.register_autograd(_summed_backward, setup_context=_summed_context)

@@ -54,3 +54,10 @@ def test_no_vmap_fallback_warning_for_an_op_or_a_function_calling_one(capfd):
     gradscope.check(f"{OPS}:sine_bug")
     gradscope.check(f"{OPS}:uses_sine_bug")
     assert "BatchedFallback" not in capfd.readouterr().err
+
+
+def test_a_list_of_numbers_is_an_argument_given_with_arg():
+    with pytest.raises(UsageError, match="`dims` is annotated list and has no default"):
+        gradscope.check(custom_ops.summed)
+    report = gradscope.check(custom_ops.summed, arg={"dims": [0]}, shape={"x": (3, 4)})
+    assert report.passed and [i.name for i in report.inputs] == ["x"]
