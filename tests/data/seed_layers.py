@@ -64,3 +64,24 @@ class TwoReturns(torch.autograd.Function):
 
 def two_returns(x):
     return TwoReturns.apply(x) * 1.5
+
+
+class TwoReturnsOnce(torch.autograd.Function):
+    """The same, its backward wrapped by @once_differentiable (the returns are still seen)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if x.numel() > 4:
+            return 2 * g * (x > 0).to(g.dtype)  # the bug, wrapped
+        return g * (x > 0).to(g.dtype)
+
+
+def two_returns_once(x):
+    return TwoReturnsOnce.apply(x) * 1.5

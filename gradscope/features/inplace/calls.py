@@ -16,6 +16,7 @@ them is what is checked."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -161,13 +162,19 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     return Recorded([c for c in calls if c.ran], [h for h in hooks if h.received is not None])
 
 
+def backward_of(cls: type) -> Any:
+    """The class's backward as written (@once_differentiable and other wrappers unwrapped)."""
+    backward = getattr(cls, "backward", None)
+    return inspect.unwrap(backward) if backward is not None else None
+
+
 @contextmanager
 def returns_seen(calls: list[FunctionCall]) -> Iterator[None]:
     """While inside, each call's backward notes the line it returned from
     (`extra["returned_at"]`): which `return` of a backward with several gave a wrong gradient.
     A profile function of this thread sees each return; where one is set already (the user
     profiles), nothing is noted."""
-    codes = {getattr(getattr(c.cls, "backward", None), "__code__", None) for c in calls}
+    codes = {getattr(backward_of(c.cls), "__code__", None) for c in calls}
     codes.discard(None)
     if not codes or sys.getprofile() is not None:
         yield

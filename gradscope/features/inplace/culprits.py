@@ -22,7 +22,7 @@ from gradscope.diagnose import relations
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
-from gradscope.features.inplace.calls import FunctionCall, record
+from gradscope.features.inplace.calls import FunctionCall, backward_of, record
 from gradscope.features.inplace.custom_ops import registered
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
@@ -30,7 +30,7 @@ from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.targets.numbers import written
 from gradscope.targets.oldstyle import has_setup_context
-from gradscope.usercode import backward_location
+from gradscope.usercode import backward_location, place
 from gradscope.verdict.compare import compare
 from gradscope.verdict.tolerance import Tolerance
 
@@ -123,20 +123,21 @@ def _diagnostic(check: ClassCheck) -> Diagnostic:
 
 
 def _returning(check: ClassCheck, call: FunctionCall | None) -> str:
-    """' (returning at file.py:14)' where the backward has several returns and the wrong call
-    left through one of them (calls.returns_seen), else ''."""
+    """' (returning at file.py:14)' — in a notebook ' (returning at Cell In[5], line 14)' —
+    where the backward has several returns and the wrong call left through one of them
+    (calls.returns_seen), else ''."""
     line = call.extra.get("returned_at") if call is not None else None
-    where = check.where
-    if line is None or not where or registered(check.cls) is not None \
-            or _returns(check.cls) < 2:
+    backward = backward_of(check.cls)
+    if line is None or backward is None or registered(check.cls) is not None \
+            or _returns(backward) < 2:
         return ""
-    return f" (returning at {where.rsplit(':', 1)[0]}:{line})"
+    return f" (returning at {place(backward.__code__.co_filename, line)})"
 
 
-def _returns(cls: type) -> int:
-    """How many `return` statements the class's backward has (its nested functions' aside)."""
+def _returns(backward: Any) -> int:
+    """How many `return` statements a backward has (its nested functions' aside)."""
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.backward)))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(backward)))
     except (OSError, TypeError, SyntaxError):
         return 0
     count, todo = 0, list(ast.iter_child_nodes(tree.body[0])) if tree.body else []

@@ -91,3 +91,11 @@ def test_a_backward_with_one_return_names_no_returning_line():
     report = gradscope.check(f"{DATA}/seed_layers.py:combo")
     found = [d for d in report.diagnostics if d.kind == "culprit"]
     assert found and not any("returning at" in d.message for d in found)
+
+
+def test_the_return_at_fault_is_named_through_once_differentiable():
+    report = gradscope.check(f"{DATA}/seed_layers.py:two_returns_once")
+    (found,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    lines = (DATA / "seed_layers.py").read_text().splitlines()
+    bad = next(i for i, text in enumerate(lines, 1) if "# the bug, wrapped" in text)
+    assert f"(returning at seed_layers.py:{bad})" in found.message
