@@ -47,13 +47,22 @@ class Disagreement:
     factor: float | None = None  # the other rank's gradient is this × rank 0's, where it is
 
 
-def same(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Equal up to round-off of their own dtype."""
+def same(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
+    """Equal up to the round-off of `dtype` (a's own by default; exactly, for integers),
+    compared in float64."""
     if a.shape != b.shape:
         return False
+    dtype = dtype or a.dtype
+    if torch.equal(a, b) or not dtype.is_floating_point:
+        return bool(torch.equal(a, b))
+    a, b = a.double(), b.double()
     scale = float(torch.maximum(a.abs(), b.abs()).max()) if a.numel() else 0.0
-    return bool(((a - b).abs() <= ROUNDOFF * torch.finfo(dtype).eps * max(scale, 1e-300))
-                .all()) or torch.equal(a, b)
+    return bool(((a - b).abs() <= roundoff(dtype, scale)).all())
+
+
+def roundoff(dtype: torch.dtype, scale: float) -> float:
+    """How far values of magnitude `scale` computed in `dtype` may differ between ranks."""
+    return ROUNDOFF * torch.finfo(dtype).eps * max(scale, 1e-300)
 
 
 class DistributedTarget(Target):
@@ -160,7 +169,7 @@ class DistributedTarget(Target):
             self._first.setdefault(base, [r[1][base] for r in replies])
             for rank_ in range(1, self.world):
                 other = replies[rank_][1][base]
-                if not same(first.to(torch.float64), other.to(torch.float64), self.dtype):
+                if not same(first, other, self.dtype):
                     self._disagree(base, rank_, first, other)
         return grads
 
@@ -181,10 +190,10 @@ class DistributedTarget(Target):
 
     def _disagree(self, name: str, rank: int, first: torch.Tensor, other: torch.Tensor
                   ) -> None:
-        diff = (first.double() - other.double()).abs()
-        tol = ROUNDOFF * torch.finfo(self.dtype).eps * float(first.double().abs().max())
-        found = Disagreement(name, rank, float(diff.max()), float(first.double().abs().max()),
-                             int((diff > tol).sum()), ratio(first.double(), other.double()))
+        first, other = first.double(), other.double()
+        diff, scale = (first - other).abs(), float(first.abs().max())
+        found = Disagreement(name, rank, float(diff.max()), scale,
+                             int((diff > roundoff(self.dtype, scale)).sum()), ratio(first, other))
         kept = self._disagreements.get((name, rank))
         if kept is None or found.apart > kept.apart:
             self._disagreements[(name, rank)] = found
@@ -206,7 +215,7 @@ class DistributedTarget(Target):
                              + "); return an output every rank has in full (gather a "
                              "sharded output first)")
         if self._mean is None:
-            identical = all(same(outputs[0].double(), o.double(), self.dtype)
+            identical = all(same(outputs[0], o, self.dtype)
                             for o in outputs[1:])
             self._mean = identical or bool(self._wrapper)
             how = ("identical on every rank: counted once" if identical else
@@ -300,8 +309,7 @@ def _decided(name: str, described: list[Described], sharded: tuple[str, ...],
     if first.wrapper and name in first.parameters:
         return False, f"{first.wrapper} keeps it the same on every rank"
     values = [d.values[name] for d in described]
-    dtype = values[0].dtype if values[0].is_floating_point() else torch.float64
-    if all(same(values[0].double(), v.double(), dtype) for v in values[1:]):
+    if all(same(values[0], v) for v in values[1:]):
         return False, "its values are the same on every rank"
     return True, "its values differ between ranks"
 

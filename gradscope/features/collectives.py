@@ -82,10 +82,12 @@ def _checked(ctx: Context, seen: list[list[Any]], k: int) -> list[Found]:
 
 
 def _argument(ctx: Context, calls: Sequence[Any], k: int, i: int) -> Found | None:
+    from gradscope.distributed.target import same  # (only distributed runs get here)
+
     target, world = ctx.prepared.target, len(calls)
     seed = ctx.prepared.options.seed
     args = [c.args[i] for c in calls]
-    replicated = all(_same(args[0], a) for a in args[1:])
+    replicated = all(same(args[0], a) for a in args[1:])
     base = target.probe(k, i, [torch.zeros_like(a) for a in args], 0.0)
     once = all(_all_same(o, base[0]) for o in base[1:]) and all(
         _all_same(c.received, calls[0].received) for c in calls[1:])
@@ -199,15 +201,13 @@ def _diagnostic(found: Found, inputs: list[str]) -> Diagnostic:
         hint=found.hint, summary=f"{label} ({found.where}): {found.how}")
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.equal(a, b) or torch.allclose(
-        a.double(), b.double(), rtol=1e-12, atol=1e-300))
-
-
 def _all_same(a: Sequence[torch.Tensor | None], b: Sequence[torch.Tensor | None]) -> bool:
+    """Two ranks' outputs (or received gradients) of a call, each the same up to round-off."""
+    from gradscope.distributed.target import same  # (only distributed runs get here)
+
     return len(a) == len(b) and all(
-        (x is None) == (y is None) and (x is None or _same(x, y)) for x, y in zip(a, b,
-                                                                                strict=True))
+        (x is None) == (y is None) and (x is None or same(x, y)) for x, y in zip(a, b,
+                                                                               strict=True))
 
 
 FEATURE = Collectives()
