@@ -199,6 +199,11 @@ class Options:
         "--compare-single", "With --nproc: also run the target in one process (world size 1) "
         "at the same values and fail where its output or gradients differ from the ranks'.",
         bool, (bool,), "true or false", commands=RUNS))
+    compile: str | None = field(default=None, metadata=_about(
+        "--compile", "Also run the target as torch.compile(target, backend=BACKEND) (eager, "
+        "aot_eager, inductor): its output and gradients are compared with eager's and the "
+        "references', and any difference fails the run (compiled_differs).", str, (str,),
+        "a torch.compile backend", commands=RUNS, metavar="BACKEND"))
     imports: tuple[str, ...] = field(default=(), metadata=_about(
         "--import", "A Python file or module imported before the target is read, for what it "
         "registers (custom ops: check NS::OP --import ops.py); repeatable.", list,

@@ -31,6 +31,7 @@ from gradscope.evidence.backward import (
     precision_note,
     with_flow,
 )
+from gradscope.evidence.compiled import Compiled, compiled_run
 from gradscope.evidence.prepare import Prepared, shape_hint
 from gradscope.evidence.references import Finite, Reference, Setup
 from gradscope.inputs.bind import tangents_for
@@ -112,6 +113,7 @@ class Evidence:
     # where the function or autograd is NaN/inf at the given inputs themselves ("output",
     # input names)
     nonfinite: tuple[str, ...] = ()
+    compiled: Compiled | None = None  # --compile: the compiled target's run
 
     @property
     def table(self) -> View | None:
@@ -217,8 +219,16 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
                      None) for n in prepared.target.names}
     nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
+    compiled = None
+    if prepared.options.compile is not None:  # (after the eager evidence: its first call
+        # is the one a later view reads; the compiled target is called once, last)
+        with _timed(evidence.timings, "compiled"):
+            compiled = compiled_run(prepared.target, prepared.bound.cast,
+                                    prepared.options.compile,
+                                    {v.label: v.upstream for v in views})
     return replace(evidence, views=tuple(views), forward=_forward(prepared, evidence),
-                   nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence))
+                   nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence),
+                   compiled=compiled)
 
 
 # ------------------------------------------------------------------ views

@@ -40,6 +40,9 @@ INTERMEDIATES = 4
 def prepare(request: Request) -> Prepared:
     """The target (wrapped for --order 2) and its bound inputs."""
     options = request.options.validate()
+    if options.compile is not None and options.nproc:
+        raise UsageError("--compile is not combined with --nproc: check the compiled target "
+                         "in one process")
     if options.nproc:
         return _distributed(request, options)
     for given, flag in ((options.context, "--context"), (options.sharded, "--sharded"),
@@ -52,6 +55,8 @@ def prepare(request: Request) -> Prepared:
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
                      imports=options.imports,
                      positional=request.positional)
+    if options.compile is not None:  # (after the target's file: it may register a backend)
+        _compilable(options)
     # a module in another dtype is checked on a converted copy, in the mode asked for
     target.convert(DTYPES[options.dtype], device_of(options.device))
     target.set_mode(options.mode)
@@ -72,6 +77,16 @@ def prepare(request: Request) -> Prepared:
     target.ready()  # (every later stage reads the target; none changes it)
     bound = exercised(target, bound, options.seed)
     return Prepared(request, options, target, bound)
+
+
+def _compilable(options: Options) -> None:
+    """--compile's backend is one torch knows, and the check is one it fits."""
+    from gradscope.evidence.compiled import backend_of  # (imports torch._dynamo: only here)
+
+    backend_of(options.compile or "")
+    if options.order == 2:
+        raise UsageError("--compile checks first-order gradients: AOTAutograd has no double "
+                         "backward, so leave out --order 2")
 
 
 # seconds a collective waits for the other ranks before the check ends on every rank

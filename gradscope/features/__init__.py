@@ -15,6 +15,7 @@ from __future__ import annotations
 from gradscope.features import (
     backwards,
     collectives,
+    compiled,
     departures,
     flow,
     inplace,
@@ -43,6 +44,7 @@ FEATURES: tuple[Feature, ...] = (
     ranks.FEATURE,
     collectives.FEATURE,
     single.FEATURE,
+    compiled.FEATURE,
 )
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

@@ -249,6 +249,9 @@ class Report:
     # why the run fails (empty: it passed); `passed` is `not failures`, and the headline is
     # written from them
     failures: list[Failure] = field(default_factory=list)
+    # --compile: what dynamo did (backend, graphs, graph breaks and their reasons, recompiles,
+    # whether it ran eagerly after all, seconds); None without --compile
+    compile: dict[str, Any] | None = None
     # a model (a target with parameters, or more tensors than a handful): summary first
     model: bool = False
     # where the forward branched on the inputs' values, and how many elements took each side:
@@ -278,7 +281,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        for optional in ("forward", "accumulation", "intermediates", "user_output"):
+        for optional in ("forward", "accumulation", "intermediates", "user_output", "compile"):
             if data[optional] is None:
                 del data[optional]
         # schema and version first, so a reader sees what it is reading before anything else

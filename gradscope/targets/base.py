@@ -293,6 +293,12 @@ class Target:
         target is: its gradient is what the declared surrogate must be."""
         return None
 
+    def compiled(self, backend: Any) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        """--compile: the target as `torch.compile(target, backend=backend)` makes it, called
+        with the inputs' values (what is compiled is the target's own evaluation)."""
+        run = torch.compile(self.forward, backend=backend)
+        return lambda values: run(dict(values))
+
     def perturbed_failure(self, exc: BaseException) -> str:
         """Why finite differences failed, from what the target raised at a perturbed point."""
         last = _last_line(exc)

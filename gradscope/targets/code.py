@@ -311,7 +311,32 @@ class CodeTarget(Target):
 
     def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """One call of the user's code with these arguments (no module held)."""
-        return self.obj(*args, **kwargs)
+        return self.callee(*args, **kwargs)
+
+    @property
+    def callee(self) -> Callable[..., Any]:
+        """What a call of the user's code calls (a Function's `apply`)."""
+        return self.obj
+
+    def compiled(self, backend: Any) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        """The user's own object under torch.compile — the function, the Function's apply,
+        the custom op, or the module (its parameters given by name, as the check's forward
+        gives them) — called as an ordinary call makes it: no watchers, no stand-ins."""
+        module = self.module
+        run = torch.compile(module if module is not None else self.callee, backend=backend)
+
+        def call(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+            values = {**values, **self.constants} if self.constants else values
+            args, kwargs = self._call_args(values)
+            with user_code("the compiled forward (torch.compile)", hint=self._forward_hint):
+                if module is not None:
+                    params = {f"_orig_mod.{n}": values[n] for n in self.parameters}
+                    out = torch.func.functional_call(run, params, tuple(args), kwargs)
+                else:
+                    out = run(*args, **kwargs)
+            return picked(out, self.text, self.output)
+
+        return call
 
     def for_values(self, output: torch.Tensor) -> tuple[TracedFn, list[str]]:
         """Old-style Functions found in autograd's graph run as their forward, and train-mode

@@ -4,7 +4,7 @@ after `forward`'s parameters (ctx excluded, or not there with `setup_context`)."
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -17,6 +17,10 @@ from gradscope.targets.signature import signature
 class FunctionTarget(CodeTarget):
     def call(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return self.obj.apply(*args)
+
+    @property
+    def callee(self) -> Callable[..., Any]:
+        return self.obj.apply
 
     @property
     def own_function(self) -> type | None:

@@ -1,0 +1,163 @@
+"""--compile BACKEND: the target run as `torch.compile(target, backend=BACKEND)` makes it, beside
+the eager run every other engine reads.
+
+The compiled callable is called once — in grad mode, every input a leaf that requires grad, in
+the check's dtype — and every question a view puts (the table's upstream, each seeded random
+upstream, the Jacobian's rows) is answered by backward through that one output
+(`retain_graph`). gradscope's own evaluations (finite differences, probes) call the eager
+target: one check never makes dynamo compile the target in a second mode, recompile it, or hit
+its recompile limit and run it eagerly without a word. What dynamo did is counted by a backend
+that wraps the one asked for: the graphs it compiled, the graph breaks (dynamo's reasons),
+compiles beyond one per graph (recompiles), and whether the call ran eagerly after all."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.errors import UsageError
+from gradscope.targets import Target
+from gradscope.usercode import user_code
+
+# the backends --compile names (any other registered one is accepted too: `list_backends`)
+BACKENDS = ("eager", "aot_eager", "inductor")
+MAX_ROWS = 4096  # a Jacobian view is answered row by row up to this many output elements
+
+
+@dataclass(frozen=True)
+class CompileStats:
+    """What dynamo did on gradscope's call of the compiled target."""
+
+    backend: str
+    graphs: int  # graphs handed to the backend
+    graph_breaks: int
+    breaks: tuple[str, ...]  # dynamo's reason for each break (its first line)
+    recompiles: int  # graphs compiled beyond one per graph break + 1
+    fell_back: bool  # nothing was compiled: the call ran eagerly
+    seconds: float  # compiling and the first call, backward included
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "graphs": self.graphs,
+                "graph_breaks": self.graph_breaks, "break_reasons": list(self.breaks),
+                "recompiles": self.recompiles, "fell_back": self.fell_back,
+                "seconds": round(self.seconds, 4)}
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The compiled target's output at the inputs, whether it carries a gradient, and its
+    answer to each view (label → input → VJP, or Jacobian rows; None where the compiled
+    backward gave none)."""
+
+    output: torch.Tensor
+    differentiable: bool
+    answers: dict[str, dict[str, torch.Tensor | None]] = field(default_factory=dict)
+    stats: CompileStats | None = None
+
+
+def backend_of(name: str) -> Any:
+    """The registered backend `name` (a usage error naming those there are)."""
+    known = sorted({*BACKENDS, *torch.compiler.list_backends()})
+    if name not in known:
+        raise UsageError(f"--compile: no torch.compile backend {name!r}; known: "
+                         + ", ".join(known))
+    return torch._dynamo.lookup_backend(name)
+
+
+class _Counting:
+    """A backend that counts the graphs it is handed and compiles each with `inner`."""
+
+    def __init__(self, name: str, inner: Any) -> None:
+        self.name, self.inner, self.graphs = name, inner, 0
+
+    def __repr__(self) -> str:  # (dynamo names the backend in its errors)
+        return self.name
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        self.graphs += 1
+        return self.inner(gm, example_inputs)
+
+
+def compiled_run(target: Target, values: Mapping[str, torch.Tensor], name: str,
+                 questions: Mapping[str, torch.Tensor | None]) -> Compiled:
+    """The compiled target at `values` and its answer to each question (label → upstream;
+    None: the Jacobian, row by row)."""
+    inner = backend_of(name)
+    tic = time.perf_counter()
+    out, leaves, counting, breaks = _called(target, values, name, inner)
+    if counting.graphs == 0:  # dynamo ran it eagerly (a cache limit reached before us)
+        torch.compiler.reset()
+        out, leaves, counting, breaks = _called(target, values, name, inner)
+    answers = _answered(out, leaves, questions) if out.requires_grad else {}
+    reasons = tuple(dict.fromkeys(breaks))
+    stats = CompileStats(name, counting.graphs, len(breaks), reasons[:5],
+                         max(0, counting.graphs - len(breaks) - 1), counting.graphs == 0,
+                         time.perf_counter() - tic)
+    return Compiled(out.detach(), out.requires_grad, answers, stats)
+
+
+def _called(target: Target, values: Mapping[str, torch.Tensor], name: str, inner: Any
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor], _Counting, list[str]]:
+    """One call of the compiled target; the graph breaks dynamo logged during it."""
+    counting = _Counting(name, inner)
+    run = target.compiled(counting)
+    leaves = {n: values[n].detach().clone().requires_grad_(True) for n in target.names}
+    before = _breaks()
+    with torch.enable_grad():
+        out = run(leaves)
+    after = _breaks()
+    breaks = [reason for reason, count in after.items()
+              for _ in range(count - before.get(reason, 0))]
+    if not isinstance(out, torch.Tensor):
+        raise UsageError("--compile: the compiled target returned no tensor")
+    return out, leaves, counting, breaks
+
+
+def _breaks() -> dict[str, int]:
+    """dynamo's graph-break count by reason (its first line) so far in this process."""
+    from torch._dynamo.utils import counters  # (torch's troubleshooting guide reads it)
+
+    found: dict[str, int] = {}
+    for reason, count in counters["graph_break"].items():
+        line = (str(reason).strip().splitlines() or [""])[0][:200]
+        found[line] = found.get(line, 0) + int(count)
+    return found
+
+
+def _answered(out: torch.Tensor, leaves: dict[str, torch.Tensor],
+              questions: Mapping[str, torch.Tensor | None]) -> dict[str, dict[str, Any]]:
+    """Backward through the one compiled output for each question."""
+    names = list(leaves)
+    answers: dict[str, dict[str, Any]] = {}
+    with user_code("the compiled backward (torch.compile)"):
+        for label, upstream in questions.items():
+            if upstream is not None:
+                answers[label] = dict(zip(names, _vjp(out, leaves, upstream), strict=True))
+            elif out.numel() <= MAX_ROWS:
+                answers[label] = _jacobian(out, leaves)
+    return answers
+
+
+def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], upstream: torch.Tensor
+         ) -> list[torch.Tensor | None]:
+    grads = torch.autograd.grad(out, list(leaves.values()),
+                                upstream.to(out.dtype).reshape(out.shape),
+                                retain_graph=True, allow_unused=True)
+    return [g.detach() if g is not None else None for g in grads]
+
+
+def _jacobian(out: torch.Tensor, leaves: dict[str, torch.Tensor]
+              ) -> dict[str, torch.Tensor | None]:
+    """(out_numel, in_numel) per input, one backward per output element."""
+    rows: dict[str, list[torch.Tensor]] = {n: [] for n in leaves}
+    for k in range(out.numel()):
+        one = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
+        one[k] = 1
+        for name, g in zip(leaves, _vjp(out, leaves, one), strict=True):
+            rows[name].append(torch.zeros_like(leaves[name]).reshape(-1) if g is None
+                              else g.reshape(-1))
+    return {n: torch.stack(r) if r else None for n, r in rows.items()}
