@@ -1,19 +1,21 @@
 """--compile BACKEND: the target run as `torch.compile(target, backend=BACKEND)` makes it, beside
 the eager run every other engine reads.
 
-The compiled callable is called once — in grad mode, every input a leaf that requires grad, in
-the check's dtype — and every question a view puts (the table's upstream, each seeded random
-upstream, the Jacobian's rows) is answered by backward through that one output
-(`retain_graph`). gradscope's own evaluations (finite differences, probes) call the eager
-target: one check never makes dynamo compile the target in a second mode, recompile it, or hit
-its recompile limit and run it eagerly without a word. What dynamo did is counted by a backend
-that wraps the one asked for: the graphs it compiled, the graph breaks (dynamo's reasons),
-compiles beyond one per graph (recompiles), and whether the call ran eagerly after all."""
+The compiled callable is called in one mode only — grad mode, every input a leaf that requires
+grad, the check's dtype, the same values — once per question a view puts (the table's
+upstream, each seeded random upstream, the Jacobian's rows), each call's output taking one
+backward (a compiled backward that donates its buffers refuses `retain_graph`). dynamo compiles
+on the first call and finds its cache on the others. gradscope's own evaluations (finite
+differences, probes) call the eager target: one check never makes dynamo compile the target in
+a second mode, recompile it, or hit its recompile limit and run it eagerly without a word.
+What dynamo did is counted by a backend that wraps the one asked for: the graphs it compiled,
+the graph breaks (dynamo's reasons), compiles beyond one per graph (recompiles), and whether
+the call ran eagerly after all."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,8 @@ from gradscope.usercode import user_code
 
 # the backends --compile names (any other registered one is accepted too: `list_backends`)
 BACKENDS = ("eager", "aot_eager", "inductor")
-MAX_ROWS = 4096  # a Jacobian view is answered row by row up to this many output elements
+# a Jacobian view is answered row by row (a compiled call each) up to this many output elements
+MAX_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -38,12 +41,13 @@ class CompileStats:
     breaks: tuple[str, ...]  # dynamo's reason for each break (its first line)
     recompiles: int  # graphs compiled beyond one per graph break + 1
     fell_back: bool  # nothing was compiled: the call ran eagerly
+    calls: int  # calls of the compiled target (one per question; all hit dynamo's cache)
     seconds: float  # compiling and the first call, backward included
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "graphs": self.graphs,
                 "graph_breaks": self.graph_breaks, "break_reasons": list(self.breaks),
-                "recompiles": self.recompiles, "fell_back": self.fell_back,
+                "recompiles": self.recompiles, "fell_back": self.fell_back, "calls": self.calls,
                 "seconds": round(self.seconds, 4)}
 
 
@@ -88,33 +92,47 @@ def compiled_run(target: Target, values: Mapping[str, torch.Tensor], name: str,
     None: the Jacobian, row by row)."""
     inner = backend_of(name)
     tic = time.perf_counter()
-    out, leaves, counting, breaks = _called(target, values, name, inner)
-    if counting.graphs == 0:  # dynamo ran it eagerly (a cache limit reached before us)
+    call = _Call(target, values, name, inner)
+    out = call()
+    if call.counting.graphs == 0:  # dynamo ran it eagerly (a cache limit reached before us)
         torch.compiler.reset()
-        out, leaves, counting, breaks = _called(target, values, name, inner)
-    answers = _answered(out, leaves, questions) if out.requires_grad else {}
-    reasons = tuple(dict.fromkeys(breaks))
-    stats = CompileStats(name, counting.graphs, len(breaks), reasons[:5],
-                         max(0, counting.graphs - len(breaks) - 1), counting.graphs == 0,
+        call = _Call(target, values, name, inner)
+        out = call()
+    answers = _answered(call, out, questions) if out.requires_grad else {}
+    reasons = tuple(dict.fromkeys(call.breaks))
+    graphs = call.counting.graphs
+    stats = CompileStats(name, graphs, len(call.breaks), reasons[:5],
+                         max(0, graphs - len(call.breaks) - 1), graphs == 0, call.calls,
                          time.perf_counter() - tic)
     return Compiled(out.detach(), out.requires_grad, answers, stats)
 
 
-def _called(target: Target, values: Mapping[str, torch.Tensor], name: str, inner: Any
-            ) -> tuple[torch.Tensor, dict[str, torch.Tensor], _Counting, list[str]]:
-    """One call of the compiled target; the graph breaks dynamo logged during it."""
-    counting = _Counting(name, inner)
-    run = target.compiled(counting)
-    leaves = {n: values[n].detach().clone().requires_grad_(True) for n in target.names}
-    before = _breaks()
-    with torch.enable_grad():
-        out = run(leaves)
-    after = _breaks()
-    breaks = [reason for reason, count in after.items()
-              for _ in range(count - before.get(reason, 0))]
-    if not isinstance(out, torch.Tensor):
-        raise UsageError("--compile: the compiled target returned no tensor")
-    return out, leaves, counting, breaks
+class _Call:
+    """Calls of the compiled target at the same values, in the same mode (grad mode, the
+    inputs leaves that require grad): dynamo compiles on the first and finds its cache after;
+    each call's output takes one backward (a compiled backward may free what it saved: donated
+    buffers refuse `retain_graph`)."""
+
+    def __init__(self, target: Target, values: Mapping[str, torch.Tensor], name: str,
+                 inner: Any) -> None:
+        self.counting = _Counting(name, inner)
+        self.run = target.compiled(self.counting)
+        self.leaves = {n: values[n].detach().clone().requires_grad_(True)
+                       for n in target.names}
+        self.calls = 0
+        self.breaks: list[str] = []
+
+    def __call__(self) -> torch.Tensor:
+        before = _breaks()
+        with torch.enable_grad():
+            out = self.run(self.leaves)
+        after = _breaks()
+        self.breaks += [reason for reason, count in after.items()
+                        for _ in range(count - before.get(reason, 0))]
+        self.calls += 1
+        if not isinstance(out, torch.Tensor):
+            raise UsageError("--compile: the compiled target returned no tensor")
+        return out
 
 
 def _breaks() -> dict[str, int]:
@@ -128,36 +146,37 @@ def _breaks() -> dict[str, int]:
     return found
 
 
-def _answered(out: torch.Tensor, leaves: dict[str, torch.Tensor],
-              questions: Mapping[str, torch.Tensor | None]) -> dict[str, dict[str, Any]]:
-    """Backward through the one compiled output for each question."""
-    names = list(leaves)
+def _answered(call: _Call, out: torch.Tensor, questions: Mapping[str, torch.Tensor | None]
+              ) -> dict[str, dict[str, Any]]:
+    """One backward per call of the compiled target for each question (the first through the
+    call already made)."""
     answers: dict[str, dict[str, Any]] = {}
+    first: list[torch.Tensor] = [out]
+
+    def vjp(upstream: torch.Tensor) -> list[torch.Tensor | None]:
+        y = first.pop() if first else call()
+        grads = torch.autograd.grad(y, list(call.leaves.values()),
+                                    upstream.to(y.dtype).reshape(y.shape), allow_unused=True)
+        return [g.detach() if g is not None else None for g in grads]
+
     with user_code("the compiled backward (torch.compile)"):
         for label, upstream in questions.items():
             if upstream is not None:
-                answers[label] = dict(zip(names, _vjp(out, leaves, upstream), strict=True))
+                answers[label] = dict(zip(call.leaves, vjp(upstream), strict=True))
             elif out.numel() <= MAX_ROWS:
-                answers[label] = _jacobian(out, leaves)
+                answers[label] = _jacobian(out, call.leaves, vjp)
     return answers
 
 
-def _vjp(out: torch.Tensor, leaves: dict[str, torch.Tensor], upstream: torch.Tensor
-         ) -> list[torch.Tensor | None]:
-    grads = torch.autograd.grad(out, list(leaves.values()),
-                                upstream.to(out.dtype).reshape(out.shape),
-                                retain_graph=True, allow_unused=True)
-    return [g.detach() if g is not None else None for g in grads]
-
-
-def _jacobian(out: torch.Tensor, leaves: dict[str, torch.Tensor]
+def _jacobian(out: torch.Tensor, leaves: dict[str, torch.Tensor],
+              vjp: Callable[[torch.Tensor], list[torch.Tensor | None]]
               ) -> dict[str, torch.Tensor | None]:
     """(out_numel, in_numel) per input, one backward per output element."""
     rows: dict[str, list[torch.Tensor]] = {n: [] for n in leaves}
     for k in range(out.numel()):
         one = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
         one[k] = 1
-        for name, g in zip(leaves, _vjp(out, leaves, one), strict=True):
+        for name, g in zip(leaves, vjp(one), strict=True):
             rows[name].append(torch.zeros_like(leaves[name]).reshape(-1) if g is None
                               else g.reshape(-1))
     return {n: torch.stack(r) if r else None for n, r in rows.items()}

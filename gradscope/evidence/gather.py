@@ -220,12 +220,10 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
                      None) for n in prepared.target.names}
     nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
     compiled = None
-    if prepared.options.compile is not None:  # (after the eager evidence: its first call
-        # is the one a later view reads; the compiled target is called once, last)
+    if prepared.options.compile is not None:  # (called last, in one mode: compiled.py)
         with _timed(evidence.timings, "compiled"):
             compiled = compiled_run(prepared.target, prepared.bound.cast,
-                                    prepared.options.compile,
-                                    {v.label: v.upstream for v in views})
+                                    prepared.options.compile, {v.label: v.upstream for v in views})
     return replace(evidence, views=tuple(views), forward=_forward(prepared, evidence),
                    nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence),
                    compiled=compiled)

@@ -227,8 +227,8 @@ def _notes(compiled: Compiled) -> tuple[str, ...]:
         return ()
     notes = [f"--compile {stats.backend}: {stats.graphs} graph(s) compiled, "
              f"{stats.graph_breaks} graph break(s), {stats.recompiles} recompile(s), "
-             f"{stats.seconds:.2f} s; the compiled target was called once, in grad mode, "
-             "and answered every upstream by backward through that call"]
+             f"{stats.seconds:.2f} s; the compiled target was called {stats.calls} time(s), "
+             "always in grad mode at the same inputs, one backward per upstream"]
     notes += [f"graph break: {reason}" for reason in stats.breaks]
     if stats.fell_back:
         notes.append(f"--compile {stats.backend}: dynamo compiled nothing (it ran the target "

@@ -7,6 +7,10 @@ The kinds themselves — `function.py` (torch.autograd.Function), `module.py` (n
 `plain.py` (a plain function) — say only how they are built and called.
 """
 
+# Long: one class — every kind of user code is called, converted, switched, restored and
+# sandboxed the same way, and --compile compiles that same call; split, the call the check
+# makes and the one it compiles could drift apart.
+
 from __future__ import annotations
 
 import inspect

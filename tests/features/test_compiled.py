@@ -1,0 +1,106 @@
+"""--compile: correct code passes under every backend; the torch.compile silent-correctness
+reports that still reproduce on torch 2.13 CPU fail with `compiled_differs` (tests named after
+the pytorch issue), the fixed ones pass; nothing of dynamo's is blamed on the user."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradscope
+from gradscope.report.status import FAILING_KINDS
+from tests.paths import DATA
+
+COMPILED = str(DATA / "compiled.py")
+
+
+def _check(name: str, backend: str = "aot_eager", **options):
+    return gradscope.check(f"{COMPILED}:{name}", compile=backend, **options)
+
+
+def _differs(report) -> list[str]:
+    return [d.message for d in report.diagnostics if d.kind == "compiled_differs"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_correct_code_passes_under_each_backend(backend):
+    report = _check("smooth", backend, shape={"x": (5,)})
+    assert report.passed, report.to_text()
+    assert report.compile["backend"] == backend and report.compile["graphs"] == 1
+    column = report["x"].columns["compiled"]
+    assert list(report["x"].columns)[:2] == ["autograd", "compiled"]
+    assert column.values == pytest.approx(report["x"].columns["autograd"].values)
+
+
+def test_a_module_and_graph_breaks_pass_with_the_breaks_said():
+    assert _check("Block", shape={"x": (4, 3)}).passed
+    report = _check("chatty", shape={"x": (3,)})
+    assert report.passed and report.compile["graph_breaks"] == 1
+    assert any(n.startswith("graph break:") for n in report.notes)
+
+
+def test_185464_multilabel_margin_loss_with_minus_one_targets():
+    report = _check("multilabel_margin", at={"x": [[1.0, -1.0, 0.5, 0.3, -0.2]]})
+    assert not report.passed
+    found = _differs(report)
+    assert any("compiled output differs" in m for m in found)
+    assert any("gradient of x" in m and "references agree with eager" in m for m in found)
+    assert "compiled_differs" in FAILING_KINDS
+
+
+def test_198119_avg_pool_ceil_mode_overhanging_window_under_inductor():
+    report = _check("avg_pool_ceil", "inductor", shape={"x": (1, 1, 6)})
+    (found,) = _differs(report)
+    assert "at 2 of 6 element(s) ((0, 0, 4), (0, 0, 5))" in found
+    assert "− 0.1667 there" in found and "compiled gradient is wrong" in found
+    assert _check("avg_pool_ceil", "aot_eager", shape={"x": (1, 1, 6)}).passed
+
+
+def test_197888_adaptive_max_pool3d_channels_last_under_inductor():
+    torch.manual_seed(0)
+    t = torch.randperm(960).double().reshape(1, 4, 4, 6, 10)
+    report = _check("adaptive_max_pool3d", "inductor",
+                    at={"t": t.contiguous(memory_format=torch.channels_last_3d)})
+    (found,) = _differs(report)
+    assert "gradient of t" in found and "the compiled gradient is wrong" in found
+
+
+def test_193279_func_grad_of_a_function_inside_compile_drops_its_backward():
+    assert gradscope.check(f"{COMPILED}:grad_of_sin_loss", shape={"x": (4,)}).passed
+    report = _check("grad_of_sin_loss", shape={"x": (4,)})
+    found = _differs(report)
+    assert any("compiled output differs" in m and "is 0 there" in m for m in found)
+    assert any("no grad_fn" in m for m in found)
+
+
+@pytest.mark.parametrize("name,shape", [("same_tensor_twice", (5,)),  # pytorch #183604
+                                        ("inplace_in_forward", (5,)),  # pytorch #180642
+                                        ("grad_of_accumulated", (2, 3))])  # pytorch #136662
+def test_reports_fixed_in_2_13_pass(name, shape):
+    report = _check(name, shape={"x": shape})
+    assert report.passed, report.to_text()
+
+
+def test_183604_same_tensor_twice_passes_under_inductor():
+    assert _check("same_tensor_twice", "inductor", shape={"x": (5,)}).passed
+
+
+def test_a_forward_dynamo_leaves_eager_is_said_and_compared_as_eager():
+    report = _check("refuses_compile", shape={"x": (3,)})
+    assert report.passed and report.compile["fell_back"]
+    assert any("compiled nothing" in n for n in report.notes)
+
+
+def test_the_compile_field_is_in_the_json_report_only_with_compile():
+    data = _check("smooth", shape={"x": (3,)}).to_dict()
+    assert set(data["compile"]) >= {"backend", "graphs", "graph_breaks", "recompiles",
+                                    "fell_back"}
+    assert "compile" not in gradscope.check("x * 2").to_dict()
+
+
+def test_the_jacobian_command_gets_a_compiled_column_of_the_whole_jacobian():
+    report = gradscope.jacobian(f"{COMPILED}:smooth", shape={"x": (3,)}, compile="aot_eager")
+    assert report.passed
+    compiled, eager = (torch.tensor(report["x"].columns[k].values)
+                       for k in ("compiled", "autograd"))
+    assert compiled.shape == (3, 3) and torch.allclose(compiled, eager)
