@@ -15,6 +15,7 @@ the call ran eagerly after all."""
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,7 +125,9 @@ class _Call:
 
     def __call__(self) -> torch.Tensor:
         before = _breaks()
-        with torch.enable_grad():
+        with torch.enable_grad(), warnings.catch_warnings():
+            # (torch's own modules warn of their deprecations as the backend imports them)
+            warnings.simplefilter("ignore", DeprecationWarning)
             out = self.run(self.leaves)
         after = _breaks()
         self.breaks += [reason for reason, count in after.items()
