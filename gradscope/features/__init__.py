@@ -21,6 +21,7 @@ from gradscope.features import (
     inplace,
     kinks,
     layers,
+    opchecks,
     projections,
     ranks,
     relations,
@@ -45,6 +46,7 @@ FEATURES: tuple[Feature, ...] = (
     collectives.FEATURE,
     single.FEATURE,
     compiled.FEATURE,
+    opchecks.FEATURE,
 )
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

@@ -35,8 +35,8 @@ def causes(report: Report) -> list[str]:
     found += [_input(f, patterns) for f in inputs if start is None
               and not (named and f.kind == Status.MISMATCH)]
     if not inputs:  # (a check of no input is one in place: a culprit named says it already)
-        found += [f"{f.subject}: {f.count:,} mismatch(es)" + (f" in {f.detail}" if f.detail
-                                                              else "")
+        found += [(f"{f.subject}: {f.count:,} mismatch(es)" if f.count else f"{f.subject} fails")
+                  + (f" in {f.detail}" if f.detail else "")
                   for f in failures if f.kind == "check" and (f.detail or not named)]
     undefined = next((d.summary for d in report.diagnostics if d.kind == "nan" and d.summary),
                      None)

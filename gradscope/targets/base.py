@@ -299,6 +299,11 @@ class Target:
         run = torch.compile(self.forward, backend=backend)
         return lambda values: run(dict(values))
 
+    def op_call(self, values: Mapping[str, torch.Tensor]) -> tuple[Any, tuple, dict] | None:
+        """A custom op target: the op and its arguments at `values` (what
+        torch.library.opcheck is given); None for any other target."""
+        return None
+
     def perturbed_failure(self, exc: BaseException) -> str:
         """Why finite differences failed, from what the target raised at a perturbed point."""
         last = _last_line(exc)

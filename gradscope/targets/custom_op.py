@@ -35,6 +35,10 @@ class CustomOpTarget(CodeTarget):
 
     _unbatched = True
 
+    def op_call(self, values: Mapping[str, torch.Tensor]) -> tuple[Any, tuple, dict] | None:
+        args, kwargs = self._call_args({**values, **self.constants})
+        return self.obj, tuple(args), kwargs
+
 
 def in_graph(output: torch.Tensor) -> bool:
     """Whether a custom op's registered backward is in `output`'s graph."""

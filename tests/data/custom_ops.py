@@ -94,3 +94,28 @@ def _summed_backward(ctx, g):
 
 
 summed.register_autograd(_summed_backward, setup_context=_summed_context)
+
+
+# fake implementations (torch.compile and opcheck's fake-tensor tests need them)
+@scaled.register_fake
+def _(x, alpha, bias=None, twice=False):
+    return torch.empty_like(x)
+
+
+@summed.register_fake
+def _(x, dims, keep=False):
+    return x.sum(dims, keepdim=keep)
+
+
+@torch.library.custom_op("gradscope_culprits::no_fake", mutates_args=())
+def no_fake(x: torch.Tensor) -> torch.Tensor:
+    """Right gradient, but no fake implementation: opcheck's fake-tensor tests fail."""
+    return x * x
+
+
+def _no_fake_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return 2 * g * x
+
+
+no_fake.register_autograd(_no_fake_backward, setup_context=_keep)
