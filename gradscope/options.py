@@ -204,6 +204,13 @@ class Options:
         "aot_eager, inductor): its output and gradients are compared with eager's and the "
         "references', and any difference fails the run (compiled_differs).", str, (str,),
         "a torch.compile backend", commands=RUNS, metavar="BACKEND"))
+    autocast: str | None = field(default=None, metadata=_about(
+        "--autocast", "Run autograd's forward under torch.autocast(device, DTYPE) (bfloat16, "
+        "float16) with float32 inputs, as mixed-precision training does; finite differences "
+        "run without autocast, and tolerances follow DTYPE where an op ran in it "
+        "(custom_fwd/custom_bwd Functions are checked the way they train).", str, (str,),
+        "bfloat16 or float16", commands=RUNS, metavar="DTYPE",
+        choices=("bfloat16", "float16")))
     imports: tuple[str, ...] = field(default=(), metadata=_about(
         "--import", "A Python file or module imported before the target is read, for what it "
         "registers (custom ops: check NS::OP --import ops.py); repeatable.", list,
@@ -240,6 +247,8 @@ class Options:
         _choice(called("fail_on"), self.fail_on, FAIL_ON)
         if self.mode is not None:
             _choice(called("mode"), self.mode, MODES)
+        if self.autocast is not None:
+            _choice(called("autocast"), self.autocast, ("bfloat16", "float16"))
         for name in ("eps", "atol", "rtol", "nondet_tol"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < float("inf"):  # NaN fails both

@@ -199,9 +199,9 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
     expression), the gradient-flow hooks on its graph: the user's `y.backward(v)` itself
     records the flow (the hooks only look), so no second forward and backward is needed."""
     target, cast = prepared.target, prepared.bound.cast
-    if source is None or not source.watch_first:
+    if source is None or not source.watch_first or target.autocast is not None:
         # code may write into its inputs: the leaves get their own storage then
-        return AutogradEngine(target.forward, cast, copy=not target.readable), None
+        return AutogradEngine(target.autograd_forward, cast, copy=not target.readable), None
     seen: list[Any] = []
 
     def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -244,6 +244,16 @@ def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         return plain_value(forward, values)
 
 
+def base_value(prepared: Prepared, back: Backward, computed: torch.dtype
+               ) -> tuple[torch.Tensor, torch.dtype]:
+    """The output at the inputs as finite differences see it, and the precision their steps
+    follow: autograd's own and `computed`, or with --autocast the target's value without
+    autocast, in the inputs' dtype (the references' function)."""
+    if prepared.target.autocast is None:
+        return back.engine.output, computed
+    return without_graph(prepared.target.forward, prepared.bound.cast), prepared.bound.dtype
+
+
 def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
     """Two evaluations of user code at the same inputs must agree, or finite differences
     measure noise (dropout in train mode, sampling): refused with what to do instead. `first`
@@ -251,7 +261,7 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
     target = prepared.target
     if not target.runs_user_code:
         return
-    second = without_graph(target.forward, prepared.bound.cast)
+    second = without_graph(target.autograd_forward, prepared.bound.cast)
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
             or first.shape != second.shape or not first.is_floating_point():
         return
@@ -272,14 +282,19 @@ def computed_in(prepared: Prepared, output: torch.Tensor) -> torch.dtype:
     """The lowest floating precision the target computes in: the check's dtype, or its
     output's when that is lower (a forward ending in `.float()` for float64 inputs)."""
     dtype = prepared.bound.dtype
-    if output.dtype.is_floating_point and \
-            torch.finfo(output.dtype).eps > torch.finfo(dtype).eps:
-        return output.dtype
+    autocast = prepared.target.autocast
+    lowest = autocast.lowest if autocast is not None else None
+    for lower in (output.dtype, lowest):
+        if lower is not None and lower.is_floating_point and \
+                torch.finfo(lower).eps > torch.finfo(dtype).eps:
+            dtype = lower
     return dtype
 
 
 def precision_note(prepared: Prepared, computed: torch.dtype) -> list[str]:
     dtype = prepared.bound.dtype
+    if prepared.target.autocast is not None:
+        return [prepared.target.autocast.note()]
     if computed == dtype:
         return []
     name = str(computed).removeprefix("torch.")

@@ -3,8 +3,7 @@ laid out as views — autograd beside each reference's answers for one question 
 the table's upstream, for each seeded random upstream, the full Jacobian) — with the raw
 per-element comparison of each (before anything is excused). Two-point finite-difference
 estimates a raw comparison doubts are refined here, once, so every later stage rests on the
-same, final estimates. Also the forward-mode and accumulation evidence.
-"""
+same, final estimates. Also the forward-mode and accumulation evidence, and --compile's run."""
 
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ from gradscope.evidence import roundoff
 from gradscope.evidence.backward import (
     Backward,
     backward,
+    base_value,
     claimed,
     computed_in,
     deterministic,
@@ -126,7 +126,6 @@ class Evidence:
         return next((r for r in self.references if isinstance(r, Finite)), None)
 
 
-
 def plain_way(prepared: Prepared) -> tuple[Any, list[str]]:
     """--plain: finite differences evaluate the target as an ordinary call makes it (grad
     mode, inputs that require grad, no stand-ins), one evaluation at a time."""
@@ -150,8 +149,9 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
             else prepared.target.for_values(back.engine.output)
         back = back if prepared.options.plain else with_flow(prepared, back)
     computed = computed_in(prepared, back.engine.output)
-    setup = Setup(prepared, back.engine.output, back.upstream, for_values, computed,
-                  progress=progress, claimed=claimed(back), diagonal=diagonal(back))
+    base, stepped = base_value(prepared, back, computed)  # (--autocast: without it)
+    setup = Setup(prepared, base, back.upstream, for_values, stepped, progress=progress,
+                  claimed=claimed(back), diagonal=diagonal(back))
     references: list[Reference] = []
     for start in registry.REFERENCES:  # (read at run time: the registration is there)
         tic = time.perf_counter()

@@ -40,6 +40,8 @@ INTERMEDIATES = 4
 def prepare(request: Request) -> Prepared:
     """The target (wrapped for --order 2) and its bound inputs."""
     options = request.options.validate()
+    if options.autocast is not None:
+        options = _autocast_options(options)
     if options.compile is not None and options.nproc:
         raise UsageError("--compile is not combined with --nproc: check the compiled target "
                          "in one process")
@@ -71,12 +73,29 @@ def prepare(request: Request) -> Prepared:
     choice = options.output_index if options.output_index is not None else options.output_key
     if choice is not None:
         target.pick_output(choice)
+    if options.autocast is not None:
+        from gradscope.targets.autocast import Autocast
+
+        target.set_autocast(Autocast(device_of(options.device).type, options.autocast))
     bound = bind(options, target, upstream)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
     target.ready()  # (every later stage reads the target; none changes it)
     bound = exercised(target, bound, options.seed)
     return Prepared(request, options, target, bound)
+
+
+def _autocast_options(options: Options) -> Options:
+    """--autocast: float32 inputs (float64 is not autocast-eligible), one process, order 1."""
+    for given, flag in ((options.order == 2, "--order 2"), (options.nproc, "--nproc"),
+                        (options.compile is not None, "--compile")):
+        if given:
+            raise UsageError(f"--autocast is not combined with {flag}: check the "
+                             "mixed-precision forward's first-order gradients on its own")
+    if options.dtype not in ("float64", "float32"):
+        raise UsageError(f"--autocast runs float32 inputs (autocast lowers them itself); "
+                         f"leave out --dtype {options.dtype}")
+    return options.updated(dtype="float32")
 
 
 def _compilable(options: Options) -> None:

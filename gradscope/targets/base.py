@@ -111,6 +111,21 @@ class Target:
         self.branch_sites: list[Any] = []  # kinky op applications (expressions)
         # what calling the target showed (kept while the target is fixed: see `observed`)
         self._observed: dict[str, str] = {}
+        self._autocast: Any = None  # --autocast: targets/autocast.Autocast
+
+    def set_autocast(self, autocast: Any) -> None:
+        """--autocast: autograd's evaluation (`autograd_forward`) runs under it."""
+        self._autocast = autocast
+
+    @property
+    def autocast(self) -> Any:
+        return self._autocast
+
+    @property
+    def autograd_forward(self) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+        """The evaluation autograd differentiates: `forward`, under autocast with --autocast
+        (every other engine evaluates `forward` itself)."""
+        return self.forward if self._autocast is None else self._autocast.wrap(self.forward)
 
     takes_init = False  # --init: constructor arguments (a module class)
 

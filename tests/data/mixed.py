@@ -1,0 +1,61 @@
+"""Targets for --autocast: a model whose linear layers run in bfloat16 under autocast, and
+custom Functions written for mixed precision with torch.amp.custom_fwd/custom_bwd — a fused
+scaled-tanh whose backward is right, and one whose backward forgets the scale."""
+
+import torch
+
+
+class ScaledTanh(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx, x, scale):
+        y = torch.tanh(x * scale)
+        ctx.save_for_backward(x, y, scale)
+        return y
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, g):
+        x, y, scale = ctx.saved_tensors
+        dy = g * (1 - y * y)
+        return dy * scale, (dy * x).sum()
+
+
+class ScaledTanhBug(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx, x, scale):
+        y = torch.tanh(x * scale)
+        ctx.save_for_backward(x, y, scale)
+        return y
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, g):
+        x, y, _scale = ctx.saved_tensors
+        dy = g * (1 - y * y)
+        return dy, (dy * x).sum()  # the scale forgotten in x's gradient
+
+
+class Head(torch.nn.Module):
+    """A linear layer (bfloat16 under autocast) into the fused activation."""
+
+    def __init__(self, bug: bool = False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 4)
+        self.scale = torch.nn.Parameter(torch.tensor(0.5))
+        self.act = ScaledTanhBug if bug else ScaledTanh
+
+    def forward(self, x):
+        return self.act.apply(self.lin(x), self.scale)
+
+
+class HeadBug(Head):
+    def __init__(self):
+        super().__init__(bug=True)
+
+
+def mlp(x, w1, w2):
+    """Plain torch: matmuls in bfloat16 under autocast, the rest in float32."""
+    return torch.tanh(x @ w1) @ w2
