@@ -62,7 +62,7 @@ def test_without_autocast_the_same_model_checks_in_float64():
     ({}, None)])
 def test_what_autocast_is_not_combined_with(options, said):
     if said is None:
-        with pytest.raises(UsageError, match="autocast.*allowed: bfloat16, float16"):
+        with pytest.raises(UsageError, match=r"autocast.*allowed: bfloat16, float16"):
             gradscope.check("x * 2", autocast="int8")
         return
     with pytest.raises(UsageError, match=said):
