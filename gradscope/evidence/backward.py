@@ -261,7 +261,8 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
     target = prepared.target
     if not target.runs_user_code:
         return
-    second = without_graph(target.autograd_forward, prepared.bound.cast)
+    second = plain_value(target.autograd_forward, prepared.bound.cast) \
+        if prepared.options.plain else without_graph(target.autograd_forward, prepared.bound.cast)
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
             or first.shape != second.shape or not first.is_floating_point():
         return

@@ -59,6 +59,12 @@ def prepare(request: Request) -> Prepared:
                      positional=request.positional)
     if options.compile is not None:  # (after the target's file: it may register a backend)
         _compilable(options)
+    if target.precompiled and not options.plain:
+        options = options.updated(plain=True)
+        target.notes.append("the target is already compiled (torch.compile): gradscope calls "
+                            "it only the plain way — grad mode, its inputs requiring grad, as "
+                            "torch's gradcheck does — so dynamo compiles it once, not once "
+                            "per mode (no_grad, vmap, watched forwards)")
     # a module in another dtype is checked on a converted copy, in the mode asked for
     target.convert(DTYPES[options.dtype], device_of(options.device))
     target.set_mode(options.mode)

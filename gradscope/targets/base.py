@@ -263,6 +263,12 @@ class Target:
         return not self._unbatched
 
     @property
+    def precompiled(self) -> bool:
+        """The target is already a torch.compile'd function or module: every mode change
+        (no_grad, vmap, a watching TorchFunctionMode) would make dynamo compile it again."""
+        return False
+
+    @property
     def runs_user_code(self) -> bool:
         """The user's own code runs: its forward may be random, its backward hand-written
         (checked for linearity, determinism and writes into grad_output)."""

@@ -322,6 +322,12 @@ class CodeTarget(Target):
         """What a call of the user's code calls (a Function's `apply`)."""
         return self.obj
 
+    @property
+    def precompiled(self) -> bool:
+        # (what torch.compile returns, a function or an OptimizedModule, keeps the original
+        # callable under this name; torch has no public test for it on 2.13)
+        return hasattr(self.obj, "_torchdynamo_orig_callable")
+
     def compiled(self, backend: Any) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
         """The user's own object under torch.compile — the function, the Function's apply,
         the custom op, or the module (its parameters given by name, as the check's forward

@@ -39,7 +39,9 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
 
 def _target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
             built: bool = False) -> ModuleTarget:
-    target = ModuleTarget(text, "module", module, signature(module.forward, 0, text), args)
+    # (a torch.compile'd module forwards *args: its parameters are its original module's)
+    inner = getattr(module, "_orig_mod", module)
+    target = ModuleTarget(text, "module", module, signature(inner.forward, 0, text), args)
     # a copy: a forward in train mode updates buffers (batch norm's running statistics)
     own, note = (module, "") if built else copied(module)
     target.module, target.owned = own, built or own is not module

@@ -128,3 +128,16 @@ def failing_backend(gm, example_inputs):
 
 if "failing_backend" not in torch.compiler.list_backends(exclude_tags=()):
     torch._dynamo.register_backend(failing_backend)
+
+
+# already compiled in the user's file (checked without --compile: called only the plain way)
+precompiled = torch.compile(smooth, backend="aot_eager")
+precompiled_block = torch.compile(Block(), backend="aot_eager")
+
+
+def _tanh_block(x, w1, w2):
+    return torch.tanh(x @ w1) @ w2
+
+
+# under inductor, two backward calls may differ by round-off (not nondeterminism)
+precompiled_inductor = torch.compile(_tanh_block, backend="inductor")

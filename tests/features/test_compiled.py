@@ -104,3 +104,22 @@ def test_the_jacobian_command_gets_a_compiled_column_of_the_whole_jacobian():
     compiled, eager = (torch.tensor(report["x"].columns[k].values)
                        for k in ("compiled", "autograd"))
     assert compiled.shape == (3, 3) and torch.allclose(compiled, eager)
+
+
+def test_an_already_compiled_target_is_called_the_plain_way_so_compiled_once():
+    from torch._dynamo.utils import counters  # (torch's troubleshooting guide reads it)
+
+    torch.compiler.reset()
+    counters.clear()
+    report = gradscope.check(f"{COMPILED}:precompiled", shape={"x": (6,)})
+    assert report.passed
+    assert any("already compiled (torch.compile)" in n for n in report.notes)
+    assert counters["stats"]["unique_graphs"] == 1  # one mode: no recompiles
+    assert gradscope.check(f"{COMPILED}:precompiled_block", shape={"x": (4, 3)}).passed
+
+
+def test_an_already_compiled_inductor_block_passes_its_round_off_no_nondeterminism():
+    report = gradscope.check(f"{COMPILED}:precompiled_inductor",
+                             shape={"x": (8, 4), "w1": (4, 8), "w2": (8, 2)})
+    assert report.passed, report.to_text()
+    assert not [d for d in report.diagnostics if d.kind == "nondeterministic_backward"]
