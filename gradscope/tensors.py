@@ -155,6 +155,14 @@ def multi_index(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(out))
 
 
+def compiled_inside(output: Any) -> bool:
+    """Whether AOTAutograd's compiled backward (torch.compile) is in `output`'s graph: a graph
+    that may donate its saved buffers to its one backward, which then refuses
+    `retain_graph`."""
+    return any(type(node).__name__ == "CompiledFunctionBackward"
+               for node in grad_nodes(getattr(output, "grad_fn", None)))
+
+
 def grad_nodes(root: Any) -> Iterator[Any]:
     """Every node of the autograd graph below `root` (a grad_fn; None: none), each once,
     a node before the nodes only it reaches."""

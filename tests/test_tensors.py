@@ -81,3 +81,12 @@ def test_a_plain_value_is_an_ordinary_calls_in_grad_mode_without_a_graph():
     assert out.tolist() == [3.0, 3.0] and not out.requires_grad and not x.requires_grad
     leaves = as_leaves({"x": x, "k": torch.arange(2)})
     assert leaves["x"].requires_grad and not leaves["k"].requires_grad
+
+
+def test_compiled_inside_sees_aotautograds_backward_in_the_graph():
+    from gradscope.tensors import compiled_inside
+
+    x = torch.ones(3, requires_grad=True)
+    assert not compiled_inside(x.sin())
+    assert compiled_inside(torch.compile(torch.sin, backend="aot_eager")(x))
+    assert not compiled_inside(torch.ones(2))

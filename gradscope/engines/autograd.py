@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from gradscope.errors import GradscopeError, UsageError
+from gradscope.tensors import compiled_inside
 
 Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
@@ -40,13 +41,16 @@ class AutogradEngine:
             raise UsageError("the output does not depend differentiably on any input (only "
                              "through comparisons or constants), so backward has nothing to do")
         self.output = out
-        self.single_use = False  # a second backward on this graph raised: fresh forwards
+        # a second backward on this graph raised, or a compiled graph that may donate its
+        # buffers to its one backward: every backward then runs on a fresh forward's graph,
+        # without retain_graph
+        self.single_use = compiled_inside(out)
 
     def backward(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Exactly `y.backward(upstream)`; an input the graph never reached gets zeros."""
         for leaf in self.leaves.values():
             leaf.grad = None
-        self.output.backward(upstream, retain_graph=True)
+        self.output.backward(upstream, retain_graph=not self.single_use)
         return self._taken()
 
     def accumulate(self, upstream: torch.Tensor, times: int) -> dict[str, torch.Tensor]:
@@ -55,7 +59,8 @@ class AutogradEngine:
         for leaf in self.leaves.values():
             leaf.grad = None
         for _ in range(times):
-            self._replayed(lambda out: out.backward(upstream, retain_graph=True))
+            self._replayed(lambda out: out.backward(upstream,
+                                                    retain_graph=not self.single_use))
         return self._taken()
 
     def _taken(self) -> dict[str, torch.Tensor]:
@@ -77,7 +82,7 @@ class AutogradEngine:
 
     def _grad(self, out: torch.Tensor, upstream: torch.Tensor) -> tuple:
         return torch.autograd.grad(out, list(self.leaves.values()), upstream,
-                                   retain_graph=True, allow_unused=True)
+                                   retain_graph=not self.single_use, allow_unused=True)
 
     def _named(self, grads: tuple) -> dict[str, torch.Tensor]:
         return {n: (stored(g.detach()) if g is not None else torch.zeros_like(leaf.detach()))

@@ -16,7 +16,7 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import grad_nodes, plain_value
+from gradscope.tensors import compiled_inside, grad_nodes, plain_value
 from gradscope.usercode import OURS, backward_location, raised_by_user, user_code
 
 
@@ -212,6 +212,38 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
     engine.forward = target.forward  # later forward-mode calls need no source map
     return engine, flow.Tracer(seen[-1], engine.leaves,
                                keep_grads=prepared.options.intermediates)
+
+
+def evaluations(prepared: Prepared, back: Backward) -> tuple[Any, list[str], Backward]:
+    """How finite differences evaluate the target (learned from autograd's own output), what
+    was learned, and `back` with user code's gradient flow. The plain way where asked for, or
+    where the target's graph shows compiled code (a torch.compile'd model inside it: every
+    other mode — no_grad, vmap, a watched forward — would make dynamo compile it again)."""
+    plain = prepared.options.plain
+    learned: list[str] = []
+    if not plain and compiled_inside(back.engine.output):
+        plain = True
+        learned.append("the target calls torch.compile'd code: finite differences call it the "
+                       "plain way (grad mode, inputs requiring grad), so dynamo compiles it in "
+                       "one mode only")
+    if plain:
+        traced, said = plain_way(prepared)
+        return traced, learned + said, back
+    traced, said = prepared.target.for_values(back.engine.output)
+    return traced, said, with_flow(prepared, back)
+
+
+def plain_way(prepared: Prepared) -> tuple[Any, list[str]]:
+    """--plain: finite differences evaluate the target as an ordinary call makes it (grad
+    mode, inputs that require grad, no stand-ins), one evaluation at a time."""
+    forward = prepared.target.forward
+
+    def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
+        return plain_value(forward, values), []
+
+    note = ("--plain: every evaluation is an ordinary call of the target in grad mode, one at a "
+            "time (no batching, stand-ins or watched forwards)")
+    return traced, ([note] if prepared.target.runs_user_code else [])
 
 
 def with_flow(prepared: Prepared, back: Backward) -> Backward:

@@ -28,8 +28,8 @@ from gradscope.evidence.backward import (
     computed_in,
     deterministic,
     diagonal,
+    evaluations,
     precision_note,
-    with_flow,
 )
 from gradscope.evidence.compiled import Compiled, compiled_run
 from gradscope.evidence.prepare import Prepared, shape_hint
@@ -37,7 +37,7 @@ from gradscope.evidence.references import Finite, Reference, Setup
 from gradscope.inputs.bind import tangents_for
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
-from gradscope.tensors import all_finite, plain_value
+from gradscope.tensors import all_finite
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
@@ -126,28 +126,13 @@ class Evidence:
         return next((r for r in self.references if isinstance(r, Finite)), None)
 
 
-def plain_way(prepared: Prepared) -> tuple[Any, list[str]]:
-    """--plain: finite differences evaluate the target as an ordinary call makes it (grad
-    mode, inputs that require grad, no stand-ins), one evaluation at a time."""
-    forward = prepared.target.forward
-
-    def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-        return plain_value(forward, values), []
-
-    note = ("--plain: every evaluation is an ordinary call of the target in grad mode, one at a "
-            "time (no batching, stand-ins or watched forwards)")
-    return traced, ([note] if prepared.target.runs_user_code else [])
-
-
 def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None) -> Evidence:
     """Run the engines and lay out the views."""
     timings: dict[str, float] = {}
     with _timed(timings, "autograd"), shape_hint(prepared.bound):
         back = backward(prepared)
         deterministic(prepared, back.engine.output)
-        for_values, learned = plain_way(prepared) if prepared.options.plain \
-            else prepared.target.for_values(back.engine.output)
-        back = back if prepared.options.plain else with_flow(prepared, back)
+        for_values, learned, back = evaluations(prepared, back)
     computed = computed_in(prepared, back.engine.output)
     base, stepped = base_value(prepared, back, computed)  # (--autocast: without it)
     setup = Setup(prepared, base, back.upstream, for_values, stepped, progress=progress,

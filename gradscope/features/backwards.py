@@ -13,6 +13,7 @@ import torch
 from gradscope.diagnose import custom_backward
 from gradscope.features.base import Context, Feature, Said
 from gradscope.report.model import Diagnostic
+from gradscope.tensors import compiled_inside
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class Backwards(Feature):
         if not prepared.target.checks_backward or back.grads is None:
             return None
         nondet = prepared.options.nondet_tol
-        if prepared.target.precompiled:  # a compiled backward's kernels may sum in another
+        if prepared.target.precompiled or compiled_inside(back.engine.output):
+            # a compiled backward's kernels may sum in another
             # order from one call to the next: round-off is no nondeterminism
             largest = max((float(g.abs().max()) for g in back.grads.values()
                            if g.numel() and g.is_floating_point()), default=0.0)

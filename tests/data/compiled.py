@@ -141,3 +141,8 @@ def _tanh_block(x, w1, w2):
 
 # under inductor, two backward calls may differ by round-off (not nondeterminism)
 precompiled_inductor = torch.compile(_tanh_block, backend="inductor")
+
+
+def calls_compiled(x, w1, w2):
+    """User code around a compiled function: its graph shows the compiled backward."""
+    return precompiled_inductor(x, w1, w2).square().sum(0)

@@ -47,3 +47,22 @@ def test_a_zero_gradient_without_storage_reads_as_zeros():
     v = torch.ones(2, dtype=torch.float64)
     assert e.backward(v)["a"].tolist() == e.vjp(v)["a"].tolist() == [0.0, 0.0]
     assert e.jacobian()["a"].tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_a_compiled_graph_gets_one_backward_each_from_a_fresh_forward():
+    # AOTAutograd may donate a compiled graph's saved buffers to its one backward, and then
+    # refuses retain_graph: every backward runs on a graph of its own
+    compiled = torch.compile(lambda v: torch.tanh(v["x"]) * v["x"], backend="aot_eager")
+    calls = []
+
+    def forward(values):
+        calls.append(1)
+        return compiled(values)
+
+    e = AutogradEngine(forward, {"x": torch.tensor([0.5, -1.0], dtype=torch.float64)})
+    assert e.single_use
+    v = torch.ones(2, dtype=torch.float64)
+    first = e.backward(v)["x"]
+    assert torch.equal(e.vjp(v)["x"], first) and torch.equal(e.fresh_vjp(v)["x"], first)
+    assert len(calls) == 3
+    assert not _engine("x * 2", x=[1.0]).single_use

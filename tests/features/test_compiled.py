@@ -123,3 +123,12 @@ def test_an_already_compiled_inductor_block_passes_its_round_off_no_nondetermini
                              shape={"x": (8, 4), "w1": (4, 8), "w2": (8, 2)})
     assert report.passed, report.to_text()
     assert not [d for d in report.diagnostics if d.kind == "nondeterministic_backward"]
+
+
+def test_code_that_calls_compiled_code_is_differenced_the_plain_way():
+    report = gradscope.check(f"{COMPILED}:calls_compiled",
+                             shape={"x": (4, 4), "w1": (4, 8), "w2": (8, 2)})
+    assert report.passed, report.to_text()
+    assert any("calls torch.compile'd code" in n for n in report.notes)
+    assert not any("calls torch.compile'd code" in n
+                   for n in gradscope.check(f"{COMPILED}:smooth", shape={"x": (3,)}).notes)
