@@ -294,7 +294,8 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
     if not target.runs_user_code:
         return
     second = plain_value(target.autograd_forward, prepared.bound.cast) \
-        if prepared.options.plain else without_graph(target.autograd_forward, prepared.bound.cast)
+        if prepared.options.plain or compiled_inside(first) \
+        else without_graph(target.autograd_forward, prepared.bound.cast)
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
             or first.shape != second.shape or not first.is_floating_point():
         return

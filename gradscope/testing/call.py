@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from gradscope.errors import GradscopeError
-from gradscope.tensors import as_given, grad_nodes
+from gradscope.tensors import as_given, compiled_inside, grad_nodes
 
 VJP_SEED = 0x5EED  # the random upstream of `random_vjp`
 
@@ -95,16 +95,33 @@ class GradcheckCall:
     def tensors(self) -> list[torch.Tensor]:
         return [self.args[i] for i in self.checked]
 
+    @property
+    def single_use(self) -> bool:
+        """The first forward's graph holds torch.compile'd code, which may donate its saved
+        buffers to its one backward and then refuses `retain_graph`: each backward gradscope
+        takes runs on a fresh forward's graph (`graph`), without retaining it."""
+        return any(compiled_inside(self.first[k]) for k in self.outputs)
+
+    def graph(self, outs: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """The differentiable outputs one backward runs through: `outs` (default: the first
+        forward's), or a fresh forward's where that graph serves one backward only."""
+        if not self.single_use:
+            return self.wrapped_outputs() if outs is None else outs
+        with torch.enable_grad():
+            out = self.func(*self.args)
+        fresh = [out] if self.single else list(out)
+        return [fresh[k] for k in self.outputs]
+
     def random_vjp(self) -> tuple[torch.Tensor, torch.Tensor, tuple]:
         """(the outputs laid end to end, a seeded random upstream v, autograd's Jᵀv per
         checked tensor), from the first forward, once: the fast projection and the dtype
         check read the same backward."""
         if self._vjp is None:
-            out = self.laid_end_to_end()
+            out = _end_to_end(self.graph())
             gen = torch.Generator().manual_seed(VJP_SEED)
             v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
-            grads = torch.autograd.grad(out, self.tensors(), v, retain_graph=True,
-                                        allow_unused=True)
+            grads = torch.autograd.grad(out, self.tensors(), v,
+                                        retain_graph=not self.single_use, allow_unused=True)
             self._vjp = (out, v, grads)
         return self._vjp
 

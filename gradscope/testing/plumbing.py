@@ -61,9 +61,9 @@ def multiplied_by_grad_output(call: GradcheckCall, dtypes: bool,
                               outs: list[torch.Tensor] | None = None) -> str | None:
     """Zero upstream gradients give zero input gradients of the inputs' dtype, device, size."""
     leaves = call.tensors()
-    outs = call.wrapped_outputs() if outs is None else outs
+    outs = call.graph(outs)
     grads = torch.autograd.grad(outs, leaves, [torch.zeros_like(o) for o in outs],
-                                retain_graph=True, allow_unused=True)
+                                retain_graph=not call.single_use, allow_unused=True)
     for name, g, x in zip(call.names, grads, leaves, strict=True):
         if g is None:
             continue
@@ -97,17 +97,18 @@ def each_output_alone(call: GradcheckCall, outs: list[torch.Tensor]) -> str | No
         return None
     leaves = call.tensors()
     gen = torch.Generator().manual_seed(PLUMBING_SEED)
+    retain = not call.single_use
     for k, out in enumerate(outs):
         v = torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
         try:
-            alone = _filled(torch.autograd.grad(out, leaves, v, retain_graph=True,
-                                                allow_unused=True), leaves)
+            alone = _filled(torch.autograd.grad(call.graph(outs)[k], leaves, v,
+                                                retain_graph=retain, allow_unused=True), leaves)
         except Exception as exc:  # the user's backward, whatever it raised
             return (f"backward fails when output {k}'s gradient is taken alone (the other "
                     f"outputs' gradients undefined: {_said(exc)}); {DOCS}")
         zeros = [v if j == k else torch.zeros_like(o) for j, o in enumerate(outs)]
-        together = _filled(torch.autograd.grad(outs, leaves, zeros, retain_graph=True,
-                                               allow_unused=True), leaves)
+        together = _filled(torch.autograd.grad(call.graph(outs), leaves, zeros,
+                                               retain_graph=retain, allow_unused=True), leaves)
         for name, a, b in zip(call.names, alone, together, strict=True):
             # (the same sums in the same order, but for zeros: equal up to round-off)
             tol = float(torch.finfo(b.dtype).eps) ** 0.5 if b.is_floating_point() else 0.0
@@ -125,12 +126,12 @@ def undefined_grads(call: GradcheckCall, outs: list[torch.Tensor] | None = None
     count = len(call.outputs)
     cases = [set(range(count))] + ([{k} for k in range(count)] if count > 1 else [])
     leaves = call.tensors()
-    outs = call.wrapped_outputs() if outs is None else outs
     for undefined in cases:
-        cut = [_Undefined.apply(o) if k in undefined else o for k, o in enumerate(outs)]
+        cut = [_Undefined.apply(o) if k in undefined else o
+               for k, o in enumerate(call.graph(outs))]
         try:
             grads = torch.autograd.grad(cut, leaves, [torch.zeros_like(o) for o in cut],
-                                        retain_graph=True, allow_unused=True)
+                                        retain_graph=not call.single_use, allow_unused=True)
         except Exception as exc:  # the user's backward, whatever it raised
             which = "every output's gradient" if len(undefined) == count else \
                 f"output {min(undefined)}'s gradient"
@@ -145,17 +146,20 @@ def batched_grads(call: GradcheckCall, outs: list[torch.Tensor] | None = None) -
     """Two upstream vectors at once (is_grads_batched) against one at a time, per output."""
     leaves = call.tensors()
     gen = torch.Generator().manual_seed(PLUMBING_SEED)
-    for k, out in enumerate(call.wrapped_outputs() if outs is None else outs):
+    retain = not call.single_use
+    for k, out in enumerate(call.graph(outs)):
         vs = [torch.randn(out.shape, generator=gen, dtype=torch.float64).to(out)
               for _ in range(2)]
-        one_by_one = [_filled(torch.autograd.grad(out, leaves, v, retain_graph=True,
-                                                  allow_unused=True), leaves) for v in vs]
+        one_by_one = [_filled(torch.autograd.grad(call.graph(outs)[k], leaves, v,
+                                                  retain_graph=retain, allow_unused=True),
+                              leaves) for v in vs]
         expected = [torch.stack(shards) for shards in zip(*one_by_one, strict=True)]
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="There is a performance drop")
-                got = _filled(torch.autograd.grad(out, leaves, torch.stack(vs),
-                                                  retain_graph=True, allow_unused=True,
+                got = _filled(torch.autograd.grad(call.graph(outs)[k], leaves,
+                                                  torch.stack(vs), retain_graph=retain,
+                                                  allow_unused=True,
                                                   is_grads_batched=True), leaves, batch=2)
         except RuntimeError as exc:
             return (f"batched gradients of output {k} fail ({_said(exc)}): the "

@@ -233,3 +233,21 @@ def test_xdist_workers_counts_reach_the_controllers_summary():
     finally:
         STATS.passed, STATS.failed, STATS.delegated = saved.passed, saved.failed, saved.delegated
         STATS.reasons = saved.reasons
+
+
+def test_a_compiled_function_passes_the_drop_in_compiled_once():
+    # AOTAutograd may donate a compiled graph's buffers to its one backward: the drop-in's
+    # plumbing checks take each backward on a fresh forward, and nothing of gradscope's
+    # changes dynamo's mode (no_grad, a TorchFunctionMode): one graph, as torch's gradcheck
+    from torch._dynamo.utils import counters  # (torch's troubleshooting guide reads it)
+
+    def block(x, w1, w2):
+        return torch.tanh(x @ w1) @ w2
+
+    torch.compiler.reset()
+    counters.clear()
+    gen = torch.Generator().manual_seed(0)
+    args = tuple(torch.randn(s, dtype=torch.float64, generator=gen, requires_grad=True)
+                 for s in ((8, 4), (4, 8), (8, 2)))
+    assert dropin.gradcheck(torch.compile(block, backend="aot_eager"), args)
+    assert counters["stats"]["unique_graphs"] == 1

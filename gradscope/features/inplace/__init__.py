@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
-from gradscope.features.base import Context, Decided, Feature, Said, value_of
+from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
 from gradscope.features.inplace import culprits
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
+from gradscope.tensors import compiled_inside
 
 NOTE = ("departs from its own forward's derivative on the arguments it received, yet the "
         "target's gradient agrees wherever it was compared (a convention, a symmetrised "
@@ -51,6 +52,9 @@ class InPlace(Feature):
             return None
         if getattr(back.engine.output, "grad_fn", None) is None:
             return None
+        if compiled_inside(back.engine.output):  # (dynamo would trace the recording too)
+            raise StepAside("the target calls torch.compile'd code, whose Functions dynamo "
+                            "traced into its graph")
         finite = ctx.evidence.finite
         eps = finite.fd.eps if finite is not None and finite.fd is not None else None
         found = culprits.check_in_place(target.forward, prepared.bound.cast, back.upstream,
