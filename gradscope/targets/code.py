@@ -325,8 +325,9 @@ class CodeTarget(Target):
     @property
     def precompiled(self) -> bool:
         # (what torch.compile returns, a function or an OptimizedModule, keeps the original
-        # callable under this name; torch has no public test for it on 2.13)
-        return hasattr(self.obj, "_torchdynamo_orig_callable")
+        # callable under this name; torch has no public test for it on 2.13. Looked up
+        # statically: a user's __getattr__ is never called for it)
+        return inspect.getattr_static(self.obj, "_torchdynamo_orig_callable", None) is not None
 
     def compiled(self, backend: Any) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
         """The user's own object under torch.compile — the function, the Function's apply,

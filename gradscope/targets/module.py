@@ -39,8 +39,9 @@ def build(obj: Any, text: str, args: Mapping[str, Any], init: Mapping[str, Any]
 
 def _target(module: torch.nn.Module, text: str, args: Mapping[str, Any],
             built: bool = False) -> ModuleTarget:
-    # (a torch.compile'd module forwards *args: its parameters are its original module's)
-    inner = getattr(module, "_orig_mod", module)
+    # (a torch.compile'd module forwards *args: its parameters are its original module's;
+    # looked up statically, never through a user's __getattr__)
+    inner = inspect.getattr_static(module, "_modules", {}).get("_orig_mod", module)
     target = ModuleTarget(text, "module", module, signature(inner.forward, 0, text), args)
     # a copy: a forward in train mode updates buffers (batch norm's running statistics)
     own, note = (module, "") if built else copied(module)
