@@ -129,7 +129,7 @@ class Evidence:
 def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None) -> Evidence:
     """Run the engines and lay out the views."""
     timings: dict[str, float] = {}
-    with _timed(timings, "autograd"), shape_hint(prepared.bound):
+    with _timed(timings, "autograd", prepared.target), shape_hint(prepared.bound):
         back = backward(prepared)
         deterministic(prepared, back.engine.output)
         for_values, learned, back = evaluations(prepared, back)
@@ -139,9 +139,9 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
                   claimed=claimed(back), diagonal=diagonal(back))
     references: list[Reference] = []
     for start in registry.REFERENCES:  # (read at run time: the registration is there)
-        tic = time.perf_counter()
-        references.append(start(replace(setup, before=tuple(references))))
-        timings[references[-1].name] = time.perf_counter() - tic
+        with _timed(timings, "", prepared.target) as named:
+            references.append(start(replace(setup, before=tuple(references))))
+            named.append(references[-1].name)
     tol = Tolerance.for_dtype(str(computed).removeprefix("torch."), prepared.options.rtol,
                               prepared.options.atol)
     nonfinite, excused = _nonfinite(prepared, back)
@@ -376,10 +376,14 @@ def _accumulation(prepared: Prepared, evidence: Evidence) -> Accumulation | None
 
 
 @contextmanager
-def _timed(timings: dict[str, float], name: str):
-    tic = time.perf_counter()
-    yield
-    timings[name] = time.perf_counter() - tic
+def _timed(timings: dict[str, float], name: str, target: Any = None):
+    """Seconds under `name` (or a name the block appends), and with `target` how many calls
+    of the user's code the block made (`calls.NAME`)."""
+    tic, calls, named = time.perf_counter(), target.calls if target else 0, [name]
+    yield named
+    timings[named[-1]] = time.perf_counter() - tic
+    if target is not None and target.runs_user_code:
+        timings[f"calls.{named[-1]}"] = target.calls - calls
 
 
 __all__ = ["Backward", "Evidence", "View", "backward", "computed_in", "gather"]

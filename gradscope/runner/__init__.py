@@ -47,6 +47,8 @@ def run(request: Request) -> Report:
         finally:
             prepared.target.finished()  # (the user's objects left as they were found)
     timings = {**report.timings, "total": time.perf_counter() - started}
+    if prepared.target.runs_user_code:  # every call of the user's code, features' included
+        timings["calls.total"] = prepared.target.calls
     report = replace(report, timings={k: round(v, 6) for k, v in timings.items()})
     return _with_prints(report, printed.getvalue())
 

@@ -112,6 +112,12 @@ class Target:
         # what calling the target showed (kept while the target is fixed: see `observed`)
         self._observed: dict[str, str] = {}
         self._autocast: Any = None  # --autocast: targets/autocast.Autocast
+        self._calls = 0  # calls of the user's code so far (a vmapped batch counts once)
+
+    @property
+    def calls(self) -> int:
+        """How many times the user's code was called (0 for an expression)."""
+        return self._calls
 
     def set_autocast(self, autocast: Any) -> None:
         """--autocast: autograd's evaluation (`autograd_forward`) runs under it."""

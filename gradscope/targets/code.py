@@ -266,6 +266,7 @@ class CodeTarget(Target):
         return call, named
 
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        self._calls += 1
         values = {**values, **self.constants} if self.constants else values
         args, kwargs = self._call_args(values)
         grad_mode = torch.is_grad_enabled()

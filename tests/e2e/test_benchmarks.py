@@ -45,3 +45,14 @@ def test_gradcheck_suite_outcomes():
         assert row["gradscope"] is True and row["named"] is row["bug"], row
         if not row["bug"]:
             assert row["torch"] is True, row
+
+
+def test_implicit_targets_cost_no_more_calls_than_gradchecks_slow_mode():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "evaluations.py"),
+                          "--n", "8"], capture_output=True, text=True, check=True,
+                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    rows = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    assert [r["target"] for r in rows] == ["cube_root_solve", "minimise"]
+    for row in rows:  # (calls are counted, not timed: deterministic)
+        assert row["passed"] and row["reported"] == row["gradscope_check"]
+        assert row["gradscope_check"] <= row["gradcheck_slow"]

@@ -411,3 +411,28 @@ def test_seed_makes_module_construction_and_reports_reproducible():
     other = gradscope.check(f"{EXAMPLES}/seed_functions.py:MyLayer", init={"size": 3},
                             input="1,2,3", seed=1)
     assert other.inputs[-1].values != first["inputs"][-1]["values"]
+
+
+def test_timings_count_the_calls_of_the_users_code_per_engine(tmp_path):
+    import gradscope
+
+    src, seen = tmp_path / "solver.py", tmp_path / "calls.txt"
+    src.write_text(
+        f"import torch\nSEEN = {str(seen)!r}\n\n"
+        "def solve(x):\n"
+        "    with open(SEEN, 'a') as f:\n"
+        "        f.write('.')\n"
+        "    y = x.detach().clone()\n"
+        "    for _ in range(50):\n"
+        "        step = (y**3 + y - x.detach()) / (3 * y**2 + 1)\n"
+        "        y = y - step\n"
+        "        if float(step.abs().max()) < 1e-13:\n"
+        "            break\n"
+        "    y = y.detach()\n"
+        "    return y - (y**3 + y - x) / (3 * y**2 + 1)\n")
+    report = gradscope.check(f"{src}:solve", shape={"x": (6,)})
+    calls = {k: v for k, v in report.timings.items() if k.startswith("calls.")}
+    assert report.passed and calls["calls.autograd"] >= 1
+    assert calls["calls.total"] >= calls["calls.autograd"] + calls["calls.finite_difference"]
+    assert calls["calls.total"] == len(seen.read_text())  # every call the user's code saw
+    assert "calls.total" not in gradscope.check("x * 2").timings
