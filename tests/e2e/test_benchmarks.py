@@ -49,7 +49,7 @@ def test_gradcheck_suite_outcomes():
 
 def test_implicit_targets_cost_no_more_calls_than_gradchecks_slow_mode():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "evaluations.py"),
-                          "--n", "8"], capture_output=True, text=True, check=True,
+                          "--n", "12"], capture_output=True, text=True, check=True,
                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     rows = [json.loads(line) for line in out.stdout.strip().splitlines()]
     assert [r["target"] for r in rows] == ["cube_root_solve", "minimise"]
