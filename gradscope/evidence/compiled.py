@@ -118,8 +118,11 @@ class _Call:
                  inner: Any) -> None:
         self.counting = _Counting(name, inner)
         self.run = target.compiled(self.counting)
-        self.leaves = {n: values[n].detach().clone().requires_grad_(True)
-                       for n in target.names}
+        # (a module's parameters as nn.Parameters, as the compiled module holds them: dynamo
+        # guards on their type)
+        self.leaves = {n: torch.nn.Parameter(values[n].detach().clone())
+                       if n in target.parameters else
+                       values[n].detach().clone().requires_grad_(True) for n in target.names}
         self.calls = 0
         self.breaks: list[str] = []
 

@@ -333,16 +333,24 @@ class CodeTarget(Target):
     def compiled(self, backend: Any) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
         """The user's own object under torch.compile — the function, the Function's apply,
         the custom op, or the module (its parameters given by name, as the check's forward
-        gives them) — called as an ordinary call makes it: no watchers, no stand-ins."""
+        gives them) — called as an ordinary call makes it: no watchers, no stand-ins. A
+        function that reaches modules is compiled itself, its copies' parameters swapped in
+        outside the compiled frame (dynamo guards on what that frame reads)."""
         module = self.module
-        run = torch.compile(module if module is not None else self.callee, backend=backend)
+        if isinstance(module, Holder):
+            run: Any = _Swapped(module, torch.compile(module.fn, backend=backend))
+            prefix = "held."
+        elif module is not None:
+            run, prefix = torch.compile(module, backend=backend), "_orig_mod."
+        else:
+            run, prefix = torch.compile(self.callee, backend=backend), ""
 
         def call(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
             values = {**values, **self.constants} if self.constants else values
             args, kwargs = self._call_args(values)
             with user_code("the compiled forward (torch.compile)", hint=self._forward_hint):
                 if module is not None:
-                    params = {f"_orig_mod.{n}": values[n] for n in self.parameters}
+                    params = {prefix + n: values[n] for n in self.parameters}
                     out = torch.func.functional_call(run, params, tuple(args), kwargs)
                 else:
                     out = run(*args, **kwargs)
@@ -412,6 +420,18 @@ class CodeTarget(Target):
         return (f"gradscope passed tensors for {', '.join(drawn)}; give non-tensor "
                 "parameters with --arg NAME=LITERAL (e.g. --arg n=2), or an object of the file "
                 "by its name (--arg model=net)")
+
+
+class _Swapped(torch.nn.Module):
+    """A Holder's copies as submodules (`held.…`, where functional_call swaps their
+    parameters) and the compiled function as forward."""
+
+    def __init__(self, held: Holder, run: Callable[..., Any]) -> None:
+        super().__init__()
+        self.held, self.run = held, run
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs)
 
 
 def _raised(exc: TargetError) -> str:

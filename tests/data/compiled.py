@@ -146,3 +146,11 @@ precompiled_inductor = torch.compile(_tanh_block, backend="inductor")
 def calls_compiled(x, w1, w2):
     """User code around a compiled function: its graph shows the compiled backward."""
     return precompiled_inductor(x, w1, w2).square().sum(0)
+
+
+BLOCK = Block()
+
+
+def block_loss(x):
+    """A training-style function over a global module (its parameters are checked too)."""
+    return BLOCK(x).square().mean()

@@ -132,3 +132,13 @@ def test_code_that_calls_compiled_code_is_differenced_the_plain_way():
     assert any("calls torch.compile'd code" in n for n in report.notes)
     assert not any("calls torch.compile'd code" in n
                    for n in gradscope.check(f"{COMPILED}:smooth", shape={"x": (3,)}).notes)
+
+
+def test_a_function_over_a_global_module_is_compiled_its_parameters_compared():
+    # (compiled itself, the module copies' parameters swapped in outside the compiled frame:
+    # through a compiled holder module dynamo's guards read the user's original module)
+    report = _check("block_loss", shape={"x": (4, 3)})
+    assert report.passed, report.to_text()
+    weight = report["BLOCK.lin.weight"]
+    compiled, eager = (torch.tensor(weight.columns[k].values) for k in ("compiled", "autograd"))
+    assert compiled.shape == (2, 3) and torch.allclose(compiled, eager)
