@@ -70,7 +70,9 @@ def backend_of(name: str) -> Any:
     if name not in known:
         raise UsageError(f"--compile: no torch.compile backend {name!r}; known: "
                          + ", ".join(known))
-    return torch._dynamo.lookup_backend(name)
+    with warnings.catch_warnings():  # (importing dynamo, torch warns of its own deprecations)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch._dynamo.lookup_backend(name)
 
 
 class _Counting:
@@ -129,8 +131,10 @@ class _Call:
     def __call__(self) -> torch.Tensor:
         before = _breaks()
         with torch.enable_grad(), warnings.catch_warnings():
-            # (torch's own modules warn of their deprecations as the backend imports them)
+            # (torch's own modules warn of their deprecations as the backend imports them, and
+            # of gradscope's own global module hooks, which a compiled module fires twice)
             warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.filterwarnings("ignore", message=".*global hooks on modules")
             out = self.run(self.leaves)
         after = _breaks()
         self.breaks += [reason for reason, count in after.items()
