@@ -18,7 +18,11 @@ def causes(report: Report) -> list[str]:
     """Why the report failed, most specific first (empty when it passed)."""
     failures = report.failures
     found = [d.summary for d in report.diagnostics if d.kind == "culprit" and d.summary]
-    found += [_backward_check(f, report) for f in failures if f.kind in FAILING_KINDS]
+    seen: dict[str, int] = {}  # (the k-th failure of a kind is its k-th diagnostic's)
+    for f in failures:
+        if f.kind in FAILING_KINDS:
+            found.append(_backward_check(f, report, seen.get(f.kind, 0)))
+            seen[f.kind] = seen.get(f.kind, 0) + 1
     patterns = {d.inputs[0]: d.summary for d in report.diagnostics
                 if d.kind == "mismatch_pattern" and d.inputs and d.summary}
     start = wrong_from(report.inputs, report.forward_order)
@@ -49,13 +53,17 @@ def causes(report: Report) -> list[str]:
     return found
 
 
-def _backward_check(failure: Failure, report: Report) -> str:
+def _backward_check(failure: Failure, report: Report, k: int = 0) -> str:
     """'backward arity: Few.backward (few.py:7) returned 1 gradient(s) but forward took 2
-    input(s)': the check's own words where it said them once for the whole run."""
-    said = [d.message for d in report.diagnostics if d.kind == failure.kind]
+    input(s)': the check's own words where it said them once for the whole run; else the
+    summary of the diagnostic behind it ('compiled ∂/∂x ≠ eager')."""
+    kind = [d for d in report.diagnostics if d.kind == failure.kind]
+    said = [d.message for d in kind]
     what = failure.kind.replace("_", " ")
     if len(said) == 1 and said[0] and len(said[0]) <= SHORT:  # (a long one stays below)
         return f"{what}: {said[0]}"
+    if k < len(kind) and kind[k].summary:
+        return f"{what}: {kind[k].summary} ({failure.count} element(s))"
     return f"{what} ({failure.count} element(s))"
 
 

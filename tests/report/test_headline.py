@@ -68,3 +68,14 @@ def test_a_check_in_place_is_said_once_by_its_culprit():
                                "autograd = −1 × the derivative at every element")
     nobody = replace(alone, diagnostics=[])
     assert headline(nobody) == in_place.subject + ": 2 mismatch(es)"
+
+
+def test_several_findings_of_one_failing_kind_are_told_apart_by_their_summaries():
+    import gradscope
+    from tests.paths import DATA
+
+    report = gradscope.check(f"{DATA}/compiled.py:multilabel_margin", compile="aot_eager",
+                             at={"x": [[1.0, -1.0, 0.5, 0.3, -0.2]]})
+    line = " ".join(report.to_text().split())
+    assert "compiled differs: compiled forward ≠ eager (1 element(s))" in line
+    assert "compiled differs: compiled ∂/∂x ≠ eager (3 element(s))" in line
