@@ -105,17 +105,3 @@ def _(x, alpha, bias=None, twice=False):
 @summed.register_fake
 def _(x, dims, keep=False):
     return x.sum(dims, keepdim=keep)
-
-
-@torch.library.custom_op("gradscope_culprits::no_fake", mutates_args=())
-def no_fake(x: torch.Tensor) -> torch.Tensor:
-    """Right gradient, but no fake implementation: opcheck's fake-tensor tests fail."""
-    return x * x
-
-
-def _no_fake_backward(ctx, g):
-    (x,) = ctx.saved_tensors
-    return 2 * g * x
-
-
-no_fake.register_autograd(_no_fake_backward, setup_context=_keep)

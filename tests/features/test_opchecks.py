@@ -7,7 +7,7 @@ from __future__ import annotations
 import gradscope
 from tests.paths import DATA
 
-OPS = f"{DATA}/custom_ops.py"
+OPS = f"{DATA}/opcheck_ops.py"
 TESTS = {"test_schema", "test_autograd_registration", "test_faketensor",
          "test_aot_dispatch_dynamic"}
 
@@ -18,7 +18,7 @@ def _opchecks(report) -> dict[str, bool]:
 
 
 def test_a_whole_op_passes_every_opcheck_test():
-    report = gradscope.check(f"{OPS}:sine", shape={"x": (4,)})
+    report = gradscope.check(f"{OPS}:cube", shape={"x": (4,)})
     assert report.passed and _opchecks(report) == dict.fromkeys(TESTS, True)
 
 
@@ -28,7 +28,7 @@ def test_a_missing_fake_implementation_fails_with_opchecks_finding():
     assert _opchecks(report) == {"test_schema": True, "test_autograd_registration": True,
                                  "test_faketensor": False, "test_aot_dispatch_dynamic": False}
     (found, *_) = [d for d in report.diagnostics if d.kind == "opcheck"]
-    assert "gradscope_culprits::no_fake" in found.message
+    assert "gradscope_opcheck::no_fake" in found.message
     assert "no fake impl" in found.message and "\n" not in found.message
     assert "register_fake" in found.hint
     # the gradient itself is right: only opcheck's tests fail
@@ -43,4 +43,4 @@ def test_numbers_and_lists_from_the_schema_are_given_to_opcheck():
 
 def test_no_custom_op_no_opcheck():
     assert not _opchecks(gradscope.check("x * 2"))
-    assert not _opchecks(gradscope.check(f"{OPS}:uses_sine", shape={"x": (2, 3)}))
+    assert not _opchecks(gradscope.check(f"{OPS}:uses_cube", shape={"x": (2, 3)}))
