@@ -87,7 +87,6 @@ class Flow:
         default_factory=list)
     entered: list[str] = field(default_factory=list)  # models: module paths in forward order
     branches: list[BranchSite] = field(default_factory=list)  # what the forward branched on
-    lowest: torch.dtype | None = None  # the lowest precision a result on the inputs had
 
     def walk(self) -> list[FlowNode]:
         """Nodes in backward order (root first), each once."""
@@ -186,7 +185,6 @@ class Tracer:
         self.forward_nan = list(seen.forward_nan)
         self.entered = list(seen.entered)
         self.branches = list(seen.branches)
-        self.lowest = seen.lowest
         for fn in grad_nodes(out.grad_fn):
             op, kind = _classify(fn.name())
             src_op, text = seen.where.get(id(fn), (None, ""))
@@ -207,8 +205,7 @@ class Tracer:
         self.handles = []
         for node in self.nodes.values():
             _judge(node)
-        return Flow(self.nodes, self.root, self.forward_nan, self.entered, self.branches,
-                    self.lowest)
+        return Flow(self.nodes, self.root, self.forward_nan, self.entered, self.branches)
 
 
 def _recorder(node: FlowNode, keep_grads: bool, norms: bool):

@@ -312,16 +312,13 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
             "mode (--eval: dropout off), or seed or remove the randomness inside it")
 
 
-def computed_in(prepared: Prepared, output: torch.Tensor,
-                traced: flow.Flow | None = None) -> torch.dtype:
+def computed_in(prepared: Prepared, output: torch.Tensor) -> torch.dtype:
     """The lowest floating precision the target computes in: the check's dtype, or its
-    output's when that is lower (a forward ending in `.float()` for float64 inputs), or
-    that of a result the watched forward saw depend on the inputs (`.float()` inside)."""
+    output's when that is lower (a forward ending in `.float()` for float64 inputs)."""
     dtype = prepared.bound.dtype
     autocast = prepared.target.autocast
     lowest = autocast.lowest if autocast is not None else None
-    inside = traced.lowest if traced is not None else None  # (a `.float()` inside)
-    for lower in (output.dtype, lowest, inside):
+    for lower in (output.dtype, lowest):
         if lower is not None and lower.is_floating_point and \
                 torch.finfo(lower).eps > torch.finfo(dtype).eps:
             dtype = lower
@@ -335,6 +332,5 @@ def precision_note(prepared: Prepared, computed: torch.dtype) -> list[str]:
     if computed == dtype:
         return []
     name = str(computed).removeprefix("torch.")
-    return [f"the target computes in {name} (a result on its inputs is {name} for "
-            f"{str(dtype)[6:]} inputs): tolerances and the finite-difference step and "
-            f"round-off follow {name}"]
+    return [f"the target computes in {name} (its output is {name} for {str(dtype)[6:]} "
+            f"inputs): tolerances and the finite-difference step and round-off follow {name}"]

@@ -133,7 +133,7 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
         back = backward(prepared)
         deterministic(prepared, back.engine.output)
         for_values, learned, back = evaluations(prepared, back)
-    computed = computed_in(prepared, back.engine.output, back.flow)
+    computed = computed_in(prepared, back.engine.output)
     base, stepped = base_value(prepared, back, computed)  # (--autocast: without it)
     setup = Setup(prepared, base, back.upstream, for_values, stepped, progress=progress,
                   claimed=claimed(back), diagonal=diagonal(back))

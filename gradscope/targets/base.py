@@ -61,7 +61,6 @@ class Sourced:
     keep: list[Any] = field(default_factory=list)  # grad_fns the ids above belong to
     entered: list[str] = field(default_factory=list)  # models: module paths in forward order
     branches: list[BranchSite] = field(default_factory=list)
-    lowest: torch.dtype | None = None  # the lowest precision a result on the inputs had
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,6 @@ class Watched:
     entered: list[str] = field(default_factory=list)  # module paths, in the order first run
     # (user line, op) → side label → elements: branches on the inputs' values
     branches: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-    # the lowest floating precision of a result that depends on the inputs (a `.float()`
-    # inside a float64 check): tolerances and steps follow it
-    lowest: torch.dtype | None = None
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -71,10 +68,6 @@ class _Watch(TorchFunctionMode):
         for t in _tensors(out):
             # a custom Function's node below it, made in this scope and consumed here
             _claim(self.seen, t.grad_fn, scope)
-            if t.requires_grad and t.is_floating_point() and (
-                    self.seen.lowest is None
-                    or torch.finfo(t.dtype).eps > torch.finfo(self.seen.lowest).eps):
-                self.seen.lowest = t.dtype
         if len(self.seen.origins) < MAX_ORIGINS:
             self._nan(func, args, kwargs, out, scope)
         self._branch(func, args, kwargs or {}, out)
@@ -186,8 +179,6 @@ def sourced(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         branches = [BranchSite(line, op, tuple(counts.items()))
                     for (line, op), counts in seen.branches.items()]
         if module is None:
-            return Sourced(out, {}, born, keep=seen.keep, branches=branches,
-                           lowest=seen.lowest)
-        return Sourced(out, {}, born, seen.modules, seen.keep, seen.entered, branches,
-                       seen.lowest)
+            return Sourced(out, {}, born, keep=seen.keep, branches=branches)
+        return Sourced(out, {}, born, seen.modules, seen.keep, seen.entered, branches)
     return watched
