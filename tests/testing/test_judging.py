@@ -126,3 +126,14 @@ def test_fast_mode_projects_each_input_alone_where_all_at_once_jumps(monkeypatch
     wrong = _scaled(1.01)  # and a wrong input is still one alone
     with pytest.raises(AssertionError, match="drilled down"):
         gradscope.gradcheck(lambda a, label: wrong(a) * label, (x1, y), fast_mode=True)
+
+
+def test_never_a_pass_of_what_torchs_gradcheck_fails_at_the_calls_tolerances():
+    from tests.data import float_out
+
+    for seed in range(6):
+        x = torch.randn(6, dtype=torch.float64, generator=torch.Generator().manual_seed(seed),
+                        requires_grad=True)
+        assert not torch.autograd.gradcheck(float_out.ends_float_bug, (x,),
+                                            raise_exception=False)
+        assert not gradscope.gradcheck(float_out.ends_float_bug, (x,), raise_exception=False)
