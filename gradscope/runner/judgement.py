@@ -99,12 +99,15 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
     the user's surrogate unless a feature that is not the user's (torch's departure) marked
     them."""
     cmp = view.raw[name]
-    theirs = torch.zeros(cmp.status.shape, dtype=torch.bool)
+    theirs: torch.Tensor | None = None  # (elements a feature not the user's marked)
     for feature in guard.active:
+        if feature.users:  # (the common case: no mask of a million elements per feature)
+            cmp = guard.call(feature, feature.explain, cmp, ctx, name, view, cmp)
+            continue
         before = cmp.status == Status.SURROGATE.code
         cmp = guard.call(feature, feature.explain, cmp, ctx, name, view, cmp)
-        if not feature.users:
-            theirs |= ((cmp.status == Status.SURROGATE.code) & ~before).cpu()
+        marked = ((cmp.status == Status.SURROGATE.code) & ~before).cpu()
+        theirs = marked if theirs is None else theirs | marked
     if cmp.has(Status.MISMATCH) and name not in seen:
         reference = _reference(view.answers[name])
         seen[name] = Seen(name, view.autograd[name], reference.values if reference else None,
@@ -112,7 +115,8 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
     for feature in guard.active:
         cmp = guard.call(feature, feature.declared, cmp, ctx, name, view, cmp)
     if cmp.has(Status.SURROGATE):
-        marked = (cmp.status == Status.SURROGATE.code).cpu() & ~theirs
+        marked = (cmp.status == Status.SURROGATE.code).cpu()
+        marked = marked & ~theirs if theirs is not None else marked
         marked = view.elements(marked, shape)
         before = surrogate.get(name)
         surrogate[name] = marked if before is None else before | marked
