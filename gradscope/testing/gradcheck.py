@@ -29,16 +29,17 @@ from gradscope.testing import plumbing
 from gradscope.testing.call import GradcheckCall
 from gradscope.testing.judging import (
     FAST_SEED,
+    TORCH_GRADCHECK,
     GradcheckError,
     GradscopeWarning,
     backward,
     strict_mode,
+    torch_gradcheck,
 )
 from gradscope.testing.stats import STATS
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
-# torch's own functions, kept before any switch replaces them (the drop-in calls them itself)
-TORCH_GRADCHECK = _torch_gradcheck.gradcheck
+# (torch's gradgradcheck, kept before any switch replaces it; its gradcheck: judging.py)
 TORCH_GRADGRADCHECK = _torch_gradcheck.gradgradcheck
 __all__ = ["GradcheckError", "GradscopeWarning", "gradcheck", "gradgradcheck"]
 
@@ -139,9 +140,8 @@ def _refused_as_torch_would(kw: dict[str, Any]) -> None:
 def _torch_decides(kw: dict[str, Any], why: str) -> bool:
     """torch's own gradcheck on the call, counted apart: the drop-in never refuses a call
     torch accepts, and never answers differently from it where gradscope cannot check."""
-    args = {k: v for k, v in kw.items() if k not in ("func", "inputs", "strict")}
     STATS.decided_by_torch(why)
-    return TORCH_GRADCHECK(kw["func"], kw["inputs"], **args)
+    return torch_gradcheck(kw)
 
 
 def gradgradcheck(func: Callable[..., torch.Tensor | Sequence[torch.Tensor]],

@@ -30,7 +30,8 @@ from gradscope.testing.stats import STATS
 
 # (torch.autograd.gradcheck, the attribute, is the function: the module is sys.modules')
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
-_TORCH = _torch_gradcheck.gradcheck  # (kept before any switch replaces it)
+# torch's own functions, kept before any switch replaces them (the drop-in calls them itself)
+TORCH_GRADCHECK = _torch_gradcheck.gradcheck
 TORCH_DEFAULTS = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
 STRICT = (Status.MISMATCH, Status.UNDEFINED, Status.NONDIFFERENTIABLE, Status.INCONCLUSIVE)
 PRECISION = ("mismatch", "check")  # failures a looser tolerance can answer
@@ -233,12 +234,17 @@ def _torch_accepts(kw: dict[str, Any]) -> bool:
     an error bound, which at the call's step on a low-precision output (float32 out of
     float64 inputs, step 1e-6) is wide enough to take in a wrong gradient that torch's plain
     comparison at those tolerances rejects."""
-    args = {k: v for k, v in kw.items() if k not in ("func", "inputs", "strict",
-                                                      "raise_exception")}
     try:
-        return bool(_TORCH(kw["func"], kw["inputs"], raise_exception=False, **args))
+        return bool(torch_gradcheck(kw, raise_exception=False))
     except Exception:  # (torch refusing or raising: no acceptance to lean on)
         return False
+
+
+def torch_gradcheck(kw: dict[str, Any], **changed: Any) -> bool:
+    """torch's own gradcheck on the call: the call's own arguments (`kw`, the drop-in's
+    signature), with `changed` ones replaced."""
+    args = {k: v for k, v in kw.items() if k not in ("func", "inputs", "strict")}
+    return TORCH_GRADCHECK(kw["func"], kw["inputs"], **{**args, **changed})
 
 
 def warn(call: GradcheckCall, kw: dict[str, Any], tight: dict[str, Any], report: Report
