@@ -41,10 +41,12 @@ class AutogradEngine:
             raise UsageError("the output does not depend differentiably on any input (only "
                              "through comparisons or constants), so backward has nothing to do")
         self.output = out
+        # torch.compile'd code in the graph (read once; the stages ask it of `compiled`)
+        self.compiled = compiled_inside(out)
         # a second backward on this graph raised, or a compiled graph that may donate its
         # buffers to its one backward: every backward then runs on a fresh forward's graph,
         # without retain_graph
-        self.single_use = compiled_inside(out)
+        self.single_use = self.compiled
 
     def backward(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Exactly `y.backward(upstream)`; an input the graph never reached gets zeros."""

@@ -221,7 +221,7 @@ def evaluations(prepared: Prepared, back: Backward) -> tuple[Any, list[str], Bac
     other mode — no_grad, vmap, a watched forward — would make dynamo compile it again)."""
     plain = prepared.options.plain
     learned: list[str] = []
-    if not plain and compiled_inside(back.engine.output):
+    if not plain and back.engine.compiled:
         plain = True
         learned.append("the target calls torch.compile'd code: finite differences call it the "
                        "plain way (grad mode, inputs requiring grad), so dynamo compiles it in "

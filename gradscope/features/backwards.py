@@ -6,14 +6,12 @@ elements are never excused as a surrogate (the surrogates feature reads `nonline
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from gradscope.diagnose import custom_backward
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Findings
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import compiled_inside
 
 
 @dataclass(frozen=True)
@@ -25,7 +23,7 @@ class BackwardFacts:
 ROUNDOFF_ULPS = 256  # a compiled backward's round-off between two calls, in its dtype's eps
 
 
-class Backwards(Feature):
+class Backwards(Findings):
     name = "backward checks"
 
     def facts(self, ctx: Context) -> BackwardFacts | None:
@@ -33,7 +31,7 @@ class Backwards(Feature):
         if not prepared.target.checks_backward or back.grads is None:
             return None
         nondet = prepared.options.nondet_tol
-        if prepared.target.precompiled or compiled_inside(back.engine.output):
+        if prepared.target.precompiled or back.engine.compiled:
             # a compiled backward's kernels may sum in another
             # order from one call to the next: round-off is no nondeterminism
             largest = max((float(g.abs().max()) for g in back.grads.values()
@@ -45,12 +43,6 @@ class Backwards(Feature):
             ctx.evidence.tol, prepared.options.seed, nondet)
         return BackwardFacts(findings, nonlinear)
 
-    def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
-        facts = ctx.of(self.name)
-        return facts.findings if facts is not None else ()
-
-    def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Said:
-        return Said(self.target_checks(ctx))
 
 
 FEATURE = Backwards()

@@ -131,6 +131,21 @@ class Feature:
         return {}
 
 
+class Findings(Feature):
+    """A feature whose facts carry `findings` — diagnostics of named checks on the target (a
+    failing kind fails the run) — and, where it has them, `notes`: both said as they are."""
+
+    def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
+        facts = ctx.of(self.name)
+        return facts.findings if facts is not None else ()
+
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+        facts = ctx.of(self.name)
+        if facts is None:
+            return Said()
+        return Said(tuple(facts.findings), tuple(getattr(facts, "notes", ())))
+
+
 T = TypeVar("T")
 
 

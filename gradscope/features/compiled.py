@@ -21,7 +21,7 @@ import torch
 from gradscope.diagnose import relations
 from gradscope.evidence.compiled import Compiled
 from gradscope.evidence.gather import View
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Findings
 from gradscope.report import build
 from gradscope.report.model import Column, Diagnostic, InputReport
 from gradscope.report.status import MISMATCH, OK
@@ -38,7 +38,7 @@ class CompiledFacts:
     columns: dict[str, torch.Tensor]  # input → the compiled gradient for the table's question
 
 
-class CompiledTarget(Feature):
+class CompiledTarget(Findings):
     name = "compiled"
 
     def facts(self, ctx: Context) -> CompiledFacts | None:
@@ -67,14 +67,6 @@ class CompiledTarget(Feature):
                     findings.append(found)
                     break  # (one finding per input: the first view that shows it)
         return CompiledFacts(tuple(findings), _notes(compiled), columns)
-
-    def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
-        facts = ctx.of(self.name)
-        return facts.findings if facts is not None else ()
-
-    def diagnose(self, ctx: Context, verdict: object, said: object) -> Said:
-        facts = ctx.of(self.name)
-        return Said(facts.findings, facts.notes) if facts is not None else Said()
 
     def reported(self, ctx: Context, inputs: Sequence[InputReport]) -> dict[str, Any]:
         compiled, facts = ctx.evidence.compiled, ctx.of(self.name)

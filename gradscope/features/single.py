@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Findings
 from gradscope.report.model import Diagnostic
 
 
@@ -17,7 +17,7 @@ class SingleFacts:
     notes: tuple[str, ...]
 
 
-class CompareSingle(Feature):
+class CompareSingle(Findings):
     name = "compare single"
 
     def facts(self, ctx: Context) -> SingleFacts | None:
@@ -43,13 +43,6 @@ class CompareSingle(Feature):
                          for a in found.differing)
         return SingleFacts(findings, tuple(notes))
 
-    def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
-        facts = ctx.of(self.name)
-        return facts.findings if facts is not None else ()
-
-    def diagnose(self, ctx: Context, verdict: object, said: object) -> Said:
-        facts = ctx.of(self.name)
-        return Said(facts.findings, facts.notes) if facts is not None else Said()
 
 
 def _diagnostic(name: str, apart: float, scale: float, factor: float | None) -> Diagnostic:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -95,11 +96,12 @@ class GradcheckCall:
     def tensors(self) -> list[torch.Tensor]:
         return [self.args[i] for i in self.checked]
 
-    @property
+    @cached_property
     def single_use(self) -> bool:
         """The first forward's graph holds torch.compile'd code, which may donate its saved
         buffers to its one backward and then refuses `retain_graph`: each backward gradscope
-        takes runs on a fresh forward's graph (`graph`), without retaining it."""
+        takes runs on a fresh forward's graph (`graph`), without retaining it. (Read once:
+        every plumbing check asks.)"""
         return any(compiled_inside(self.first[k]) for k in self.outputs)
 
     def graph(self, outs: list[torch.Tensor] | None = None) -> list[torch.Tensor]:

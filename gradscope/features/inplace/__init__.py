@@ -27,7 +27,6 @@ from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
-from gradscope.tensors import compiled_inside
 
 NOTE = ("departs from its own forward's derivative on the arguments it received, yet the "
         "target's gradient agrees wherever it was compared (a convention, a symmetrised "
@@ -52,7 +51,7 @@ class InPlace(Feature):
             return None
         if getattr(back.engine.output, "grad_fn", None) is None:
             return None
-        if compiled_inside(back.engine.output):  # (dynamo would trace the recording too)
+        if back.engine.compiled:  # (dynamo would trace the recording too)
             raise StepAside("the target calls torch.compile'd code, whose Functions dynamo "
                             "traced into its graph")
         finite = ctx.evidence.finite
