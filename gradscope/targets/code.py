@@ -327,8 +327,15 @@ class CodeTarget(Target):
     def precompiled(self) -> bool:
         # (what torch.compile returns, a function or an OptimizedModule, keeps the original
         # callable under this name; torch has no public test for it on 2.13. Looked up
-        # statically: a user's __getattr__ is never called for it)
-        return inspect.getattr_static(self.obj, "_torchdynamo_orig_callable", None) is not None
+        # statically, through wrappers that say what they wrap (`__wrapped__`: the drop-in's
+        # own): a user's __getattr__ is never called for it)
+        obj, seen = self.obj, set()
+        while obj is not None and id(obj) not in seen:
+            if inspect.getattr_static(obj, "_torchdynamo_orig_callable", None) is not None:
+                return True
+            seen.add(id(obj))
+            obj = inspect.getattr_static(obj, "__wrapped__", None)
+        return False
 
     def compiled(self, backend: Any) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
         """The user's own object under torch.compile — the function, the Function's apply,

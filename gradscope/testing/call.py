@@ -163,6 +163,7 @@ class GradcheckCall:
                   for n in self.names]
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         run.__name__ = run.__qualname__ = label(self.func)
+        run.__wrapped__ = self.func  # type: ignore[attr-defined]  (a torch.compile'd func shows)
         return run
 
 

@@ -1,6 +1,8 @@
 """Targets for --compile: correct code, and the silent-correctness reports of torch.compile
 that reproduce on torch 2.13 CPU (each named after its pytorch issue), beside ones fixed there."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -154,3 +156,25 @@ BLOCK = Block()
 def block_loss(x):
     """A training-style function over a global module (its parameters are checked too)."""
     return BLOCK(x).square().mean()
+
+
+class ListSin(torch.autograd.Function):
+    """A forward dynamo cannot trace (values read as a list): the compiled function's output
+    graph shows no compiled backward, only the function itself is compiled."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.new_tensor([math.sin(v) for v in x.detach().tolist()])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos()
+
+
+def _list_sin(x):
+    return ListSin.apply(x)
+
+
+list_sin_compiled = torch.compile(_list_sin, backend="aot_eager")

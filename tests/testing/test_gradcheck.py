@@ -251,3 +251,19 @@ def test_a_compiled_function_passes_the_drop_in_compiled_once():
                  for s in ((8, 4), (4, 8), (8, 2)))
     assert dropin.gradcheck(torch.compile(block, backend="aot_eager"), args)
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_compiled_function_whose_graph_shows_no_compiled_backward_is_still_called_plainly():
+    # the drop-in's own wrapper says what it wraps, so a torch.compile'd func is known as one
+    # even where its output's graph holds no compiled backward (a Function dynamo skipped):
+    # no watched forward, which dynamo traced into 8 more graphs of gradscope's own code
+    from torch._dynamo.utils import counters  # (torch's troubleshooting guide reads it)
+
+    from tests.data import compiled
+
+    torch.compiler.reset()
+    counters.clear()
+    x = torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(0),
+                    requires_grad=True)
+    assert dropin.gradcheck(compiled.list_sin_compiled, (x,))
+    assert counters["stats"]["unique_graphs"] == 1
