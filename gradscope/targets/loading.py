@@ -69,6 +69,12 @@ def imported(text: str, base: Path | None = None) -> Any:
 
 
 def _load_file(path: Path) -> Any:
+    # A file this process already imported is that module, as `package.module:NAME` is: running
+    # it again would make a second set of its objects, and a second `torch.library.custom_op`
+    # of a name destroys the first one's library — the user's op would crash their process.
+    known = _imported_as(path)
+    if known is not None:
+        return known
     mod_name = f"_gradscope_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
@@ -84,6 +90,18 @@ def _load_file(path: Path) -> Any:
         if sys.path and sys.path[0] == folder:
             sys.path.pop(0)
     return module
+
+
+def _imported_as(path: Path) -> Any:
+    """The module of sys.modules that the user's code imported from this file, if any
+    (gradscope's own loads of it are run again: the file may have changed since)."""
+    real = path.resolve()
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if (isinstance(where, str) and where.endswith(real.name)
+                and not name.startswith("_gradscope_user_") and Path(where).resolve() == real):
+            return module
+    return None
 
 
 def _load_module(name: str, base: Path | None) -> Any:

@@ -55,3 +55,21 @@ def test_package_module_target(tmp_path, monkeypatch):
     assert report.inputs[0].autograd == [2.0, 4.0] and report.target_kind == "function"
     sys.modules.pop("mypkg.ops", None)
     sys.modules.pop("mypkg", None)
+
+
+def test_a_file_the_process_imported_is_that_module_and_its_ops_stay_alive(tmp_path):
+    # running the file again would register its custom ops a second time, which destroys the
+    # first registration: the user's own `custom_ops.scaled` would then crash the process
+    import torch
+
+    from gradscope.targets.loading import load
+    from tests.data import custom_ops
+    from tests.paths import DATA
+
+    assert load(f"{DATA}/custom_ops.py:scaled")[0] is custom_ops.scaled
+    assert gradscope.check(f"{DATA}/custom_ops.py:sine").passed
+    assert custom_ops.scaled(torch.ones(2), 2.0).tolist() == [2.0, 2.0]
+    # a file nobody imported is run afresh each time (it may have changed in between)
+    (tmp_path / "fresh.py").write_text("def f(x):\n    return x * 2\n")
+    first = load(f"{tmp_path}/fresh.py:f")[0]
+    assert load(f"{tmp_path}/fresh.py:f")[0] is not first
