@@ -137,3 +137,21 @@ def test_never_a_pass_of_what_torchs_gradcheck_fails_at_the_calls_tolerances():
         assert not torch.autograd.gradcheck(float_out.ends_float_bug, (x,),
                                             raise_exception=False)
         assert not gradscope.gradcheck(float_out.ends_float_bug, (x,), raise_exception=False)
+
+
+def test_a_passing_call_skips_what_only_explains_and_a_failing_one_keeps_it():
+    # an inner Function departing where the call's gradient is right is a note nobody sees:
+    # the drop-in's passing call does not check it in place (torch's cost); a wrong one is
+    # still named, the check in place running where the comparisons find the mismatch
+    from gradscope.testing.call import GradcheckCall
+    from tests.data import symmetric
+
+    m = leaf(4, 4, seed=1)
+    tight = {"dtype": "float64", "fail_on": "mismatch", "nondet_tol": 0.0, "device": "cpu"}
+    passing = judging.full(GradcheckCall.of(symmetric.symmetric_spectrum, (m,)), tight)
+    assert passing.passed and not any("in place" in c.label for c in passing.upstream_checks)
+    shown = gradscope.check(symmetric.symmetric_spectrum, m.detach())
+    assert passing.timings["calls.total"] < shown.timings["calls.total"]
+    failing = judging.full(GradcheckCall.of(symmetric.lower_spectrum, (m,)), tight)
+    (culprit,) = [d for d in failing.diagnostics if d.kind == "culprit"]
+    assert culprit.op.startswith("SymmetricEigenvalues.backward (symmetric.py:")

@@ -38,6 +38,13 @@ class InPlaceFacts:
     checks: tuple[ClassCheck | HookCheck, ...] = ()
 
 
+def _doubted(ctx: Context) -> bool:
+    """Whether any raw comparison of the target's own evidence found a mismatch."""
+    code = Status.MISMATCH.code
+    return any(bool((cmp.status == code).any()) for view in ctx.evidence.views
+               for cmp in view.raw.values())
+
+
 class InPlace(Feature):
     name = "in place"
 
@@ -51,6 +58,8 @@ class InPlace(Feature):
             return None
         if getattr(back.engine.output, "grad_fn", None) is None:
             return None
+        if not prepared.request.explain_passing and not _doubted(ctx):
+            return None  # (it only explains, and there is nothing to explain)
         if back.engine.compiled:  # (dynamo would trace the recording too)
             raise StepAside("the target calls torch.compile'd code, whose Functions dynamo "
                             "traced into its graph")
