@@ -287,9 +287,12 @@ class Batcher:
         size."""
         key = (name, k)
         if key not in self._bases:
-            batch = x.reshape(1, *x.shape).expand(k, *x.shape).clone()
+            # evaluated one at a time (vmap fell back to a loop), every copy is the one
+            # evaluation at the base point: it is made once, not k times
+            copies = 1 if self.vmap_failed is not None else k
+            batch = x.reshape(1, *x.shape).expand(copies, *x.shape).clone()
             out, _ = self.batched(name, batch)
-            self._bases[key] = out.reshape(k, -1).transpose(0, 1)
+            self._bases[key] = out.reshape(copies, -1).transpose(0, 1).expand(-1, k)
         return self._bases[key]
 
     def _in_chunks(self, name: str, x: torch.Tensor, idx: torch.Tensor, h: torch.Tensor,

@@ -35,6 +35,23 @@ def test_loop_fallback_when_vmap_fails():
     assert torch.allclose(col.partial, torch.ones(1, 2, dtype=torch.float64))
 
 
+def test_a_loop_evaluates_the_base_point_once_not_once_per_column():
+    # the unperturbed copies are evaluated like the perturbed ones so that a batched op's
+    # summation order cannot read as a kink; one at a time, they are one evaluation
+    calls = [0]
+
+    def traced(values):
+        calls[0] += 1
+        x = values["x"]
+        return torch.stack([(x * x).sum() * float(x.sum().item() != 12345)]), []
+
+    x = torch.linspace(-1, 1, 20, dtype=torch.float64)
+    fd = FiniteDifferences(traced, {"x": x}, eps=DEFAULT_EPS, elementwise=set(), probe=True)
+    col = fd.estimate("x")
+    assert torch.allclose(col.partial, 2 * x.reshape(1, -1), atol=1e-8)
+    assert calls[0] <= 2 * 20 + 8  # two points per element, kinks looked for (was 65)
+
+
 def _wide(values):
     """Small in, small out, a 200-fold wider intermediate (the shape of a CNN or an MLP)."""
     x = values["x"]
