@@ -83,8 +83,10 @@ def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
     the directions inputs are moved in to measure a computation's round-off."""
     gen = torch.Generator().manual_seed(0)
-    return {k: torch.randint(0, 2, v.shape, generator=gen).to(v.device, v.dtype).mul_(2).sub_(1)
-            for k, v in values.items() if v.is_floating_point()}
+    # (drawn in the tensor's dtype: the same draws as int64 ones, without an 8-byte-per-element
+    # intermediate the size of a model)
+    return {k: torch.randint(0, 2, v.shape, generator=gen, dtype=v.dtype).to(v.device)
+            .mul_(2).sub_(1) for k, v in values.items() if v.is_floating_point()}
 
 
 def moved_by(values: Mapping[str, torch.Tensor], signs: Mapping[str, torch.Tensor],
