@@ -99,3 +99,18 @@ def test_the_return_at_fault_is_named_through_once_differentiable():
     lines = (DATA / "seed_layers.py").read_text().splitlines()
     bad = next(i for i, text in enumerate(lines, 1) if "# the bug, wrapped" in text)
     assert f"(returning at seed_layers.py:{bad})" in found.message
+
+
+def test_small_activations_are_differenced_with_an_error_estimate_before_blame():
+    # a Llama-shaped model's RMSNorm sees activations of about 0.01, beside which the step
+    # (1e-4) is large: a two-point difference's truncation error there is no departure — the
+    # correct RMSNorm is no note, and the wrong one is blamed for the argument it is wrong for
+    from tests.data import llama
+
+    tokens = "randint(0,61,(2,9))"
+    right = gradscope.check(f"{DATA}/llama.py:tiny_loss", const={"tokens": tokens})
+    assert right.passed and not [d for d in right.diagnostics if d.kind == "inner_departure"]
+    wrong = gradscope.check(f"{DATA}/llama.py:tiny_off_loss", const={"tokens": tokens})
+    (found,) = [d for d in wrong.diagnostics if d.kind == "culprit"]
+    assert found.op == f"RMSNormOff.backward ({location(llama.RMSNormOff)})"
+    assert found.inputs == ["weight"]
