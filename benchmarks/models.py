@@ -95,42 +95,78 @@ def rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+# (label, target, failing target, tokens, environment); the Llama rows share one file, whose
+# depth and planted bug come from the environment
+LLAMA = "llama_1b.py:loss"
 SCALE = [("GPT tiny (2 layers, width 16)", "gpt.py:tiny_loss", "gpt.py:tiny_off_loss",
-          "randint(0,97,(2,9))"),
+          "randint(0,97,(2,9))", {}),
          ("GPT-2 small (124M)", "gpt_small.py:loss", "gpt_small_off.py:loss",
-          "randint(0,50257,(1,17))")]
+          "randint(0,50257,(1,17))", {}),
+         ("Llama shape, 2 of 18 layers (167M)", LLAMA, LLAMA, "randint(0,32000,(1,17))",
+          {"GRADSCOPE_LLAMA_LAYERS": "2"})]
+ONE_B = ("Llama shape, 18 layers (1.0B)", LLAMA, LLAMA, "randint(0,32000,(1,17))",
+         {"GRADSCOPE_LLAMA_LAYERS": "18"})
+# the child: its own peak resident memory and the model's parameter count, printed at exit
+CHILD = """
+import atexit, gc, json, resource, sys, torch
+torch.set_num_threads(%d)
+def said():  # (the user's float32 parameters: gradscope's copies are float64)
+    params = {id(p): p.numel() for o in gc.get_objects() if isinstance(o, torch.nn.Module)
+              for p in o.parameters() if p.dtype == torch.float32}
+    print("BENCH " + json.dumps({"peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                                 "parameters": max(params.values(), default=0) and
+                                 sum(params.values())}), file=sys.stderr)
+atexit.register(said)
+from gradscope.cli.main import entry
+sys.argv = %r
+entry()
+"""
 
 
-def scale_rows(threads: int) -> list[dict[str, Any]]:
-    """Models at scale, passing and failing (a 1 % error planted in the custom GELU), each
-    `gradscope check` in its own process: seconds and peak resident memory (getrusage of the
-    child), exit code and what the report says it compared."""
-    import resource
+def scale_rows(threads: int, one_b: bool = False) -> list[dict[str, Any]]:
+    """Models at scale, passing and failing (a 1 % error planted in GPT's custom GELU, the
+    weight's gradient from the unnormalised input in the Llama's RMSNorm), each `gradscope
+    check` in its own process: seconds, the process's peak resident memory and bytes per
+    parameter at that peak (the model's own float32 copy included), exit code, and what the
+    report says it compared."""
+    import os
     import subprocess
 
     data = Path(__file__).resolve().parent.parent / "tests" / "data"
     out = []
-    for label, right, wrong, tokens in SCALE:
+    for label, right, wrong, tokens, env in [*SCALE, *([ONE_B] if one_b else [])]:
         for kind, target in (("passing", right), ("failing", wrong)):
-            code = ("import sys, time, resource, torch; torch.set_num_threads(%d); "
-                    "from gradscope.cli.main import entry; sys.argv=%r; entry()")
             argv = ["gradscope", "check", str(data / target), "--const", f"tokens={tokens}",
                     "--json"]
+            extra = {**env, "GRADSCOPE_LLAMA_OFF": "1" if kind == "failing" else "0"}
             started = time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", code % (threads, argv)],
-                                  capture_output=True, text=True)
+            done = subprocess.run([sys.executable, "-c", CHILD % (threads, argv)],
+                                  capture_output=True, text=True, env={**os.environ, **extra})
             wall = time.perf_counter() - started
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # (KB → GB)
-            try:
-                coverage = json.loads(done.stdout).get("coverage", "")
-            except ValueError:
-                coverage = done.stderr.strip().splitlines()[-1:] or ""
             row = {"model": label, "run": kind, "exit": done.returncode,
-                   "seconds": round(wall, 1), "peak_gb_so_far": round(peak, 2),
-                   "coverage": coverage}
+                   "seconds": round(wall, 1), **_measured(done.stderr)}
+            try:
+                report = json.loads(done.stdout)
+                row["coverage"] = report.get("coverage", "")
+                row["culprit"] = next((d["op"] for d in report["diagnostics"]
+                                       if d["kind"] == "culprit"), None)
+            except ValueError:
+                row["coverage"] = done.stderr.strip().splitlines()[-1:] or ""
             print(json.dumps(row), flush=True)
             out.append(row)
     return out
+
+
+def _measured(stderr: str) -> dict[str, Any]:
+    """Peak memory (GB) and bytes per parameter, from the child's BENCH line."""
+    line = next((ln for ln in stderr.splitlines() if ln.startswith("BENCH ")), None)
+    if line is None:
+        return {}
+    got = json.loads(line[len("BENCH "):])
+    peak = got["peak_kb"] * 1024
+    params = got["parameters"] or 0
+    return {"peak_gb": round(peak / 2**30, 2), "parameters": params,
+            "bytes_per_parameter": round(peak / params, 1) if params else None}
 
 
 def main() -> None:
@@ -139,12 +175,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the two named models only")
     parser.add_argument("--no-slow", action="store_true", help="skip gradcheck's slow mode")
     parser.add_argument("--scale", action="store_true",
-                        help="models at scale only: GPT tiny and GPT-2 small (124M), passing "
-                        "and failing, each in its own process (seconds, peak memory)")
+                        help="models at scale only: GPT tiny, GPT-2 small (124M) and 2 layers "
+                        "of the Llama shape, passing and failing, each in its own process "
+                        "(seconds, peak memory, bytes per parameter)")
+    parser.add_argument("--one-b", action="store_true",
+                        help="with --scale: the ~10⁹-parameter Llama shape too (needs "
+                        "its bytes per parameter × 10⁹ of memory)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale:
-        scale_rows(args.threads)
+        scale_rows(args.threads, args.one_b)
         return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")
