@@ -306,10 +306,11 @@ class Request:
     base: Path | None = None  # folder that relative file targets are resolved against
     progress: Callable[[str, int], Callable[[int], None] | None] | None = None
     notes: tuple[str, ...] = ()  # said first in the report (defaults taken from a config)
-    # False: the analyses that only explain (custom Functions checked in place) run only where
-    # the target's own comparisons find something wrong — for callers that show a report only
-    # when it fails (the gradcheck drop-in); a passing run then says nothing about inner
-    # Functions, and its verdict is the same (they never decide)
+    # False: the analyses that only explain are left out (the gradient-flow trace and its
+    # watched forward) or run only where the target's own comparisons find something wrong
+    # (custom Functions checked in place) — for callers that show a report only when it fails
+    # and ask again with explanations then (the gradcheck drop-in); the verdict is the same
+    # (explanations never decide)
     explain_passing: bool = True
 
     def __post_init__(self) -> None:

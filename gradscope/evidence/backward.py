@@ -251,6 +251,8 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
     source = prepared.target.flow_source()
     if back.flow is not None or back.grads is None or source is None or source.watch_first:
         return back
+    if not prepared.request.explain_passing:  # (the flow explains; a caller that shows only
+        return back  # failures asks again with explanations when a run fails)
     try:
         traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
                             anomaly=source.anomaly, ours=OURS,
