@@ -91,8 +91,10 @@ def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def moved_by(values: Mapping[str, torch.Tensor], signs: Mapping[str, torch.Tensor],
              relative: float) -> dict[str, torch.Tensor]:
-    """`values` moved by `relative`·|v| in the `signs` directions (the others as they are)."""
-    return {k: torch.addcmul(v, v.abs(), signs[k], value=relative) if k in signs else v
+    """`values` moved by `relative`·|v| in the `signs` directions (the others as they are).
+    One new tensor per value (|v|·sign·relative + v, in place): at a model's size a temporary
+    |v| beside the result is a second copy of the model."""
+    return {k: v.abs().mul_(signs[k]).mul_(relative).add_(v) if k in signs else v
             for k, v in values.items()}
 
 

@@ -151,7 +151,9 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
           norms: bool = False) -> Flow:
     """Run forward (with anomaly mode for user code, to learn file:line) and backward once,
     hooking every node of the graph (`norms`: also each gradient's L2 norm, for display)."""
-    leaves = {n: v.detach().clone().requires_grad_(True) for n, v in values.items()}
+    # (sharing the values' storage, as every evaluation's leaves do: a clone is one more copy
+    # of a model's parameters, a gigabyte at GPT-2's size)
+    leaves = {n: v.detach().requires_grad_(True) for n, v in values.items()}
     if anomaly:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # anomaly mode warns that it is slow

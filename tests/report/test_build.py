@@ -53,3 +53,12 @@ def test_block_topk_equals_torch_topk():
         assert torch.equal(values, want_values)
         assert set(idx.tolist()) == set(want_idx.tolist())
         assert torch.equal(key[idx], values)
+
+
+def test_ties_at_the_cut_take_the_lowest_indices_across_chunks(monkeypatch):
+    from gradscope.report import build
+
+    monkeypatch.setattr(build, "TIE_CHUNK", 7)  # (ties spread over several chunks)
+    n = 100
+    idx = worst_indices(_cmp([OK] * n, [0.0] * n), max_elements=10, full=False, count=20)
+    assert idx.tolist() == list(range(20))
