@@ -307,10 +307,9 @@ class Request:
     progress: Callable[[str, int], Callable[[int], None] | None] | None = None
     notes: tuple[str, ...] = ()  # said first in the report (defaults taken from a config)
     # False: the analyses that only explain are left out (the gradient-flow trace and its
-    # watched forward) or run only where the target's own comparisons find something wrong
-    # (custom Functions checked in place) — for callers that show a report only when it fails
-    # and ask again with explanations then (the gradcheck drop-in); the verdict is the same
-    # (explanations never decide)
+    # watched forward, custom Functions checked in place) — for callers that show a report
+    # only when it fails and then ask again with explanations (the gradcheck drop-in); the
+    # verdict is the same (explanations never decide)
     explain_passing: bool = True
 
     def __post_init__(self) -> None:

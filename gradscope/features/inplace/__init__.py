@@ -38,13 +38,6 @@ class InPlaceFacts:
     checks: tuple[ClassCheck | HookCheck, ...] = ()
 
 
-def _doubted(ctx: Context) -> bool:
-    """Whether any raw comparison of the target's own evidence found a mismatch."""
-    code = Status.MISMATCH.code
-    return any(bool((cmp.status == code).any()) for view in ctx.evidence.views
-               for cmp in view.raw.values())
-
-
 class InPlace(Feature):
     name = "in place"
 
@@ -58,8 +51,8 @@ class InPlace(Feature):
             return None
         if getattr(back.engine.output, "grad_fn", None) is None:
             return None
-        if not prepared.request.explain_passing and not _doubted(ctx):
-            return None  # (it only explains, and there is nothing to explain)
+        if not prepared.request.explain_passing:
+            return None  # (it only explains: a caller that asks so checks a failure again)
         if back.engine.compiled:  # (dynamo would trace the recording too)
             raise StepAside("the target calls torch.compile'd code, whose Functions dynamo "
                             "traced into its graph")
