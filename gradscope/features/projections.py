@@ -359,8 +359,10 @@ def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
 
 
 def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
-           names: tuple[str, ...], index: int) -> Along:
-    """One projection over `names`, its stencil shrunk while it crosses a kink."""
+           names: tuple[str, ...], index: int, two_first: bool = True) -> Along:
+    """One projection over `names`, its stencil shrunk while it crosses a kink. `two_first`:
+    a two-point difference first (the projections over every tensor, which agree on a correct
+    model); the drill-down, already on a failure's path, extrapolates from the start."""
     moved = {n: t[n] for n in names}
     dot = spread = 0.0
     for n in names:  # (one temporary per tensor, never the whole model's)
@@ -374,9 +376,9 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             # two points first (two evaluations of the model, not four): a central difference
             # that agrees within a bound of round-off alone is accepted — its truncation error
             # would have to cancel a real error to hide it; one that does not is extrapolated
-            d = fd.directional(moved, shrink=shrink, points=2)
+            d = fd.directional(moved, shrink=shrink, points=2 if two_first else 4)
             difference, slack = judged(d, side.v, dot, spread, side.atol, side.rtol)
-            if difference > slack or bool(d.kink.any()):
+            if two_first and (difference > slack or bool(d.kink.any())):
                 d = fd.directional(moved, shrink=shrink)
         except TargetError as exc:
             return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
@@ -405,7 +407,7 @@ def _drilled(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             continue
         wrong = None
         for group in reversed(groups):
-            p = _along(fd, side, t, group, index)
+            p = _along(fd, side, t, group, index, two_first=False)
             steps.append(p)
             if not p.compared:
                 return None, tuple(agreed), tuple(steps)
