@@ -195,3 +195,19 @@ def once_differentiable_in(output: torch.Tensor) -> list[type]:
         if getattr(backward, "__code__", None) is code and cls not in found:
             found.append(cls)
     return found
+
+
+MASK_CHUNK = 1 << 20
+
+
+def first_true(mask: torch.Tensor, m: int) -> torch.Tensor:
+    """Flat indices of the first `m` True elements of a flat mask, read a chunk at a time: the
+    mask may be nearly every element of a model (its unchecked parameters, error 0, tied at
+    a report's cut), and all their indices at once are eight bytes each."""
+    found, start, n = [], 0, mask.numel()
+    while m > 0 and start < n:
+        part = torch.nonzero(mask[start:start + MASK_CHUNK]).reshape(-1)[:m] + start
+        found.append(part)
+        m -= part.numel()
+        start += MASK_CHUNK
+    return torch.cat(found) if found else torch.zeros(0, dtype=torch.int64, device=mask.device)

@@ -23,7 +23,7 @@ import torch
 
 from gradscope.expr.ops import BY_GRAD_FN
 from gradscope.targets.base import BranchSite, Sourced
-from gradscope.tensors import all_finite, grad_nodes
+from gradscope.tensors import all_finite, as_leaves, grad_nodes
 from gradscope.usercode import backward_location
 
 
@@ -153,7 +153,7 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
     hooking every node of the graph (`norms`: also each gradient's L2 norm, for display)."""
     # (sharing the values' storage, as every evaluation's leaves do: a clone is one more copy
     # of a model's parameters, a gigabyte at GPT-2's size)
-    leaves = {n: v.detach().requires_grad_(True) for n, v in values.items()}
+    leaves = as_leaves(values)
     if anomaly:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # anomaly mode warns that it is slow

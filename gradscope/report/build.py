@@ -10,7 +10,7 @@ import torch
 
 from gradscope.report.model import TensorSummary
 from gradscope.report.status import ELEMENT
-from gradscope.tensors import multi_index
+from gradscope.tensors import first_true, multi_index
 
 
 class Judged(Protocol):
@@ -84,7 +84,7 @@ def worst_indices(cmp: Judged, max_elements: int, full: bool,
     # ties at the cut or on its order (then two stable sorts: by index, then by key).
     cut = values[-1]
     above = order[values > cut]
-    ties = _first_true(key == cut, k - above.numel())
+    ties = first_true(key == cut, k - above.numel())
     order = torch.cat([above, ties])
     values = key[order]
     by_index = torch.argsort(order)
@@ -93,20 +93,6 @@ def worst_indices(cmp: Judged, max_elements: int, full: bool,
 
 
 TOPK_BLOCK = 64
-TIE_CHUNK = 1 << 20
-
-
-def _first_true(mask: torch.Tensor, m: int) -> torch.Tensor:
-    """Flat indices of the first `m` True elements of a flat mask, read a chunk at a time: the
-    tie at the cut may be nearly every element (a model's unchecked parameters, error 0), and
-    all their indices at once are eight bytes each."""
-    found, start, n = [], 0, mask.numel()
-    while m > 0 and start < n:
-        part = torch.nonzero(mask[start:start + TIE_CHUNK]).reshape(-1)[:m] + start
-        found.append(part)
-        m -= part.numel()
-        start += TIE_CHUNK
-    return torch.cat(found) if found else torch.zeros(0, dtype=torch.int64, device=mask.device)
 
 
 def _topk(key: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,7 +146,7 @@ def indices_of(idx: torch.Tensor | None, shape: Sequence[int]) -> list[list[int]
 
 
 def mask_indices(mask: torch.Tensor, limit: int = MAX_INDICES) -> list[list[int]]:
-    flat = torch.nonzero(mask.reshape(-1)).reshape(-1)[:limit].tolist()
+    flat = first_true(mask.reshape(-1), limit).tolist()
     return [multi_index(i, tuple(mask.shape)) for i in flat]
 
 

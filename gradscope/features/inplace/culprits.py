@@ -22,6 +22,7 @@ from gradscope.diagnose import relations
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
+from gradscope.engines.fd.result import Estimate
 from gradscope.features.inplace.calls import FunctionCall, backward_of, record
 from gradscope.features.inplace.custom_ops import registered
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
@@ -31,7 +32,7 @@ from gradscope.report.status import Status
 from gradscope.targets.numbers import written
 from gradscope.targets.oldstyle import has_setup_context
 from gradscope.usercode import backward_location, place
-from gradscope.verdict.compare import compare
+from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
 HINT = ("checked in place, on the arguments this call received and the gradient it got from "
@@ -230,20 +231,21 @@ def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tens
     """The backward's answer for `name` against finite differences of the forward, as
     relation arrays (a flat forward's elements, a surrogate's, counted as agreeing), and how
     many elements disagree."""
+    def against(est: Estimate) -> tuple[torch.Tensor, torch.Tensor, Comparison, torch.Tensor]:
+        values, error = est.vjp(v)
+        cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
+        return values, error, cmp, cmp.status == Status.MISMATCH.code
+
     count = sample_size(fd, name, max_fd, sample)
     est = fd.estimate(name) if count is None else fd.sampled(name, count, seed)
-    values, error = est.vjp(v)
-    cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
-    mismatch = cmp.status == Status.MISMATCH.code
+    values, error, cmp, mismatch = against(est)
     if bool(mismatch.any()) and est.points is not None:
         # a two-point difference carries a round-off bound only: where it disagrees, it is
         # extrapolated with an error estimate before anything is called wrong (a step that
         # is large beside small activations — 1e-4 against an RMSNorm input of 0.01 — has
         # a truncation error far above round-off), as the target's own comparison does
         est, _ = fd.refine(est, mismatch.reshape(est.points.shape))
-        values, error = est.vjp(v)
-        cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
-        mismatch = cmp.status == Status.MISMATCH.code
+        values, error, cmp, mismatch = against(est)
     flat = (~est.nonconstant(tol.atol) & ~est.kink).reshape(mismatch.shape)
     status = torch.where(mismatch & flat, torch.full_like(cmp.status, Status.OK.code),
                          cmp.status)
