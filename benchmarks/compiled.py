@@ -1,6 +1,6 @@
 """--compile beside torch's gradcheck on the same compiled function, compile time included.
 
-    python benchmarks/compiled.py [--backend inductor] [--threads 2]
+    python benchmarks/compiled.py [--backend inductor] [--threads 2] [--device cpu]
 
 Each measurement runs in a fresh process with inductor's on-disk caches off, so every tool
 pays dynamo's and the backend's compile itself: gradscope.check(compile=BACKEND) (eager
@@ -25,7 +25,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(int(sys.argv[3]))
 started = time.perf_counter()
-tool, backend, _, target = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+tool, backend, _, target, device = sys.argv[1:6]
 sys.path.insert(0, "examples")
 import compiled as ex
 
@@ -38,15 +38,15 @@ shapes = {"gelu": {"x": (64,)}, "block": {"x": (8, 4), "w1": (4, 8), "w2": (8, 2
 if tool == "gradscope":
     import gradscope
     name = "examples/compiled.py:gelu_tanh" if target == "gelu" else "benchmarks/compiled.py:block"
-    verdict = gradscope.check(name, shape=shapes, compile=backend).passed
+    verdict = gradscope.check(name, shape=shapes, compile=backend, device=device).passed
 elif tool == "gradscope_precompiled":  # the user's file compiles it; no --compile
     import gradscope
     name = "benchmarks/compiled.py:" + ("gelu" if target == "gelu" else "block") + "_compiled"
-    verdict = gradscope.check(name, shape=shapes).passed
+    verdict = gradscope.check(name, shape=shapes, device=device).passed
 else:
     fn = ex.gelu_tanh if target == "gelu" else block
     gen = torch.Generator().manual_seed(0)
-    args = tuple(torch.randn(s, dtype=torch.float64, generator=gen, requires_grad=True)
+    args = tuple(torch.randn(s, dtype=torch.float64, generator=gen).to(device).requires_grad_()
                  for s in shapes.values())
     try:
         verdict = torch.autograd.gradcheck(torch.compile(fn, backend=backend), args,
@@ -80,10 +80,11 @@ def _gelu(x):
 gelu_compiled, block_compiled = _compiled(_gelu), _compiled(block)
 
 
-def _measure(tool: str, backend: str, threads: int, target: str) -> dict:
+def _measure(tool: str, backend: str, threads: int, target: str, device: str) -> dict:
     env = {**os.environ, "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
            "TORCHINDUCTOR_AUTOGRAD_CACHE": "0", "BENCH_BACKEND": backend}
-    done = subprocess.run([sys.executable, "-c", ONE, tool, backend, str(threads), target],
+    done = subprocess.run([sys.executable, "-c", ONE, tool, backend, str(threads), target,
+                           device],
                           capture_output=True, text=True, env=env, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -92,11 +93,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="inductor")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda: every tool's tensors")
+    parser.add_argument("--targets", default="gelu,block", help="gelu, block or both")
     args = parser.parse_args()
-    for target in ("gelu", "block"):
-        rows = {tool: _measure(tool, args.backend, args.threads, target) for tool in TOOLS}
+    for target in args.targets.split(","):
+        rows = {tool: _measure(tool, args.backend, args.threads, target, args.device)
+                for tool in TOOLS}
         for tool, row in rows.items():
-            print(json.dumps({"target": target, "backend": args.backend, "tool": tool, **row}))
+            print(json.dumps({"target": target, "backend": args.backend, "tool": tool,
+                              "device": args.device, **row}))
         for tool in ("gradscope", "gradscope_precompiled"):
             ours = rows[tool]["seconds"]
             print(json.dumps({"target": target, "tool": tool, "ratio_to_gradcheck_slow":

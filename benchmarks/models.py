@@ -113,9 +113,10 @@ torch.set_num_threads(%d)
 def said():  # (the user's float32 parameters: gradscope's copies are float64)
     params = {id(p): p.numel() for o in gc.get_objects() if isinstance(o, torch.nn.Module)
               for p in o.parameters() if p.dtype == torch.float32}
+    gpu = torch.cuda.max_memory_allocated() if torch.cuda.is_initialized() else None
     print("BENCH " + json.dumps({"peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                                 "parameters": max(params.values(), default=0) and
-                                 sum(params.values())}), file=sys.stderr)
+                                 "gpu_peak": gpu, "parameters": max(params.values(), default=0)
+                                 and sum(params.values())}), file=sys.stderr)
 atexit.register(said)
 from gradscope.cli.main import entry
 sys.argv = %r
@@ -123,21 +124,23 @@ entry()
 """
 
 
-def scale_rows(threads: int, one_b: bool = False) -> list[dict[str, Any]]:
+def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
+               llama_layers: bool = True) -> list[dict[str, Any]]:
     """Models at scale, passing and failing (a 1 % error planted in GPT's custom GELU, the
     weight's gradient from the unnormalised input in the Llama's RMSNorm), each `gradscope
     check` in its own process: seconds, the process's peak resident memory and bytes per
     parameter at that peak (the model's own float32 copy included), exit code, and what the
-    report says it compared."""
+    report says it compared. On a GPU (`device` cuda) the GPU's peak allocation too."""
     import os
     import subprocess
 
     data = Path(__file__).resolve().parent.parent / "tests" / "data"
     out = []
-    for label, right, wrong, tokens, env in [*SCALE, *([ONE_B] if one_b else [])]:
+    cases = [c for c in SCALE if llama_layers or c[1] != LLAMA]
+    for label, right, wrong, tokens, env in [*cases, *([ONE_B] if one_b else [])]:
         for kind, target in (("passing", right), ("failing", wrong)):
             argv = ["gradscope", "check", str(data / target), "--const", f"tokens={tokens}",
-                    "--json"]
+                    "--json", "--device", device]
             extra = {**env, "GRADSCOPE_LLAMA_OFF": "1" if kind == "failing" else "0"}
             started = time.perf_counter()
             done = subprocess.run([sys.executable, "-c", CHILD % (threads, argv)],
@@ -165,8 +168,12 @@ def _measured(stderr: str) -> dict[str, Any]:
     got = json.loads(line[len("BENCH "):])
     peak = got["peak_kb"] * 1024
     params = got["parameters"] or 0
-    return {"peak_gb": round(peak / 2**30, 2), "parameters": params,
-            "bytes_per_parameter": round(peak / params, 1) if params else None}
+    row = {"peak_gb": round(peak / 2**30, 2), "parameters": params,
+           "bytes_per_parameter": round(peak / params, 1) if params else None}
+    if got.get("gpu_peak"):
+        row["gpu_peak_gb"] = round(got["gpu_peak"] / 2**30, 2)
+        row["gpu_bytes_per_parameter"] = round(got["gpu_peak"] / params, 1) if params else None
+    return row
 
 
 def main() -> None:
@@ -181,10 +188,14 @@ def main() -> None:
     parser.add_argument("--one-b", action="store_true",
                         help="with --scale: the ~10⁹-parameter Llama shape too (needs "
                         "its bytes per parameter × 10⁹ of memory)")
+    parser.add_argument("--device", default="cpu",
+                        help="with --scale: gradscope's --device (cuda: the GPU's peak too)")
+    parser.add_argument("--no-llama-layers", action="store_true",
+                        help="with --scale: leave out the 2-layer Llama rows")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale:
-        scale_rows(args.threads, args.one_b)
+        scale_rows(args.threads, args.one_b, args.device, not args.no_llama_layers)
         return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")

@@ -87,10 +87,12 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
     masks = {}
     for name, g in combined.items():
         want = wanted(name)  # (float64)
-        # |g − want| > atol + 4·rtol·|want|, finite: in place (two temporaries the size of the
-        # tensor, not seven: at a model's size each is a gigabyte)
+        # |g − want| > atol + 4·rtol·|want|, finite (atol scaled in half precision): in place
+        # (two temporaries the size of the tensor, not seven: at a model's size each is a
+        # gigabyte)
         diff = torch.sub(g.to(torch.float64), want).abs_()
-        bound = want.abs_().mul_(tol.rtol * 4).add_(tol.atol)
+        atol = tol.atol_for(want)
+        bound = want.abs_().mul_(tol.rtol * 4).add_(atol)
         masks[name] = torch.gt(diff, bound).logical_and_(torch.isfinite(diff))
         del diff, bound, want
     bad = {n: m for n, m in masks.items() if bool(m.any())}

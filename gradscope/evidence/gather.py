@@ -195,7 +195,9 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     command = prepared.request.command
     jacobians = _jacobians(prepared, evidence) if command == "jacobian" or (
         command == "check" and _entries(prepared, evidence) <= JACOBIAN_CHECK_ENTRIES) else None
-    rounding = roundoff.measure(evidence.backward.engine, evidence.computed)
+    target = prepared.target
+    rounding = roundoff.measure(evidence.backward.engine, evidence.computed,
+                                target.forward if target.autocast is not None else None)
     views = _views(prepared, evidence, jacobians, rounding)
     refined, count = _refined(evidence.references, views)
     if count:

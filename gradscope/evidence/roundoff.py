@@ -11,6 +11,15 @@ far below its spread). A surrogate, a
 wrong factor or a missing term is the same at every nearby point: it moves with the slope only,
 so measured round-off never excuses it.
 
+Under --autocast the rounding that matters most is a bias the moved inputs cannot show: a
+tanh saturated in float16 rounds to the same value at every nearby point, and the 1 − t² of its
+backward is then off by an ulp of t, which the chain rule multiplies by the weights around it.
+There the measure is also what autocast's precision changed: autograd's answer against the
+same target's autograd without autocast (in the inputs' float32), capped at CAP_UNITS units of
+the autocast dtype times the tensor's largest gradient. A wrong backward is wrong in both runs
+(their difference stays rounding); a backward wrong only under autocast is excused by at most
+that cap, far below a wrong factor or a missing term.
+
 Only where the run computes below float64; the measure is added to every reference's error bound
 for that view (its slack is 3 × the bound)."""
 
@@ -26,6 +35,9 @@ from gradscope.engines.base import Answer
 from gradscope.tensors import moved_by, ulp_signs
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
+# autocast's measured change is believed up to this many units of its dtype × the tensor's
+# largest gradient (float16: 1.6 %, bfloat16: 12.5 % of it)
+CAP_UNITS = 16
 
 
 @dataclass(frozen=True)
@@ -34,21 +46,32 @@ class RoundOff:
 
     centre: AutogradEngine
     sides: tuple[AutogradEngine, AutogradEngine]
+    plain: AutogradEngine | None = None  # --autocast: the same inputs without autocast
+    units: float = 0.0  # --autocast: CAP_UNITS × its dtype's epsilon
 
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's VJP for `upstream` (input-shaped)."""
         v = upstream.to(self.centre.output.dtype)
-        return _measured(self.centre.vjp(v), [s.vjp(v) for s in self.sides])
+        centre = self.centre.vjp(v)
+        noise = _measured(centre, [s.vjp(v) for s in self.sides])
+        return noise if self.plain is None else \
+            _with_autocast(noise, centre, self.plain.vjp(v), self.units)
 
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
-        return _measured(self.centre.jacobian(), [s.jacobian() for s in self.sides])
+        centre = self.centre.jacobian()
+        noise = _measured(centre, [s.jacobian() for s in self.sides])
+        return noise if self.plain is None else \
+            _with_autocast(noise, centre, self.plain.jacobian(), self.units)
 
 
-def measure(engine: AutogradEngine, computed: torch.dtype) -> RoundOff | None:
+def measure(engine: AutogradEngine, computed: torch.dtype,
+            plain: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
+            ) -> RoundOff | None:
     """Engines at the inputs moved by ±2 units of `computed`'s precision (None in float64,
     where the round-off is far below every tolerance, or where the target refuses the moved
-    inputs: then nothing is widened)."""
+    inputs: then nothing is widened); with --autocast, `plain` is the target's forward
+    without it, whose autograd is measured against too."""
     if computed == torch.float64:
         return None
     eps = float(torch.finfo(computed).eps)
@@ -60,7 +83,13 @@ def measure(engine: AutogradEngine, computed: torch.dtype) -> RoundOff | None:
             sides.append(AutogradEngine(engine.forward, moved_by(values, signs, sign * 2 * eps)))
         except Exception:  # the target refuses the moved inputs: no widening
             return None
-    return RoundOff(engine, (sides[0], sides[1]))
+    twin = None
+    if plain is not None:
+        try:
+            twin = AutogradEngine(plain, values)
+        except Exception:  # (no twin: the moved inputs' measure alone)
+            twin = None
+    return RoundOff(engine, (sides[0], sides[1]), twin, CAP_UNITS * eps)
 
 
 def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[], Noise]
@@ -90,6 +119,19 @@ def guarded(call: Callable[[], Noise]) -> Noise | None:
         return call()
     except Exception:
         return None
+
+
+def _with_autocast(noise: Noise, centre: Mapping[str, torch.Tensor],
+                   plain: Mapping[str, torch.Tensor], units: float) -> Noise:
+    """The measured noise, or where larger what autocast changed in autograd's answer, capped
+    at `units` × the tensor's largest gradient without autocast."""
+    out = {}
+    for name, measured in noise.items():
+        twin = plain[name].to(torch.float64)
+        changed = (centre[name].to(torch.float64) - twin).abs_().nan_to_num_(0.0, 0.0, 0.0)
+        top = float(twin.abs().nan_to_num(0.0, 0.0, 0.0).max()) if twin.numel() else 0.0
+        out[name] = torch.fmax(measured, changed.clamp_(max=units * max(top, 1.0)))
+    return out
 
 
 def _measured(centre: Mapping[str, torch.Tensor], sides: list[Mapping[str, torch.Tensor]]

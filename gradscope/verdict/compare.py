@@ -126,14 +126,6 @@ def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
     return Comparison(status, torch.where(checked, within.error, outside.error))
 
 
-def _atol(ref: torch.Tensor, tol: Tolerance) -> float:
-    """The absolute tolerance for one tensor (tolerance.py: scaled in half precision)."""
-    if not tol.scaled or not ref.numel():
-        return tol.atol
-    top = torch.nan_to_num(ref.abs(), nan=0.0, posinf=0.0).max()
-    return tol.atol * max(1.0, float(top))
-
-
 def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) -> Comparison:
     ag = autograd.detach().to(torch.float64)
     if not answers:  # nothing was checked: say so rather than `ok`
@@ -152,7 +144,7 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
     for answer in answers:
         ref = answer.values.to(ag.device, torch.float64)
         diff = torch.sub(ag, ref).abs_()
-        limit = ref.abs().mul_(tol.rtol).add_(_atol(ref, tol))
+        limit = ref.abs().mul_(tol.rtol).add_(tol.atol_for(ref))
         if answer.error is not None:
             limit.add_(answer.error.to(ag.device, torch.float64), alpha=FD_ERROR_FACTOR)
         over = diff > limit  # NaN compares False; such elements become `undefined` below

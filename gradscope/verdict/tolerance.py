@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 # (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
 # float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
 # our finite differences are extrapolated and carry their own error bound, so we can be tighter.
@@ -39,6 +41,13 @@ class Tolerance:
         default_rtol, default_atol = DEFAULT_TOLERANCES[dtype]
         return cls(default_rtol if rtol is None else rtol, default_atol if atol is None else atol,
                    atol is None and dtype in SCALED_ATOL)
+
+    def atol_for(self, ref: torch.Tensor) -> float:
+        """The absolute tolerance for one tensor compared (scaled in half precision)."""
+        if not self.scaled or not ref.numel():
+            return self.atol
+        top = torch.nan_to_num(ref.abs(), nan=0.0, posinf=0.0).max()
+        return self.atol * max(1.0, float(top))
 
 
 def tolerance_help(index: int) -> str:

@@ -59,3 +59,45 @@ class HeadBug(Head):
 def mlp(x, w1, w2):
     """Plain torch: matmuls in bfloat16 under autocast, the rest in float32."""
     return torch.tanh(x @ w1) @ w2
+
+
+class SquareHalfBug(torch.autograd.Function):
+    """x², whose backward is right in float32 and `factor` times too large in half precision:
+    a bug that only autocast shows."""
+
+    factor = 1.5
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        scale = SquareHalfBug.factor if x.dtype in (torch.float16, torch.bfloat16) else 1.0
+        return g * 2 * x * scale
+
+
+class SquareHalfBugSlight(SquareHalfBug):
+    factor = 1.05
+
+
+class HalfOnlyHead(torch.nn.Module):
+    """A linear layer (half precision under autocast) into SquareHalfBug."""
+
+    def __init__(self, act: type = SquareHalfBug):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(8, 4)
+        self.act = act
+
+    def forward(self, x):
+        return self.act.apply(self.lin(x))
+
+
+class HalfOnlyHeadSlight(HalfOnlyHead):
+    def __init__(self):
+        super().__init__(SquareHalfBugSlight)

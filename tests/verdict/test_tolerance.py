@@ -1,5 +1,8 @@
 """Tolerances follow the dtype; explicit ones win; help texts quote the same numbers."""
 
+import pytest
+import torch
+
 from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance, tolerance_help
 
 
@@ -20,3 +23,11 @@ def test_half_precision_atol_follows_the_tensor_scale():
     assert Tolerance.for_dtype("float16").scaled and Tolerance.for_dtype("bfloat16").scaled
     assert not Tolerance.for_dtype("float32").scaled
     assert not Tolerance.for_dtype("float16", atol=1e-3).scaled  # the user's atol is theirs
+
+
+def test_atol_for_a_tensor_scales_by_its_largest_finite_value_in_half_precision():
+    big = torch.tensor([0.5, -8.0, float("inf"), float("nan")])
+    assert Tolerance.for_dtype("float16").atol_for(big) == pytest.approx(2e-3 * 8)
+    assert Tolerance.for_dtype("float16").atol_for(torch.tensor([0.1])) == 2e-3  # at least 1×
+    assert Tolerance.for_dtype("float32").atol_for(big) == 1e-5
+    assert Tolerance.for_dtype("float16").atol_for(torch.zeros(0)) == 2e-3
