@@ -142,7 +142,8 @@ def versions(device: str) -> dict[str, Any]:
 def models(device: str, one_b: bool, threads: int, out: Path | None) -> None:
     """benchmarks/models.py --scale on the device, a row at a time."""
     argv = [sys.executable, str(HERE / "models.py"), "--scale", "--device", device,
-            "--threads", str(threads), "--no-llama-layers"] + (["--one-b"] if one_b else [])
+            "--threads", str(threads), "--no-llama-layers", "--row-timeout", "200",
+            *(["--one-b"] if one_b else [])]
     with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -125,7 +125,8 @@ entry()
 
 
 def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
-               llama_layers: bool = True) -> list[dict[str, Any]]:
+               llama_layers: bool = True, timeout: float | None = None
+               ) -> list[dict[str, Any]]:
     """Models at scale, passing and failing (a 1 % error planted in GPT's custom GELU, the
     weight's gradient from the unnormalised input in the Llama's RMSNorm), each `gradscope
     check` in its own process: seconds, the process's peak resident memory and bytes per
@@ -143,8 +144,14 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
                     "--json", "--device", device]
             extra = {**env, "GRADSCOPE_LLAMA_OFF": "1" if kind == "failing" else "0"}
             started = time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", CHILD % (threads, argv)],
-                                  capture_output=True, text=True, env={**os.environ, **extra})
+            try:
+                done = subprocess.run([sys.executable, "-c", CHILD % (threads, argv)],
+                                      capture_output=True, text=True, timeout=timeout,
+                                      env={**os.environ, **extra})
+            except subprocess.TimeoutExpired:
+                print(json.dumps({"model": label, "run": kind, "exit": None,
+                                  "seconds": f"over {timeout:.0f}"}), flush=True)
+                continue
             wall = time.perf_counter() - started
             row = {"model": label, "run": kind, "exit": done.returncode,
                    "seconds": round(wall, 1), **_measured(done.stderr)}
@@ -192,10 +199,12 @@ def main() -> None:
                         help="with --scale: gradscope's --device (cuda: the GPU's peak too)")
     parser.add_argument("--no-llama-layers", action="store_true",
                         help="with --scale: leave out the 2-layer Llama rows")
+    parser.add_argument("--row-timeout", type=float, help="with --scale: seconds per check")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale:
-        scale_rows(args.threads, args.one_b, args.device, not args.no_llama_layers)
+        scale_rows(args.threads, args.one_b, args.device, not args.no_llama_layers,
+                   args.row_timeout)
         return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")
