@@ -52,7 +52,8 @@ print("ROW " + json.dumps({
     "first": (found[0]["message"][:200] if found else None),
     "failures": [f"{x['subject'][:60]}: {x['count']}" for x in d["failures"]][:4],
     "compile": d.get("compile"), "calls": d["timings"].get("calls.total"),
-    "low_precision": [n[:160] for n in d["notes"] if "autocast" in n][:1]}))
+    "low_precision": [n[:160] for n in d["notes"] if "autocast" in n][:1],
+    "stepped_aside": [n[:160] for n in d["notes"] if "stepped aside" in n]}))
 """
 
 

@@ -160,6 +160,7 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
                 row["coverage"] = report.get("coverage", "")
                 row["culprit"] = next((d["op"] for d in report["diagnostics"]
                                        if d["kind"] == "culprit"), None)
+                row["stepped_aside"] = [n[:160] for n in report["notes"] if "stepped aside" in n]
             except ValueError:
                 row["coverage"] = done.stderr.strip().splitlines()[-1:] or ""
             print(json.dumps(row), flush=True)

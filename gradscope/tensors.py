@@ -170,12 +170,16 @@ def compiled_inside(output: Any) -> bool:
 def grad_nodes(root: Any) -> Iterator[Any]:
     """Every node of the autograd graph below `root` (a grad_fn; None: none), each once,
     a node before the nodes only it reaches."""
-    stack, seen = [root], set()
+    # A node's Python object lives only while referenced (torch makes a new one on the next
+    # access): every node seen is held, or a new object at a freed one's address would share
+    # its id and be taken as seen.
+    stack, seen, held = [root], set(), []
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        held.append(node)
         yield node
         stack.extend(child for child, _ in node.next_functions)
 

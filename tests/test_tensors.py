@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from gradscope.tensors import all_finite, any_to_shape, moved_by, sum_to_shape, ulp_signs
@@ -90,3 +92,34 @@ def test_compiled_inside_sees_aotautograds_backward_in_the_graph():
     assert not compiled_inside(x.sin())
     assert compiled_inside(torch.compile(torch.sin, backend="aot_eager")(x))
     assert not compiled_inside(torch.ones(2))
+
+
+class _Node:
+    """A graph node: its Python object lives only while referenced and a new one is made on
+    the next access, as torch does for a grad_fn whose object died."""
+
+    def __init__(self, key, graph, cache):
+        self.key, self._graph, self._cache = key, graph, cache
+
+    @property
+    def next_functions(self):
+        return tuple((_wrapper(k, self._graph, self._cache), 0) for k in self._graph[self.key])
+
+
+def _wrapper(key, graph, cache):
+    found = cache.get(key)
+    node = found() if found is not None else None
+    if node is None:
+        node = _Node(key, graph, cache)
+        cache[key] = weakref.ref(node)
+    return node
+
+
+def test_grad_nodes_holds_what_it_saw_so_that_no_new_object_shares_a_dead_ones_id():
+    # a chain of 400 nodes, each read once and dropped by the caller: without holding them,
+    # a new node object lands at a freed one's address and is skipped as seen
+    from gradscope.tensors import grad_nodes
+
+    graph = {k: [k + 1] if k < 399 else [] for k in range(400)}
+    seen = [node.key for node in grad_nodes(_wrapper(0, graph, {}))]
+    assert seen == list(range(400))

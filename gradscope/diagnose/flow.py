@@ -183,11 +183,16 @@ class Tracer:
         out = seen.output
         self.nodes: dict[int, FlowNode] = {}
         self.handles: list[Any] = []
-        self.root = id(out.grad_fn) if out.grad_fn is not None else None
+        # every node's Python object, held: torch makes a new one (at another address, so
+        # with another id) for a node whose object died, and children are named by id
+        self.held: list[Any] = []
+        top = out.grad_fn  # (one object: each read of grad_fn may make a new one)
+        self.root = id(top) if top is not None else None
         self.forward_nan = list(seen.forward_nan)
         self.entered = list(seen.entered)
         self.branches = list(seen.branches)
-        for fn in grad_nodes(out.grad_fn):
+        self.held.append(top)
+        for fn in grad_nodes(top):
             op, kind = _classify(fn.name())
             src_op, text = seen.where.get(id(fn), (None, ""))
             node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
@@ -196,7 +201,9 @@ class Tracer:
             if kind == "leaf":
                 node.leaf = names.get(id(fn.variable), "?")
                 node.where = node.leaf
-            node.children = [id(c) for c, _ in fn.next_functions if c is not None]
+            children = [c for c, _ in fn.next_functions if c is not None]
+            self.held += [fn, *children]
+            node.children = [id(c) for c in children]
             self.nodes[id(fn)] = node
             if kind != "leaf":
                 self.handles.append(fn.register_hook(_recorder(node, keep_grads, norms)))

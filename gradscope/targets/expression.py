@@ -241,12 +241,15 @@ class ExpressionTarget(Target):
         """Forward that also maps each grad_fn to its op and source span, and notes the first
         ops whose output is NaN/inf from finite inputs (for the gradient-flow analysis)."""
         where: dict[int, tuple[str, str]] = {}
+        keep: list = []  # the grad_fns `where`'s ids are of, alive while it is read
         forward_nan: list[tuple[str, str, tuple[str, ...], int, None]] = []
         branches: list[BranchSite] = []
 
         def visit(node: ir.Call, args: list, out: torch.Tensor) -> None:
-            if out.grad_fn is not None and id(out.grad_fn) not in where:
-                where[id(out.grad_fn)] = (node.op, self.expression.text(node))
+            fn = out.grad_fn
+            if fn is not None and id(fn) not in where:
+                where[id(fn)] = (node.op, self.expression.text(node))
+                keep.append(fn)
             if id(node) in self._sites:
                 site = self._branch_site(node, args)
                 if site is not None:
@@ -259,7 +262,7 @@ class ExpressionTarget(Target):
                 forward_nan.append((node.op, self.expression.text(node), inputs, bad, None))
 
         out = evaluate(self.expression, self._with(values), visit=visit)
-        return Sourced(out, where, forward_nan, branches=branches)
+        return Sourced(out, where, forward_nan, keep=keep, branches=branches)
 
     def _branch_site(self, node: ir.Call, args: list) -> BranchSite | None:
         """Which piece of a kinky op each element of its first argument fell in, each piece

@@ -286,10 +286,11 @@ def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
         return torch.cat(parts).reshape(out.shape)  # type: ignore[arg-type]
     sizes = _output_sizes(call)
     if sizes is not None and len(sizes) == len(parts):
-        pieces = [p if p is not None else torch.zeros(n, dtype=torch.float64)
+        pieces = [p if p is not None else torch.zeros(n, dtype=torch.float64,
+                                                      device=out.device)
                   for (n, floating), p in zip(sizes, parts, strict=True) if floating]
         if sum(p.numel() for p in pieces) == out.numel():
-            return torch.cat(pieces).to(out.device).reshape(out.shape)
+            return torch.cat(pieces).reshape(out.shape)
     v = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
     start = 0  # (sizes unknown: the gradients that arrived, in order)
     for p in parts:

@@ -44,8 +44,12 @@ def nonlinear(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any], names: li
             out = flat(cls.apply(*leaves, **kwargs))
         if not out.requires_grad or out.numel() == 0:
             return None
-        v = torch.randn(out.shape, generator=generator(seed, ":inplace-v"), dtype=out.dtype)
-        w = torch.randn(out.shape, generator=generator(seed, ":inplace-w"), dtype=out.dtype)
+        # (drawn on the CPU's generator, then where the output is: a CUDA output given CPU
+        # upstreams raised, and the check was silently skipped)
+        v = torch.randn(out.shape, generator=generator(seed, ":inplace-v"),
+                        dtype=out.dtype).to(out.device)
+        w = torch.randn(out.shape, generator=generator(seed, ":inplace-w"),
+                        dtype=out.dtype).to(out.device)
         inputs = [leaves[k] for k in wanted]
 
         def vjp(u: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
