@@ -4,7 +4,8 @@ with `device="cuda"` in its own process; then the models at scale (GPT-2 small, 
 Llama shape) with `--device cuda`; then --compile's time beside torch's gradcheck of the same
 compiled function on the GPU.
 
-    python benchmarks/cuda.py [--device cuda] [--out rows.jsonl] [--no-models] [--no-one-b]
+    python benchmarks/cuda.py [--device cuda] [--out rows.jsonl] [--no-features] [--no-models]
+                              [--no-one-b] [--no-compiled] [--runs passing,failing]
 
 Every row is printed as JSON as it is measured (and appended to --out): what was checked,
 whether it passed as expected, seconds, and the culprit or failing kinds. `--device cpu` runs
@@ -140,11 +141,11 @@ def versions(device: str) -> dict[str, Any]:
     return row
 
 
-def models(device: str, one_b: bool, threads: int, out: Path | None) -> None:
+def models(device: str, one_b: bool, threads: int, out: Path | None, runs: str) -> None:
     """benchmarks/models.py --scale on the device, a row at a time."""
     argv = [sys.executable, str(HERE / "models.py"), "--scale", "--device", device,
             "--threads", str(threads), "--no-llama-layers", "--row-timeout", "200",
-            *(["--one-b"] if one_b else [])]
+            "--runs", runs, *(["--one-b"] if one_b else [])]
     with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -162,15 +163,17 @@ def main() -> None:
     parser.add_argument("--no-models", action="store_true")
     parser.add_argument("--no-one-b", action="store_true")
     parser.add_argument("--no-compiled", action="store_true")
+    parser.add_argument("--no-features", action="store_true")
+    parser.add_argument("--runs", default="passing,failing", help="the models' runs")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     _emit({"versions": versions(args.device)}, args.out)
     with ThreadPoolExecutor(args.jobs) as pool:
-        for row in pool.map(lambda s: _run_one(s, args.device, args.timeout),
-                            feature_specs()):
+        specs = [] if args.no_features else feature_specs()
+        for row in pool.map(lambda s: _run_one(s, args.device, args.timeout), specs):
             _emit(row, args.out)
     if not args.no_models:
-        models(args.device, not args.no_one_b, args.threads, args.out)
+        models(args.device, not args.no_one_b, args.threads, args.out, args.runs)
     if not args.no_compiled:
         done = subprocess.run([sys.executable, str(HERE / "compiled.py"), "--device",
                                args.device, "--targets", "gelu", "--threads",
