@@ -344,6 +344,27 @@ def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream:
     return Composition(found, tuple(order), start, agreed, steps)
 
 
+def pointed_over(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor],
+                 upstream: torch.Tensor, names: Sequence[str], atol: float, rtol: float,
+                 seed: int) -> Composition:
+    """DIRECTIONS projections over `names` alone (tensors another analysis points at: as
+    sensitive as their own gradient's norm allows, where a projection over every tensor is
+    as sensitive as the model's), the first that disagrees drilled down among them."""
+    order = tuple(names)
+    side = _Side(grads, upstream.to(torch.float64),
+                 {n: float(grads[n].double().pow(2).sum()) for n in order}, atol, rtol)
+    offset = DIRECTIONS  # (directions of their own, not the ones over every tensor)
+    found = tuple(_along(fd, side, _direction(fd, order, seed, offset + k), order, k,
+                         two_first=False) for k in range(DIRECTIONS))
+    wrong = next((p for p in found if p.compared and not p.agrees), None)
+    if wrong is None:
+        return Composition(found, order)
+    start, agreed, steps = _drilled(fd, side, _direction(fd, order, seed, offset + wrong.index),
+                                    order, wrong.index)
+    return Composition(found, order, start or (order[0] if len(order) == 1 else None),
+                       agreed, steps)
+
+
 def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
                ) -> dict[str, torch.Tensor]:
     """A seeded Gaussian direction over every element of `names` (float32, each drawn from

@@ -22,7 +22,7 @@ from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
-from gradscope.features.inplace import culprits
+from gradscope.features.inplace import culprits, pointed
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
@@ -36,6 +36,8 @@ NOTE = ("departs from its own forward's derivative on the arguments it received,
 @dataclass(frozen=True)
 class InPlaceFacts:
     checks: tuple[ClassCheck | HookCheck, ...] = ()
+    # a model at scale: projections over the target's tensors a wrong Function received
+    pointed: tuple[pointed.Pointed, ...] = ()
 
 
 class InPlace(Feature):
@@ -61,7 +63,25 @@ class InPlace(Feature):
         found = culprits.check_in_place(target.forward, prepared.bound.cast, back.upstream,
                                         ctx.evidence.tol, eps or options.eps or DEFAULT_EPS,
                                         options.max_fd, options.sample, options.seed)
-        return InPlaceFacts(tuple(found)) if found else None
+        if not found:
+            return None
+        wrong = [c for c in found if isinstance(c, ClassCheck) and c.wrong]
+        aimed = ()
+        if wrong and finite is not None and finite.scale and finite.fd is not None:
+            tol = ctx.evidence.tol
+            aimed = pointed.projected(wrong, prepared.bound.cast, finite.fd, back.grads,
+                                      back.upstream, tol.atol, tol.rtol, options.seed)
+        return InPlaceFacts(tuple(found), aimed)
+
+    def statuses(self, ctx: Context, statuses: Mapping[str, Status]
+                 ) -> tuple[dict[str, Status], dict[str, str]]:
+        """A model at scale: the tensor a pointed projection's drill-down placed a wrong
+        gradient at is a mismatch (the target's own evidence, as the projections' is)."""
+        facts = ctx.of(self.name)
+        out = dict(statuses)
+        if facts is not None:
+            out.update(pointed.placed(facts.pointed))
+        return out, {}
 
     def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
         """Each class checked in place, per element, on every call it made. A wrong one is
@@ -71,6 +91,8 @@ class InPlace(Feature):
         facts = ctx.of(self.name)
         if facts is None:
             return []
+        aimed = pointed.rows(facts.pointed)
+        decided = replace(decided, checks=(*decided.checks, *aimed))
         names = set(ctx.evidence.backward.grads or {})
         surrogates = ctx.of("surrogates")
         declared = set(surrogates.declared) if surrogates is not None else set()
@@ -91,7 +113,7 @@ class InPlace(Feature):
                 label += " (a note: the target's own gradient agrees)"
             out.append(UpstreamCheck(label, not bad or excused or not decided.failing,
                                      float("nan"), bad, {}, word))
-        return out
+        return aimed + out
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
         """The wrong classes and hooks named: culprits where the target fails, notes where it

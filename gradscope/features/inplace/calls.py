@@ -240,10 +240,19 @@ def _recording(original: Callable[..., Any], name: str, calls: list[FunctionCall
             cls = getattr(ctx, "_forward_cls", None)
             if isinstance(cls, type):
                 calls.append(FunctionCall(cls, tuple(_kept(a) for a in args), {}, ctx,
-                                          order=len(calls)))
+                                          order=len(calls),
+                                          extra={"storage": tuple(storage(a) for a in args)}))
         return original(ctx, *rest)
 
     return run
+
+
+def storage(value: Any) -> tuple[Any, ...] | None:
+    """Where a tensor's values live (its storage, shape, dtype and device), so that a call's
+    argument can be told for one of the target's own tensors after it was copied."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    return value.data_ptr(), tuple(value.shape), value.dtype, value.device
 
 
 def _kept(value: Any) -> Any:

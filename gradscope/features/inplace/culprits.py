@@ -177,7 +177,7 @@ def _culprit(check: ClassCheck | HookCheck, said: str, summary: str, how: str, r
         factor=relation.factor if relation else None, summary=f"{check.label}{summary}: {how}")
 
 
-def _names(call: FunctionCall) -> list[str]:
+def argument_names(call: FunctionCall) -> list[str]:
     """The names of the forward's arguments, as its signature gives them."""
     op = registered(call.cls)
     try:
@@ -194,7 +194,7 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
            seed: int) -> tuple[Wrong | None, int]:
     """The first argument of `call` where its backward disagrees with its forward, and how
     many argument elements were compared (0: the call could not be checked)."""
-    names = _names(call)
+    names = argument_names(call)
     tensors = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
     grads = dict(zip(tensors, call.returned, strict=False))
     checked = {names[i]: call.args[i].double() for i in tensors
