@@ -12,7 +12,7 @@ code; `fresh_vjp` always takes one (a determinism check must not replay a graph)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import torch
 
@@ -24,13 +24,16 @@ Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
 class AutogradEngine:
     def __init__(self, forward: Forward, values: Mapping[str, torch.Tensor],
-                 copy: bool = True) -> None:
+                 copy: bool = True, shared: Collection[str] = ()) -> None:
         """`copy`: the leaves get their own storage, so code that writes into its inputs
-        cannot change the values the other engines see (not needed for torch expressions)."""
+        cannot change the values the other engines see (not needed for torch expressions);
+        `shared`: names whose leaves share the values' storage all the same (a module's
+        parameters, which a forward does not write into: a copy of them is a copy of the
+        model)."""
         self.forward = forward
         self.names = list(values)
-        self.leaves = {n: (v.detach().clone() if copy else v.detach()).requires_grad_(True)
-                       for n, v in values.items()}
+        self.leaves = {n: (v.detach().clone() if copy and n not in shared else v.detach()
+                           ).requires_grad_(True) for n, v in values.items()}
         out = forward(self.leaves)
         if not isinstance(out, torch.Tensor):
             raise UsageError(f"the target returned {type(out).__name__}, not a tensor")

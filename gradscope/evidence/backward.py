@@ -201,7 +201,8 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
     target, cast = prepared.target, prepared.bound.cast
     if source is None or not source.watch_first or target.autocast is not None:
         # code may write into its inputs: the leaves get their own storage then
-        return AutogradEngine(target.autograd_forward, cast, copy=not target.readable), None
+        return AutogradEngine(target.autograd_forward, cast, copy=not target.readable,
+                              shared=target.parameters), None
     seen: list[Any] = []
 
     def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -4,8 +4,10 @@ comparison is judged with (the finite-difference step is engines/fd/policy.py's)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # (this module is read without torch: the CLI's help and the fd policy)
+    import torch
 
 # (rtol, atol) per dtype of the autograd computation. Symbolic and finite differences run in
 # float64, so the autograd dtype sets the error to expect. gradcheck uses 1e-3/1e-5 for float64;
@@ -46,7 +48,7 @@ class Tolerance:
         """The absolute tolerance for one tensor compared (scaled in half precision)."""
         if not self.scaled or not ref.numel():
             return self.atol
-        top = torch.nan_to_num(ref.abs(), nan=0.0, posinf=0.0).max()
+        top = ref.abs().nan_to_num_(nan=0.0, posinf=0.0).max()
         return self.atol * max(1.0, float(top))
 
 
