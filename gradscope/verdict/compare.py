@@ -113,6 +113,8 @@ def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
         return _compare(autograd, answers, tol)
     others = [a for a in answers if a is not partial]
     checked = partial.checked.to(autograd.device)  # type: ignore[union-attr]
+    if not bool(checked.any()):  # an empty sample (nothing of it is judged: unchecked where
+        return _compare(autograd, others, tol)  # no other answer is), no model-sized copies
     masked = Answer(torch.where(checked, partial.values.to(autograd.device), 0.0),
                     torch.where(checked, partial.error.to(autograd.device), 0.0)
                     if partial.error is not None else None, partial.kink)
@@ -120,10 +122,13 @@ def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
     outside = _compare(autograd, others, tol)
     status = torch.where(checked, within.status, outside.status)
     if not others:  # outside the sample nothing judged: unchecked (undefined where autograd is)
-        ag_defined = torch.isfinite(autograd.detach())
-        status = torch.where(checked, status, torch.where(ag_defined, UNCHECKED, UNDEFINED)
-                             .to(status.dtype))
+        status = torch.where(checked, status, _unchecked(autograd, status))
     return Comparison(status, torch.where(checked, within.error, outside.error))
+
+
+def _unchecked(autograd: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """`unchecked` where autograd is finite, `undefined` where it is not."""
+    return torch.where(torch.isfinite(autograd.detach()), UNCHECKED, UNDEFINED).to(like.dtype)
 
 
 def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) -> Comparison:

@@ -129,9 +129,21 @@ class ColumnEstimate(Estimate):
         return self.indices
 
     @property
+    def empty(self) -> bool:
+        """A sample of no element (a model at scale whose flop budget is spent): its answers
+        are one broadcast value, not a model-sized tensor of NaN."""
+        return self.indices is not None and self.indices.numel() == 0
+
+    def _everywhere(self, value: float, shape: tuple[int, ...], dtype: torch.dtype
+                    ) -> torch.Tensor:
+        return torch.full((), value, dtype=dtype, device=self.partial.device).expand(shape)
+
+    @property
     def checked(self) -> torch.Tensor | None:
         if self.indices is None:
             return super().checked
+        if self.empty and self.rejected is None:
+            return self._everywhere(False, tuple(self.in_shape), torch.bool)
         mask = torch.zeros(numel(self.in_shape), dtype=torch.bool, device=self.partial.device)
         mask[self.indices] = True
         mask = mask.reshape(self.in_shape)
@@ -152,6 +164,10 @@ class ColumnEstimate(Estimate):
             product = product.masked_fill(undefined, float("nan"))
         if self.indices is None:
             return product.reshape(self.in_shape), (flat.abs() @ error).reshape(self.in_shape)
+        if self.empty:
+            shape = tuple(self.in_shape)
+            return (self._everywhere(float("nan"), shape, self.partial.dtype),
+                    self._everywhere(0.0, shape, self.partial.dtype))
         n_in = numel(self.in_shape)
         grad = torch.full((n_in,), float("nan"), dtype=self.partial.dtype,
                           device=self.partial.device)
@@ -164,6 +180,9 @@ class ColumnEstimate(Estimate):
         if self.indices is None:
             return self.partial, self.error
         n_out, n_in = self.partial.shape[0], numel(self.in_shape)
+        if self.empty:
+            return (self._everywhere(float("nan"), (n_out, n_in), self.partial.dtype),
+                    self._everywhere(0.0, (n_out, n_in), self.partial.dtype))
         jac = torch.full((n_out, n_in), float("nan"), dtype=self.partial.dtype,
                          device=self.partial.device)
         err = torch.zeros_like(jac)
