@@ -361,8 +361,7 @@ def pointed_over(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor],
         return Composition(found, order)
     start, agreed, steps = _drilled(fd, side, _direction(fd, order, seed, offset + wrong.index),
                                     order, wrong.index)
-    return Composition(found, order, start or (order[0] if len(order) == 1 else None),
-                       agreed, steps)
+    return Composition(found, order, start, agreed, steps)
 
 
 def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int

@@ -53,12 +53,14 @@ class InPlace(Feature):
             return None
         if getattr(back.engine.output, "grad_fn", None) is None:
             return None
-        if not prepared.request.explain_passing:
-            return None  # (it only explains: a caller that asks so checks a failure again)
+        finite = ctx.evidence.finite
+        at_scale = finite is not None and finite.scale
+        if not prepared.request.explain_passing and not at_scale:
+            return None  # (it only explains: a caller that asks so checks a failure again;
+            # at scale its finding points the projections that are evidence: pointed.py)
         if back.engine.compiled:  # (dynamo would trace the recording too)
             raise StepAside("the target calls torch.compile'd code, whose Functions dynamo "
                             "traced into its graph")
-        finite = ctx.evidence.finite
         eps = finite.fd.eps if finite is not None and finite.fd is not None else None
         found = culprits.check_in_place(target.forward, prepared.bound.cast, back.upstream,
                                         ctx.evidence.tol, eps or options.eps or DEFAULT_EPS,
@@ -67,7 +69,7 @@ class InPlace(Feature):
             return None
         wrong = [c for c in found if isinstance(c, ClassCheck) and c.wrong]
         aimed = ()
-        if wrong and finite is not None and finite.scale and finite.fd is not None:
+        if wrong and at_scale and finite is not None and finite.fd is not None:
             tol = ctx.evidence.tol
             aimed = pointed.projected(wrong, prepared.bound.cast, finite.fd, back.grads,
                                       back.upstream, tol.atol, tol.rtol, options.seed)

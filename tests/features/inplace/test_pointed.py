@@ -75,3 +75,15 @@ def test_suspects_are_the_targets_own_tensors_by_storage():
     assert pointed.suspects([check], {"v": other}) == []
     nonlinear = ClassCheck(Norm, 1, 12, (Wrong(call, "weight", None, 4, nonlinear=True),))
     assert pointed.suspects([nonlinear], {"w": weight}) == []
+
+
+def test_the_lean_pass_of_the_drop_in_still_points_at_scale(nothing_sampled):
+    # the drop-in checks a call first without what only explains; at scale the in-place
+    # finding leads to evidence, so the lean pass runs it and fails as the full one does
+    from dataclasses import replace
+
+    from gradscope.api import request, run
+
+    asked = request("check", f"{POINTED}:off_loss", (), dict(AT_SCALE))
+    lean = run(replace(asked, explain_passing=False))
+    assert not lean.passed and _rows(lean)
