@@ -1,7 +1,8 @@
 """A model whose custom Function's parameter is a sliver of the gradient's norm: a 256 × 256
 linear layer h, plus 10⁻³ · ScaleOff(h, s) (h · s, one scalar s), whose backward gets s's
-gradient 2 % too large. Projections over every tensor at once cannot see an error of 10⁻⁵ of the norm; one
-over s alone, pointed at by the in-place check, can. `right_loss` uses the correct Function."""
+gradient 2 % too large. Projections over every tensor at once cannot see an error of 10⁻⁵ of
+the norm; one over s alone, pointed at by the in-place check, can. `right_loss` uses the
+correct Function."""
 
 import torch
 

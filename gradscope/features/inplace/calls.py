@@ -112,6 +112,100 @@ class _Hooks(TorchFunctionMode):
         return func(tensor, watched)
 
 
+# namespaces of torch's own dispatcher ops, whose autograd formulas are torch's
+TORCH_NAMESPACES = frozenset({"aten", "prim", "prims", "c10d", "_c10d_functional",
+                              "c10d_functional", "profiler", "higher_order", "inductor"})
+
+
+class _DispatcherOps(TorchFunctionMode):
+    """Calls of dispatcher ops outside torch's namespaces whose autograd is not a Python
+    Function (a C++ extension's op, its autograd kernel registered in C++: torchvision's
+    roi_align): each call's arguments, and through a hook on its output the gradient it
+    received. `calls` None: only whether there was one (`seen`). A torch.library custom op
+    is not one of these: its generated Function is recorded as a Function (`functions`
+    grows while it runs)."""
+
+    def __init__(self, calls: list[FunctionCall] | None, functions: list[FunctionCall]
+                 ) -> None:
+        super().__init__()
+        self.calls, self.functions, self.seen = calls, functions, False
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        kwargs = kwargs or {}
+        before = len(self.functions)
+        out = func(*args, **kwargs)
+        op = dispatcher_op(func)
+        if op is None or kwargs or not isinstance(out, torch.Tensor) or not out.requires_grad \
+                or len(self.functions) != before:
+            return out
+        self.seen = True
+        if self.calls is not None and len(self.calls) < MAX_CALLS:
+            call = FunctionCall(stand_in(func, op), tuple(_kept(a) for a in args), {}, None,
+                                order=len(self.functions) + len(self.calls),
+                                extra={"storage": tuple(storage(a) for a in args)})
+            self.calls.append(call)
+
+            def received(grad: torch.Tensor) -> None:
+                call.received = (grad.detach().clone(),)
+
+            out.register_hook(received)
+        return out
+
+
+def dispatcher_op(func: Any) -> Any:
+    """The op overload `func` is, where it is a dispatcher op outside torch's namespaces
+    (else None)."""
+    if isinstance(func, torch._ops.OpOverloadPacket):
+        func = getattr(func, "default", None)
+    if not isinstance(func, torch._ops.OpOverload):
+        return None
+    return None if func.namespace in TORCH_NAMESPACES else func
+
+
+_STAND_INS: dict[Any, type] = {}
+
+
+def stand_in(func: Any, op: Any) -> type:
+    """A Function-like class for a dispatcher op, so that its calls are checked in place as
+    a Function's are: `apply` calls it as the code did (`func`: the op or its overload
+    packet), `forward`'s signature names the schema's arguments, `dispatcher_op` says which
+    op it is (custom_ops.registered)."""
+    cls = _STAND_INS.get(func)
+    if cls is None:
+        names = [a.name for a in op._schema.arguments]
+
+        def forward(*args: Any) -> Any:
+            return func(*args[1:])
+
+        forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+            + [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+        cls = type(op._schema.name.replace("::", "."), (), {
+            "apply": staticmethod(func), "forward": staticmethod(forward),
+            "dispatcher_op": op, "__module__": "torch.ops"})
+        _STAND_INS[func] = cls
+    return cls
+
+
+def _op_returned(call: FunctionCall) -> tuple[torch.Tensor | None, ...]:
+    """What the op's autograd kernel returns for the gradient its call received, per
+    argument (None for one that is not a floating tensor): its backward taken again on a
+    fresh call with the recorded arguments."""
+    leaves = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor)
+              and a.is_floating_point() else a for a in call.args]
+    wanted = [k for k, a in enumerate(leaves) if isinstance(a, torch.Tensor) and a.requires_grad]
+    try:
+        with torch.enable_grad():
+            out = call.cls.apply(*leaves)  # type: ignore[attr-defined]
+            grads = torch.autograd.grad(out, [leaves[k] for k in wanted], call.received[0],
+                                        allow_unused=True)
+    except Exception:  # (the op refuses a second call or a backward: not checked)
+        return ()
+    found = dict(zip(wanted, grads, strict=True))
+    return tuple(found.get(k) for k in range(len(leaves)))
+
+
 def classes(output: torch.Tensor) -> list[type]:
     """The custom Function classes in the graph of `output`, in the order first met
     (torch's own among them: see `users`)."""
@@ -139,14 +233,18 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     # a model's parameters copied twice more would be two more copies of the model)
     leaves = as_leaves(values)
     with torch.enable_grad():
-        with _Hooks(None) as looking:
+        with _DispatcherOps(None, []) as ops_seen, _Hooks(None) as looking:
             found = classes(forward(leaves))
-        if not found and not looking.seen:  # (a module hook's identity Function is found)
-            return Recorded()
+        if not found and not looking.seen and not ops_seen.seen:  # (a module hook's
+            return Recorded()  # identity Function is found)
         leaves = as_leaves(values)
         calls: list[FunctionCall] = []
+        op_calls: list[FunctionCall] = []
         hooks: list[HookCall] = []
-        with wrapped(users(found), calls), _Hooks(hooks):
+        # (the op recorder outside the hooks': the hook it puts on an op's output is its own,
+        # and a mode's handler runs with the modes entered after it off)
+        with wrapped(users(found), calls), \
+                _DispatcherOps(op_calls if ops_seen.seen else None, calls), _Hooks(hooks):
             out = forward(leaves)
         handles = [c.node.register_hook(_keeper(c)) for c in calls if c.node is not None]
         try:
@@ -159,7 +257,11 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
                 h.remove()
             for c in calls:  # (a node holds the whole graph behind it: the model's copy too)
                 c.node = None
-    return Recorded([c for c in calls if c.ran], [h for h in hooks if h.received is not None])
+        for c in op_calls:
+            if c.received:
+                c.returned = _op_returned(c)
+    every = sorted([*calls, *op_calls], key=lambda c: c.order)
+    return Recorded([c for c in every if c.ran], [h for h in hooks if h.received is not None])
 
 
 def backward_of(cls: type) -> Any:

@@ -62,15 +62,19 @@ class ClassCheck:
 
     @property
     def where(self) -> str:
+        """Where the wrong backward is: `file.py:LINE`, or a C++ kernel's op name."""
         op = registered(self.cls)
-        return op.where if op is not None else backward_location(self.cls) or ""
+        if op is not None:
+            return op.where or (op.op if op.dispatcher else "")
+        return backward_location(self.cls) or ""
 
     @property
     def label(self) -> str:
         op = registered(self.cls)
-        name = f"the backward registered for custom op {op.op}" if op is not None \
-            else f"{self.cls.__name__}.backward"
-        return name + (f" ({self.where})" if self.where else "")
+        if op is not None:
+            return op.label + (f" ({op.where})" if op.where else "")
+        where = self.where
+        return f"{self.cls.__name__}.backward" + (f" ({where})" if where else "")
 
 
 def check_in_place(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],

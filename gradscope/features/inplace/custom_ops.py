@@ -18,11 +18,23 @@ class Registered:
     op: str  # `mylib::op`
     arguments: tuple[str, ...]  # the op's schema's argument names
     where: str  # `file.py:LINE` of the registered backward, or ''
+    # a dispatcher op whose autograd kernel is not Python (a C++ extension's): nothing of
+    # it can be read but its name and schema
+    dispatcher: bool = False
+
+    @property
+    def label(self) -> str:
+        return (f"the autograd kernel of dispatcher op {self.op}" if self.dispatcher
+                else f"the backward registered for custom op {self.op}")
 
 
 def registered(cls: type) -> Registered | None:
     """What the generated Function `cls` stands for (None: not one). Read from its backward's
     closure — the op overload and the registration it calls — and the op's schema."""
+    op = getattr(cls, "dispatcher_op", None)  # (calls.stand_in's)
+    if op is not None:
+        return Registered(op._schema.name, tuple(a.name for a in op._schema.arguments), "",
+                          dispatcher=True)
     if getattr(cls, "__module__", "") != CUSTOM_OPS:
         return None
     cells = []

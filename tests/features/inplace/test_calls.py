@@ -146,3 +146,38 @@ def test_returns_are_not_watched_while_the_user_profiles():
     with returns_seen([call]):
         torch.autograd.grad(y.sum(), x)
     assert call.extra["returned_at"] > 0 and sys.getprofile() is None
+
+
+def _cpp_ops():
+    """tests/data/cpp_ops.py, built on first import (skipped where nothing can compile it)."""
+    import shutil
+
+    from torch.utils.cpp_extension import is_ninja_available
+
+    if shutil.which("c++") is None or not is_ninja_available():
+        pytest.skip("no C++ compiler or ninja here to build the test extension")
+    from tests.data import cpp_ops
+
+    return cpp_ops
+
+
+def test_a_dispatcher_ops_calls_are_recorded_with_their_kernels_gradient():
+    cpp_ops = _cpp_ops()
+    (call,) = record(lambda v: cpp_ops.uses_wrong(v["x"]), {"x": X}, ONES).calls
+    assert call.cls.dispatcher_op._schema.name == "gradscope_cpp::scaled_sin_bug"
+    assert torch.equal(call.args[0], X) and call.args[1] == 2.0
+    assert torch.allclose(call.received[0], ONES * X)  # (d(y·x)/dy)
+    # what the C++ kernel returns for it: 1.5 × the derivative, as its backward is written
+    assert torch.allclose(call.returned[0], 1.5 * 2 * X.cos() * X)
+    assert call.returned[1] is None  # (a float argument)
+
+
+def test_torchs_own_ops_and_custom_ops_functions_are_not_dispatcher_calls():
+    from tests.data import custom_ops
+
+    def forward(v):
+        return torch.ops.aten.sin(v["x"]) * custom_ops.sine(v["x"])
+
+    calls = record(forward, {"x": X}, ONES).calls
+    # (the custom op's generated Function is recorded once, as a Function)
+    assert [getattr(c.cls, "dispatcher_op", None) for c in calls] == [None]

@@ -3,6 +3,7 @@ and how it is wrong; a correct one, a surrogate and a bug outside any Function n
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import gradscope
@@ -114,3 +115,17 @@ def test_small_activations_are_differenced_with_an_error_estimate_before_blame()
     (found,) = [d for d in wrong.diagnostics if d.kind == "culprit"]
     assert found.op == f"RMSNormOff.backward ({location(llama.RMSNormOff)})"
     assert found.inputs == ["weight"]
+
+
+def test_a_dispatcher_ops_c_kernel_is_the_culprit_and_a_right_one_passes():
+    from tests.features.inplace.test_calls import _cpp_ops
+
+    _cpp_ops()
+    report = gradscope.check(f"{DATA / 'cpp_ops.py'}:uses_wrong")
+    assert not report.passed
+    (found,) = [d for d in report.diagnostics if d.kind == "culprit"]
+    assert found.op == "the autograd kernel of dispatcher op gradscope_cpp::scaled_sin_bug"
+    assert found.where == "gradscope_cpp::scaled_sin_bug" and found.factor == pytest.approx(1.5)
+    right = gradscope.check(f"{DATA / 'cpp_ops.py'}:uses_right")
+    assert right.passed and any("dispatcher op gradscope_cpp::scaled_sin checked in place"
+                                in c.label for c in right.upstream_checks)
