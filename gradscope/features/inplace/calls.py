@@ -144,12 +144,15 @@ class _DispatcherOps(TorchFunctionMode):
             call = FunctionCall(stand_in(func, op), tuple(_kept(a) for a in args), {}, None,
                                 order=len(self.functions) + len(self.calls),
                                 extra={"storage": tuple(storage(a) for a in args)})
-            self.calls.append(call)
 
             def received(grad: torch.Tensor) -> None:
                 call.received = (grad.detach().clone(),)
 
-            out.register_hook(received)
+            try:
+                out.register_hook(received)
+            except RuntimeError:  # (an output that takes no hook: the call is not checked)
+                return out
+            self.calls.append(call)
         return out
 
 
