@@ -159,9 +159,10 @@ class _DispatcherOps(TorchFunctionMode):
 def dispatcher_op(func: Any) -> Any:
     """The op overload `func` is, where it is a dispatcher op outside torch's namespaces
     (else None)."""
-    if isinstance(func, torch._ops.OpOverloadPacket):
+    ops = torch._ops  # (the types of torch.ops' objects; no public alias on 2.13)
+    if isinstance(func, ops.OpOverloadPacket):
         func = getattr(func, "default", None)
-    if not isinstance(func, torch._ops.OpOverload):
+    if not isinstance(func, ops.OpOverload):
         return None
     return None if func.namespace in TORCH_NAMESPACES else func
 
