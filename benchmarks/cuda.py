@@ -166,6 +166,11 @@ def main() -> None:
     parser.add_argument("--no-features", action="store_true")
     parser.add_argument("--runs", default="passing,failing", help="the models' runs")
     args = parser.parse_args()
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit(f"benchmarks/cuda.py: torch {torch.__version__} sees no CUDA GPU here; "
+                 "run it where one is, or with --device cpu")
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     _emit({"versions": versions(args.device)}, args.out)
     with ThreadPoolExecutor(args.jobs) as pool:
