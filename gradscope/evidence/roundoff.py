@@ -52,17 +52,19 @@ class RoundOff:
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's VJP for `upstream` (input-shaped)."""
         v = upstream.to(self.centre.output.dtype)
-        centre = self.centre.vjp(v)
-        noise = _measured(centre, [s.vjp(v) for s in self.sides])
-        return noise if self.plain is None else \
-            _with_autocast(noise, centre, self.plain.vjp(v), self.units)
+        return self._noise(lambda engine: engine.vjp(v))
 
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
-        centre = self.centre.jacobian()
-        noise = _measured(centre, [s.jacobian() for s in self.sides])
+        return self._noise(lambda engine: engine.jacobian())
+
+    def _noise(self, answer: Callable[[AutogradEngine], Mapping[str, torch.Tensor]]) -> Noise:
+        """`answer` of each engine: the centre's against the moved sides', and with
+        --autocast against the twin's."""
+        centre = answer(self.centre)
+        noise = _measured(centre, [answer(s) for s in self.sides])
         return noise if self.plain is None else \
-            _with_autocast(noise, centre, self.plain.jacobian(), self.units)
+            _with_autocast(noise, centre, answer(self.plain), self.units)
 
 
 def measure(engine: AutogradEngine, computed: torch.dtype,

@@ -328,34 +328,19 @@ class _Side:
 
 
 def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream: torch.Tensor,
-             order: Sequence[str], atol: float, rtol: float, seed: int) -> Composition:
+             order: Sequence[str], atol: float, rtol: float, seed: int, pointed: bool = False
+             ) -> Composition:
     """DIRECTIONS projections over every tensor in `order` (forward order), the first that
-    disagrees drilled down."""
+    disagrees drilled down. `pointed`: `order` is the few tensors another analysis points at
+    (as sensitive as their own gradient's norm allows, where a projection over every tensor
+    is as sensitive as the model's): directions of their own, extrapolated from the start."""
+    order = tuple(order)
     side = _Side(grads, upstream.to(torch.float64),
                  {n: float(grads[n].double().pow(2).sum()) for n in order}, atol, rtol)
+    offset = DIRECTIONS if pointed else 0
     # (each direction drawn when used, never all at once: one is a float32 copy of the model)
-    found = tuple(_along(fd, side, _direction(fd, order, seed, k), tuple(order), k)
-                  for k in range(DIRECTIONS))
-    wrong = next((p for p in found if p.compared and not p.agrees), None)
-    if wrong is None:
-        return Composition(found, tuple(order))
-    start, agreed, steps = _drilled(fd, side, _direction(fd, order, seed, wrong.index),
-                                    tuple(order), wrong.index)
-    return Composition(found, tuple(order), start, agreed, steps)
-
-
-def pointed_over(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor],
-                 upstream: torch.Tensor, names: Sequence[str], atol: float, rtol: float,
-                 seed: int) -> Composition:
-    """DIRECTIONS projections over `names` alone (tensors another analysis points at: as
-    sensitive as their own gradient's norm allows, where a projection over every tensor is
-    as sensitive as the model's), the first that disagrees drilled down among them."""
-    order = tuple(names)
-    side = _Side(grads, upstream.to(torch.float64),
-                 {n: float(grads[n].double().pow(2).sum()) for n in order}, atol, rtol)
-    offset = DIRECTIONS  # (directions of their own, not the ones over every tensor)
     found = tuple(_along(fd, side, _direction(fd, order, seed, offset + k), order, k,
-                         two_first=False) for k in range(DIRECTIONS))
+                         two_first=not pointed) for k in range(DIRECTIONS))
     wrong = next((p for p in found if p.compared and not p.agrees), None)
     if wrong is None:
         return Composition(found, order)

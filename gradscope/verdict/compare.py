@@ -119,16 +119,11 @@ def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
                     torch.where(checked, partial.error.to(autograd.device), 0.0)
                     if partial.error is not None else None, partial.kink)
     within = _compare(autograd, [*others, masked], tol)
+    # (outside the sample with no other answer, `outside` is unchecked, undefined where
+    # autograd is)
     outside = _compare(autograd, others, tol)
     status = torch.where(checked, within.status, outside.status)
-    if not others:  # outside the sample nothing judged: unchecked (undefined where autograd is)
-        status = torch.where(checked, status, _unchecked(autograd, status))
     return Comparison(status, torch.where(checked, within.error, outside.error))
-
-
-def _unchecked(autograd: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """`unchecked` where autograd is finite, `undefined` where it is not."""
-    return torch.where(torch.isfinite(autograd.detach()), UNCHECKED, UNDEFINED).to(like.dtype)
 
 
 def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) -> Comparison:

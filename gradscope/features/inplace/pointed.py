@@ -18,7 +18,7 @@ import torch
 
 from gradscope.features.inplace.calls import storage
 from gradscope.features.inplace.culprits import ClassCheck, argument_names
-from gradscope.features.projections import Composition, pointed_over
+from gradscope.features.projections import Composition, composed
 from gradscope.report.model import UpstreamCheck
 from gradscope.report.status import Status
 
@@ -59,7 +59,8 @@ def projected(checks: Sequence[ClassCheck], values: Mapping[str, torch.Tensor], 
               ) -> tuple[Pointed, ...]:
     """The pointed projections of every wrong class's argument that is the target's own."""
     return tuple(Pointed(check.label, argument,
-                         pointed_over(fd, grads, upstream, names, atol, rtol, seed))
+                         composed(fd, grads, upstream, names, atol, rtol, seed,
+                                  pointed=True))
                  for check, argument, names in suspects(checks, values))
 
 
