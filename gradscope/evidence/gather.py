@@ -39,7 +39,7 @@ from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
 from gradscope.tensors import all_finite
 from gradscope.verdict.compare import Comparison, compare
-from gradscope.verdict.tolerance import Tolerance
+from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
 ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single vector already
@@ -199,7 +199,7 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     rounding = roundoff.measure(evidence.backward.engine, evidence.computed,
                                 target.forward if target.autocast is not None else None)
     views = _views(prepared, evidence, jacobians, rounding)
-    refined, count = _refined(evidence.references, views)
+    refined, count = _refined(evidence.references, views, evidence.tol)
     if count:
         evidence = replace(evidence, references=refined)
         views = _views(prepared, evidence, jacobians, rounding)
@@ -322,9 +322,10 @@ def _jacobians(prepared: Prepared, evidence: Evidence
     return evidence.backward.engine.jacobian(), exact
 
 
-def _refined(references: Sequence[Reference], views: Sequence[View]
+def _refined(references: Sequence[Reference], views: Sequence[View], tol: Tolerance
              ) -> tuple[tuple[Reference, ...], int]:
-    """References whose two-point estimates behind any raw mismatch are refined."""
+    """References whose two-point estimates behind any raw mismatch are refined, and those
+    behind an `ok` that rests on the estimate's own error bound (`_leaned`)."""
     doubted: dict[str, torch.Tensor] = {}
     finite = next((r for r in references if isinstance(r, Finite)), None)
     if finite is None:
@@ -332,16 +333,40 @@ def _refined(references: Sequence[Reference], views: Sequence[View]
     for view in views:
         for name, cmp in view.raw.items():
             est = finite.estimates.get(name)
-            if est is None or est.points is None or finite.name not in view.answers[name] \
-                    or not cmp.has(Status.MISMATCH):
+            if est is None or est.points is None or finite.name not in view.answers[name]:
                 continue
-            mask = view.mismatched(name, est.points.shape).to(est.points.device) & (
-                est.points == 2)
+            mask = _leaned(view, name, finite.name, tol, est.points.shape)
+            if cmp.has(Status.MISMATCH):
+                mask = view.mismatched(name, est.points.shape) if mask is None \
+                    else mask | view.mismatched(name, est.points.shape)
+            if mask is None:
+                continue
+            mask = mask.reshape(est.points.shape).to(est.points.device) & (est.points == 2)
             doubted[name] = doubted[name] | mask if name in doubted else mask
     if not doubted:
         return tuple(references), 0
     new, count = finite.refined(doubted)
     return tuple(new if r is finite else r for r in references), count
+
+
+def _leaned(view: View, name: str, engine: str, tol: Tolerance, shape: Sequence[int]
+            ) -> torch.Tensor | None:
+    """Input-shaped: the elements whose comparison with a finite-difference estimate passed
+    only by the estimate's error bound, where that bound is wider than the tolerance itself
+    (a float32 or float16 target at a step too small for it: a central difference of 0 ± 30
+    "agrees" with any gradient). None: no such element."""
+    answer = view.answers[name][engine]
+    if answer.error is None:
+        return None
+    ref = answer.values
+    strict = tol.atol_for(ref)
+    if not float(answer.error.max().nan_to_num(0.0)) * FD_ERROR_FACTOR > strict:
+        return None  # (one pass: the bounds of a float64 estimate sit far below any atol)
+    ag = view.autograd[name].detach().to(ref.device, ref.dtype)
+    limit = ref.abs().mul_(tol.rtol).add_(strict)
+    leaned = (ag.sub(ref).abs_() > limit) & (answer.error * FD_ERROR_FACTOR > limit)
+    leaned &= view.raw[name].status.to(leaned.device) == Status.OK.code
+    return view.elements(leaned, shape) if bool(leaned.any()) else None
 
 
 # ------------------------------------------------------------------ more evidence

@@ -16,8 +16,8 @@ import torch
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import Estimate, FiniteDifferences
 from gradscope.engines.fd.budget import at_scale, sample_size, sampled_note
-from gradscope.engines.fd.policy import eps_for, low_precision_eps
-from gradscope.engines.fd.stencil import REFINE_FACTOR, REFINE_ROUNDS
+from gradscope.engines.fd.policy import MAX_EPS, eps_for, low_precision_eps
+from gradscope.engines.fd.stencil import REFINE_FACTOR, REFINE_ROUNDS, WIDEN_FACTOR, WIDEN_ROUNDS
 from gradscope.engines.symbolic import SymbolicEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
@@ -200,7 +200,8 @@ class Finite(Reference):
         rejected, columns that shared evaluations, found elementwise), then the sampled
         inputs': derived from the estimates, so a refined one is said as it is."""
         per_input = [n for name, est in self.estimates.items()
-                     for n in (*rejected_note(est), *grouped_note(est),
+                     for n in (*rejected_note(est), *noisy_note(est, self.fd), *widened_note(est),
+                               *grouped_note(est),
                                *((self.elementwise[name],) if name in self.elementwise
                                  else ()))]
         return (*self.notes, *per_input, *self.sampled)
@@ -332,6 +333,32 @@ def rejected_note(est: Estimate | None) -> list[str]:
             f"element(s) of {est.name} (flat index {shown}{more}) at every step tried, down "
             f"to {1 / REFINE_FACTOR ** REFINE_ROUNDS:g} of the first ({est.why}); they are "
             "`unchecked`, the other elements were compared"]
+
+
+def widened_note(est: Estimate | None) -> list[str]:
+    """The note on elements estimated at a step larger than the run's (round-off swamped
+    theirs)."""
+    if est is None or not est.widened:
+        return []
+    return [f"finite differences: round-off swamped the estimates of {est.widened:,} element(s) "
+            f"of {est.name} at the run's step (the target rounds more coarsely than the step "
+            f"suits), so they were estimated at larger steps ({WIDEN_FACTOR:g}× at a time, at most "
+            f"{MAX_EPS:g} of the element), which converged or bounded their error closer"]
+
+
+def noisy_note(est: Estimate | None, fd: FiniteDifferences | None) -> list[str]:
+    """The note on elements whose estimate stayed swamped by round-off at every step tried."""
+    if est is None or fd is None or est.noisy is None or not bool(est.noisy.any()):
+        return []
+    reached = min(MAX_EPS, fd.point.eps * WIDEN_FACTOR ** WIDEN_ROUNDS)
+    further = "" if reached >= MAX_EPS else "; a larger --eps reaches further"
+    flat = torch.nonzero(est.noisy.reshape(-1)).reshape(-1)
+    shown = ", ".join(str(i) for i in flat[:MAX_LISTED].tolist())
+    more = f" and {len(flat) - MAX_LISTED:,} more" if len(flat) > MAX_LISTED else ""
+    return [f"finite differences: the estimates of {len(flat):,} element(s) of {est.name} "
+            f"(flat index {shown}{more}) stayed dominated by round-off at every step tried, "
+            f"up to {reached:g} of the element: they are `unchecked` (the target's output "
+            f"rounds too coarsely there to difference{further})"]
 
 
 def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:

@@ -66,3 +66,44 @@ def test_evidence_is_frozen():
         evidence.views = ()  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         evidence.table.raw = {}  # type: ignore[misc]
+
+
+def _run_json(capsys, *args: str) -> tuple[int, dict]:
+    import json
+
+    from tests.command import run
+
+    code, out, _ = run(capsys, *args, "--format", "json")
+    return code, json.loads(out)
+
+
+def test_an_ok_resting_on_a_swamped_estimate_is_refined_and_widened(capsys):
+    # at --eps 1e-6 a float32 target's two-point differences carry bounds wider than the
+    # derivative: the wrong first row "agreed" by its bound alone; refined, widened, it fails
+    code, report = _run_json(capsys, "check", f"{DATA}/coarse.py:CubeRowBug", "--shape",
+                             "x=2,3", "--eps", "1e-6")
+    statuses = report["inputs"][0]["element_status"]
+    assert code == 1 and statuses == [["mismatch"] * 3, ["ok"] * 3]
+    assert any("round-off swamped the estimates" in n for n in report["notes"])
+    code, report = _run_json(capsys, "check", f"{DATA}/coarse.py:Cube32", "--shape", "x=2,3",
+                             "--eps", "1e-6")
+    assert code == 0 and report["inputs"][0]["status_counts"] == {"ok": 6}
+
+
+def test_a_wrong_row_at_a_tiny_step_is_a_mismatch_never_a_kink(capsys):
+    code, report = _run_json(capsys, "check", f"{DATA}/coarse.py:CubeRowBug", "--shape",
+                             "x=5,5", "--eps", "1e-6")
+    counts = report["inputs"][0]["status_counts"]
+    assert code == 1 and "nondifferentiable" not in counts and counts["mismatch"] == 4
+    assert "CubeRowBug.backward" in json_culprit(report)
+
+
+def json_culprit(report: dict) -> str:
+    return " ".join(d["message"] for d in report["diagnostics"] if d["kind"] == "culprit")
+
+
+def test_round_off_no_step_beats_is_unchecked_and_never_a_pass(capsys):
+    code, report = _run_json(capsys, "check", f"{DATA}/coarse.py:half_offset", "--at",
+                             "x=1,2,3", "--eps", "1e-6")
+    assert code == 1 and report["inputs"][0]["status_counts"] == {"unchecked": 3}
+    assert any("stayed dominated by round-off" in n for n in report["notes"])

@@ -3,7 +3,8 @@ first (half of gradcheck's cost per column is what makes dense inputs affordable
 group of columns where a claimed sparsity pattern allows (grouped.py); `refine` makes a new
 estimate whose doubted columns are extrapolated from four points with an error bound — a
 doubted column's group as a group where two weightings agree, else every column of the group
-on its own. Kinks and unconverged columns are retried with smaller steps."""
+on its own. Kinks and unconverged columns are retried with smaller steps, columns swamped by
+round-off with larger ones (stencil.NOISE_DOMINATED)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ import torch
 from gradscope.engines.fd.batcher import Batcher, Halfway, rejection
 from gradscope.engines.fd.grouped import agreeing, colouring, grouped
 from gradscope.engines.fd.point import Point
+from gradscope.engines.fd.policy import MAX_EPS, step_of
 from gradscope.engines.fd.result import ColumnEstimate
 from gradscope.engines.fd.stencil import (
     REFINE_ERROR,
     REFINE_FACTOR,
     REFINE_ROUNDS,
-    UNCONVERGED,
+    WIDEN_FACTOR,
+    WIDEN_ROUNDS,
     Progress,
     col_max,
+    noise_dominated,
     numel,
 )
 from gradscope.errors import TargetError
@@ -43,6 +47,9 @@ class _Work:
     why: str = ""  # what it said, in one line (kept from the estimate a refinement starts at)
     groups: torch.Tensor | None = None  # (n_in,): the group a column shares differences with
     second: torch.Tensor | None = None  # (n_out, n_in): two-point second differences (NaN: none)
+    step: torch.Tensor | None = None  # (n_in,): the step each kept column was made with
+    noisy: torch.Tensor | None = None  # (n_in,): swamped by round-off at every step tried
+    widened: int = 0  # columns kept at a step larger than the first
 
 
 class ColumnEstimator:
@@ -92,7 +99,9 @@ class ColumnEstimator:
                      est.forward_calls,
                      est.rejected.reshape(-1).clone() if est.rejected is not None else None,
                      why=est.why, groups=est.groups,
-                     second=est.second.clone() if est.second is not None else None)
+                     second=est.second.clone() if est.second is not None else None,
+                     noisy=est.noisy.reshape(-1).clone() if est.noisy is not None else None,
+                     widened=est.widened)
         count = 0
         if est.groups is not None:
             shared = est.groups[doubted & (est.groups >= 0)].unique()
@@ -151,10 +160,14 @@ class ColumnEstimator:
             work.error[:, work.rejected] = float("nan")
             work.kink[work.rejected] = False
             rejected = work.rejected.reshape(x.shape)
+        noisy = None
+        if work.noisy is not None and bool(work.noisy.any()):
+            noisy = work.noisy.reshape(x.shape) if rejected is None \
+                else work.noisy.reshape(x.shape) & ~rejected
         return ColumnEstimate(name, tuple(x.shape), self.point.out_shape, work.partial,
                               work.error, work.kink.reshape(x.shape), by_branch,
                               work.forward_calls, note, work.points, rejected, work.why,
-                              groups=work.groups, second=work.second)
+                              noisy, work.widened, groups=work.groups, second=work.second)
 
     def _rounds(self, work: _Work, name: str, todo: torch.Tensor, h: torch.Tensor,
                 points: int, progress: Progress | None, reuse: bool = False) -> None:
@@ -165,6 +178,7 @@ class ColumnEstimator:
         n_in, n_out = x.numel(), numel(self.point.out_shape)
         step = torch.zeros(n_in, dtype=self.point.dtype, device=x.device)
         step[todo] = h
+        first = step.clone()
         first_round = torch.ones(n_in, dtype=torch.bool, device=x.device)
         for round_ in range(REFINE_ROUNDS + 1):
             retry = []
@@ -183,9 +197,56 @@ class ColumnEstimator:
             if round_ == REFINE_ROUNDS or todo.numel() == 0:
                 break
             step[todo] = step[todo] / REFINE_FACTOR
-        extrapolated = work.points == 4
-        unconverged = col_max(work.error) > UNCONVERGED * (col_max(work.partial, absolute=True) + 1)
-        work.kink |= extrapolated & unconverged
+        unconverged = self._unconverged(work)
+        if not bool(unconverged.any()):
+            return
+        self._widen(work, name, unconverged & self._dominated(work, unconverged), first)
+        unconverged = self._unconverged(work)
+        noisy = unconverged & self._dominated(work, unconverged)
+        work.kink |= unconverged & ~noisy
+        if bool(noisy.any()):
+            work.noisy = noisy if work.noisy is None else work.noisy | noisy
+
+    def _unconverged(self, work: _Work) -> torch.Tensor:
+        """(n_in,) extrapolated columns off any kink that have not converged."""
+        limit = self.point.unconverged
+        unconverged = col_max(work.error) > limit * (col_max(work.partial, absolute=True) + 1)
+        return unconverged & (work.points == 4) & ~work.kink
+
+    def _dominated(self, work: _Work, cols: torch.Tensor) -> torch.Tensor:
+        """(n_in,) which of the columns `cols` have an error bound that is round-off at the
+        step each was made with, in every row."""
+        out = torch.zeros_like(cols)
+        if work.step is None or not bool(cols.any()):
+            return out
+        scale = self.point.roundoff_scale().reshape(-1, 1)
+        out[cols] = noise_dominated(work.error[:, cols], scale,
+                                    work.step[cols].reshape(1, -1)).all(0)
+        return out
+
+    def _widen(self, work: _Work, name: str, cols: torch.Tensor, first: torch.Tensor) -> None:
+        """The columns `cols` retried at steps WIDEN_FACTOR, WIDEN_FACTOR², … times `first` (at
+        most MAX_EPS of the element) while they stay unconverged; a larger step that crosses a
+        kink, leaves the target's domain or has a larger error is never kept."""
+        x = self.point.values[name]
+        n_in, n_out = x.numel(), numel(self.point.out_shape)
+        cap, h, tried = step_of(x.reshape(-1), MAX_EPS), first, cols.clone()
+        held = torch.zeros(n_in, dtype=torch.bool, device=x.device)  # never a first round
+        for _ in range(WIDEN_ROUNDS):
+            wider = torch.minimum(h * WIDEN_FACTOR, cap)
+            cols = cols & (wider > h)
+            todo = torch.nonzero(cols).reshape(-1)
+            if todo.numel() == 0:
+                break
+            h = wider
+            try:
+                for idx in self.batcher.chunks(todo, n_in, n_out, name):
+                    self._keep(work, name, x, idx, h[idx], 4, held)
+            except TargetError:  # the target refuses larger steps: the estimates stand
+                break
+            cols = cols & self._unconverged(work)
+        if work.step is not None:
+            work.widened += int((tried & (work.step > first)).sum())
 
     def _keep(self, work: _Work, name: str, x: torch.Tensor, idx: torch.Tensor,
               h: torch.Tensor, use: int, first_round: torch.Tensor,
@@ -215,6 +276,9 @@ class ColumnEstimator:
         keep = idx[better]
         if work.rejected is not None:
             work.rejected[keep] = False
+        if work.step is None:
+            work.step = torch.zeros(x.numel(), dtype=h.dtype, device=x.device)
+        work.step[keep] = h[better]
         work.partial[:, keep], work.error[:, keep] = est[:, better], e[:, better]
         work.kink[keep] = new_kink[better]
         work.points[keep] = use

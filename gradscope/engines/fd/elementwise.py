@@ -1,7 +1,8 @@
 """Elementwise inputs: each output element depends on at most one element of the input (the
 target declares it, or probing found it), so every element is perturbed at once: two forward
 calls a round (four for an extrapolated estimate), retried with smaller steps where a stencil
-crosses a kink. `refine` makes a new estimate with the doubted elements extrapolated."""
+crosses a kink, and with larger ones where round-off swamps it (stencil.NOISE_DOMINATED).
+`refine` makes a new estimate with the doubted elements extrapolated."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ import torch
 
 from gradscope.engines.fd.batcher import MAX_REJECTED, rejection
 from gradscope.engines.fd.point import Point
+from gradscope.engines.fd.policy import MAX_EPS, step_of
 from gradscope.engines.fd.result import ElementwiseEstimate
 from gradscope.engines.fd.stencil import (
     REFINE_ERROR,
     REFINE_FACTOR,
     REFINE_ROUNDS,
     STENCIL,
-    UNCONVERGED,
+    WIDEN_FACTOR,
+    WIDEN_ROUNDS,
     estimate,
     kinked,
+    noise_dominated,
 )
 from gradscope.errors import TargetError
 from gradscope.tensors import any_to_shape, branch_changed, sum_to_shape
@@ -34,7 +38,7 @@ class ElementwiseEstimator:
         """Every element perturbed at once: `points` forward calls a round (with `mask`, only
         the elements `refine` asked for)."""
         x = self.point.values[name]
-        h = self.point.step(name)
+        h = first = self.point.step(name)
         if mask is not None:
             h = torch.where(mask, h, 0.0)  # only the masked elements move (others come out NaN)
         calls = 0
@@ -60,9 +64,19 @@ class ElementwiseEstimator:
                 break
             h = torch.where(retry, h / REFINE_FACTOR, h)
         assert best is not None
-        est, err, kink, by_branch = best
+        noisy, widened = None, 0
         if points == 4:
-            kink = kink | _beyond(est, err, x, UNCONVERGED)
+            best, more = self._widened(name, x, best, first, mask, rejected)
+            calls += more
+            widened = int((best[4] > first).sum()) if more else 0
+            unconverged = _beyond(best[0], best[1], x, self.point.unconverged) & ~best[2]
+            if rejected is not None:
+                unconverged &= ~rejected
+            if bool(unconverged.any()):  # round-off at every step tried, or a kink or jump
+                noisy = unconverged & self._dominated(best, x)
+                best[2] = best[2] | (unconverged & ~noisy)
+                noisy = noisy if bool(noisy.any()) else None
+        est, err, kink, by_branch, _ = best
         why = ""
         if rejected is not None:
             assert raised is not None
@@ -76,7 +90,44 @@ class ElementwiseEstimator:
             name, tuple(x.shape), self.point.out_shape, est, err, kink,
             {k: m for k, m in by_branch.items() if bool(m.any())}, calls,
             points=torch.full(x.shape, points, dtype=torch.int8, device=x.device),
-            rejected=rejected, why=why)
+            rejected=rejected, why=why, noisy=noisy, widened=widened)
+
+    def _dominated(self, best: list, x: torch.Tensor) -> torch.Tensor:
+        """Input-shaped: elements whose error bound is round-off at the step it was made with
+        (every output element they move)."""
+        wide = best[4].expand(self.point.out_shape)
+        clean = ~noise_dominated(best[1], self.point.roundoff_scale(), wide)
+        return ~any_to_shape(clean, x.shape)
+
+    def _widened(self, name: str, x: torch.Tensor, best: list, first: torch.Tensor,
+                 mask: torch.Tensor | None, held: torch.Tensor | None) -> tuple[list, int]:
+        """`best`, with its unconverged, noise-dominated elements retried at steps
+        WIDEN_FACTOR, WIDEN_FACTOR², … times the first (at most MAX_EPS of the element) while
+        they stay so, and the evaluations made. A larger step that crosses a kink, leaves the
+        target's domain or has a larger error is never taken."""
+        todo = _beyond(best[0], best[1], x, self.point.unconverged) & ~best[2]
+        if mask is not None:
+            todo &= mask
+        if held is not None:
+            todo &= ~held
+        if not bool(todo.any()):
+            return best, 0
+        todo &= self._dominated(best, x)
+        cap, h, calls = step_of(x, MAX_EPS), first, 0
+        for _ in range(WIDEN_ROUNDS):
+            wider = torch.minimum(h * WIDEN_FACTOR, cap)
+            todo &= wider > h
+            if not bool(todo.any()):
+                break
+            h = wider
+            try:
+                found, refused, _, tries = self._tolerant(name, x, torch.where(todo, h, 0.0), 4)
+            except TargetError:  # the target refuses larger steps: the estimate stands
+                break
+            calls += 4 * tries
+            best = _better(best, found, x, refused | ~todo)
+            todo &= _beyond(best[0], best[1], x, self.point.unconverged) & ~best[2]
+        return best, calls
 
     def refine(self, est: ElementwiseEstimate, mask: torch.Tensor
                ) -> tuple[ElementwiseEstimate, int]:
@@ -104,7 +155,8 @@ class ElementwiseEstimator:
             kink_by_branch={k: m for k, m in by_branch.items() if bool(m.any())},
             points=torch.where(todo, 4, est.points).to(torch.int8),
             forward_calls=est.forward_calls + new.forward_calls, rejected=rejected,
-            why=est.why or new.why), count
+            why=est.why or new.why, noisy=_joined(est.noisy, new.noisy, todo),
+            widened=est.widened + new.widened), count
 
     def _tolerant(self, name: str, x: torch.Tensor, h: torch.Tensor, points: int
                   ) -> tuple[list, torch.Tensor, TargetError | None, int]:
@@ -145,7 +197,7 @@ class ElementwiseEstimator:
         if merged is None:  # nothing that moved was taken
             nan = torch.full(self.point.out_shape, float("nan"), dtype=self.point.dtype,
                              device=x.device)
-            merged = [nan, nan.clone(), none.clone(), {}]
+            merged = [nan, nan.clone(), none.clone(), {}, torch.zeros_like(h)]
         return merged, rejected.reshape(x.shape), first, tries
 
     def _perturb_all(self, name: str, x: torch.Tensor, h: torch.Tensor, points: int) -> list:
@@ -174,7 +226,17 @@ class ElementwiseEstimator:
         if points == 4 and point.find_kinks:  # user code: no branch id reports its kinks
             found = kinked(point.out.expand(point.out_shape), outs, wide_h, point.machine_eps)
             kink |= any_to_shape(found & (h.expand(point.out_shape) > 0), x.shape)
-        return [est, err, kink, by_branch]
+        return [est, err, kink, by_branch, h]
+
+
+def _joined(old: torch.Tensor | None, new: torch.Tensor | None, todo: torch.Tensor
+            ) -> torch.Tensor | None:
+    """A mask taken from `new` under `todo`, from `old` elsewhere (None: empty)."""
+    if old is None and new is None:
+        return None
+    none = torch.zeros_like(todo)
+    joined = torch.where(todo, none if new is None else new, none if old is None else old)
+    return joined if bool(joined.any()) else None
 
 
 def _halves(part: torch.Tensor) -> list[torch.Tensor]:
@@ -189,14 +251,16 @@ def _merged(done: list, found: list, mask: torch.Tensor) -> list:
     return [torch.where(wide, found[0], done[0]), torch.where(wide, found[1], done[1]),
             torch.where(mask, found[2], done[2]),
             {k: torch.where(mask, found[3].get(k, none), done[3].get(k, none))
-             for k in set(done[3]) | set(found[3])}]
+             for k in set(done[3]) | set(found[3])},
+            torch.where(mask, found[4], done[4])]
 
 
 def _better(best: list, found: list, x: torch.Tensor, refused: torch.Tensor | None = None
             ) -> list:
     """Per input element the trustworthy estimate: off-kink first, then the one with the
-    smaller error; never one whose points the target `refused`."""
-    est, err, kink, by_branch = found
+    smaller error; never one whose points the target `refused`. (A list: estimate, error,
+    kink, kink by branch, the step each element's estimate was made with.)"""
+    est, err, kink, by_branch, step = found
     old_err = sum_to_shape(best[1], x.shape)
     new_err = sum_to_shape(err, x.shape)
     better = ~kink & (best[2] | (new_err < old_err))
@@ -207,12 +271,13 @@ def _better(best: list, found: list, x: torch.Tensor, refused: torch.Tensor | No
             torch.where(better, kink, best[2]),
             {k: torch.where(better, by_branch.get(k, torch.zeros_like(better)),
                             best[3].get(k, torch.zeros_like(better)))
-             for k in set(best[3]) | set(by_branch)}]
+             for k in set(best[3]) | set(by_branch)},
+            torch.where(better, step, best[4])]
 
 
 def _beyond(est: torch.Tensor, err: torch.Tensor, x: torch.Tensor, limit: float
             ) -> torch.Tensor:
     """Input-shaped: elements whose error bound is above `limit` relative to the estimate
-    (REFINE_ERROR: worth refining; UNCONVERGED: not converged at any step tried)."""
+    (REFINE_ERROR: worth refining; Point.unconverged: not converged at any step tried)."""
     bad = (err > limit * (est.abs() + 1)) & torch.isfinite(est)
     return any_to_shape(bad, x.shape)

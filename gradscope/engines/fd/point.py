@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from gradscope.engines.fd.policy import step_of
+from gradscope.engines.fd.stencil import unconverged_limit
 from gradscope.expr.ops import costs
 from gradscope.tensors import as_leaves, moved_by, ulp_signs
 
@@ -64,6 +65,8 @@ class Point:
         self.out = out.to(dtype) if out.is_floating_point() and out.dtype != dtype else out
         self.machine_eps = max(float(torch.finfo(d).eps) for d in (dtype, out.dtype, round_off)
                                if d is not None and d.is_floating_point)
+        # an error bound beyond this fraction of its estimate has not converged
+        self.unconverged = unconverged_limit(self.machine_eps)
         self.out_shape = tuple(self.out.shape)
         self._activations: int | None = None
         self._flops: int | None = None
@@ -110,6 +113,12 @@ class Point:
         if self._noise is None:
             self._noise = self._measure_noise()
         return self._noise
+
+    def roundoff_scale(self) -> torch.Tensor:
+        """Output-shaped 3·(2·eps·|f| + f's noise): divided by a step, the round-off a
+        four-point estimate at that step carries (stencil.richardson's bound, with f at the
+        base point for f at the stencil's)."""
+        return self.out.abs().mul(2 * self.machine_eps).add_(self.noise()).mul_(3)
 
     @torch.no_grad()
     def _measure_noise(self) -> torch.Tensor:

@@ -36,13 +36,27 @@ class Estimate:
     # step tried; they have no estimate (None: none was rejected)
     rejected: torch.Tensor | None = None
     why: str = ""  # what the target raised there (its last line)
+    # input-shaped: elements whose estimate stayed dominated by round-off at every step tried
+    # (stencil.NOISE_DOMINATED): their values carry an error bound too wide to judge by, so
+    # they are not compared (None: none)
+    noisy: torch.Tensor | None = None
+    widened: int = 0  # elements (columns) estimated at a step larger than the run's
 
     mode = "dense"
 
     @property
+    def unestimated(self) -> torch.Tensor | None:
+        """Input-shaped mask of the elements with no estimate to judge by: rejected or
+        noise-dominated (None: none)."""
+        if self.noisy is None:
+            return self.rejected
+        return self.noisy if self.rejected is None else self.rejected | self.noisy
+
+    @property
     def checked(self) -> torch.Tensor | None:
         """Input-shaped mask of the elements that have an estimate (None: all of them)."""
-        return None if self.rejected is None else ~self.rejected
+        missing = self.unestimated
+        return None if missing is None else ~missing
 
     @property
     def sampled(self) -> torch.Tensor | None:
@@ -142,12 +156,13 @@ class ColumnEstimate(Estimate):
     def checked(self) -> torch.Tensor | None:
         if self.indices is None:
             return super().checked
-        if self.empty and self.rejected is None:
+        missing = self.unestimated
+        if self.empty and missing is None:
             return self._everywhere(False, tuple(self.in_shape), torch.bool)
         mask = torch.zeros(numel(self.in_shape), dtype=torch.bool, device=self.partial.device)
         mask[self.indices] = True
         mask = mask.reshape(self.in_shape)
-        return mask if self.rejected is None else mask & ~self.rejected
+        return mask if missing is None else mask & ~missing
 
     def vjp(self, v: torch.Tensor, ones: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         flat = v.to(self.partial.dtype).reshape(-1)

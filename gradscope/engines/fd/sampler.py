@@ -8,7 +8,12 @@ import torch
 from gradscope.engines.fd.batcher import Batcher, rejection
 from gradscope.engines.fd.point import Point
 from gradscope.engines.fd.result import ColumnEstimate
-from gradscope.engines.fd.stencil import UNCONVERGED, Progress, col_max, numel
+from gradscope.engines.fd.stencil import (
+    Progress,
+    col_max,
+    noise_dominated,
+    numel,
+)
 
 
 def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
@@ -42,7 +47,19 @@ def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
                                                        device=x.device))
             mask.view(-1)[chunk[m]] = True
         start = stop
-    kink[idx] |= col_max(err) > UNCONVERGED * (col_max(jac, absolute=True) + 1)
+    limit = point.unconverged * (col_max(jac, absolute=True) + 1)
+    unconverged = (col_max(err) > limit) & ~kink[idx]
+    noisy = None
+    if bool(unconverged.any()):  # round-off (unchecked) or a kink or jump
+        swamped = unconverged.clone()
+        swamped[unconverged] = noise_dominated(err[:, unconverged],
+                                               point.roundoff_scale().reshape(-1, 1),
+                                               h[unconverged].reshape(1, -1)).all(0)
+        kink[idx] |= unconverged & ~swamped
+        if bool(swamped.any()):
+            noisy = torch.zeros(n_in, dtype=torch.bool, device=x.device)
+            noisy[idx[swamped]] = True
+            noisy = (noisy & ~rejected).reshape(x.shape)
     kink &= ~rejected
     if raised is not None and bool(rejected[idx].all()):
         raise raised  # nothing sampled could be estimated
@@ -50,7 +67,7 @@ def sample(point: Point, batcher: Batcher, name: str, count: int, seed: int,
                           by_branch, calls, f"{len(idx):,} of {n_in:,} elements sampled "
                           "(seeded)", None,
                           rejected.reshape(x.shape) if raised is not None else None,
-                          rejection(raised) if raised is not None else "", indices=idx)
+                          rejection(raised) if raised is not None else "", noisy, indices=idx)
 
 
 def distinct(n: int, count: int, gen: torch.Generator) -> torch.Tensor:

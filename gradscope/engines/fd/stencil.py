@@ -12,8 +12,18 @@ EPS64 = float(torch.finfo(torch.float64).eps)
 Progress = Callable[[int], None]  # told how many elements or columns were just estimated
 REFINE_FACTOR = 100.0
 REFINE_ROUNDS = 2
-# A column whose extrapolation error stays above this fraction of its size has not converged.
+# A column whose extrapolation error stays above this fraction of its size has not converged
+# (in a precision coarser than float32, more: see `unconverged_limit`).
 UNCONVERGED = 1e-2
+# An estimate still unconverged whose error bound is at most this many times the round-off it
+# carries at its step (stencil.roundoff) is dominated by round-off, not by a kink or jump: its
+# step is too small for the precision f computes in (a float32 target under --eps 1e-6), and
+# smaller steps only make it worse. Such elements are retried with larger steps (WIDEN_FACTOR
+# per round, WIDEN_ROUNDS rounds, at most policy.MAX_EPS of the element); those that stay
+# dominated are `unchecked`, never kinks.
+NOISE_DOMINATED = 4.0
+WIDEN_FACTOR = 10.0
+WIDEN_ROUNDS = 5
 # Refine a converged-looking element too when its error estimate is above this (relative).
 REFINE_ERROR = 1e-7
 # Elementwise inputs this large start with two points (two forward calls, not four); smaller
@@ -95,6 +105,25 @@ def richardson_reusing(d1: torch.Tensor, error1: torch.Tensor, fp2: torch.Tensor
     d2 = (fp2 - fm2) / h
     est = (4 * d2 - d1) / 3
     return est, (est - d2).abs() + error1
+
+
+def unconverged_limit(eps: float) -> float:
+    """The fraction of an estimate's size its error bound may reach and still count as
+    converged, for a target rounding at machine epsilon `eps`: UNCONVERGED, or where f rounds
+    as coarsely as float16 or bfloat16, what the best step achieves there (a relative error
+    near eps^(2/3), which the bound overstates several times): 10·eps^(2/3)."""
+    return max(UNCONVERGED, 10 * eps ** (2 / 3))
+
+
+def roundoff(scale: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """The round-off part of a four-point error bound at step h, from the point's
+    `Point.roundoff_scale` (3·(2·eps·|f| + f's noise), which `richardson` divides by h)."""
+    return scale / h
+
+
+def noise_dominated(err: torch.Tensor, scale: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """Where an error bound is round-off, not truncation or a jump (NOISE_DOMINATED)."""
+    return err <= NOISE_DOMINATED * roundoff(scale, h)
 
 
 def kinked(f0: torch.Tensor | list[torch.Tensor], outs: list[torch.Tensor] | torch.Tensor,

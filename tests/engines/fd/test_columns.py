@@ -69,3 +69,31 @@ def test_a_refinement_reusing_the_two_point_pass_still_finds_a_kink():
     assert count == 3 and col.kink.tolist() == [True, False, False]
     assert torch.allclose(col.partial[0, 1:], torch.tensor([1.0, 0.1], dtype=torch.float64))
     assert col.points[1:].tolist() == [4, 4]
+
+
+def test_round_off_swamped_columns_are_retried_at_larger_steps():
+    # float32 round-off of the largest output (|f| ≈ 216) swamps every column at h = 1e-6·x
+    x = torch.tensor([1.3, 3.8, -3.8, -6.0, 6.0, -1.3], dtype=torch.float64)
+
+    def traced(values):
+        return values["x"].float() ** 3, []
+
+    fd = FiniteDifferences(traced, {"x": x}, eps=1e-6, elementwise=set())
+    est, _ = fd.refine(fd.estimate("x"), torch.ones(6, dtype=torch.bool))
+    assert not bool(est.kink.any()) and est.noisy is None and est.widened == 6
+    jac, err = est.jacobian()
+    assert torch.allclose(jac.diagonal(), 3 * x * x, rtol=1e-2)
+    assert bool((err.amax(0) < 1e-2 * (3 * x * x + 1)).all())
+
+
+def test_columns_round_off_no_step_beats_are_unchecked_never_kinks():
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+
+    def traced(values):
+        return values["x"].half() + 1000, []
+
+    fd = FiniteDifferences(traced, {"x": x}, eps=1e-6, elementwise=set())
+    est, _ = fd.refine(fd.estimate("x"), torch.ones(3, dtype=torch.bool))
+    assert not bool(est.kink.any())
+    assert est.noisy is not None and est.noisy.tolist() == [True, True, True]
+    assert est.checked is not None and not bool(est.checked.any())

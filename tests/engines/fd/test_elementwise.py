@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from gradscope.engines.fd import FiniteDifferences
 from tests.engines.fd import fd_of as _fd
 
 
@@ -50,3 +51,44 @@ def test_elementwise_refinement_extrapolates_only_the_doubted_elements():
     assert bool((refined < 1e-11).all()) and bool((two_point > 1e-9).all())
     assert bool((col.error[doubted] < 1e-7 * want[doubted]).all())
     assert fd.refine(col, doubted) == (col, 0)  # already refined
+
+
+def _coarse(fn, x, eps, elementwise=True):
+    def traced(values):
+        return fn(values["x"]), []
+
+    return FiniteDifferences(traced, {"x": x}, eps=eps, elementwise={"x"} if elementwise
+                             else set(), two_point_from=1 << 30)
+
+
+def test_round_off_swamped_elements_are_retried_at_larger_steps_not_taken_for_kinks():
+    x = torch.linspace(1.0, 6.0, 25, dtype=torch.float64)
+    fd = _coarse(lambda v: v.float() ** 3, x, eps=1e-6)  # float32 round-off at h = 1e-6·x
+    est = fd.estimate("x")
+    assert not bool(est.kink.any()) and est.noisy is None
+    assert est.widened == 25
+    assert torch.allclose(est.partial, 3 * x * x, rtol=5e-3)
+    assert bool((est.error < 1e-2 * (3 * x * x)).all())
+
+
+def test_a_step_that_suits_the_precision_is_never_widened():
+    x = torch.linspace(1.0, 6.0, 25, dtype=torch.float64)
+    est = _coarse(lambda v: v.float() ** 3, x, eps=1e-2).estimate("x")
+    assert est.widened == 0 and est.noisy is None and not bool(est.kink.any())
+
+
+def test_round_off_no_step_beats_is_unchecked_never_a_kink():
+    # float16 rounds 1000 + x to 0.5: no step up to 0.1 of x moves it by more than an ulp or two
+    x = torch.linspace(1.0, 3.0, 5, dtype=torch.float64)
+    fd = _coarse(lambda v: v.half() + 1000, x, eps=1e-6)
+    est = fd.estimate("x")
+    assert not bool(est.kink.any())
+    assert est.noisy is not None and bool(est.noisy.all())
+    assert est.checked is not None and not bool(est.checked.any())
+
+
+def test_a_jump_stays_a_kink_when_steps_widen():
+    # floor's jump at 1.0 swamps every step with 1/h, not with round-off: a kink, never noise
+    x = torch.tensor([1.0, 0.3], dtype=torch.float64)
+    est = _coarse(lambda v: torch.floor(v.float()), x, eps=1e-6).estimate("x")
+    assert est.kink.tolist() == [True, False] and est.noisy is None
