@@ -5,6 +5,9 @@ per-element comparison of each (before anything is excused). Two-point finite-di
 estimates a raw comparison doubts are refined here, once, so every later stage rests on the
 same, final estimates. Also the forward-mode and accumulation evidence, and --compile's run."""
 
+# Long: one stage — the views, the refinement that doubts them and the other evidence all read
+# and extend one Evidence; split, each part would import the others' private steps.
+
 from __future__ import annotations
 
 import time

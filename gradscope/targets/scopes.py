@@ -68,9 +68,12 @@ class _Watch(TorchFunctionMode):
         for t in _tensors(out):
             # a custom Function's node below it, made in this scope and consumed here
             _claim(self.seen, t.grad_fn, scope)
-        if len(self.seen.origins) < MAX_ORIGINS:
-            self._nan(func, args, kwargs, out, scope)
-        self._branch(func, args, kwargs or {}, out)
+        try:
+            if len(self.seen.origins) < MAX_ORIGINS:
+                self._nan(func, args, kwargs, out, scope)
+            self._branch(func, args, kwargs or {}, out)
+        except RuntimeError:  # inside vmap a batched tensor has no single value to read:
+            pass  # this op goes unwatched, the user's code runs on
         return out
 
     def _branch(self, func: Callable[..., Any], args: Any, kwargs: Any, out: Any) -> None:

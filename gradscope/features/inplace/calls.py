@@ -12,7 +12,13 @@ watched forward records every gradient hook registered on a tensor (a `TorchFunc
 `Tensor.register_hook`), with what backward gave it and what it returned, and so do the hooks
 the user's code registered before (on parameters, module backward hooks: targets/registered.py).
 torch's own Functions (the identity a module backward hook hangs on) are torch's: the hook on
-them is what is checked."""
+them is what is checked. A Function called inside `vmap` (`generate_vmap_rule`) runs as a class
+torch generates for that call, over the batched tensors; its call is recorded where that class
+receives them (`vmapped_calls`) and checked as the user's Function vmapped the same way."""
+
+# Long: one recording — Function calls (plain, vmapped), dispatcher ops' calls and gradient
+# hooks are seen in one watched forward and backward and kept in one order; split, the pieces
+# would share the call list and its order through each other.
 
 from __future__ import annotations
 
@@ -247,7 +253,7 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         hooks: list[HookCall] = []
         # (the op recorder outside the hooks': the hook it puts on an op's output is its own,
         # and a mode's handler runs with the modes entered after it off)
-        with wrapped(users(found), calls), \
+        with wrapped(users(found), calls), vmapped_calls(found, calls), \
                 _DispatcherOps(op_calls if ops_seen.seen else None, calls), _Hooks(hooks):
             out = forward(leaves)
         handles = [c.node.register_hook(_keeper(c)) for c in calls if c.node is not None]
@@ -266,6 +272,92 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
                 c.returned = _op_returned(c)
     every = sorted([*calls, *op_calls], key=lambda c: c.order)
     return Recorded([c for c in every if c.ran], [h for h in hooks if h.received is not None])
+
+
+# where torch generates the class that runs a Function inside vmap (generate_vmap_rule)
+VMAPPED_MODULE = "torch._functorch.autograd_function"
+
+
+@contextmanager
+def vmapped_calls(found: list[type], calls: list[FunctionCall]) -> Iterator[None]:
+    """While inside, each call of a user's Function inside `vmap` is recorded into `calls`:
+    torch runs it as a class generated for the call (`found` has one from the first forward),
+    whose `setup_context` receives the batched tensors as plain ones, and its ctx is the
+    call's node. A profile function of this thread sees that call (its arguments); the class
+    says which Function it vmaps and how (`_vmapping`). Where a profile function is set
+    already (the user profiles), nothing is recorded."""
+    if not any(cls.__module__ == VMAPPED_MODULE for cls in found) \
+            or sys.getprofile() is not None:
+        yield
+        return
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or frame.f_code.co_name != "setup_context" \
+                or frame.f_globals.get("__name__") != VMAPPED_MODULE or len(calls) >= MAX_CALLS:
+            return
+        ctx, inputs = frame.f_locals.get("ctx"), frame.f_locals.get("inputs")
+        # (the outermost level only: its ctx is the call's node, its inputs plain tensors; a
+        # nested vmap's inner levels get a wrapper of it and batched tensors)
+        if not isinstance(ctx, torch.autograd.function.BackwardCFunction) \
+                or not isinstance(inputs, tuple | list):
+            return
+        try:
+            vmapping = _vmapping(getattr(ctx, "_forward_cls", None))
+            if vmapping is not None:
+                call = FunctionCall(vmapped(*vmapping), tuple(_kept(a) for a in inputs), {},
+                                    ctx, order=len(calls),
+                                    extra={"storage": tuple(storage(a) for a in inputs)})
+                calls.append(call)
+        except Exception:  # (never the user's code's failure: this call is not recorded)
+            return
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+
+
+def _vmapping(generated: Any) -> tuple[type, tuple[tuple[Any, str], ...]] | None:
+    """(the user's Function, (in_dims, randomness) of each vmap it runs inside, the outermost
+    first) of a class torch generated to run it inside vmap — nested vmaps generate a class
+    for the class of the level inside — read from what each `forward` closes over; None for
+    any other class, or a Function that is torch's own."""
+    levels: list[tuple[Any, str]] = []
+    while isinstance(generated, type) and generated.__module__ == VMAPPED_MODULE:
+        try:
+            bound = inspect.getclosurevars(generated.forward).nonlocals
+        except (TypeError, ValueError):
+            return None
+        if "in_dims" not in bound:
+            return None
+        levels.append((bound["in_dims"], str(bound.get("randomness", "error"))))
+        generated = bound.get("autograd_function")
+    if not levels or not isinstance(generated, type) or not users([generated]):
+        return None
+    return generated, tuple(levels)
+
+
+_VMAPPED: dict[tuple[Any, ...], type] = {}
+
+
+def vmapped(user: type, levels: tuple[tuple[Any, str], ...]) -> type:
+    """The user's Function as its call inside vmap ran: `apply` takes the batched tensors
+    and vmaps the Function over them (each level's in_dims, the outermost first), so that
+    its backward is the one torch generated from the user's; the class is the user's
+    otherwise (its name, signature and backward's line: the culprit is the user's
+    backward)."""
+    key = (user, repr(levels))
+    cls = _VMAPPED.get(key)
+    if cls is None:
+        apply = user.apply  # type: ignore[attr-defined]
+        for in_dims, randomness in reversed(levels):
+            apply = torch.vmap(apply, in_dims=in_dims, randomness=randomness)
+        cls = type(user.__name__, (user,), {"apply": staticmethod(apply), "vmapped": user,
+                                           "__module__": user.__module__,
+                                           "__qualname__": user.__qualname__})
+        _VMAPPED[key] = cls
+    return cls
 
 
 def backward_of(cls: type) -> Any:

@@ -186,3 +186,41 @@ def test_torchs_own_ops_and_custom_ops_functions_are_not_dispatcher_calls():
     calls = record(forward, {"x": X}, ONES).calls
     # (the custom op's generated Function is recorded once, as a Function)
     assert [getattr(c.cls, "dispatcher_op", None) for c in calls] == [None]
+
+
+def test_a_function_inside_vmap_is_recorded_as_the_users_class_on_the_batched_tensors():
+    from tests.data import vmapped
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
+    (call,) = record(lambda v: vmapped.row_norms_bug(v["x"]), {"x": x},
+                     torch.ones(3, dtype=torch.float64)).calls
+    assert call.cls.__name__ == "RootBug" and call.cls.vmapped is vmapped.RootBug
+    assert torch.allclose(call.args[0], (x * x).sum(1) + 1)  # the three rows' sums at once
+    assert torch.allclose(call.returned[0], 1 / call.args[0].sqrt())  # the wrong g / y
+    # applied again, the class vmaps the user's Function over the batched tensor
+    assert torch.allclose(call.cls.apply(call.args[0]), call.args[0].sqrt())
+
+
+def test_nested_vmaps_record_the_outermost_call_only():
+    from tests.data import vmapped
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
+    (call,) = record(lambda v: vmapped.nested_bug(v["x"]), {"x": x},
+                     torch.ones(3, 4, dtype=torch.float64)).calls
+    assert call.cls.vmapped is vmapped.RootBug and call.args[0].shape == (3, 4)
+    assert torch.allclose(call.cls.apply(call.args[0]), call.args[0].sqrt())
+
+
+def test_vmapped_calls_are_not_recorded_while_the_user_profiles():
+    import sys
+
+    from tests.data import vmapped
+
+    x = torch.ones(2, 3, dtype=torch.float64)
+    sys.setprofile(lambda *_: None)
+    try:
+        calls = record(lambda v: vmapped.row_norms_bug(v["x"]), {"x": x},
+                       torch.ones(2, dtype=torch.float64)).calls
+    finally:
+        sys.setprofile(None)
+    assert calls == []

@@ -129,3 +129,30 @@ def test_a_dispatcher_ops_c_kernel_is_the_culprit_and_a_right_one_passes():
     right = gradscope.check(f"{DATA / 'cpp_ops.py'}:uses_right")
     assert right.passed and any("dispatcher op gradscope_cpp::scaled_sin checked in place"
                                 in c.label for c in right.upstream_checks)
+
+
+@pytest.mark.parametrize("name", ["row_norms_bug", "nested_bug", "both"])
+def test_a_function_inside_vmap_is_named_with_its_own_backwards_line(name):
+    from tests.data import vmapped
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
+    (found,) = _find(lambda v: getattr(vmapped, name)(v["x"]), {"x": x})
+    assert found.op == f"RootBug.backward ({location(vmapped.RootBug)})"
+    assert found.factor == pytest.approx(2.0)
+
+
+def test_a_function_inside_vmap_wrong_for_an_unbatched_argument_is_named():
+    from tests.data import vmapped
+
+    values = {"x": torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4),
+              "w": torch.linspace(0.5, 2, 4, dtype=torch.float64)}
+    (found,) = _find(lambda v: vmapped.shared_weight_bug(v["x"], v["w"]), values)
+    assert found.op.startswith("RootBug.backward (vmapped.py:")
+
+
+@pytest.mark.parametrize("name", ["row_norms", "nested"])
+def test_a_right_function_inside_vmap_is_never_named(name):
+    from tests.data import vmapped
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
+    assert _find(lambda v: getattr(vmapped, name)(v["x"]), {"x": x}) == []
