@@ -29,6 +29,7 @@ from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
+from gradscope.rng import generator
 from gradscope.targets.numbers import written
 from gradscope.targets.oldstyle import has_setup_context
 from gradscope.usercode import backward_location, place
@@ -36,7 +37,8 @@ from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
 HINT = ("checked in place, on the arguments this call received and the gradient it got from "
-        "above: fix this backward first, the mismatches of the inputs follow from it")
+        "above (and a seeded random one): fix this backward first, the mismatches of the "
+        "inputs follow from it")
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,11 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
         return None, 0
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
     wrong = next((n for n, (_, count) in compared.items() if count), None)
+    if wrong is None:  # (the gradient it got may not show it: sparsemax's rows sum to one,
+        # so an upstream of ones has a zero VJP whatever backward scales)
+        compared = _another_upstream(call, names, fd, checked, tol, max_fd, sample, seed) \
+            or compared
+        wrong = next((n for n, (_, count) in compared.items() if count), None)
     if wrong is None:
         off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, _flat, tol, seed)
         return (Wrong(call, off.argument, None, off.count, nonlinear=True) if off is not None
@@ -227,6 +234,30 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
     rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
                          written(call.cls))
     return Wrong(call, wrong, rel, compared[wrong][1]), elements
+
+
+def _another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifferences,
+                      checked: Mapping[str, torch.Tensor], tol: Tolerance, max_fd: int,
+                      sample: int, seed: int) -> dict[str, tuple[relations.Arrays, int]]:
+    """The call checked again with a seeded random gradient from above: its backward run on
+    a fresh call with the recorded arguments, against the same finite differences (their
+    VJP with the new gradient costs no evaluation). Empty where the Function refuses a
+    second call or a backward."""
+    v = torch.rand(fd.out.shape, generator=generator(seed, ":in place"), dtype=torch.float64)
+    v = v.mul_(2).sub_(1).to(fd.out.device)
+    leaves = [a.detach().clone().requires_grad_(True) if names[i] in checked else a
+              for i, a in enumerate(call.args)]
+    wanted = [i for i, a in enumerate(call.args) if names[i] in checked]
+    try:
+        with torch.enable_grad():
+            out = _flat(call.cls.apply(*leaves, **call.kwargs))  # type: ignore[attr-defined]
+            grads = torch.autograd.grad(out, [leaves[i] for i in wanted], v.reshape(out.shape),
+                                        allow_unused=True)
+        return {names[i]: _compared(fd, names[i], g.double().reshape(checked[names[i]].shape),
+                                    v.reshape(fd.out.shape), tol, max_fd, sample, seed)
+                for i, g in zip(wanted, grads, strict=True) if g is not None}
+    except Exception:  # (the Function refuses: the gradient it got stays the only check)
+        return {}
 
 
 def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tensor,

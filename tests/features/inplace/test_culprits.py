@@ -156,3 +156,13 @@ def test_a_right_function_inside_vmap_is_never_named(name):
 
     x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
     assert _find(lambda v: getattr(vmapped, name)(v["x"]), {"x": x}) == []
+
+
+def test_a_wrong_backward_a_ones_upstream_cannot_see_is_named_by_another():
+    from tests.data import normalised
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
+    (found,) = _find(lambda v: normalised.attend_bug(v["x"]), {"x": x})
+    assert found.op == f"RowSoftmaxBug.backward ({location(normalised.RowSoftmaxBug)})"
+    assert found.factor == pytest.approx(1.5)
+    assert _find(lambda v: normalised.attend(v["x"]), {"x": x}) == []
