@@ -19,7 +19,7 @@ PLAIN = f"{DATA}/plainway.py"
 
 @pytest.mark.parametrize("name, says", [
     ("hooked", "finite differences evaluate the target the plain way"),
-    ("uses_vmap", "the gradient-flow trace stepped aside"),
+    ("uses_vmap", None),  # (the watched forward leaves what it cannot read in vmap alone)
     ("grad_off", "leaves grad mode off"),
     ("Leaky", "keeps state between calls"),
 ])
@@ -27,7 +27,10 @@ def test_right_code_passes_the_plain_way_and_says_so(name, says):
     report = gradscope.check(f"{PLAIN}:{name}", at={"x": "randn(4,3)"})
     assert report.passed, report.to_text()
     assert all(set(i.status_counts) == {"ok"} for i in report.inputs)
-    assert any(says in n for n in report.notes), report.notes
+    if says is None:
+        assert not any("stepped aside" in n for n in report.notes), report.notes
+    else:
+        assert any(says in n for n in report.notes), report.notes
     assert torch.is_grad_enabled()  # (restored after the target's calls)
     fn = getattr(plainway, name)
     if isinstance(fn, type):
