@@ -333,12 +333,15 @@ def _refined(references: Sequence[Reference], views: Sequence[View], tol: Tolera
     finite = next((r for r in references if isinstance(r, Finite)), None)
     if finite is None:
         return tuple(references), 0
+    exact = {r.name for r in references if r.exact and r.ran}
     for view in views:
         for name, cmp in view.raw.items():
             est = finite.estimates.get(name)
             if est is None or est.points is None or finite.name not in view.answers[name]:
                 continue
-            mask = _leaned(view, name, finite.name, tol, est.points.shape)
+            # (an exact answer for every element judges them whatever the estimate's bound)
+            judged = any(e in exact and a.checked is None for e, a in view.answers[name].items())
+            mask = None if judged else _leaned(view, name, finite.name, tol, est.points.shape)
             if cmp.has(Status.MISMATCH):
                 mask = view.mismatched(name, est.points.shape) if mask is None \
                     else mask | view.mismatched(name, est.points.shape)
