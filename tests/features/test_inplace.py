@@ -101,3 +101,18 @@ def test_a_function_whose_apply_was_bound_at_import_is_checked_and_named():
     # (backward reaches the two calls of layer3 only: the rest is held as data)
     assert "2 call(s)" in check.label and check.result == Status.MISMATCH
     assert any(f.subject == check.label for f in wrong.failures)
+
+
+def test_a_function_target_wrong_only_under_other_upstreams_is_its_own_culprit():
+    import torch
+
+    from tests.data import normalised
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4)
+    for target in (normalised.RowSoftmaxBug, normalised.RowSoftmaxBug.apply):
+        report = gradscope.check(target, x)
+        # the table's upstream of ones has a zero VJP: it agrees; the random ones do not
+        assert not report.passed and report.inputs[0].status_counts == {"ok": 12}
+        (culprit,) = [d for d in report.diagnostics if d.kind == "culprit"]
+        assert culprit.op.startswith("RowSoftmaxBug.backward (normalised.py:")
+    assert gradscope.check(normalised.RowSoftmax, x).passed

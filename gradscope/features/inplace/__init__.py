@@ -126,11 +126,20 @@ class InPlace(Feature):
             found = culprits.diagnostics(facts.checks)
             return Said(tuple(found if verdict.failures else (_noted(d) for d in found)))
         own = ctx.prepared.target.own_function
-        if own is None or Status.MISMATCH not in verdict.statuses.values():
+        if own is None:
             return Said()
-        first = next(n for n, s in verdict.statuses.items() if s == Status.MISMATCH)
-        count = verdict.table[first].counts().get(Status.MISMATCH, 0)
-        return Said((culprits.named(own, first, explained.get(first), count),))
+        if Status.MISMATCH in verdict.statuses.values():
+            first = next(n for n, s in verdict.statuses.items() if s == Status.MISMATCH)
+            count = verdict.table[first].counts().get(Status.MISMATCH, 0)
+            return Said((culprits.named(own, first, explained.get(first), count),))
+        # the table agrees, another upstream fails (rows that sum to one give an upstream of
+        # ones a zero VJP whatever backward scales): that check's failing input, its relation
+        failing = next((c for c in verdict.checks if not c.passed and c.mismatches
+                        and Status.MISMATCH in c.statuses.values()), None)
+        if failing is None or not verdict.failures:
+            return Said()
+        first = next(n for n, s in failing.statuses.items() if s == Status.MISMATCH)
+        return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
 
 
 def _noted(culprit: Diagnostic) -> Diagnostic:
