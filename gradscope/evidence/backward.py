@@ -5,7 +5,8 @@ forward, and the lowest precision the target computes in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,6 +34,9 @@ class Backward:
     failure: Diagnostic | None
     flow: flow.Flow | None
     notes: tuple[str, ...] = ()  # what stepped aside, and why
+    # the coarsest floating dtype a tensor on the output's graph had (user code that casts
+    # to float32 inside and back: its output alone looks float64); None: not watched
+    lowest: torch.dtype | None = None
 
 
 LOOPED_ROWS = 8  # a claim from one backward per output element: for ≥ 8 columns per row
@@ -126,8 +130,9 @@ def backward(prepared: Prepared) -> Backward:
     upstream = bound.upstream.tensor_for(engine.output)
     given = upstream.clone() if target.checks_backward else upstream
     failure = grads = None
+    lowest: list[torch.dtype] = []
     try:
-        with user_code("backward"):
+        with user_code("backward"), _coarsest(engine.output, lowest, not target.readable):
             try:
                 grads = engine.backward(given)
             except (GradscopeError, SystemExit):
@@ -139,7 +144,38 @@ def backward(prepared: Prepared) -> Backward:
                     raise
     finally:
         traced = tracer.finish() if tracer is not None else None
-    return Backward(engine, upstream, given, grads, failure, traced)
+    return Backward(engine, upstream, given, grads, failure, traced,
+                    lowest=lowest[0] if lowest else None)
+
+
+@contextmanager
+def _coarsest(output: torch.Tensor, found: list[torch.dtype], watch: bool) -> Iterator[None]:
+    """While inside, hooks on every node of the output's graph note into `found` the
+    coarsest floating dtype among the gradients backward passes (each is its tensor's dtype):
+    the lowest precision the forward computed in on the way to the output. Only look."""
+    top = getattr(output, "grad_fn", None)
+    if not watch or top is None:
+        yield
+        return
+
+    def seen(_inputs: Any, outputs: Any) -> None:
+        for g in outputs:
+            if isinstance(g, torch.Tensor) and g.is_floating_point() and (
+                    not found or torch.finfo(g.dtype).eps > torch.finfo(found[0]).eps):
+                found[:] = [g.dtype]
+
+    handles = []
+    try:
+        for node in grad_nodes(top):
+            if type(node).__name__ != "AccumulateGrad":  # (a leaf: its input's dtype)
+                handles.append(node.register_hook(seen))
+    except RuntimeError:  # (a node that takes no hook: the output's dtype stands)
+        pass
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def _backwards(output: torch.Tensor) -> dict[str, str]:
@@ -315,25 +351,32 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
             "mode (--eval: dropout off), or seed or remove the randomness inside it")
 
 
-def computed_in(prepared: Prepared, output: torch.Tensor) -> torch.dtype:
+def computed_in(prepared: Prepared, output: torch.Tensor,
+                graph: torch.dtype | None = None) -> torch.dtype:
     """The lowest floating precision the target computes in: the check's dtype, or its
-    output's when that is lower (a forward ending in `.float()` for float64 inputs)."""
+    output's when that is lower (a forward ending in `.float()` for float64 inputs), or the
+    coarsest on its graph (`graph`: a step in float32 inside a float64 function)."""
     dtype = prepared.bound.dtype
     autocast = prepared.target.autocast
     lowest = autocast.lowest if autocast is not None else None
-    for lower in (output.dtype, lowest):
+    for lower in (output.dtype, lowest, graph if autocast is None else None):
         if lower is not None and lower.is_floating_point and \
                 torch.finfo(lower).eps > torch.finfo(dtype).eps:
             dtype = lower
     return dtype
 
 
-def precision_note(prepared: Prepared, computed: torch.dtype) -> list[str]:
+def precision_note(prepared: Prepared, computed: torch.dtype,
+                   output: torch.Tensor | None = None) -> list[str]:
     dtype = prepared.bound.dtype
     if prepared.target.autocast is not None:
         return [prepared.target.autocast.note()]
     if computed == dtype:
         return []
     name = str(computed).removeprefix("torch.")
-    return [f"the target computes in {name} (its output is {name} for {str(dtype)[6:]} "
-            f"inputs): tolerances and the finite-difference step and round-off follow {name}"]
+    why = f"its output is {name} for {str(dtype)[6:]} inputs" \
+        if output is None or output.dtype == computed else \
+        f"a step of its forward does, between its {str(dtype)[6:]} inputs and its " \
+        f"{str(output.dtype)[6:]} output"
+    return [f"the target computes in {name} ({why}): tolerances and the finite-difference "
+            f"step and round-off follow {name}"]

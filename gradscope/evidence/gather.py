@@ -136,7 +136,7 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
         back = backward(prepared)
         deterministic(prepared, back.engine.output)
         for_values, learned, back = evaluations(prepared, back)
-    computed = computed_in(prepared, back.engine.output)
+    computed = computed_in(prepared, back.engine.output, back.lowest)
     base, stepped = base_value(prepared, back, computed)  # (--autocast: without it)
     setup = Setup(prepared, base, back.upstream, for_values, stepped, progress=progress,
                   claimed=claimed(back), diagonal=diagonal(back))
@@ -149,7 +149,8 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
                               prepared.options.atol)
     nonfinite, excused = _nonfinite(prepared, back)
     evidence = Evidence(back, tuple(references), tol, computed,
-                        notes=(*back.notes, *learned, *precision_note(prepared, computed),
+                        notes=(*back.notes, *learned,
+                               *precision_note(prepared, computed, back.engine.output),
                                *excused),
                         timings=timings, nonfinite=nonfinite)
     if back.grads is None:

@@ -37,3 +37,26 @@ class Cube32(torch.autograd.Function):
 
 def half_offset(x):
     return x.half() + 1000
+
+
+class Sin32Bug(torch.autograd.Function):
+    """sin on float32 tensors, its backward 1.5x too large."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 1.5 * g * x.cos()
+
+
+def inner_float(x):
+    """float64 in and out, one step in float32 between: its round-off is float32's."""
+    return (torch.sin(x.float()) * 3).double()
+
+
+def inner_float_bug(x):
+    return (Sin32Bug.apply(x.float()) * 3).double()

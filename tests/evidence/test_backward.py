@@ -51,3 +51,21 @@ def test_the_precision_the_target_computes_in():
     prepared = _prepared(f"{DATA}/corpus.py:tanh_in_float32", at={"x": "0.5"})
     assert computed_in(prepared, torch.zeros(1, dtype=torch.float32)) == torch.float32
     assert computed_in(prepared, torch.zeros(1, dtype=torch.float64)) == torch.float64
+
+
+def test_a_step_in_float32_between_float64_ends_sets_the_precision(capsys):
+    import json
+
+    from tests.command import run
+    from tests.paths import DATA
+
+    code, out, _ = run(capsys, "check", f"{DATA}/coarse.py:inner_float", "--shape", "x=300",
+                       "--format", "json")
+    report = json.loads(out)
+    assert code == 0 and report["inputs"][0]["status_counts"] == {"ok": 300}
+    assert any("a step of its forward does" in n for n in report["notes"])
+    code, out, _ = run(capsys, "check", f"{DATA}/coarse.py:inner_float_bug", "--shape",
+                       "x=300", "--format", "json")
+    report = json.loads(out)
+    culprits = [d["op"] for d in report["diagnostics"] if d["kind"] == "culprit"]
+    assert code == 1 and culprits and culprits[0].startswith("Sin32Bug.backward")
