@@ -136,8 +136,10 @@ class InPlace(Feature):
         # ones a zero VJP whatever backward scales): that check's failing input, its relation
         failing = next((c for c in verdict.checks if not c.passed and c.mismatches
                         and Status.MISMATCH in c.statuses.values()), None)
-        if failing is None or not verdict.failures:
-            return Said()
+        backwards = ctx.of("backward checks")
+        if failing is None or not verdict.failures or (backwards is not None and any(
+                bool(m.any()) for m in backwards.nonlinear.values())):
+            return Said()  # (a backward not linear in its upstream is said so, not as a factor)
         first = next(n for n, s in failing.statuses.items() if s == Status.MISMATCH)
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
 
