@@ -344,8 +344,8 @@ def _refined(references: Sequence[Reference], views: Sequence[View], tol: Tolera
             judged = any(e in exact and a.checked is None for e, a in view.answers[name].items())
             mask = None if judged else _leaned(view, name, finite.name, tol, est.points.shape)
             if cmp.has(Status.MISMATCH):
-                mask = view.mismatched(name, est.points.shape) if mask is None \
-                    else mask | view.mismatched(name, est.points.shape)
+                wrong = view.mismatched(name, est.points.shape)
+                mask = wrong if mask is None else mask | wrong
             if mask is None:
                 continue
             mask = mask.reshape(est.points.shape).to(est.points.device) & (est.points == 2)

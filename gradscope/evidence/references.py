@@ -322,15 +322,21 @@ def grouped_note(est: Estimate | None) -> list[str]:
 MAX_LISTED = 6  # rejected elements named in the note
 
 
+def _listed(mask: torch.Tensor) -> tuple[int, str]:
+    """How many elements `mask` marks, and their first MAX_LISTED flat indices in words."""
+    flat = torch.nonzero(mask.reshape(-1)).reshape(-1)
+    shown = ", ".join(str(i) for i in flat[:MAX_LISTED].tolist())
+    more = f" and {len(flat) - MAX_LISTED:,} more" if len(flat) > MAX_LISTED else ""
+    return len(flat), shown + more
+
+
 def rejected_note(est: Estimate | None) -> list[str]:
     """The note on elements whose perturbed points the target rejected at every step."""
     if est is None or est.rejected is None or not bool(est.rejected.any()):
         return []
-    flat = torch.nonzero(est.rejected.reshape(-1)).reshape(-1)
-    shown = ", ".join(str(i) for i in flat[:MAX_LISTED].tolist())
-    more = f" and {len(flat) - MAX_LISTED:,} more" if len(flat) > MAX_LISTED else ""
-    return [f"finite differences: the target rejected the perturbed points of {len(flat):,} "
-            f"element(s) of {est.name} (flat index {shown}{more}) at every step tried, down "
+    count, listed = _listed(est.rejected)
+    return [f"finite differences: the target rejected the perturbed points of {count:,} "
+            f"element(s) of {est.name} (flat index {listed}) at every step tried, down "
             f"to {1 / REFINE_FACTOR ** REFINE_ROUNDS:g} of the first ({est.why}); they are "
             "`unchecked`, the other elements were compared"]
 
@@ -352,11 +358,9 @@ def noisy_note(est: Estimate | None, fd: FiniteDifferences | None) -> list[str]:
         return []
     reached = min(MAX_EPS, fd.point.eps * WIDEN_FACTOR ** WIDEN_ROUNDS)
     further = "" if reached >= MAX_EPS else "; a larger --eps reaches further"
-    flat = torch.nonzero(est.noisy.reshape(-1)).reshape(-1)
-    shown = ", ".join(str(i) for i in flat[:MAX_LISTED].tolist())
-    more = f" and {len(flat) - MAX_LISTED:,} more" if len(flat) > MAX_LISTED else ""
-    return [f"finite differences: the estimates of {len(flat):,} element(s) of {est.name} "
-            f"(flat index {shown}{more}) stayed dominated by round-off at every step tried, "
+    count, listed = _listed(est.noisy)
+    return [f"finite differences: the estimates of {count:,} element(s) of {est.name} "
+            f"(flat index {listed}) stayed dominated by round-off at every step tried, "
             f"up to {reached:g} of the element: they are `unchecked` (the target's output "
             f"rounds too coarsely there to difference{further})"]
 

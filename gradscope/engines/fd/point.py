@@ -72,6 +72,7 @@ class Point:
         self._flops: int | None = None
         self._elements: int | None = None
         self._noise: torch.Tensor | None = None
+        self._roundoff: torch.Tensor | None = None
 
     def moving(self, name: str) -> Traced:
         """The target, for points that differ from the base values in `name` only."""
@@ -117,8 +118,10 @@ class Point:
     def roundoff_scale(self) -> torch.Tensor:
         """Output-shaped 3·(2·eps·|f| + f's noise): divided by a step, the round-off a
         four-point estimate at that step carries (stencil.richardson's bound, with f at the
-        base point for f at the stencil's)."""
-        return self.out.abs().mul(2 * self.machine_eps).add_(self.noise()).mul_(3)
+        base point for f at the stencil's), computed once."""
+        if self._roundoff is None:
+            self._roundoff = self.out.abs().mul(2 * self.machine_eps).add_(self.noise()).mul_(3)
+        return self._roundoff
 
     @torch.no_grad()
     def _measure_noise(self) -> torch.Tensor:

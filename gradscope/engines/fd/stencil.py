@@ -16,7 +16,7 @@ REFINE_ROUNDS = 2
 # (in a precision coarser than float32, more: see `unconverged_limit`).
 UNCONVERGED = 1e-2
 # An estimate still unconverged whose error bound is at most this many times the round-off it
-# carries at its step (stencil.roundoff) is dominated by round-off, not by a kink or jump: its
+# carries at its step (`noise_dominated`) is dominated by round-off, not by a kink or jump: its
 # step is too small for the precision f computes in (a float32 target under --eps 1e-6), and
 # smaller steps only make it worse. Such elements are retried with larger steps (WIDEN_FACTOR
 # per round, WIDEN_ROUNDS rounds, at most policy.MAX_EPS of the element); those that stay
@@ -115,15 +115,10 @@ def unconverged_limit(eps: float) -> float:
     return max(UNCONVERGED, 10 * eps ** (2 / 3))
 
 
-def roundoff(scale: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """The round-off part of a four-point error bound at step h, from the point's
-    `Point.roundoff_scale` (3·(2·eps·|f| + f's noise), which `richardson` divides by h)."""
-    return scale / h
-
-
 def noise_dominated(err: torch.Tensor, scale: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """Where an error bound is round-off, not truncation or a jump (NOISE_DOMINATED)."""
-    return err <= NOISE_DOMINATED * roundoff(scale, h)
+    """Where an error bound is round-off, not truncation or a jump (NOISE_DOMINATED): the
+    round-off a four-point estimate at step h carries is `Point.roundoff_scale` / h."""
+    return err <= NOISE_DOMINATED * scale / h
 
 
 def kinked(f0: torch.Tensor | list[torch.Tensor], outs: list[torch.Tensor] | torch.Tensor,

@@ -200,18 +200,29 @@ def stand_in(func: Any, op: Any) -> type:
 
 def _op_returned(call: FunctionCall) -> tuple[torch.Tensor | None, ...]:
     """What the op's autograd kernel returns for the gradient its call received, per
-    argument (None for one that is not a floating tensor): its backward taken again on a
-    fresh call with the recorded arguments."""
-    leaves = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor)
+    argument (None for one that is not a floating tensor); () where it refuses."""
+    return backward_again(call, lambda out: call.received[0]) or ()
+
+
+def backward_again(call: FunctionCall, upstream: Callable[[torch.Tensor], torch.Tensor],
+                   flat: Callable[[Any], torch.Tensor] | None = None
+                   ) -> tuple[torch.Tensor | None, ...] | None:
+    """What the call's backward returns per argument (None for one that is not a floating
+    tensor) on a fresh call with the recorded arguments, for the gradient `upstream` makes
+    of its output (`flat`: how the outputs are read as one tensor). None where the class
+    refuses a second call or a backward."""
+    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor)
               and a.is_floating_point() else a for a in call.args]
     wanted = [k for k, a in enumerate(leaves) if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         with torch.enable_grad():
-            out = call.cls.apply(*leaves)  # type: ignore[attr-defined]
-            grads = torch.autograd.grad(out, [leaves[k] for k in wanted], call.received[0],
+            out = call.cls.apply(*leaves, **call.kwargs)  # type: ignore[attr-defined]
+            if flat is not None:
+                out = flat(out)
+            grads = torch.autograd.grad(out, [leaves[k] for k in wanted], upstream(out),
                                         allow_unused=True)
-    except Exception:  # (the op refuses a second call or a backward: not checked)
-        return ()
+    except Exception:  # (a second call or a backward refused: not checked)
+        return None
     found = dict(zip(wanted, grads, strict=True))
     return tuple(found.get(k) for k in range(len(leaves)))
 

@@ -23,7 +23,7 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.engines.fd.result import Estimate
-from gradscope.features.inplace.calls import FunctionCall, backward_of, record
+from gradscope.features.inplace.calls import FunctionCall, backward_again, backward_of, record
 from gradscope.features.inplace.custom_ops import registered
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
@@ -257,18 +257,14 @@ def _another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifference
     where the Function refuses a second call or a backward."""
     v = torch.rand(fd.out.shape, generator=generator(seed, ":in place"), dtype=torch.float64)
     v = v.mul_(2).sub_(1).to(fd.out.device)
-    leaves = [a.detach().clone().requires_grad_(True) if names[i] in checked else a
-              for i, a in enumerate(call.args)]
-    wanted = [i for i, a in enumerate(call.args) if names[i] in checked]
+    grads = backward_again(call, lambda out: v.reshape(out.shape).to(out.dtype), _flat)
+    if grads is None:  # (the Function refuses: the gradient it got stays the only check)
+        return {}
     try:
-        with torch.enable_grad():
-            out = _flat(call.cls.apply(*leaves, **call.kwargs))  # type: ignore[attr-defined]
-            grads = torch.autograd.grad(out, [leaves[i] for i in wanted], v.reshape(out.shape),
-                                        allow_unused=True)
         return {names[i]: _compared(fd, names[i], g.double().reshape(checked[names[i]].shape),
-                                    v.reshape(fd.out.shape), tol, max_fd, sample, seed)
-                for i, g in zip(wanted, grads, strict=True) if g is not None}
-    except Exception:  # (the Function refuses: the gradient it got stays the only check)
+                                    v, tol, max_fd, sample, seed)
+                for i, g in enumerate(grads) if g is not None and names[i] in checked}
+    except Exception:  # (its refinement refuses perturbed arguments: as above)
         return {}
 
 
