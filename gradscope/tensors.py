@@ -83,19 +83,31 @@ def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
     the directions inputs are moved in to measure a computation's round-off."""
     gen = torch.Generator().manual_seed(0)
+    return {k: _signs(v, gen) for k, v in values.items() if v.is_floating_point()}
+
+
+def _signs(v: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     # (drawn in the tensor's dtype: the same draws as int64 ones, without an 8-byte-per-element
     # intermediate the size of a model)
-    return {k: torch.randint(0, 2, v.shape, generator=gen, dtype=v.dtype).to(v.device)
-            .mul_(2).sub_(1) for k, v in values.items() if v.is_floating_point()}
+    return torch.randint(0, 2, v.shape, generator=gen, dtype=v.dtype).to(v.device) \
+        .mul_(2).sub_(1)
 
 
-def moved_by(values: Mapping[str, torch.Tensor], signs: Mapping[str, torch.Tensor],
-             relative: float) -> dict[str, torch.Tensor]:
-    """`values` moved by `relative`·|v| in the `signs` directions (the others as they are).
-    One new tensor per value (|v|·sign·relative + v, in place): at a model's size a temporary
-    |v| beside the result is a second copy of the model."""
-    return {k: v.abs().mul_(signs[k]).mul_(relative).add_(v) if k in signs else v
-            for k, v in values.items()}
+def moved_by(values: Mapping[str, torch.Tensor], relative: float,
+             signs: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """`values` moved by `relative`·|v| in the `signs` directions (the others as they are;
+    none given: ulp_signs', drawn one tensor at a time, so that they are never all held at
+    once beside the moved copy). One new tensor per value (|v|·sign·relative + v, in place):
+    at a model's size a temporary |v| beside the result is a second copy of the model."""
+    gen = torch.Generator().manual_seed(0)
+    out = {}
+    for k, v in values.items():
+        if signs is not None:
+            sign = signs.get(k)
+        else:
+            sign = _signs(v, gen) if v.is_floating_point() else None
+        out[k] = v if sign is None else v.abs().mul_(sign).mul_(relative).add_(v)
+    return out
 
 
 def weighted(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

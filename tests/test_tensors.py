@@ -54,9 +54,13 @@ def test_inputs_are_moved_by_their_last_bits_in_seeded_directions():
     signs = ulp_signs(values)
     assert set(signs) == {"x"} and torch.equal(signs["x"].abs(), torch.ones(3, dtype=torch.float64))
     assert torch.equal(signs["x"], ulp_signs(values)["x"])  # seeded: the same every time
-    moved = moved_by(values, signs, 1e-3)
+    moved = moved_by(values, 1e-3, signs)
     assert torch.allclose(moved["x"] - values["x"], 1e-3 * values["x"].abs() * signs["x"])
     assert moved["k"] is values["k"]
+    # drawn one tensor at a time when none are given: the very same signs
+    two = {"a": torch.ones(5, dtype=torch.float64), "k": values["k"], "b": -torch.ones(4)}
+    drawn = ulp_signs(two)
+    assert all(torch.equal(moved_by(two, 0.5)[n], moved_by(two, 0.5, drawn)[n]) for n in two)
 
 
 def test_a_triangle_stands_for_a_symmetric_matrix_and_its_adjoint_counts_entries_twice():

@@ -24,6 +24,7 @@ from gradscope.rng import generator
 from gradscope.verdict.tolerance import Tolerance
 
 ALPHA, BETA = 0.75, -1.25
+BLOCK = 1 << 22  # elements compared at a time (float64 temporaries of 32 MB)
 
 
 def classify_failure(exc: BaseException, target: str,
@@ -77,24 +78,14 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
     if out.numel() == 1 and first is not None and float(first[0]) != 0.0:
         ratio = float(ALPHA * v + BETA * w) / float(first[0])
 
-        def wanted(name: str) -> torch.Tensor:
-            return ratio * first[1][name].to(torch.float64)
+        def wanted(name: str) -> list[tuple[float, torch.Tensor]]:
+            return [(ratio, first[1][name])]
     else:
         gv, gw = autograd.vjp(v), autograd.vjp(w)
 
-        def wanted(name: str) -> torch.Tensor:
-            return (ALPHA * gv[name] + BETA * gw[name]).to(torch.float64)
-    masks = {}
-    for name, g in combined.items():
-        want = wanted(name)  # (float64)
-        # |g − want| > atol + 4·rtol·|want|, finite (atol scaled in half precision): in place
-        # (two temporaries the size of the tensor, not seven: at a model's size each is a
-        # gigabyte)
-        diff = torch.sub(g.to(torch.float64), want).abs_()
-        atol = tol.atol_for(want)
-        bound = want.abs_().mul_(tol.rtol * 4).add_(atol)
-        masks[name] = torch.gt(diff, bound).logical_and_(torch.isfinite(diff))
-        del diff, bound, want
+        def wanted(name: str) -> list[tuple[float, torch.Tensor]]:
+            return [(ALPHA, gv[name]), (BETA, gw[name])]
+    masks = {name: _departed(g, wanted(name), tol) for name, g in combined.items()}
     bad = {n: m for n, m in masks.items() if bool(m.any())}
     if not bad:
         return None, masks
@@ -108,6 +99,37 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
         hint=("every returned gradient must be grad_output times something: e.g. write "
               "`grad_input[x > 1] = 0`, not `= 1`"),
         indices={n: mask_indices(m) for n, m in bad.items()}), masks
+
+
+def _departed(g: torch.Tensor, terms: list[tuple[float, torch.Tensor]], tol: Tolerance
+              ) -> torch.Tensor:
+    """Where |g − want| > atol + 4·rtol·|want|, finite (atol scaled in half precision), with
+    want = Σ coefficient·tensor in float64, a block of elements at a time: at a model's size
+    each float64 temporary of a whole tensor (an embedding) is a gigabyte."""
+    flat = g.reshape(-1)
+    out = torch.empty(flat.shape, dtype=torch.bool, device=g.device)
+    if tol.scaled:  # (half precision: atol follows the largest wanted element)
+        atol = tol.atol_for(_wanted(terms, slice(None)))
+    else:
+        atol = tol.atol
+    for start in range(0, flat.numel(), BLOCK):
+        part = slice(start, start + BLOCK)
+        want = _wanted(terms, part)
+        diff = torch.sub(flat[part].to(torch.float64), want).abs_()
+        bound = want.abs_().mul_(tol.rtol * 4).add_(atol)
+        torch.gt(diff, bound, out=out[part])
+        out[part].logical_and_(torch.isfinite(diff))
+    return out.reshape(g.shape)
+
+
+def _wanted(terms: list[tuple[float, torch.Tensor]], part: slice) -> torch.Tensor:
+    """Σ coefficient·tensor over the flat elements `part`, in float64."""
+    total = None
+    for coefficient, tensor in terms:
+        term = tensor.reshape(-1)[part].to(torch.float64) * coefficient
+        total = term if total is None else total.add_(term)
+    assert total is not None
+    return total
 
 
 def determinism(autograd: AutogradEngine, upstream: torch.Tensor, first: Mapping[str, torch.Tensor],

@@ -25,14 +25,14 @@ for that view (its slack is 3 × the bound)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
-from gradscope.tensors import moved_by, ulp_signs
+from gradscope.tensors import moved_by
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
 # autocast's measured change is believed up to this many units of its dtype × the tensor's
@@ -40,14 +40,23 @@ Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer 
 CAP_UNITS = 16
 
 
-@dataclass(frozen=True)
+# inputs past this many elements together (a model's parameters): each moved side is made when
+# a view asks and let go after, its noise folded in tensor by tensor — kept, the two sides are
+# two more copies of the model and two graphs, and their answers three more
+STREAMED_FROM = 1 << 22
+
+
+@dataclass
 class RoundOff:
-    """Autograd at the inputs moved by ± their last bits (two engines, each with its graph)."""
+    """Autograd at the inputs moved by ± their last bits (`relative`: 2 units of the computed
+    precision), beside the centre's; the sides' engines are kept for small inputs and made
+    anew, one at a time, for large ones."""
 
     centre: AutogradEngine
-    sides: tuple[AutogradEngine, AutogradEngine]
+    relative: float
     plain: AutogradEngine | None = None  # --autocast: the same inputs without autocast
     units: float = 0.0  # --autocast: CAP_UNITS × its dtype's epsilon
+    kept: list[AutogradEngine] = field(default_factory=list)
 
     def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's VJP for `upstream` (input-shaped)."""
@@ -62,36 +71,45 @@ class RoundOff:
         """`answer` of each engine: the centre's against the moved sides', and with
         --autocast against the twin's."""
         centre = answer(self.centre)
-        noise = _measured(centre, [answer(s) for s in self.sides])
+        noise: Noise = {}
+        for side in self._sides():
+            _fold(noise, centre, answer(side))
+        noise = {n: t.clamp_(min=float(t.mean())) if t.numel() else t for n, t in noise.items()}
         return noise if self.plain is None else \
             _with_autocast(noise, centre, answer(self.plain), self.units)
+
+    def _sides(self) -> Iterator[AutogradEngine]:
+        if self.kept:
+            yield from self.kept
+            return
+        values = {n: leaf.detach() for n, leaf in self.centre.leaves.items()}
+        keep = sum(v.numel() for v in values.values()) < STREAMED_FROM
+        for sign in (1.0, -1.0):
+            side = AutogradEngine(self.centre.forward,
+                                  moved_by(values, sign * self.relative))
+            if keep:
+                self.kept.append(side)
+            yield side
+            del side
 
 
 def measure(engine: AutogradEngine, computed: torch.dtype,
             plain: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
             ) -> RoundOff | None:
-    """Engines at the inputs moved by ±2 units of `computed`'s precision (None in float64,
-    where the round-off is far below every tolerance, or where the target refuses the moved
-    inputs: then nothing is widened); with --autocast, `plain` is the target's forward
-    without it, whose autograd is measured against too."""
+    """The measure at the inputs moved by ±2 units of `computed`'s precision (None in
+    float64, where the round-off is far below every tolerance; a target that refuses the
+    moved inputs gets no widening: `guarded`); with --autocast, `plain` is the target's
+    forward without it, whose autograd is measured against too."""
     if computed == torch.float64:
         return None
     eps = float(torch.finfo(computed).eps)
-    values = {n: leaf.detach() for n, leaf in engine.leaves.items()}
-    signs = ulp_signs(values)
-    sides = []
-    for sign in (1.0, -1.0):
-        try:
-            sides.append(AutogradEngine(engine.forward, moved_by(values, signs, sign * 2 * eps)))
-        except Exception:  # the target refuses the moved inputs: no widening
-            return None
     twin = None
     if plain is not None:
         try:
-            twin = AutogradEngine(plain, values)
+            twin = AutogradEngine(plain, {n: leaf.detach() for n, leaf in engine.leaves.items()})
         except Exception:  # (no twin: the moved inputs' measure alone)
             twin = None
-    return RoundOff(engine, (sides[0], sides[1]), twin, CAP_UNITS * eps)
+    return RoundOff(engine, 2 * eps, twin, CAP_UNITS * eps)
 
 
 def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[], Noise]
@@ -136,13 +154,12 @@ def _with_autocast(noise: Noise, centre: Mapping[str, torch.Tensor],
     return out
 
 
-def _measured(centre: Mapping[str, torch.Tensor], sides: list[Mapping[str, torch.Tensor]]
-              ) -> dict[str, torch.Tensor]:
-    out = {}
+def _fold(noise: Noise, centre: Mapping[str, torch.Tensor], side: Mapping[str, torch.Tensor]
+          ) -> None:
+    """The larger of each element's noise so far and |side − centre| (in float64), one
+    tensor at a time."""
     for name, g in centre.items():
-        g = g.to(torch.float64)
-        up, down = (s[name].to(torch.float64) - g for s in sides)
-        local = torch.fmax(up.abs(), down.abs()).nan_to_num_(0.0, 0.0, 0.0)
-        # (at least the input's mean: one element's realisation may fall far below its spread)
-        out[name] = local.clamp_(min=float(local.mean())) if local.numel() else local
-    return out
+        local = (side[name].to(torch.float64) - g.to(torch.float64)).abs_().nan_to_num_(
+            0.0, 0.0, 0.0)
+        was = noise.get(name)
+        noise[name] = local if was is None else torch.fmax(was, local, out=was)

@@ -284,9 +284,7 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
                 raise UsageError(f"--at {name} has shape {shape_text(value.tensor.shape)} but the "
                                  f"parameter has shape {shape_text(parameters[name].shape)}")
         elif name in parameters:  # checked like a given tensor (complex ones are refused)
-            tensor = value_of(parameters[name], f"module parameter {name}", options.seed, name,
-                              PARAMETER_FACTOR * limit).tensor
-            value = InputValue(tensor, "module parameter")
+            value = _parameter(parameters[name], name, PARAMETER_FACTOR * limit)
         else:
             shape, why = _shape_of(name, options, target, values, grad)
             value = _distinct(tuple(shape), options, name, target.domain(name), limit, values)
@@ -303,6 +301,20 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
                              f"{f' × {PARAMETER_FACTOR}' if what != 'inputs' else ''})")
         values[name] = value
     return {n: values[n] for n in target.names}  # in the target's order again
+
+
+def _parameter(param: torch.Tensor, name: str, limit: int) -> InputValue:
+    """A module parameter as the run's value: the parameter itself (its storage, device and
+    dtype — the module was converted to the check's already), never a copy: at a model's size
+    each copy is the model again, and a float64 one on the host for a GPU model was 8 bytes
+    per parameter of host memory for nothing."""
+    what = f"module parameter {name}"
+    if _unsupported_kind(param) or param.is_complex() or not param.is_floating_point() \
+            or param.numel() == 0 or param.numel() > limit:
+        return value_of(param, what, 0, name, limit)  # (its one-line refusal)
+    if not all_finite(param):
+        raise UsageError(f"{what}: NaN and infinity are not allowed in input values")
+    return InputValue(param.detach(), "module parameter")
 
 
 def _distinct(shape: tuple[int, ...], options: Options, name: str,

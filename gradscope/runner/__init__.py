@@ -21,6 +21,7 @@ import torch
 
 from gradscope.evidence.gather import gather
 from gradscope.evidence.prepare import Prepared, prepare
+from gradscope.memory import released
 from gradscope.options import Request
 from gradscope.report.model import Report
 from gradscope.runner.assemble import assemble
@@ -40,7 +41,9 @@ def run(request: Request) -> Report:
         prepared = prepare(request)
         try:
             evidence = gather(prepared, request.progress)
+            released()  # (each stage's temporaries handed back before the next one's peak)
             excuses = excuse(prepared, evidence)
+            released()
             verdict = judge(prepared, evidence, excuses)
             diagnoses = diagnose(prepared, evidence, excuses, verdict)
             report = assemble(prepared, evidence, excuses, verdict, diagnoses)

@@ -97,7 +97,7 @@ def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None =
     if not found:
         return None, ""
     try:
-        copies = deep_copy_all(found)
+        copies = deep_copy_all(found, share_parameters=True)  # (swapped, never written)
     except Exception as exc:  # a module that cannot be copied: its parameters stay unchecked
         return None, (f"the function reaches module(s) {', '.join(found)}, which could not be "
                       f"copied ({type(exc).__name__}); their parameters are not checked")

@@ -135,11 +135,22 @@ def deep_copy(module: torch.nn.Module) -> torch.nn.Module:
     return deep_copy_all({"": module})[""]
 
 
-def deep_copy_all(modules: Mapping[str, torch.nn.Module]) -> dict[str, torch.nn.Module]:
+def deep_copy_all(modules: Mapping[str, torch.nn.Module], share_parameters: bool = False
+                  ) -> dict[str, torch.nn.Module]:
     """Copies of several modules made together (one deepcopy memo), so that what they share
     stays shared — a module reached as `model` and as `model.encoder`, or a tied weight, is one
-    object among the copies too — with each recorded tensor hook carried to its copy."""
+    object among the copies too — with each recorded tensor hook carried to its copy.
+
+    `share_parameters`: each plain Parameter's copy is a new Parameter over the same storage
+    (for copies whose parameters gradscope swaps out with functional_call and never writes:
+    copying them would hold the model twice; converting the copy to another dtype gives it
+    storage of its own)."""
     memo: dict[int, Any] = {}
+    if share_parameters:
+        for module in modules.values():
+            for p in module.parameters():
+                if type(p) is torch.nn.Parameter:
+                    memo[id(p)] = torch.nn.Parameter(p.detach(), requires_grad=p.requires_grad)
     out = {name: copy.deepcopy(module, memo) for name, module in modules.items()}
     for module in modules.values():
         for tensor in [*module.parameters(), *module.buffers()]:

@@ -107,3 +107,20 @@ def test_tensor_returned_for_a_non_tensor_argument_is_arity():
     report = gradscope.check(f"{BACKWARDS}:GradientForN", input="randn(2,3)", arg={"n": 1})
     diag = next(d for d in report.diagnostics if d.kind == "backward_arity")
     assert "not a tensor" in diag.message and not report.passed
+
+
+def test_linearity_compares_a_block_at_a_time_with_the_same_masks(monkeypatch):
+    import torch
+
+    from gradscope.diagnose import custom_backward
+    from gradscope.verdict.tolerance import Tolerance
+
+    g = torch.linspace(-3, 3, 1001, dtype=torch.float64)
+    other = g.clone()
+    other[[5, 500, 1000]] += 1e-3  # three departures, in three different blocks
+    tol = Tolerance.for_dtype("float64", None, None)
+    whole = custom_backward._departed(other, [(0.5, g), (0.5, g)], tol)
+    monkeypatch.setattr(custom_backward, "BLOCK", 7)
+    blocks = custom_backward._departed(other, [(0.5, g), (0.5, g)], tol)
+    assert torch.equal(whole, blocks)
+    assert blocks.nonzero().flatten().tolist() == [5, 500, 1000]

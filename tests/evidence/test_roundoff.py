@@ -9,6 +9,7 @@ import torch
 
 import gradscope
 from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.base import Answer
 from gradscope.evidence import roundoff
 from gradscope.report.status import Status
 from tests.paths import DATA, EXAMPLES
@@ -79,7 +80,30 @@ def test_a_target_refusing_the_moved_inputs_widens_nothing():
         return t * 2
 
     x = torch.ones(3, dtype=torch.float16)
-    assert roundoff.measure(_engine(refuses_after_first, x), torch.float16) is None
+    rounding = roundoff.measure(_engine(refuses_after_first, x), torch.float16)
+    assert roundoff.guarded(lambda: rounding.vjp(torch.ones(3))) is None
+    answer = Answer(torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
+    kept = roundoff.widened({"fd": {"x": answer}}, lambda: rounding.vjp(torch.ones(3)))
+    assert kept["fd"]["x"] is answer
+
+
+def test_large_inputs_make_each_moved_side_anew_and_small_ones_keep_them(monkeypatch):
+    calls = []
+
+    def counted(t):
+        calls.append(1)
+        return (torch.nn.functional.layer_norm(t, (64,)) ** 2).sum()
+
+    x = torch.linspace(-1, 1, 64, dtype=torch.float16).reshape(1, 64)
+    small = roundoff.measure(_engine(counted, x), torch.float16)
+    first = small.vjp(torch.ones(()))["x"]
+    assert torch.equal(small.vjp(torch.ones(()))["x"], first) and len(calls) == 3  # centre, ±
+    monkeypatch.setattr(roundoff, "STREAMED_FROM", 10)
+    calls.clear()
+    large = roundoff.measure(_engine(counted, x), torch.float16)
+    assert torch.equal(large.vjp(torch.ones(()))["x"], first)  # the same measure...
+    large.vjp(torch.ones(()))
+    assert len(calls) == 5 and not large.kept  # ...with each side made again and let go
 
 
 MIXED = str(DATA / "mixed.py")

@@ -12,7 +12,7 @@ import torch
 from gradscope.engines.fd.policy import step_of
 from gradscope.engines.fd.stencil import unconverged_limit
 from gradscope.expr.ops import costs
-from gradscope.tensors import as_leaves, moved_by, ulp_signs
+from gradscope.tensors import as_leaves, moved_by
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
@@ -128,18 +128,16 @@ class Point:
         if not self.out.is_floating_point():
             return torch.zeros(self.out_shape, dtype=self.dtype)
         # (in place where it can be: at 20M elements each temporary is 160 MB)
-        signs = ulp_signs(self.values)
         sides = []
         try:
-            for sign in (1.0, -1.0):
-                moved = moved_by(self.values, signs, sign * 2 * self.machine_eps)
+            for sign in (1.0, -1.0):  # (the same seeded signs each time: ulp_signs')
+                moved = moved_by(self.values, sign * 2 * self.machine_eps)
                 out, _ = self.fn(moved)
                 del moved
                 sides.append(torch.sub(out.expand(self.out_shape), self.out))
                 del out
         except Exception:  # the target refuses its own point moved by ulps: no estimate
             return torch.zeros_like(self.out)
-        del signs
         # the second difference has no slope in it; each side alone has no jump beyond it
         curved = torch.add(sides[0], sides[1]).abs_()
         found = torch.fmin(sides[0].abs_(), sides[1].abs_(), out=sides[0])
