@@ -20,7 +20,7 @@ PACKAGE = ROOT / "gradscope"
 # Lower layers never import higher ones; within a layer, a package imports only itself.
 LAYERS = [
     ("gradscope._version", "gradscope.errors", "gradscope.markers", "gradscope.escape"),
-    ("gradscope.process",),
+    ("gradscope.process", "gradscope.memory"),
     ("gradscope.tensors", "gradscope.option_text", "gradscope.report.status",
      "gradscope.report.kinds", "gradscope.verdict.tolerance", "gradscope.rng",
      "gradscope.engines.fd.policy", "gradscope.usercode"),

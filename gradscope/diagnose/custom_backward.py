@@ -108,10 +108,8 @@ def _departed(g: torch.Tensor, terms: list[tuple[float, torch.Tensor]], tol: Tol
     each float64 temporary of a whole tensor (an embedding) is a gigabyte."""
     flat = g.reshape(-1)
     out = torch.empty(flat.shape, dtype=torch.bool, device=g.device)
-    if tol.scaled:  # (half precision: atol follows the largest wanted element)
-        atol = tol.atol_for(_wanted(terms, slice(None)))
-    else:
-        atol = tol.atol
+    # (half precision: atol follows the largest wanted element)
+    atol = tol.atol_for(_wanted(terms, slice(None))) if tol.scaled else tol.atol
     for start in range(0, flat.numel(), BLOCK):
         part = slice(start, start + BLOCK)
         want = _wanted(terms, part)

@@ -78,8 +78,20 @@ class AutogradEngine:
             leaf.grad = None
         return out
 
-    def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
-        return self._named(self._replayed(lambda out: self._grad(out, upstream)))
+    def vjp(self, upstream: torch.Tensor, only: Collection[str] | None = None
+            ) -> dict[str, torch.Tensor]:
+        """vᵀJ for every input (`only`: for those inputs alone — a model's few sampled
+        tensors, without a gradient of every other parameter)."""
+        if only is None:
+            return self._named(self._replayed(lambda out: self._grad(out, upstream)))
+        names = [n for n in self.names if n in only]
+        if not names:
+            return {}
+        leaves = [self.leaves[n] for n in names]
+        grads = self._replayed(lambda out: torch.autograd.grad(
+            out, leaves, upstream, retain_graph=not self.single_use, allow_unused=True))
+        return {n: (stored(g.detach()) if g is not None else torch.zeros_like(leaf.detach()))
+                for n, leaf, g in zip(names, leaves, grads, strict=True)}
 
     def fresh_vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """A VJP through a graph of its own: a fresh forward, then its one backward."""

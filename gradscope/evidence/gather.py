@@ -257,13 +257,13 @@ def _views(prepared: Prepared, evidence: Evidence,
     back, names = evidence.backward, prepared.target.names
     command = prepared.request.command
     assert back.grads is not None
-    widen = roundoff.widened if rounding else (lambda answers, _: answers)
+    widen = roundoff.widened if rounding else (lambda answers, *_: answers)
     views = []
     if command != "jacobian":
         v = back.upstream.to(torch.float64)
         ones = prepared.bound.upstream.ones and all_finite(back.engine.output.detach())
         answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
-        answers = widen(answers, lambda: rounding.vjp(back.upstream))
+        answers = widen(answers, lambda where: rounding.vjp(back.upstream, where))
         views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
     finite = evidence.finite
     scalar_at_scale = finite is not None and finite.scale and back.engine.output.numel() == 1
@@ -271,14 +271,15 @@ def _views(prepared: Prepared, evidence: Evidence,
         # is a multiple of this one: the linearity check of user code covers it)
         refs = _references_for(evidence, "random")
         for label, v, grads in _random_upstreams(prepared, back):
-            answers = widen({r.name: r.vjp(v) for r in refs}, lambda v=v: rounding.vjp(v))
+            answers = widen({r.name: r.vjp(v) for r in refs},
+                            lambda where, v=v: rounding.vjp(v, where))
             views.append(_view(evidence, label, v, grads, answers, names))
     if jacobians is not None:
         autograd, fixed = jacobians
         answers = {**fixed, **{r.name: r.jacobian(tuple(back.engine.output.shape))
                                for r in _references_for(evidence, "jacobian")
                                if r.name not in fixed}}
-        answers = widen(answers, lambda: rounding.jacobian())
+        answers = widen(answers, lambda _: rounding.jacobian(), False)
         views.append(_view(evidence, "full Jacobian", None, autograd, answers, names))
     if command == "jacobian":  # the table is the Jacobian
         views.insert(0, views.pop())

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.evidence.exercise import exercised
+from gradscope.evidence.fit import fitted
 from gradscope.inputs.bind import DTYPES, Bound, Upstream, bind, defaulted, device_of
 from gradscope.inputs.text import InputValue
 from gradscope.options import Options, Request
@@ -65,6 +66,7 @@ def prepare(request: Request) -> Prepared:
                             "it only the plain way — grad mode, its inputs requiring grad, as "
                             "torch's gradcheck does — so dynamo compiles it once, not once "
                             "per mode (no_grad, vmap, watched forwards)")
+    options, lean = _fitting(options, target)
     # a module in another dtype is checked on a converted copy, in the mode asked for
     target.convert(DTYPES[options.dtype], device_of(options.device))
     target.set_mode(options.mode)
@@ -83,12 +85,24 @@ def prepare(request: Request) -> Prepared:
         from gradscope.targets.autocast import Autocast
 
         target.set_autocast(Autocast(device_of(options.device).type, options.autocast))
-    bound = bind(options, target, upstream)
+    bound = replace(bind(options, target, upstream), lean=lean)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
     target.ready()  # (every later stage reads the target; none changes it)
     bound = exercised(target, bound, options.seed)
     return Prepared(request, options, target, bound)
+
+
+def _fitting(options: Options, target: Target) -> tuple[Options, bool]:
+    """The options in the parameters' own dtype, and True, where a float64 check of a model
+    would not fit in the memory its device has (fit.py; said in a note)."""
+    if options.autocast is not None or options.order != 1 or options.compile is not None:
+        return options, False
+    fit = fitted(target.parameters, options.dtype, device_of(options.device))
+    if fit is None:
+        return options, False
+    target.notes.append(fit.note)
+    return options.updated(dtype=fit.dtype), True
 
 
 def _autocast_options(options: Options) -> Options:

@@ -366,32 +366,34 @@ def noisy_note(est: Estimate | None, fd: FiniteDifferences | None) -> list[str]:
 
 
 def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
-    """Finite differences in float64; in the run's dtype when the target cannot take float64.
-    A target computing in a lower precision gets a step that suits it (policy.eps_for)."""
-    prepared = setup.prepared
-    bound, options, target = prepared.bound, prepared.options, prepared.target
+    """Finite differences in float64; in the run's dtype when the target cannot take float64,
+    or where a float64 copy of the model is what does not fit (`lean`: fit.py). A target
+    computing in a lower precision gets a step that suits it (policy.eps_for)."""
+    bound, options = setup.prepared.bound, setup.prepared.options
     lower = setup.computed != torch.float64 and setup.computed != bound.dtype
-    around = target.traced_around
+    extra = {"round_off": setup.computed if lower else None, "claimed": setup.claimed,
+             "diagonal": setup.diagonal}
+    low_eps = options.eps or low_precision_eps(bound.dtype)
+    eps = low_eps if bound.lean else eps_for(options.eps, setup.computed, bound.dtype)
     try:
-        return FiniteDifferences(setup.for_values, bound.exact,
-                                 elementwise=target.elementwise_inputs,
-                                 eps=eps_for(options.eps, setup.computed, bound.dtype),
-                                 around=around, probe=not target.readable,
-                                 round_off=setup.computed if lower else None,
-                                 claimed=setup.claimed, diagonal=setup.diagonal,
-                                 batched=not options.plain and target.batchable), []
+        return _fd(setup, bound.exact, eps, bound.dtype if bound.lean else torch.float64,
+                   **extra), []
     except GradscopeError as exc:
-        if bound.dtype == torch.float64:
+        if bound.dtype == torch.float64 or bound.lean:
             raise
         first = str(exc).splitlines()[-1]
-        low_eps = options.eps or low_precision_eps(bound.dtype)
-        fd = FiniteDifferences(setup.for_values, {n: t.to(bound.dtype)
-                                                  for n, t in bound.exact.items()},
-                               elementwise=target.elementwise_inputs, eps=low_eps,
-                               dtype=bound.dtype, around=around, probe=not target.readable,
-                               batched=not options.plain and target.batchable)
+        fd = _fd(setup, {n: t.to(bound.dtype) for n, t in bound.exact.items()}, low_eps,
+                 bound.dtype)
         return fd, [f"finite differences ran in {options.dtype} (eps {low_eps:.3g}): the target "
                     f"failed in float64 ({first})"]
+
+
+def _fd(setup: Setup, values: dict[str, torch.Tensor], eps: float, dtype: torch.dtype,
+        **extra: Any) -> FiniteDifferences:
+    target, plain = setup.prepared.target, setup.prepared.options.plain
+    return FiniteDifferences(setup.for_values, values, elementwise=target.elementwise_inputs,
+                             eps=eps, dtype=dtype, around=target.traced_around, probe=not
+                             target.readable, batched=not plain and target.batchable, **extra)
 
 
 # The reference engines, in the order they start (and their columns appear).

@@ -32,9 +32,12 @@ import torch
 
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
+from gradscope.memory import released
 from gradscope.tensors import moved_by
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
+# input → the flat indices of the elements compared, where not all are (a sample)
+Where = dict[str, torch.Tensor]
 # autocast's measured change is believed up to this many units of its dtype × the tensor's
 # largest gradient (float16: 1.6 %, bfloat16: 12.5 % of it)
 CAP_UNITS = 16
@@ -58,22 +61,38 @@ class RoundOff:
     units: float = 0.0  # --autocast: CAP_UNITS × its dtype's epsilon
     kept: list[AutogradEngine] = field(default_factory=list)
 
-    def vjp(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Per input, the round-off of autograd's VJP for `upstream` (input-shaped)."""
+    def vjp(self, upstream: torch.Tensor, where: Where | None = None
+            ) -> dict[str, torch.Tensor]:
+        """Per input, the round-off of autograd's VJP for `upstream` (input-shaped; for the
+        inputs in `where`, at those flat indices only)."""
         v = upstream.to(self.centre.output.dtype)
-        return self._noise(lambda engine: engine.vjp(v))
+        if self.plain is not None:  # (--autocast: measured whole, against its twin's)
+            where = None
+        # (only the inputs with an element compared: at a model's size each VJP of every
+        # parameter is a copy of the model)
+        only = None if not where else [n for n in self.centre.names
+                                       if n not in where or where[n].numel()]
+        return self._noise(lambda engine: engine.vjp(v, only), where or {})
 
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
         return self._noise(lambda engine: engine.jacobian())
 
-    def _noise(self, answer: Callable[[AutogradEngine], Mapping[str, torch.Tensor]]) -> Noise:
+    def _noise(self, answer: Callable[[AutogradEngine], Mapping[str, torch.Tensor]],
+               where: Where | None = None) -> Noise:
         """`answer` of each engine: the centre's against the moved sides', and with
         --autocast against the twin's."""
-        centre = answer(self.centre)
+        def picked(got: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            if not where:
+                return dict(got)
+            return {n: g.reshape(-1)[where[n].to(g.device)] if n in where else g
+                    for n, g in got.items()}
+
+        centre = picked(answer(self.centre))
         noise: Noise = {}
         for side in self._sides():
-            _fold(noise, centre, answer(side))
+            _fold(noise, centre, picked(answer(side)))
+            del side  # (before the next side is made: each holds a moved copy of the inputs)
         noise = {n: t.clamp_(min=float(t.mean())) if t.numel() else t for n, t in noise.items()}
         return noise if self.plain is None else \
             _with_autocast(noise, centre, answer(self.plain), self.units)
@@ -85,8 +104,9 @@ class RoundOff:
         values = {n: leaf.detach() for n, leaf in self.centre.leaves.items()}
         keep = sum(v.numel() for v in values.values()) < STREAMED_FROM
         for sign in (1.0, -1.0):
-            side = AutogradEngine(self.centre.forward,
-                                  moved_by(values, sign * self.relative))
+            # (the moved values are the side's own: its leaves need no copy of them)
+            side = AutogradEngine(self.centre.forward, moved_by(values, sign * self.relative),
+                                  copy=False)
             if keep:
                 self.kept.append(side)
             yield side
@@ -112,11 +132,20 @@ def measure(engine: AutogradEngine, computed: torch.dtype,
     return RoundOff(engine, 2 * eps, twin, CAP_UNITS * eps)
 
 
-def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[], Noise]
-            ) -> dict[str, dict[str, Answer]]:
+def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[Where], Noise],
+            elementwise: bool = True) -> dict[str, dict[str, Answer]]:
     """The answers (engine → input → Answer) with autograd's measured round-off added to each
-    error bound (unchanged where `noise` measures none)."""
-    measured = guarded(noise)
+    error bound (unchanged where `noise` measures none). Measured only at the elements some
+    answer compares — a sample's (a model at scale: a few of millions), none where the
+    sample holds none — never as a float64 tensor the size of the model. `elementwise`
+    False: answers shaped otherwise than their inputs (a Jacobian), measured whole."""
+    where = _compared(answers)
+    if where is None:
+        return {e: dict(a) for e, a in answers.items()}
+    if not elementwise:
+        where = {}
+    measured = guarded(lambda: noise(where))
+    released()  # (the sides' copies, graphs and answers: gone before the comparison's peak)
     if not measured:
         return {e: dict(a) for e, a in answers.items()}
     out: dict[str, dict[str, Answer]] = {}
@@ -125,11 +154,47 @@ def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[], Noi
         for name, answer in per_input.items():
             extra = measured.get(name)
             if extra is not None:
-                extra = extra.to(answer.values.device, answer.values.dtype)
-                answer = replace(answer, error=extra if answer.error is None
-                                 else answer.error + extra)
+                answer = replace(answer, error=_added(answer, extra, where.get(name)))
             out[engine][name] = answer
     return out
+
+
+def _added(answer: Answer, extra: torch.Tensor, at: torch.Tensor | None) -> torch.Tensor:
+    """The answer's error bound plus the noise (measured at the flat indices `at` only)."""
+    values = answer.values
+    extra = extra.to(values.device, values.dtype)
+    if at is None or extra.numel() != at.numel():  # (measured whole)
+        return extra if answer.error is None else answer.error + extra
+    error = torch.zeros(values.shape, dtype=values.dtype, device=values.device) \
+        if answer.error is None else answer.error.clone()
+    error.reshape(-1)[at.to(values.device)] += extra
+    return error
+
+
+def _compared(answers: Mapping[str, Mapping[str, Answer]]) -> Where | None:
+    """Per input, the flat indices of the elements some answer compares, where they are not
+    all of them (None: no answer compares any element)."""
+    where: Where = {}
+    anything = False
+    names = {n for per_input in answers.values() for n in per_input}
+    for name in names:
+        masks = [a.checked for per_input in answers.values()
+                 for a in [per_input.get(name)] if a is not None]
+        if any(m is None for m in masks):
+            anything = True
+            continue
+        union = None
+        for m in masks:
+            if m.numel() and not any(m.stride()) and not bool(m.reshape(-1)[0]):
+                continue  # (one broadcast False: a sample of no element)
+            union = m.clone() if union is None else union | m
+        if union is None or not bool(union.any()):
+            where[name] = torch.zeros(0, dtype=torch.long)
+            continue
+        anything = True
+        if not bool(union.all()):
+            where[name] = union.reshape(-1).nonzero().flatten()
+    return where if anything else None
 
 
 def guarded(call: Callable[[], Noise]) -> Noise | None:

@@ -80,6 +80,7 @@ class Bound:
     dtype: torch.dtype
     device: torch.device
     constants: dict[str, InputValue] = field(default_factory=dict)  # --const, as held
+    lean: bool = False  # float64 would not fit (evidence/fit.py): references in `dtype` too
 
     @property
     def chosen(self) -> list[str]:
@@ -88,7 +89,10 @@ class Bound:
 
     @property
     def exact(self) -> dict[str, torch.Tensor]:
-        """The inputs in float64: what the symbolic and finite-difference engines see."""
+        """The inputs as the symbolic and finite-difference engines see them: in float64
+        (`lean`: as the run has them)."""
+        if self.lean:
+            return dict(self.cast)
         return {n: t.to(torch.float64) for n, t in self.cast.items()}
 
 
@@ -304,16 +308,12 @@ def _inputs(options: Options, target: Any, at: Mapping[str, Any], grad: InputVal
 
 
 def _parameter(param: torch.Tensor, name: str, limit: int) -> InputValue:
-    """A module parameter as the run's value: the parameter itself (its storage, device and
-    dtype — the module was converted to the check's already), never a copy: at a model's size
-    each copy is the model again, and a float64 one on the host for a GPU model was 8 bytes
-    per parameter of host memory for nothing."""
+    """A module parameter as the run's value: the parameter itself (the module is converted
+    to the check's dtype and device already), never a copy — each is the model again."""
     what = f"module parameter {name}"
-    if _unsupported_kind(param) or param.is_complex() or not param.is_floating_point() \
-            or param.numel() == 0 or param.numel() > limit:
+    if _unsupported_kind(param) or not param.is_floating_point() or not 0 < param.numel() \
+            <= limit or not all_finite(param):
         return value_of(param, what, 0, name, limit)  # (its one-line refusal)
-    if not all_finite(param):
-        raise UsageError(f"{what}: NaN and infinity are not allowed in input values")
     return InputValue(param.detach(), "module parameter")
 
 

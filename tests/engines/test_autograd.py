@@ -66,3 +66,17 @@ def test_a_compiled_graph_gets_one_backward_each_from_a_fresh_forward():
     assert torch.equal(e.vjp(v)["x"], first) and torch.equal(e.fresh_vjp(v)["x"], first)
     assert len(calls) == 3
     assert not _engine("x * 2", x=[1.0]).single_use
+
+
+def test_a_vjp_for_some_inputs_only_is_theirs_and_makes_no_gradient_of_the_others():
+    import torch
+
+    from gradscope.engines.autograd import AutogradEngine
+
+    values = {"a": torch.tensor([1.0, 2.0]), "b": torch.tensor([3.0, 4.0])}
+    engine = AutogradEngine(lambda v: v["a"] * v["b"] ** 2, values)
+    v = torch.tensor([1.0, -1.0])
+    whole = engine.vjp(v)
+    some = engine.vjp(v, only=["b"])
+    assert list(some) == ["b"] and torch.equal(some["b"], whole["b"])
+    assert engine.vjp(v, only=[]) == {}

@@ -83,7 +83,7 @@ def test_a_target_refusing_the_moved_inputs_widens_nothing():
     rounding = roundoff.measure(_engine(refuses_after_first, x), torch.float16)
     assert roundoff.guarded(lambda: rounding.vjp(torch.ones(3))) is None
     answer = Answer(torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
-    kept = roundoff.widened({"fd": {"x": answer}}, lambda: rounding.vjp(torch.ones(3)))
+    kept = roundoff.widened({"fd": {"x": answer}}, lambda where: rounding.vjp(torch.ones(3)))
     assert kept["fd"]["x"] is answer
 
 
@@ -156,3 +156,39 @@ def test_the_autocast_twin_widens_by_what_autocast_changed_up_to_its_cap():
         cap = roundoff.CAP_UNITS * float(torch.finfo(torch.float16).eps) * max(
             1.0, float(twin.abs().max()))
         assert float(with_twin[name].max()) <= max(cap, float(without[name].max())) + 1e-12
+
+
+def test_nothing_is_measured_where_no_answer_compares_an_element():
+    asked = []
+    nothing = Answer(torch.full((), float("nan"), dtype=torch.float64).expand(5),
+                     torch.zeros((), dtype=torch.float64).expand(5),
+                     checked=torch.zeros((), dtype=torch.bool).expand(5))
+    kept = roundoff.widened({"fd": {"x": nothing}}, lambda where: asked.append(where) or {})
+    assert kept["fd"]["x"] is nothing and not asked
+
+
+def test_a_sample_is_widened_by_the_noise_at_its_own_elements_only():
+    x = torch.linspace(-1, 1, 64, dtype=torch.float16).reshape(1, 64)
+
+    def flat(t):
+        return (torch.nn.functional.layer_norm(t, (64,)) ** 2).sum()
+
+    rounding = roundoff.measure(_engine(flat, x), torch.float16)
+    whole = rounding.vjp(torch.ones(()))["x"].reshape(-1)
+    checked = torch.zeros(1, 64, dtype=torch.bool)
+    checked[0, [3, 40]] = True
+    values = torch.zeros(1, 64, dtype=torch.float64)
+    sample = Answer(values, torch.zeros(1, 64, dtype=torch.float64), checked=checked)
+    asked = []
+
+    def noise(where):
+        asked.append(where)
+        return rounding.vjp(torch.ones(()), where)
+
+    error = roundoff.widened({"fd": {"x": sample}}, noise)["fd"]["x"].error.reshape(-1)
+    assert asked[0]["x"].tolist() == [3, 40]
+    assert float(error[[0, 1, 2, 41]].abs().max()) == 0.0  # (never compared: nothing added)
+    # measured where compared, two elements held (not 64), of the whole's size
+    compact = rounding.vjp(torch.ones(()), {"x": torch.tensor([3, 40])})["x"]
+    assert compact.shape == (2,) and torch.equal(error[[3, 40]], compact)
+    assert 0 < float(compact.max()) <= float(whole.double().max())

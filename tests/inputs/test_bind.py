@@ -147,3 +147,18 @@ def test_an_optional_argument_an_option_gives_becomes_an_input_or_data():
         gradscope.check(target, x="randn(2,3)", at={"scale": "2"})  # a number: --arg
     with pytest.raises(UsageError, match="`label`, which is not an input"):
         gradscope.check(target, x="randn(2,3)", const={"label": torch.tensor([1, 1])})
+
+
+def test_a_module_parameter_is_bound_as_itself_never_copied():
+    model = torch.nn.Linear(3, 2).double()
+    target = resolve(model)
+    target.ready()
+    bound = bind(from_values({}), target)
+    name = next(n for n in target.parameters if n.endswith("weight"))
+    assert bound.values[name].tensor.data_ptr() == target.parameters[name].data_ptr()
+    assert bound.cast[name].data_ptr() == target.parameters[name].data_ptr()
+    bad = torch.nn.Linear(3, 2).double()
+    with torch.no_grad():
+        bad.weight[0, 0] = float("nan")
+    with pytest.raises(UsageError, match="NaN and infinity are not allowed"):
+        bind(from_values({}), resolve(bad))

@@ -79,3 +79,22 @@ def test_module_hooks_report_what_they_were_given_while_a_recording_is_open():
     seen.clear()
     layer(x).sum().backward()  # no recording open: the hooks run, nothing is reported
     assert seen == []
+
+
+def test_copies_over_shared_parameters_hold_the_model_once_and_convert_apart():
+    import torch
+
+    from gradscope.targets.registered import deep_copy_all
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+    model.register_buffer("seen", torch.zeros(2))
+    (copy,) = deep_copy_all({"m": model}, share_parameters=True).values()
+    ours, theirs = copy[0].weight, model[0].weight
+    assert ours is not theirs and ours.data_ptr() == theirs.data_ptr()  # one storage
+    assert copy.seen.data_ptr() != model.seen.data_ptr()  # (buffers are the copy's own)
+    was = theirs.detach().clone()
+    copy.double()  # a conversion gives the copy storage of its own...
+    assert copy[0].weight.dtype == torch.float64 and theirs.dtype == torch.float32
+    assert torch.equal(theirs.detach(), was)  # ...and leaves the user's parameters as they were
+    (plain,) = deep_copy_all({"m": model}).values()
+    assert plain[0].weight.data_ptr() != theirs.data_ptr()
