@@ -36,8 +36,9 @@ from gradscope.memory import released
 from gradscope.tensors import moved_by
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
-# input → the flat indices of the elements compared, where not all are (a sample)
-Where = dict[str, torch.Tensor]
+# input → the flat indices of the elements compared (None: all of them; an input not named:
+# none — a sample's, or one no answer covers)
+Where = dict[str, torch.Tensor | None]
 # autocast's measured change is believed up to this many units of its dtype × the tensor's
 # largest gradient (float16: 1.6 %, bfloat16: 12.5 % of it)
 CAP_UNITS = 16
@@ -70,9 +71,9 @@ class RoundOff:
             where = None
         # (only the inputs with an element compared: at a model's size each VJP of every
         # parameter is a copy of the model)
-        only = None if not where else [n for n in self.centre.names
-                                       if n not in where or where[n].numel()]
-        return self._noise(lambda engine: engine.vjp(v, only), where or {})
+        only = None if where is None else [n for n, at in where.items()
+                                           if at is None or at.numel()]
+        return self._noise(lambda engine: engine.vjp(v, only), where)
 
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
@@ -83,9 +84,9 @@ class RoundOff:
         """`answer` of each engine: the centre's against the moved sides', and with
         --autocast against the twin's."""
         def picked(got: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            if not where:
+            if where is None:
                 return dict(got)
-            return {n: g.reshape(-1)[where[n].to(g.device)] if n in where else g
+            return {n: g if where.get(n) is None else g.reshape(-1)[where[n].to(g.device)]
                     for n, g in got.items()}
 
         centre = picked(answer(self.centre))
@@ -143,7 +144,7 @@ def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[Where]
     if where is None:
         return {e: dict(a) for e, a in answers.items()}
     if not elementwise:
-        where = {}
+        where = dict.fromkeys(where)
     measured = guarded(lambda: noise(where))
     released()  # (the sides' copies, graphs and answers: gone before the comparison's peak)
     if not measured:
@@ -181,7 +182,7 @@ def _compared(answers: Mapping[str, Mapping[str, Answer]]) -> Where | None:
         masks = [a.checked for per_input in answers.values()
                  for a in [per_input.get(name)] if a is not None]
         if any(m is None for m in masks):
-            anything = True
+            where[name], anything = None, True
             continue
         union = None
         for m in masks:
@@ -189,11 +190,9 @@ def _compared(answers: Mapping[str, Mapping[str, Answer]]) -> Where | None:
                 continue  # (one broadcast False: a sample of no element)
             union = m.clone() if union is None else union | m
         if union is None or not bool(union.any()):
-            where[name] = torch.zeros(0, dtype=torch.long)
             continue
         anything = True
-        if not bool(union.all()):
-            where[name] = union.reshape(-1).nonzero().flatten()
+        where[name] = None if bool(union.all()) else union.reshape(-1).nonzero().flatten()
     return where if anything else None
 
 

@@ -45,6 +45,7 @@ from gradscope.verdict.tolerance import Tolerance
 DIRECTIONS = 3  # seeded random directions over every element of a model at scale
 SHRINK = 16.0  # a kinked stencil is tried again with steps this much smaller...
 SHRINKS = 2  # ...this many times
+BLOCK = 1 << 22  # elements multiplied in float64 at a time (32 MB temporaries)
 
 
 @dataclass(frozen=True)
@@ -336,7 +337,7 @@ def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream:
     is as sensitive as the model's): directions of their own, extrapolated from the start."""
     order = tuple(order)
     side = _Side(grads, upstream.to(torch.float64),
-                 {n: float(grads[n].double().pow(2).sum()) for n in order}, atol, rtol)
+                 {n: _sums(grads[n], grads[n])[0] for n in order}, atol, rtol)
     offset = DIRECTIONS if pointed else 0
     # (each direction drawn when used, never all at once: one is a float32 copy of the model)
     found = tuple(_along(fd, side, _direction(fd, order, seed, offset + k), order, k,
@@ -370,10 +371,10 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
     model); the drill-down, already on a failure's path, extrapolates from the start."""
     moved = {n: t[n] for n in names}
     dot = spread = 0.0
-    for n in names:  # (one temporary per tensor, never the whole model's)
-        gt = torch.mul(side.grads[n].double(), moved[n])
-        dot += float(gt.sum())
-        spread += float(gt.abs_().sum())
+    for n in names:
+        got = _sums(side.grads[n], moved[n])
+        dot += got[0]
+        spread += got[1]
     norm = math.sqrt(sum(side.squares[n] for n in names))
     shrink = 1.0
     for attempt in range(SHRINKS + 1):
@@ -393,6 +394,18 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             return Along(names, index, difference, slack, norm, kinked)
         shrink *= SHRINK
     raise AssertionError("unreachable")  # (the loop returns on its last attempt)
+
+
+def _sums(g: torch.Tensor, t: torch.Tensor) -> tuple[float, float]:
+    """Σ g·t and Σ|g·t| in float64, a block of elements at a time (a float64 temporary of a
+    whole tensor — an embedding of 65M elements — is half a gigabyte; two of them, one)."""
+    flat_g, flat_t = g.reshape(-1), t.reshape(-1)
+    dot = spread = 0.0
+    for start in range(0, flat_g.numel(), BLOCK):
+        gt = torch.mul(flat_g[start:start + BLOCK].double(), flat_t[start:start + BLOCK])
+        dot += float(gt.sum())
+        spread += float(gt.abs_().sum())
+    return dot, spread
 
 
 def _drilled(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],

@@ -63,25 +63,38 @@ def worst_indices(cmp: Judged, max_elements: int, full: bool,
                   count: int = WORST_ELEMENTS) -> torch.Tensor | None:
     """Flat indices of the `count` worst elements (most severe status, then largest error),
     worst first, or None when every element is to be reported (no more than
-    `max_elements`, or `full`)."""
+    `max_elements`, or `full`). Status by status, from the most severe: each one's largest
+    errors fill what is left of `count` (a key of rank and error in float64 would be three
+    temporaries the size of the tensor: gigabytes for a model's embedding)."""
     n = cmp.status.numel()
     if full or n <= max_elements:
         return None
-    err = cmp.error.reshape(-1).to(torch.float64)  # finite: compare zeroes undefined ones
-    if len(cmp.counts()) == 1:
-        key = err  # one status throughout (the usual case): the error alone ranks
-    else:
-        # One key: the status rank, then the error scaled into [0, 1). topk is O(n); a full
-        # sort of a million elements costs more than all three engines together.
-        lut = torch.tensor([float(s.rank) for s in ELEMENT], dtype=torch.float64,
-                           device=err.device)
-        rank = lut[cmp.status.reshape(-1).to(torch.int64)]
-        top = float(err.max()) if n else 0.0
-        key = rank * 2.0 + (err / (2.0 * top) if top > 0 else 0.0)
-    k = min(count, n)
+    err = cmp.error.reshape(-1) if any(cmp.error.stride()) else None  # (None: one 0 broadcast)
+    statuses = sorted((s for s in ELEMENT if s.value in cmp.counts()), key=lambda s: -s.rank)
+    found: list[torch.Tensor] = []
+    left = min(count, n)
+    for status in statuses:
+        if left <= 0:
+            break
+        members = None if len(statuses) == 1 else cmp.status.reshape(-1) == status.code
+        picked = _largest(err, members, left, cmp.counts()[status.value], cmp.status.device)
+        found.append(picked)
+        left -= picked.numel()
+    return torch.cat(found) if found else torch.zeros(0, dtype=torch.int64,
+                                                      device=cmp.status.device)
+
+
+def _largest(err: torch.Tensor | None, members: torch.Tensor | None, k: int, size: int,
+             device: torch.device) -> torch.Tensor:
+    """Flat indices of the k largest errors among `members` (None: every element), largest
+    first; equal errors lowest index first, whatever topk chose among ties at the cut."""
+    k = min(k, size)
+    if err is None:  # every error 0: the first k members
+        return torch.arange(k, device=device) if members is None else first_true(members, k)
+    key = err.to(torch.float64)
+    if members is not None:  # (errors are finite and ≥ 0: −1 ranks below every member)
+        key = torch.where(members, key, -1.0)
     values, order = _topk(key, k)
-    # Equal keys: lowest index first, so the result does not depend on topk's choice among
-    # ties at the cut or on its order (then two stable sorts: by index, then by key).
     cut = values[-1]
     above = order[values > cut]
     ties = first_true(key == cut, k - above.numel())

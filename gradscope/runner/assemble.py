@@ -240,13 +240,13 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
         stats["grad_max_abs"] = float(torch.linalg.vector_norm(finite, float("inf")))
     if fd is not None and fd.shape == a.shape and n:
         # norm-wise: max |autograd − fd| / max |fd| (element-wise ratios explode where a
-        # gradient is 0 up to round-off, which says nothing)
-        f = fd.to(torch.float64)
-        if finite is a and all_finite(f):
-            both_a, both_f = a, f
+        # gradient is 0 up to round-off, which says nothing); a sample's few elements are
+        # picked before anything is widened to float64
+        if finite is a and all_finite(fd):
+            both_a, both_f = a, fd.to(torch.float64)
         else:
-            both = torch.isfinite(a) & torch.isfinite(f)
-            both_a, both_f = a[both], f[both]
+            both = torch.isfinite(a) & torch.isfinite(fd)
+            both_a, both_f = a[both], fd[both].to(torch.float64)
         if both_a.numel():
             scale = float(torch.linalg.vector_norm(both_f, float("inf")))
             worst = float(torch.linalg.vector_norm(both_a - both_f, float("inf")))

@@ -35,6 +35,9 @@ from gradscope.report.status import (
 )
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
+# a sample covering less than 1/SPARSE of a tensor is judged at its own elements only
+SPARSE = 8
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -115,6 +118,10 @@ def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
     checked = partial.checked.to(autograd.device)  # type: ignore[union-attr]
     if not bool(checked.any()):  # an empty sample (nothing of it is judged: unchecked where
         return _compare(autograd, others, tol)  # no other answer is), no model-sized copies
+    if not others:
+        at = checked.reshape(-1).nonzero().flatten()
+        if at.numel() * SPARSE < checked.numel():
+            return _sampled(autograd, partial, at, tol)
     masked = Answer(torch.where(checked, partial.values.to(autograd.device), 0.0),
                     torch.where(checked, partial.error.to(autograd.device), 0.0)
                     if partial.error is not None else None, partial.kink)
@@ -124,6 +131,28 @@ def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
     outside = _compare(autograd, others, tol)
     status = torch.where(checked, within.status, outside.status)
     return Comparison(status, torch.where(checked, within.error, outside.error))
+
+
+def _sampled(autograd: torch.Tensor, sample: Answer, at: torch.Tensor, tol: Tolerance
+             ) -> Comparison:
+    """A sample of a few elements (the flat indices `at`) judged at those elements alone,
+    every other one unchecked: the comparison's float64 temporaries are the sample's size,
+    not a model tensor's (an embedding of 65M elements: gigabytes)."""
+    shape = tuple(autograd.shape)
+    where = torch.unravel_index(at, shape) if shape else ()
+
+    def picked(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(autograd.device).expand(shape)[where]
+
+    within = _compare(picked(autograd.detach()),  # type: ignore[arg-type]
+                      [Answer(picked(sample.values), picked(sample.error),  # type: ignore
+                              picked(sample.kink))], tol)
+    outside = _compare(autograd, [], tol)
+    status = outside.status  # (a tensor of its own)
+    status[where] = within.status
+    error = torch.zeros(shape, dtype=torch.float64, device=autograd.device)
+    error[where] = within.error
+    return Comparison(status, error)
 
 
 def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) -> Comparison:

@@ -62,3 +62,27 @@ def test_ties_at_the_cut_take_the_lowest_indices_across_chunks(monkeypatch):
     n = 100
     idx = worst_indices(_cmp([OK] * n, [0.0] * n), max_elements=10, full=False, count=20)
     assert idx.tolist() == list(range(20))
+
+
+def test_the_worst_are_ranked_status_first_then_error_as_one_key_ranks_them():
+    from gradscope.report.status import ELEMENT
+
+    gen = torch.Generator().manual_seed(5)
+    for trial in range(20):
+        n = 3000
+        codes = torch.tensor([s.code for s in ELEMENT], dtype=torch.int8)
+        status = codes[torch.randint(0, len(codes) - trial % 3, (n,), generator=gen)]
+        error = torch.randint(0, 40, (n,), generator=gen).double() / 7  # ties at every cut
+        got = worst_indices(Comparison(status, error), 100, False)
+        # the one key: status rank, then error; equal keys lowest index first
+        rank = torch.tensor([float(ELEMENT[int(c)].rank) for c in status])
+        key = rank * 2.0 + error / (2.0 * float(error.max()))
+        order = sorted(range(n), key=lambda i: (-float(key[i]), i))[:WORST_ELEMENTS]
+        assert got.tolist() == order
+
+
+def test_one_status_with_one_error_broadcast_reports_the_first_elements():
+    status = torch.full((5000,), 0, dtype=torch.int8)
+    error = torch.zeros((), dtype=torch.float64).expand(5000)  # (never a copy of itself)
+    got = worst_indices(Comparison(status, error), 100, False)
+    assert got.tolist() == list(range(WORST_ELEMENTS))

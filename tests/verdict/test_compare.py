@@ -184,3 +184,26 @@ def test_projections_cover_the_elements_a_sample_missed():
     projections = [c for c in report.upstream_checks if c.label.startswith("random projection")]
     assert len(projections) == 3 and projections[0].label.endswith("(all 200 elements)")
     assert not all(c.passed for c in projections)
+
+
+def test_a_sparse_sample_is_judged_at_its_elements_as_the_masked_way_judges_it(monkeypatch):
+    from gradscope.verdict import compare as module
+
+    torch.manual_seed(0)
+    autograd = torch.randn(6, 50, dtype=torch.float64)
+    values = torch.full((6, 50), float("nan"), dtype=torch.float64)
+    error = torch.zeros(6, 50, dtype=torch.float64)
+    checked = torch.zeros(6, 50, dtype=torch.bool)
+    checked[1, 3] = checked[4, 7] = checked[5, 49] = True
+    values[checked] = autograd[checked]
+    values[4, 7] += 1.0  # one wrong among the three sampled
+    autograd[2, 2] = float("nan")  # undefined outside the sample stays undefined
+    kink = torch.zeros((), dtype=torch.bool).expand(6, 50)
+    sample = Answer(values, error, kink, checked)
+    sparse = module.compare(autograd, [sample], TOL)
+    monkeypatch.setattr(module, "SPARSE", 0)  # (never sparse: the masked, whole-tensor way)
+    whole = module.compare(autograd, [sample], TOL)
+    assert torch.equal(sparse.status, whole.status) and torch.equal(sparse.error, whole.error)
+    from gradscope.report.status import Status
+
+    assert sparse.counts()[Status.MISMATCH] == 1 and sparse.counts()[Status.OK] == 2
