@@ -111,13 +111,18 @@ CHILD = """
 import atexit, gc, json, resource, sys, torch
 torch.set_num_threads(%d)
 def said():  # (the user's float32 parameters: gradscope's copies are float64)
-    params = {id(p): p.numel() for o in gc.get_objects() if isinstance(o, torch.nn.Module)
-              for p in o.parameters() if p.dtype == torch.float32}
+    # (by storage: gradscope's copy of a module shares its parameters' storage)
+    params = {p.data_ptr(): p.numel() for o in gc.get_objects()
+              if isinstance(o, torch.nn.Module) for p in o.parameters()
+              if p.dtype == torch.float32}
     gpu = torch.cuda.max_memory_allocated() if torch.cuda.is_initialized() else None
     print("BENCH " + json.dumps({"peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                                  "gpu_peak": gpu, "parameters": max(params.values(), default=0)
                                  and sum(params.values())}), file=sys.stderr)
 atexit.register(said)
+if %r:  # --own-dtype: as if float64 did not fit (evidence/fit.py), whatever memory is free
+    import gradscope.evidence.fit
+    gradscope.evidence.fit.available = lambda device: 0
 from gradscope.cli.main import entry
 sys.argv = %r
 entry()
@@ -126,7 +131,8 @@ entry()
 
 def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
                llama_layers: bool = True, timeout: float | None = None,
-               runs: tuple[str, ...] = ("passing", "failing")) -> list[dict[str, Any]]:
+               runs: tuple[str, ...] = ("passing", "failing"), own_dtype: bool = False,
+               only_one_b: bool = False) -> list[dict[str, Any]]:
     """Models at scale, passing and failing (a 1 % error planted in GPT's custom GELU, the
     weight's gradient from the unnormalised input in the Llama's RMSNorm), each `gradscope
     check` in its own process: seconds, the process's peak resident memory and bytes per
@@ -137,8 +143,8 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
 
     data = Path(__file__).resolve().parent.parent / "tests" / "data"
     out = []
-    cases = [c for c in SCALE if llama_layers or c[1] != LLAMA]
-    for label, right, wrong, tokens, env in [*cases, *([ONE_B] if one_b else [])]:
+    cases = [] if only_one_b else [c for c in SCALE if llama_layers or c[1] != LLAMA]
+    for label, right, wrong, tokens, env in [*cases, *([ONE_B] if one_b or only_one_b else [])]:
         for kind, target in (("passing", right), ("failing", wrong)):
             if kind not in runs:
                 continue
@@ -147,7 +153,7 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             extra = {**env, "GRADSCOPE_LLAMA_OFF": "1" if kind == "failing" else "0"}
             started = time.perf_counter()
             try:
-                done = subprocess.run([sys.executable, "-c", CHILD % (threads, argv)],
+                done = subprocess.run([sys.executable, "-c", CHILD % (threads, own_dtype, argv)],
                                       capture_output=True, text=True, timeout=timeout,
                                       env={**os.environ, **extra})
             except subprocess.TimeoutExpired:
@@ -157,12 +163,17 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             wall = time.perf_counter() - started
             row = {"model": label, "run": kind, "exit": done.returncode,
                    "seconds": round(wall, 1), **_measured(done.stderr)}
+            if done.returncode not in (0, 1):
+                row["error"] = done.stderr.strip().splitlines()[-1:]
             try:
                 report = json.loads(done.stdout)
                 row["coverage"] = report.get("coverage", "")
                 row["culprit"] = next((d["op"] for d in report["diagnostics"]
                                        if d["kind"] == "culprit"), None)
                 row["stepped_aside"] = [n[:160] for n in report["notes"] if "stepped aside" in n]
+                row["dtype"] = report.get("dtype")
+                row["inner_departure"] = next((d["op"] for d in report["diagnostics"]
+                                               if d["kind"] == "inner_departure"), None)
             except ValueError:
                 row["coverage"] = done.stderr.strip().splitlines()[-1:] or ""
             print(json.dumps(row), flush=True)
@@ -205,11 +216,17 @@ def main() -> None:
     parser.add_argument("--row-timeout", type=float, help="with --scale: seconds per check")
     parser.add_argument("--runs", default="passing,failing",
                         help="with --scale: passing, failing or both")
+    parser.add_argument("--own-dtype", action="store_true",
+                        help="with --scale: check as if a float64 check did not fit in memory "
+                        "(the model's own dtype, evidence/fit.py), whatever memory is free")
+    parser.add_argument("--only-one-b", action="store_true",
+                        help="with --scale: the ~10⁹-parameter Llama shape alone")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale:
         scale_rows(args.threads, args.one_b, args.device, not args.no_llama_layers,
-                   args.row_timeout, tuple(args.runs.split(",")))
+                   args.row_timeout, tuple(args.runs.split(",")), args.own_dtype,
+                   args.only_one_b)
         return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")

@@ -46,6 +46,7 @@ DIRECTIONS = 3  # seeded random directions over every element of a model at scal
 SHRINK = 16.0  # a kinked stencil is tried again with steps this much smaller...
 SHRINKS = 2  # ...this many times
 BLOCK = 1 << 22  # elements multiplied in float64 at a time (32 MB temporaries)
+HALF_FROM = 1 << 26  # elements past which a direction is held in float16
 
 
 @dataclass(frozen=True)
@@ -353,14 +354,18 @@ def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream:
 def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
                ) -> dict[str, torch.Tensor]:
     """A seeded Gaussian direction over every element of `names` (float32, each drawn from
-    its own generator: the same tensor gets the same direction whatever else is checked)."""
+    its own generator: the same tensor gets the same direction whatever else is checked;
+    held in float16 past HALF_FROM elements: both sides of a projection read the very same
+    direction, and a model's size of it is half the memory)."""
+    held = torch.float16 if sum(fd.values[n].numel() for n in names) > HALF_FROM \
+        else torch.float32
     out = {}
     for name in names:
         x = fd.values[name]
         gen = generator(seed, f":compose:{name}:{k}")
-        # (float32 draws are four times faster than float64 ones and as Gaussian; half the
-        # memory while held)
-        out[name] = torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.device)
+        # (float32 draws are four times faster than float64 ones and as Gaussian)
+        out[name] = torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.device,
+                                                                                 held)
     return out
 
 
