@@ -337,6 +337,9 @@ def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream:
     (as sensitive as their own gradient's norm allows, where a projection over every tensor
     is as sensitive as the model's): directions of their own, extrapolated from the start."""
     order = tuple(order)
+    # (f's round-off, measured once on a moved copy of the inputs: before a direction is
+    # held, so that the two are never in memory together)
+    fd.point.noise()
     side = _Side(grads, upstream.to(torch.float64),
                  {n: _sums(grads[n], grads[n])[0] for n in order}, atol, rtol)
     offset = DIRECTIONS if pointed else 0
