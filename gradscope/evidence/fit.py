@@ -25,8 +25,9 @@ from pathlib import Path
 import torch
 
 # extra bytes per parameter a float64 check holds at its peak, beside the model itself (GPT-2
-# small, 124M float32 parameters: 5.5 GB peak resident, 0.5 GB of it the model and 0.3 GB
-# torch itself; benchmarks/models.py --scale, 2026-11-27)
+# small, 124M float32 parameters: 5.3 GB peak resident, 0.5 GB of it the model and 0.3 GB
+# torch itself; the 2-layer Llama shape, 167M: 7.5 GB; benchmarks/models.py --scale,
+# 2026-11-27)
 FLOAT64_BYTES_PER_PARAMETER = 40
 LOW = (torch.float32, torch.float16, torch.bfloat16)
 MEMINFO = Path("/proc/meminfo")

@@ -41,7 +41,6 @@ import torch
 from gradscope.errors import Stopped, UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
-from gradscope.memory import released
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
 from gradscope.verdict.compare import Comparison
@@ -163,8 +162,7 @@ class Guard:
         return (f for f in self.features if f.name not in self.aside)
 
     def call(self, feature: Feature, hook: Callable[..., T], fallback: T, *args: Any) -> T:
-        """`hook(*args)`, or `fallback` with the feature set aside where it raised (and the
-        memory its temporaries held handed back: the next feature's peak starts lower)."""
+        """`hook(*args)`, or `fallback` with the feature set aside where it raised."""
         try:
             return hook(*args)
         except (UsageError, Stopped, KeyboardInterrupt):
@@ -174,8 +172,6 @@ class Guard:
         except Exception as exc:  # (user code under a feature's own calls, or the feature)
             first = (str(exc).splitlines() or [""])[0][:200]
             self.aside[feature.name] = f"it raised {type(exc).__name__}: {first}"
-        finally:
-            released()
         return fallback
 
     def notes(self) -> tuple[str, ...]:

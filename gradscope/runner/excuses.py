@@ -16,6 +16,7 @@ from gradscope import features as registry
 from gradscope.evidence.gather import Evidence
 from gradscope.evidence.prepare import Prepared
 from gradscope.features import Context, Guard
+from gradscope.memory import released
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     for feature in guard.features:
         tic = time.perf_counter()
         found = guard.call(feature, feature.facts, None, Context(prepared, evidence, facts))
+        released()  # (a model's temporaries of this feature gone before the next one's peak)
         if found is not None:
             facts[feature.name] = found
             timings[feature.name] = time.perf_counter() - tic
