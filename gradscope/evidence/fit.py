@@ -59,11 +59,15 @@ def fitted(parameters: Mapping[str, torch.Tensor], dtype: str, device: torch.dev
     name = str(next(iter(own))).removeprefix("torch.")
     return Fit(name, (
         f"checked in {name}, the parameters' own dtype: a float64 check of their {count:,} "
-        f"elements needs about {needed / 2**30:.1f} GiB beside the model and {device.type} "
-        f"has {free / 2**30:.1f} GiB free. Autograd and finite differences both ran in "
+        f"elements needs about {_size(needed)} beside the model and {device.type} has "
+        f"{_size(free)} free. Autograd and finite differences both ran in "
         f"{name} (tolerances follow it): errors of less than about 1 % of the gradient may go "
         "unseen by the projections over every tensor; custom autograd.Functions were still "
         "checked per call in float64. On a machine with more memory, float64 sees more"))
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def available(device: torch.device) -> int | None:

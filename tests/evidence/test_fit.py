@@ -79,3 +79,12 @@ def test_end_to_end_a_wrong_function_is_still_found(monkeypatch):
     assert not report.passed and report.dtype == "float32"
     (check,) = [c for c in report.upstream_checks if "checked in place" in c.label]
     assert check.label.startswith("RMSNormOff.backward (llama.py:") and not check.passed
+
+
+def test_the_note_gives_both_figures_in_a_readable_unit(monkeypatch):
+    monkeypatch.setattr(fit, "available", lambda device: 3 << 30)
+    found = fit.fitted(_params(torch.float32, n=100_000_000), "float64", CPU)
+    assert "about 3.7 GiB beside the model and cpu has 3.0 GiB free" in found.note
+    monkeypatch.setattr(fit, "available", lambda device: 1 << 20)
+    found = fit.fitted(_params(torch.float32, n=100_000), "float64", CPU)
+    assert "about 3.8 MiB beside the model and cpu has 1.0 MiB free" in found.note
