@@ -39,11 +39,6 @@ def _libc() -> Any:
     return libc
 
 
-def _trim() -> Any:
-    libc = _libc()
-    return None if libc is None else libc.malloc_trim
-
-
 def free_in_heap() -> int | None:
     """Bytes malloc holds freed in its heap (None: it does not say)."""
     libc = _libc()
@@ -53,8 +48,8 @@ def free_in_heap() -> int | None:
 def released(worth: int | None = None) -> bool:
     """Free heap memory handed back to the system where there is at least `worth` of it
     (default WORTH); whether it was."""
-    trim, free = _trim(), free_in_heap()
-    if trim is None or free is None or free < (WORTH if worth is None else worth):
+    free = free_in_heap()
+    if free is None or free < (WORTH if worth is None else worth):
         return False
-    trim(0)
+    _libc().malloc_trim(0)
     return True

@@ -93,6 +93,12 @@ def _signs(v: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         .mul_(2).sub_(1)
 
 
+def broadcast(t: torch.Tensor) -> bool:
+    """Whether every element of `t` is one stored value (a scalar expanded to a shape: a
+    model-sized answer of nothing, which a reshape(-1) would copy)."""
+    return t.numel() > 0 and not any(t.stride())
+
+
 def moved_by(values: Mapping[str, torch.Tensor], relative: float,
              signs: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """`values` moved by `relative`·|v| in the `signs` directions (the others as they are;

@@ -30,7 +30,7 @@ print((before - resident()) >> 20)
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or memory._trim() is None,
+@pytest.mark.skipif(not sys.platform.startswith("linux") or memory._libc() is None,
                     reason="glibc's malloc_trim only")
 def test_freed_model_sized_temporaries_are_handed_back():
     done = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True,

@@ -127,3 +127,11 @@ def test_grad_nodes_holds_what_it_saw_so_that_no_new_object_shares_a_dead_ones_i
     graph = {k: [k + 1] if k < 399 else [] for k in range(400)}
     seen = [node.key for node in grad_nodes(_wrapper(0, graph, {}))]
     assert seen == list(range(400))
+
+
+def test_a_scalar_expanded_to_a_shape_is_one_stored_value():
+    from gradscope.tensors import broadcast
+
+    assert broadcast(torch.zeros(()).expand(4, 5))
+    assert not broadcast(torch.zeros(4, 5)) and not broadcast(torch.zeros(4, 1).expand(4, 5))
+    assert not broadcast(torch.zeros(0))

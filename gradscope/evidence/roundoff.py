@@ -33,7 +33,7 @@ import torch
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
 from gradscope.memory import released
-from gradscope.tensors import moved_by
+from gradscope.tensors import broadcast, moved_by
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
 # input → the flat indices of the elements compared (None: all of them; an input not named:
@@ -186,7 +186,7 @@ def _compared(answers: Mapping[str, Mapping[str, Answer]]) -> Where | None:
             continue
         union = None
         for m in masks:
-            if m.numel() and not any(m.stride()) and not bool(m.reshape(-1)[0]):
+            if broadcast(m) and not bool(m.reshape(-1)[0]):
                 continue  # (one broadcast False: a sample of no element)
             union = m.clone() if union is None else union | m
         if union is None or not bool(union.any()):

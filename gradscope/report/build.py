@@ -10,7 +10,7 @@ import torch
 
 from gradscope.report.model import TensorSummary
 from gradscope.report.status import ELEMENT
-from gradscope.tensors import first_true, multi_index
+from gradscope.tensors import broadcast, first_true, multi_index
 
 
 class Judged(Protocol):
@@ -69,7 +69,7 @@ def worst_indices(cmp: Judged, max_elements: int, full: bool,
     n = cmp.status.numel()
     if full or n <= max_elements:
         return None
-    err = cmp.error.reshape(-1) if any(cmp.error.stride()) else None  # (None: one 0 broadcast)
+    err = None if broadcast(cmp.error) else cmp.error.reshape(-1)  # (None: one 0 broadcast)
     statuses = sorted((s for s in ELEMENT if s.value in cmp.counts()), key=lambda s: -s.rank)
     found: list[torch.Tensor] = []
     left = min(count, n)

@@ -41,9 +41,9 @@ def run(request: Request) -> Report:
         prepared = prepare(request)
         try:
             evidence = gather(prepared, request.progress)
-            released()  # (each stage's temporaries handed back before the next one's peak)
+            released()  # (the evidence's temporaries handed back before the features' peaks;
+            # excuse hands back after each feature itself)
             excuses = excuse(prepared, evidence)
-            released()
             verdict = judge(prepared, evidence, excuses)
             diagnoses = diagnose(prepared, evidence, excuses, verdict)
             report = assemble(prepared, evidence, excuses, verdict, diagnoses)
