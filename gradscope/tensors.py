@@ -69,6 +69,15 @@ def all_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all())
 
 
+def max_abs(t: torch.Tensor) -> float:
+    """max |t| (NaN if any element is; 0 for none), read off one aminmax pass: the infinity
+    norm's kernel takes about ten times as long over a million float64 elements."""
+    if t.numel() == 0:
+        return 0.0
+    low, high = torch.aminmax(t.detach())
+    return max(-float(low), float(high))
+
+
 def branch_changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise 'on a different branch' for branch ids, where two NaNs count as the same."""
     if a is b:  # a reused subexpression: the same tensor, unchanged by construction

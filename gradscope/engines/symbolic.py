@@ -204,7 +204,7 @@ class SymbolicEngine:
             for block, u in zip(record.args, self._adjoints(record, g), strict=True):
                 if u is not None:
                     self._backward(block, u, grads)
-        return {name: grads.get(sym, torch.zeros_like(self.values[name]))
+        return {name: grads[sym] if sym in grads else torch.zeros_like(self.values[name])
                 for name, sym in self.inputs.items()}
 
     def _backward(self, block: _Block, u: torch.Tensor,

@@ -36,11 +36,13 @@ class OpcheckFeature(Feature):
 
     def facts(self, ctx: Context) -> OpChecks | None:
         prepared = ctx.prepared
-        leaves = {n: t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex())
-                  for n, t in prepared.bound.cast.items() if n in prepared.target.names}
-        call = prepared.target.op_call(leaves)
-        if call is None:
+        cast = {n: t for n, t in prepared.bound.cast.items() if n in prepared.target.names}
+        if prepared.target.op_call(cast) is None:  # not a custom op: no copies of the inputs
             return None
+        leaves = {n: t.detach().clone().requires_grad_(t.is_floating_point() or t.is_complex())
+                  for n, t in cast.items()}
+        call = prepared.target.op_call(leaves)
+        assert call is not None
         op, args, kwargs = call
         found = torch.library.opcheck(op, args, kwargs, raise_exception=False)
         results = tuple((test, None if outcome == "SUCCESS" else _finding(outcome))

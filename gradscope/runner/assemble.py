@@ -25,7 +25,7 @@ from gradscope.report.status import Status
 from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
-from gradscope.tensors import all_finite
+from gradscope.tensors import all_finite, max_abs
 from gradscope.verdict import outcome
 from gradscope.verdict.compare import Comparison
 
@@ -79,7 +79,8 @@ def _undefined_upstream(prepared: Prepared, evidence: Evidence) -> int:
     """How many output elements the default upstream leaves out (0 where NaN or infinite)."""
     if not prepared.bound.upstream.ones:
         return 0
-    return int((evidence.backward.upstream == 0).sum())
+    upstream = evidence.backward.upstream
+    return upstream.numel() - int(torch.count_nonzero(upstream))
 
 
 def _fields(reported: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +238,7 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
     finite = a if all_finite(a) else a[torch.isfinite(a)]
     if finite.numel():  # the gradient-flow plot's bars
         stats["grad_mean_abs"] = float(torch.linalg.vector_norm(finite, 1)) / finite.numel()
-        stats["grad_max_abs"] = float(torch.linalg.vector_norm(finite, float("inf")))
+        stats["grad_max_abs"] = max_abs(finite)
     if fd is not None and fd.shape == a.shape and n:
         # norm-wise: max |autograd − fd| / max |fd| (element-wise ratios explode where a
         # gradient is 0 up to round-off, which says nothing); a sample's few elements are
@@ -248,8 +249,8 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
             both = torch.isfinite(a) & torch.isfinite(fd)
             both_a, both_f = a[both], fd[both].to(torch.float64)
         if both_a.numel():
-            scale = float(torch.linalg.vector_norm(both_f, float("inf")))
-            worst = float(torch.linalg.vector_norm(both_a - both_f, float("inf")))
+            scale = max_abs(both_f)
+            worst = max_abs(both_a - both_f)
             stats["max_rel_error"] = worst / scale if scale > 0 else (0.0 if worst == 0
                                                                        else float("inf"))
     return stats

@@ -104,9 +104,12 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
         if feature.users:  # (the common case: no mask of a million elements per feature)
             cmp = guard.call(feature, feature.explain, cmp, ctx, name, view, cmp)
             continue
-        before = cmp.status == Status.SURROGATE.code
+        before = cmp
         cmp = guard.call(feature, feature.explain, cmp, ctx, name, view, cmp)
-        marked = ((cmp.status == Status.SURROGATE.code) & ~before).cpu()
+        if cmp is before or not cmp.has(Status.SURROGATE):  # (it marked nothing: no masks)
+            continue
+        marked = ((cmp.status == Status.SURROGATE.code)
+                  & (before.status != Status.SURROGATE.code)).cpu()
         theirs = marked if theirs is None else theirs | marked
     if cmp.has(Status.MISMATCH) and name not in seen:
         reference = _reference(view.answers[name])

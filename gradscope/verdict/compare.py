@@ -164,31 +164,43 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
         return Comparison(status, torch.zeros((), dtype=ag.dtype, device=ag.device)
                           .expand(ag.shape))
     # This runs a dozen times per check on tensors of up to millions of elements, so it is
-    # written in few passes: a difference is finite exactly when both sides are, and one sum
-    # tells whether all differences are (an overflowing sum only sends us the exact way).
+    # written in few passes, each into a buffer reused across answers (`out=`): the margin
+    # diff − rtol·|ref| − k·err is over atol exactly where an element mismatches, and its
+    # maximum is finite only if every difference is (a NaN or an infinity sends us the exact
+    # way); no pass of its own tells whether any element is over.
     error: torch.Tensor | None = None
-    bad: torch.Tensor | None = None
+    bad: torch.Tensor | None = None  # None: no element is over its limit
     defined: torch.Tensor | None = None  # None: every element is defined
     kink: torch.Tensor | None = None
+    scratch: torch.Tensor | None = None  # |ag − ref| of the second answer on
     for answer in answers:
-        ref = answer.values.to(ag.device, torch.float64)
-        diff = torch.sub(ag, ref).abs_()
-        limit = ref.abs().mul_(tol.rtol).add_(tol.atol_for(ref))
-        if answer.error is not None:
-            limit.add_(answer.error.to(ag.device, torch.float64), alpha=FD_ERROR_FACTOR)
-        over = diff > limit  # NaN compares False; such elements become `undefined` below
-        bad = over if bad is None else bad.logical_or_(over)
-        if not math.isfinite(float(diff.sum())):
+        ref = answer.values.detach().to(ag.device, torch.float64)
+        diff = _difference(ag, ref, error, scratch)
+        if diff is not error and error is not None and diff.shape == error.shape:
+            scratch = diff
+        margin = _margin(diff, ref, answer, tol)
+        top = float(margin.max()) if margin.numel() else 0.0
+        atol = tol.atol_for(ref)
+        if not top <= atol:  # (NaN too: look at the elements, the max cannot say)
+            over = margin > atol  # NaN compares False: such elements become `undefined`
+            bad = over if bad is None else bad.logical_or_(over)
+        if not math.isfinite(top):
             ok = torch.isfinite(diff)
-            defined = ok if defined is None else defined.logical_and_(ok)
-            diff.masked_fill_(~ok, 0.0)
-        error = diff if error is None else torch.maximum(error, diff, out=error)
+            if not bool(ok.all()):
+                defined = ok if defined is None else defined.logical_and_(ok)
+                diff.masked_fill_(~ok, 0.0)
+        if error is None:
+            error = diff
+        elif diff.shape == error.shape:
+            torch.maximum(error, diff, out=error)
+        else:
+            error = torch.maximum(error, diff)
         if answer.kink is not None:
             kink = answer.kink if kink is None else kink | answer.kink
-    assert error is not None and bad is not None
+    assert error is not None
     status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
     uniform = True
-    if bool(bad.any()):
+    if bad is not None:
         status.masked_fill_(bad, MISMATCH)
         uniform = False
     if kink is not None:
@@ -204,6 +216,34 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
         hist = [0] * len(ELEMENT)
         hist[OK] = status.numel()
     return Comparison(status, error, hist)
+
+
+def _difference(ag: torch.Tensor, ref: torch.Tensor, first: torch.Tensor | None,
+                scratch: torch.Tensor | None) -> torch.Tensor:
+    """|ag − ref|: a tensor of its own for the first answer (it becomes the error), the
+    scratch buffer for the others."""
+    shape = torch.broadcast_shapes(ag.shape, ref.shape)
+    if first is None or shape != first.shape:
+        return torch.sub(ag, ref).abs_()
+    out = torch.empty_like(first) if scratch is None else scratch
+    return torch.sub(ag, ref, out=out).abs_()
+
+
+def _margin(diff: torch.Tensor, ref: torch.Tensor, answer: Answer, tol: Tolerance
+            ) -> torch.Tensor:
+    """diff − rtol·|ref| − FD_ERROR_FACTOR·error, in one new buffer."""
+    limit = torch.abs(ref)
+    if limit.shape == diff.shape:
+        margin = torch.sub(diff, limit, alpha=tol.rtol, out=limit)
+    else:
+        margin = torch.sub(diff, limit, alpha=tol.rtol)
+    if answer.error is not None:
+        err = answer.error.to(diff.device, torch.float64)
+        if torch.broadcast_shapes(margin.shape, err.shape) == margin.shape:
+            margin.sub_(err, alpha=FD_ERROR_FACTOR)
+        else:
+            margin = margin - FD_ERROR_FACTOR * err
+    return margin
 
 
 def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
