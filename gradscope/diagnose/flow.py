@@ -12,6 +12,7 @@ and for a model the module it ran in. What the findings mean is `findings.py`'s 
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -32,16 +33,21 @@ class GradientStats:
     """How much gradient a tensor carries."""
 
     numel: int
-    nonzero: int
+    nonzero: int  # elements not 0 (not `counted`: 0 for none, 1 for some)
     nonfinite: int
     norm: float | None  # L2 norm; only the graph command shows it, so only it computes it
+    counted: bool = True
 
     @property
     def finite(self) -> bool:
         return self.nonfinite == 0
 
     @classmethod
-    def of(cls, t: torch.Tensor | None, norm: bool = False) -> GradientStats | None:
+    def of(cls, t: torch.Tensor | None, norm: bool = False, count: bool = True
+           ) -> GradientStats | None:
+        """`count`: how many elements are nonzero (else only whether any is: a hook's pass
+        over each gradient of a graph of millions of elements is one aminmax, which tells
+        both that and whether every element is finite)."""
         if t is None:
             return None
         d = t.detach()
@@ -49,11 +55,15 @@ class GradientStats:
             d = d.to_dense()
         if not d.numel():
             return cls(0, 0, 0, 0.0)
-        # Hooks run on every node of a graph over millions of elements: a sum tells whether
-        # all are finite (isfinite is a slower pass), and count_nonzero is cheap.
-        nonfinite = 0 if all_finite(d) else int((~torch.isfinite(d)).sum())
         l2 = float(torch.linalg.vector_norm(d, dtype=torch.float64)) if norm else None
-        return cls(d.numel(), int(torch.count_nonzero(d)), nonfinite, l2)
+        if count or not d.is_floating_point():  # (complex has no aminmax)
+            nonfinite = 0 if all_finite(d) else int((~torch.isfinite(d)).sum())
+            return cls(d.numel(), int(torch.count_nonzero(d)), nonfinite, l2)
+        low, high = (float(v) for v in torch.aminmax(d))  # (NaN: both are)
+        if math.isfinite(low) and math.isfinite(high):
+            nonzero = int(low != 0 or high != 0)
+            return cls(d.numel(), nonzero, 0, l2, counted=nonzero == 0)
+        return cls(d.numel(), int(torch.count_nonzero(d)), int((~torch.isfinite(d)).sum()), l2)
 
 
 @dataclass
@@ -223,8 +233,11 @@ def _recorder(node: FlowNode, keep_grads: bool, norms: bool):
         if keep_grads and received is not None:
             node.grad = received.detach().clone()
         node.shape = tuple(received.shape) if received is not None else None
-        node.received = GradientStats.of(received, norms)
-        node.passed = [GradientStats.of(g, norms) for g in grad_inputs]
+        # (a count of nonzero elements is shown by the graph command, and read for a node
+        # that passes no gradient on: only then is it counted)
+        node.passed = [GradientStats.of(g, norms, count=norms) for g in grad_inputs]
+        stopped = all(p is None or p.nonzero == 0 for p in node.passed)
+        node.received = GradientStats.of(received, norms, count=norms or stopped)
         first = grad_inputs[0] if grad_inputs else None
         # only a saturating op is judged on which elements it blocked
         if node.kind == "saturation" and received is not None and first is not None \

@@ -46,7 +46,9 @@ class ElementwiseEstimator:
         rejected: torch.Tensor | None = None
         raised: TargetError | None = None
         for round_ in range(REFINE_ROUNDS + 1):
-            still = h == 0  # held (refused before, or outside `mask`): never a better estimate
+            # held (refused before, or outside `mask`): never a better estimate (a first
+            # round's estimate is the best so far whatever it holds)
+            still = None if best is None else h == 0
             found, refused, error, tries = self._tolerant(name, x, h, points)
             calls += points * tries
             if error is not None:  # never tried again: they had their smaller steps
@@ -54,13 +56,15 @@ class ElementwiseEstimator:
                     rejected = refused
                 raised = raised or error
                 h = torch.where(refused, 0.0, h)
-            best = found if best is None else _better(best, found, x, refused | still)
-            retry = best[2] & (h != 0)
+            best = found if still is None else _better(best, found, x, refused | still)
+            # (one pass says whether any stencil crossed a kink: usually none did)
+            retry = best[2] & (h != 0) if bool(best[2].any()) else None
             if points == 4:  # only an extrapolated estimate knows its truncation error
-                retry = retry | _beyond(best[0], best[1], x, REFINE_ERROR)
-            if mask is not None:
+                beyond = _beyond(best[0], best[1], x, REFINE_ERROR)
+                retry = beyond if retry is None else retry | beyond
+            if retry is not None and mask is not None:
                 retry = retry & mask
-            if round_ == REFINE_ROUNDS or not bool(retry.any()):
+            if round_ == REFINE_ROUNDS or retry is None or not bool(retry.any()):
                 break
             h = torch.where(retry, h / REFINE_FACTOR, h)
         assert best is not None
