@@ -50,10 +50,8 @@ class Upstream:
         """v for this output: ones (0 where the output is NaN or infinite: the function is
         compared where it is defined), or --grad, which must be shaped like it."""
         if self.given is None:
-            out = output.detach()
-            if all_finite(out):  # (the usual case: one sum, not an isfinite pass and a cast)
-                return torch.ones_like(out)
-            return torch.isfinite(out).to(out.dtype)
+            out = output.detach()  # (usually finite: one sum, no isfinite pass and cast)
+            return torch.ones_like(out) if all_finite(out) else torch.isfinite(out).to(out.dtype)
         tensor = self.given.tensor
         if tuple(tensor.shape) != tuple(output.shape):
             raise UsageError(f"--grad has shape {shape_text(tensor.shape)} but the output has "

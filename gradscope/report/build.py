@@ -97,7 +97,7 @@ def _largest(err: torch.Tensor | None, members: torch.Tensor | None, k: int, siz
     values, order = _topk(key, k)
     cut = values[-1]
     above = order[values > cut]
-    ties = first_true(key == cut, k - above.numel())
+    ties = _ties(key, cut, k - above.numel())
     order = torch.cat([above, ties])
     values = key[order]
     by_index = torch.argsort(order)
@@ -125,6 +125,25 @@ def _topk(key: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         candidates = torch.cat([candidates, torch.arange(whole, n, device=key.device)])
     values, pos = torch.topk(key[candidates], k)
     return values, candidates[pos]
+
+
+def _ties(key: torch.Tensor, cut: torch.Tensor, m: int) -> torch.Tensor:
+    """Flat indices of the first `m` elements equal to `cut` (the smallest of the k largest).
+    Each lies in a block whose maximum is at least the cut, and past `_topk`'s size there are
+    few such blocks unless the cut is tied widely (every error 0): only those are read then,
+    not a mask of the whole tensor."""
+    n = key.numel()
+    if n < 64 * TOPK_BLOCK * m:
+        return first_true(key == cut, m)
+    whole = n - n % TOPK_BLOCK
+    blocks = torch.nonzero(key[:whole].reshape(-1, TOPK_BLOCK).amax(1) >= cut).reshape(-1)
+    if blocks.numel() > 4 * m:  # a wide tie: the mask, a chunk at a time
+        return first_true(key == cut, m)
+    candidates = (blocks.unsqueeze(1) * TOPK_BLOCK
+                  + torch.arange(TOPK_BLOCK, device=key.device)).reshape(-1)
+    if whole < n:  # (ascending: the ragged tail comes after every block)
+        candidates = torch.cat([candidates, torch.arange(whole, n, device=key.device)])
+    return candidates[key[candidates] == cut][:m]
 
 
 def pick(t: torch.Tensor | None, idx: torch.Tensor | None) -> Any:

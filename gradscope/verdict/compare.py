@@ -198,6 +198,12 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
         if answer.kink is not None:
             kink = answer.kink if kink is None else kink | answer.kink
     assert error is not None
+    return _statuses(ag, error, bad, kink, defined)
+
+
+def _statuses(ag: torch.Tensor, error: torch.Tensor, bad: torch.Tensor | None,
+              kink: torch.Tensor | None, defined: torch.Tensor | None) -> Comparison:
+    """The comparison: `ok`, then mismatches, kinks and undefined elements marked over it."""
     status = torch.full(ag.shape, OK, dtype=torch.int8, device=ag.device)
     uniform = True
     if bad is not None:

@@ -55,6 +55,22 @@ def test_block_topk_equals_torch_topk():
         assert torch.equal(key[idx], values)
 
 
+def test_ties_read_from_blocks_are_the_first_equal_elements_as_a_whole_mask_finds_them():
+    from gradscope.report.build import _ties
+    from gradscope.tensors import first_true
+
+    gen = torch.Generator().manual_seed(3)
+    for trial in range(120):
+        n = int(torch.randint(1_000, 300_000, (1,), generator=gen))
+        levels = int(torch.randint(1, 60, (1,), generator=gen))  # narrow and wide ties
+        key = torch.randint(0, levels, (n,), generator=gen).double()
+        if trial % 3 == 0:
+            key = torch.rand(n, generator=gen, dtype=torch.float64)
+        m = int(torch.randint(1, 6, (1,), generator=gen))
+        cut = key[int(torch.randint(0, n, (1,), generator=gen))]
+        assert torch.equal(_ties(key, cut, m), first_true(key == cut, m)), (trial, n, m)
+
+
 def test_ties_at_the_cut_take_the_lowest_indices_across_chunks(monkeypatch):
     from gradscope import tensors
 

@@ -57,14 +57,8 @@ class ElementwiseEstimator:
                 raised = raised or error
                 h = torch.where(refused, 0.0, h)
             best = found if still is None else _better(best, found, x, refused | still)
-            # (one pass says whether any stencil crossed a kink: usually none did)
-            retry = best[2] & (h != 0) if bool(best[2].any()) else None
-            if points == 4:  # only an extrapolated estimate knows its truncation error
-                beyond = _beyond(best[0], best[1], x, REFINE_ERROR)
-                retry = beyond if retry is None else retry | beyond
-            if retry is not None and mask is not None:
-                retry = retry & mask
-            if round_ == REFINE_ROUNDS or retry is None or not bool(retry.any()):
+            retry = _retried(best, x, h, points, mask)
+            if round_ == REFINE_ROUNDS or retry is None:
                 break
             h = torch.where(retry, h / REFINE_FACTOR, h)
         assert best is not None
@@ -236,6 +230,20 @@ class ElementwiseEstimator:
             found = kinked(point.out.expand(point.out_shape), outs, wide_h, point.machine_eps)
             kink |= any_to_shape(found & (h.expand(point.out_shape) > 0), x.shape)
         return [est, err, kink, by_branch, h]
+
+
+def _retried(best: list, x: torch.Tensor, h: torch.Tensor, points: int,
+             mask: torch.Tensor | None) -> torch.Tensor | None:
+    """The elements worth a smaller step (their stencil crossed a kink, or an extrapolated
+    estimate's error is large), None for none. (One pass says whether any stencil crossed a
+    kink: usually none did.)"""
+    retry = best[2] & (h != 0) if bool(best[2].any()) else None
+    if points == 4:  # only an extrapolated estimate knows its truncation error
+        beyond = _beyond(best[0], best[1], x, REFINE_ERROR)
+        retry = beyond if retry is None else retry | beyond
+    if retry is not None and mask is not None:
+        retry = retry & mask
+    return retry if retry is not None and bool(retry.any()) else None
 
 
 def _joined(old: torch.Tensor | None, new: torch.Tensor | None, todo: torch.Tensor
