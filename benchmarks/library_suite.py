@@ -50,6 +50,9 @@ class Library:
     folder: str  # the tests' folder (relative to the package, the sdist's or the repo's root)
     files: str = "test_*.py"
     repo: str = ""  # (git) https URL @ the release's commit
+    # files and folders beside the tests that they import (a `testing` package, the root
+    # conftest.py with their fixtures: ours is appended to it)
+    extra: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -73,6 +76,11 @@ LIBRARIES = {lib.name: lib for lib in (
             "sdist", "tests"),
     Library("torchdiffeq==0.2.5", "ODE solvers, adjoint method", "git", "tests", "*_tests.py",
             "https://github.com/rtqichen/torchdiffeq@a88aac53cae738addee44251288ce5be9a018af3"),
+    # (its tests need the repository's code: `pip install --no-deps PATH` of the checkout)
+    Library("kornia==0.9.0rc1", "computer vision: filters, geometry, color, losses", "git",
+            "tests", "test_*.py",
+            "https://github.com/kornia/kornia@b4f5a78a13891c7ac4c1cd9695941380273e981d",
+            extra=("testing", "conftest.py")),
 )}
 
 # (written into the run's folder: the drop-in's own counts, for the table)
@@ -118,7 +126,9 @@ def _tests(lib: Library, into: Path, checkout: Path | None) -> Path:
         (into / "run" / "conftest.py").write_text(CONFTEST)
         return into / "run"
     if lib.source == "git":
-        found = checkout / lib.folder if checkout else _cloned(lib, into) / lib.folder
+        root = checkout if checkout else _cloned(lib, into)
+        found = root / lib.folder
+        _extras(lib, root, into / "run")
     else:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                         "--no-binary", ":all:", lib.pin, "-d", str(into / "sdist")],
@@ -130,8 +140,20 @@ def _tests(lib: Library, into: Path, checkout: Path | None) -> Path:
     top = lib.folder.split("/")[0] if lib.folder != "." else "tests"
     shutil.copytree(found, into / "run" / top,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (into / "run" / "conftest.py").write_text(CONFTEST)
+    conftest = into / "run" / "conftest.py"
+    conftest.write_text((conftest.read_text() if conftest.exists() else "") + CONFTEST)
     return into / "run"
+
+
+def _extras(lib: Library, root: Path, run: Path) -> None:
+    """The files and folders the tests import from the library's source root."""
+    run.mkdir(parents=True, exist_ok=True)
+    for name in lib.extra:
+        if (root / name).is_dir():
+            shutil.copytree(root / name, run / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(root / name, run / name)
 
 
 def _gradient_tests(run: Path, pattern: str) -> list[str]:

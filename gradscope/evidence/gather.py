@@ -207,9 +207,12 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     if count:
         evidence = replace(evidence, references=refined)
         views = _views(prepared, evidence, jacobians, rounding)
-    kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
-                     None) for n in prepared.target.names}
-    nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None, kinks)
+    nonfinite = evidence.nonfinite
+    if nonfinite:  # (the masks only excuse: nothing failing before, nothing failing now)
+        kinks = {n: next((k for r in evidence.references for k in [r.kink(n)]
+                          if k is not None), None) for n in prepared.target.names}
+        nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None,
+                                  kinks)
     compiled = None
     if prepared.options.compile is not None:  # (called last, in one mode: compiled.py)
         with _timed(evidence.timings, "compiled"):

@@ -17,7 +17,7 @@ class DropInStats:
     reasons: dict[str, int] = field(default_factory=dict)  # why, and how often
     # calls with nothing to compare (zero-element inputs or outputs): what was empty, how often
     nothing: dict[str, int] = field(default_factory=dict)
-    warned: int = 0  # passed within the call's tolerances, disputed by gradscope's own check
+    warned: int = 0  # passed as torch's gradcheck judges them; gradscope's own check disputes
     # failed, with raise_exception=False: the False went to the test, which decides what it
     # means (a test that expects it passes), so these are counted apart from the failures
     returned_false: int = 0

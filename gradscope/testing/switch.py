@@ -55,8 +55,9 @@ def summary() -> str:
         line += (f", {STATS.returned_false} returned False to the test that asked "
                  "(raise_exception=False: the test decides)")
     if STATS.warned:
-        line += (f", {STATS.warned} passed within the call's tolerances with a disagreement "
-                 "gradscope's own check found (GradscopeWarning; --gradscope-strict fails them)")
+        line += (f", {STATS.warned} passed as torch's gradcheck judges them with a "
+                 "disagreement gradscope's own check found (GradscopeWarning; "
+                 "--gradscope-strict fails them)")
     if STATS.nothing:
         empty = sum(STATS.nothing.values())
         line += f", {empty} with nothing to compare (zero-element inputs or outputs)"

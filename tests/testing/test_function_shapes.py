@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gradscope.testing import gradcheck as dropin
-from gradscope.testing.judging import GradcheckError
+from gradscope.testing.judging import GradcheckError, GradscopeWarning
 from gradscope.testing.stats import STATS
 from tests.data import function_shapes as fs
 
@@ -104,3 +104,54 @@ def test_a_hand_over_never_says_no_dependence_where_funcs_first_call_had_one():
     dropin.gradcheck(fickle, (_x(),), raise_exception=False)
     why = next(reversed(STATS.reasons))
     assert "does not depend differentiably" not in why and "first call" in why
+
+
+def _corners() -> torch.Tensor:
+    return torch.tensor([0.0, 2.0, 1.0, 3.0, 5.0, 7.0], dtype=torch.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_function_that_refuses_points_its_check_moves_too_far_passes_as_torch_passes_it(fast):
+    from tests.data import vision_shapes as vs
+
+    # fast mode's projection moves every element at once, by more than the function's
+    # allclose allows: the shortcut steps aside, the per-element check decides
+    assert torch.autograd.gradcheck(vs.cube_volume, (_corners(),), fast_mode=fast)
+    assert dropin.gradcheck(vs.cube_volume, (_corners(),), fast_mode=fast)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_such_a_function_with_a_wrong_backward_still_fails_naming_it(fast):
+    from tests.data import vision_shapes as vs
+
+    with pytest.raises(GradcheckError, match=r"_VolumeBug\.backward"):
+        dropin.gradcheck(vs.cube_volume_bug, (_corners(),), fast_mode=fast)
+
+
+def _rows() -> torch.Tensor:
+    from tests.data.vision_shapes import WIDTH
+
+    return torch.rand(2, WIDTH, generator=torch.Generator().manual_seed(1),
+                      dtype=torch.float64, requires_grad=True)
+
+
+def test_a_gradient_fast_modes_projection_passes_passes_with_what_gradscope_found_said():
+    from tests.data import vision_shapes as vs
+
+    called = {"eps": 1e-4, "atol": 1e-4}  # (kornia's HardNet test's)
+    assert torch.autograd.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, **called)
+    with pytest.warns(GradscopeWarning, match="fast mode: one random projection") as seen:
+        assert dropin.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, **called)
+    assert "mismatching" in str(seen[0].message)
+    with pytest.raises(GradcheckError, match="mismatch"):  # strict: gradscope's verdict
+        dropin.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, strict=True, **called)
+
+
+def test_the_same_gradient_fails_where_torch_fails_it_every_element_judged():
+    from tests.data import vision_shapes as vs
+
+    called = {"eps": 1e-4, "atol": 1e-4}
+    assert not torch.autograd.gradcheck(vs.detached_norm, (_rows(),), raise_exception=False,
+                                        **called)
+    with pytest.raises(GradcheckError, match="mismatch"):
+        dropin.gradcheck(vs.detached_norm, (_rows(),), **called)
