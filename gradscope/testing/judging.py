@@ -8,14 +8,20 @@ unless strict mode (`strict=True`, `pytest --gradscope-strict`, ini `gradscope_s
 Only precision can be excused so: a NaN, an element at a kink or jump, an undeclared surrogate,
 an input nothing was compared for, a failing custom-backward check fail whatever the
 tolerances. `fast_mode=True` compares one random projection vᵀJu from both sides first and
-drills down to the per-element check only when it disagrees."""
+drills down to the per-element check only when it disagrees — or cannot tell — and, where
+torch's gradcheck passes the call, only when that costs little (DRILL_BUDGET_S): a conv net's
+every column is minutes where torch's one projection is milliseconds, and the projection's
+own finding is said instead."""
 
 from __future__ import annotations
 
 import math
 import os
 import sys
+import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -37,6 +43,9 @@ STRICT = (Status.MISMATCH, Status.UNDEFINED, Status.NONDIFFERENTIABLE, Status.IN
 PRECISION = ("mismatch", "check")  # failures a looser tolerance can answer
 STRICT_ENV = "GRADSCOPE_STRICT"
 FAST_SEED = 0x5EED
+# Fast mode's per-element drill-down, where torch passes the call, only below this many
+# seconds (estimated): past it the projection's finding is what is said
+DRILL_BUDGET_S = 2.0
 
 
 class GradcheckError(_torch_gradcheck.GradcheckError):
@@ -87,23 +96,36 @@ def options(call: GradcheckCall, kw: dict[str, Any], tight: bool) -> dict[str, A
     return out
 
 
-def full(call: GradcheckCall, options: dict[str, Any]) -> Report:
+def full(call: GradcheckCall, options: dict[str, Any],
+         explain: Callable[[Report], bool] = lambda _: True) -> Report:
     """gradscope's check of the call. A passing call's report is never shown, so it is
     checked first without the analyses that only explain (the gradient-flow trace and its
     watched forward, inner Functions checked in place: a passing call then costs about what
     torch's own gradcheck does); a call that fails is checked again with them, and that
-    report decides. Explanations never make a run pass or fail (the first rule), so the
-    verdict is the full check's either way."""
+    report decides — unless `explain` says of the lean report that no explanation will be
+    shown (a call that passes with a warning). Explanations never make a run pass or fail
+    (the first rule), so the verdict is the full check's either way."""
     from dataclasses import replace
 
     from gradscope.api import request, run
 
     asked = request("check", call.wrapped(), tuple(call.tensors()), options)
     lean = run(replace(asked, explain_passing=False))
-    return lean if lean.passed else run(asked)
+    return lean if lean.passed or not explain(lean) else run(asked)
 
 
-def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any]) -> bool:
+@dataclass(frozen=True)
+class Fast:
+    """Fast mode's projection: agrees (True), disagrees beyond its own error bound (False,
+    `found` saying by how much), or cannot tell (None: a kink crossed, a point func refused);
+    `evaluation`: seconds one evaluation of func took, to price the per-element check."""
+
+    agrees: bool | None
+    found: str = ""
+    evaluation: float = 0.0
+
+
+def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any]) -> Fast:
     """vᵀ(J·u) by the finite-difference engine's directional derivative against (Jᵀv)·u by
     one backward, for seeded random u (over every checked element) and v (over every output
     element), within the tight tolerance. Where the projection over every input at once does
@@ -114,61 +136,79 @@ def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, An
     us = [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x) for x in leaves]
     out, v, grads = call.random_vjp()  # the first forward's graph, one backward
     if not bool(torch.isfinite(out).all()):
-        return False
+        return Fast(None)
     parts = [float((g.double() * u.double()).sum()) if g is not None else 0.0
              for g, u in zip(grads, us, strict=True)]
     if not all(math.isfinite(p) for p in parts):
-        return False
+        return Fast(None)
     projection = _Projection(call, tight, loose, out.detach(), v.double())
-    if projection.agrees(dict(zip(call.names, us, strict=True)), sum(parts)):
-        return True
-    return len(us) > 1 and all(projection.agrees({name: u}, part)
-                               for name, u, part in zip(call.names, us, parts, strict=True))
+    whole = projection.agrees(dict(zip(call.names, us, strict=True)), sum(parts))
+    if whole or len(us) == 1:
+        return Fast(whole, projection.found, projection.evaluation)
+    alone = [projection.agrees({name: u}, part)
+             for name, u, part in zip(call.names, us, parts, strict=True)]
+    agrees = True if all(alone) else False if False in alone else None
+    return Fast(agrees, projection.found, projection.evaluation)
 
 
 class _Projection:
-    """vᵀ(J·t) by finite differences along tangents t, judged against autograd's value."""
+    """vᵀ(J·t) by finite differences along tangents t, judged against autograd's value.
+    `found`: the last disagreement, said; `evaluation`: seconds per evaluation of func."""
 
     def __init__(self, call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any],
                  base: torch.Tensor, v: torch.Tensor) -> None:
         self.call, self.tight, self.base, self.v = call, tight, base, v
         self.atol, self.rtol = _tolerance(tight)
         self.call_atol, self.call_rtol = _tolerance(loose)
+        self.found, self.evaluation = "", 0.0
 
-    def agrees(self, tangents: dict[str, torch.Tensor], ag: float) -> bool:
+    def agrees(self, tangents: dict[str, torch.Tensor], ag: float) -> bool | None:
         """A two-point difference that agrees is accepted (its truncation error would have
         to cancel a bug to hide it); one that does not is extrapolated from four points. A
         projection whose own error bound is a sizeable part of the call's tolerance cannot
         tell agreement from a bug (a sort whose order changes along t, a kink crossed): it is
         taken again at a step 100× smaller, and if that cannot decide either, the elements
-        do. (A bound below a hundredth of the call's tolerance hides only bugs 100× below
-        what the call would ever fail.)"""
+        do (None). (A bound below a hundredth of the call's tolerance hides only bugs 100×
+        below what the call would ever fail.)"""
         base = self.tight.get("eps", DEFAULT_EPS)
         dtype = getattr(torch, self.tight["dtype"])
         for eps in (base, base * 1e-2):
             fd = _differences(self.call, self.call.outputs, dtype, eps, self.base)
             for points in (2, 4):
-                try:
-                    with torch.no_grad():
-                        # (a bound too small only sends the call to the per-element check)
-                        along = fd.directional(tangents, measured_noise=False, points=points)
-                except Exception:  # func refuses a point this step reaches (a check that
-                    # its input is still a cube, moved every element at once): the shortcut
-                    # steps aside, and the per-element check, which retries smaller steps
-                    # element by element, decides
-                    return False
+                along = self._along(fd, tangents, points)
+                if along is None:
+                    return None
                 projected = float((self.v * along.value.double()).sum())
                 if not math.isfinite(projected):
-                    return False
+                    return None
                 allowed = self.atol + self.rtol * abs(projected)
                 noise = 3 * float((self.v.abs() * along.error.double()).sum())
                 if noise > max(allowed, 0.01 * (self.call_atol
                                                 + self.call_rtol * abs(projected))):
                     break  # undecided at this step: a smaller one
                 agrees = abs(ag - projected) <= allowed + noise
+                if not agrees:
+                    self.found = (f"the projection vᵀJu over {', '.join(tangents)} (seeded "
+                                  f"random u, v) is {ag:.6g} by autograd and {projected:.6g} "
+                                  f"± {noise:.2g} by finite differences")
                 if agrees or points == 4:
                     return agrees
-        return False
+        return None
+
+    def _along(self, fd: Any, tangents: dict[str, torch.Tensor], points: int) -> Any:
+        """The directional derivative, and the seconds one evaluation took (None: func
+        refused a point this step reaches — a check that its input is still a cube, every
+        element moved at once — and the shortcut steps aside: the per-element check, which
+        retries smaller steps element by element, decides)."""
+        tic = time.perf_counter()
+        try:
+            with torch.no_grad():
+                # (a bound too small only sends the call to the per-element check)
+                along = fd.directional(tangents, measured_noise=False, points=points)
+        except Exception:
+            return None
+        self.evaluation = max(self.evaluation, (time.perf_counter() - tic) / points)
+        return along
 
 
 def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float,
@@ -224,29 +264,66 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
             raise GradcheckError(problem)
         return
     loose = options(call, kw, tight=False)
-    if kw["fast_mode"] and _fast_agrees(call, tight, loose):
-        return
-    report = full(call, tight)  # the per-element check, or the drill-down of fast mode
+    torch_passes = _TorchVerdict(kw, strict)
+    if kw["fast_mode"]:
+        fast = _fast_agrees(call, tight, loose)
+        if fast.agrees:
+            return
+        # Where the per-element check would cost far more than torch's whole gradcheck and
+        # torch passes the call, its verdict stands, and what the projection found is said.
+        if _drill_cost(call, fast) > DRILL_BUDGET_S and torch_passes():
+            if fast.agrees is False:
+                warn(call, kw, tight, fast.found)
+            return
+    # (a lean report that fails on precision alone, which torch passes, is not explained:
+    # it passes with a warning)
+    report = full(call, tight, lambda lean: not (_precision(lean) and torch_passes()))
     same = _tolerance(loose) == _tolerance(tight)
-    precision = bool(report.failures) and all(f.kind in PRECISION for f in report.failures)
     judged_by = "strict" if strict else "call" if same else "any"
     problem = drop_in_failure(report, as_called(kw, tight["dtype"], judged_by), STRICT)
     if not problem:
         return
-    if strict or not precision:
+    if strict or not _precision(report):
         raise GradcheckError(problem, report)
     # A disagreement in precision alone, where torch's own gradcheck as called passes: the
     # call passes, with gradscope's finding said (never worse than torch's gradcheck; strict
     # mode fails it). Its fast mode judges one projection, which a gradient off along a
     # direction the projection barely sees (a normalisation's statistics detached) passes.
-    if _torch_accepts(kw):
-        warn(call, kw, tight, report)
+    if torch_passes():
+        warn(call, kw, tight, headline(report)
+             or f"{report.mismatches} element(s) outside its tolerance")
         return
     if same:
         raise GradcheckError(problem, report)
     judged = full(call, loose)  # (what fails at the call's own tolerances, said as such)
     failing = drop_in_failure(judged, as_called(kw, loose["dtype"], "call"), STRICT)
     raise GradcheckError(failing, judged) if failing else GradcheckError(problem, report)
+
+
+def _precision(report: Report) -> bool:
+    """The report fails on precision alone (what a looser tolerance can answer)."""
+    return bool(report.failures) and all(f.kind in PRECISION for f in report.failures)
+
+
+def _drill_cost(call: GradcheckCall, fast: Fast) -> float:
+    """Seconds the per-element check would take, about: two evaluations per checked element
+    and as many again refining those a comparison doubts."""
+    return 4 * fast.evaluation * sum(call.args[i].numel() for i in call.checked)
+
+
+class _TorchVerdict:
+    """Whether torch's own gradcheck passes the call, asked at most once (never in strict
+    mode, where gradscope's verdict is the call's)."""
+
+    def __init__(self, kw: dict[str, Any], strict: bool) -> None:
+        self.kw, self.strict, self.answer = kw, strict, None
+
+    def __call__(self) -> bool:
+        if self.strict:
+            return False
+        if self.answer is None:
+            self.answer = _torch_accepts(self.kw)
+        return self.answer
 
 
 def _torch_accepts(kw: dict[str, Any]) -> bool:
@@ -272,12 +349,10 @@ def torch_gradcheck(kw: dict[str, Any], **changed: Any) -> bool:
     return TORCH_GRADCHECK(kw["func"], kw["inputs"], **{**args, **changed})
 
 
-def warn(call: GradcheckCall, kw: dict[str, Any], tight: dict[str, Any], report: Report
-         ) -> None:
+def warn(call: GradcheckCall, kw: dict[str, Any], tight: dict[str, Any], found: str) -> None:
     """A pass as torch's gradcheck judges the call that gradscope's own check disputes:
     said."""
     atol, rtol = _tolerance(tight)
-    found = headline(report) or f"{report.mismatches} element(s) outside its tolerance"
     mode = ", fast mode: one random projection" if kw["fast_mode"] else ""
     STATS.warned += 1
     warnings.warn(GradscopeWarning(

@@ -155,3 +155,18 @@ def test_the_same_gradient_fails_where_torch_fails_it_every_element_judged():
                                         **called)
     with pytest.raises(GradcheckError, match="mismatch"):
         dropin.gradcheck(vs.detached_norm, (_rows(),), **called)
+
+
+def test_past_the_drill_budget_torchs_pass_stands_and_the_projections_finding_is_said(
+        monkeypatch):
+    from gradscope.testing import judging
+    from tests.data import vision_shapes as vs
+
+    monkeypatch.setattr(judging, "DRILL_BUDGET_S", 0.0)  # (a conv net's every column: minutes)
+    called = {"eps": 1e-4, "atol": 1e-4}
+    with pytest.warns(GradscopeWarning, match="the projection vᵀJu over x"):
+        assert dropin.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, **called)
+    with pytest.raises(GradcheckError, match="mismatch"):  # strict: every element, always
+        dropin.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, strict=True, **called)
+    with pytest.raises(GradcheckError, match="mismatch"):  # slow mode: torch fails it too
+        dropin.gradcheck(vs.detached_norm, (_rows(),), **called)
