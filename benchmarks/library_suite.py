@@ -9,7 +9,9 @@ passes, gradscope passes too.
     pip install --no-deps entmax==1.3 roma==1.8.0 gpytorch==1.15.2 linear_operator==0.6.1 \\
         sparsemax==0.1.9 torch-harmonics==0.8.0 torchdiffeq==0.2.5
     pip install scipy jaxtyping scikit-learn parameterized==0.9.0
-    python benchmarks/library_suite.py [NAME …] [--threads 2]
+    # kornia: its repository at the pinned commit (tests, `testing`, conftest.py), installed
+    pip install --no-deps kornia_rs numpy /path/to/kornia-checkout
+    python benchmarks/library_suite.py [NAME …] [--threads 2] [--tests kornia=/path/to/...]
 
 Only the gradient tests are kept: the test functions whose source calls gradcheck or
 gradgradcheck (read with `ast`). Tests come from the installed package where it ships them,

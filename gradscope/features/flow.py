@@ -26,7 +26,8 @@ class GradientFlow(Feature):
             return Said()
         found = _traced(ctx)
         undefined = {n: c.status == Status.UNDEFINED.code for n, c in verdict.table.items()
-                     if not verdict.seen.get(n) or not verdict.seen[n].jacobian}
+                     if c.has(Status.UNDEFINED)  # (no mask of a million elements for none)
+                     and (not verdict.seen.get(n) or not verdict.seen[n].jacobian)}
         if not any(d.kind == "nan" for d in found):
             nan = kinks.nan_diagnostic(ctx.prepared.target.text, undefined)
             found += [nan] if nan else []
