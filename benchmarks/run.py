@@ -6,8 +6,10 @@
 Each case runs in its own subprocess so its peak memory (ru_maxrss) is its own. Times exclude
 the Python/torch import; `gradscope` is the library call `gradscope.check(...)`: all three engines,
 every element compared, random upstreams included. Both sides are timed warm and at full size,
-best of several runs. Two more tables: the symbolic engine alone on a 43-node expression (cold,
-first use in a fresh process), and start-up of the command line against `import torch, sympy`.
+best of several runs. Three more tables: the symbolic engine alone on a 43-node expression (cold,
+first use in a fresh process), the million-element case as a fresh process's first call beside
+a plain forward+backward's first call, and start-up of the command line against `import torch,
+sympy`.
 """
 
 from __future__ import annotations
@@ -151,6 +153,35 @@ def run_symbolic(size: int) -> dict:
             "size": size, "cold_s": cold, "vjp_s": time.perf_counter() - tic}
 
 
+def run_first(size: int) -> dict:
+    """The million-element case as the first call of a fresh process: one plain
+    forward+backward first (its own first call: torch's one-off costs), then
+    `gradscope.check` (importing what it uses included), then the plain call warm."""
+    import torch
+
+    torch.set_num_threads(2)
+    expr, names = CASES["elementwise-1M"][0], ["a", "b", "c"]
+    fn = _torch_fn(expr)
+    gen = torch.Generator().manual_seed(0)
+    tensors = [torch.rand(size, generator=gen, dtype=torch.float64) + 0.5 for _ in names]
+
+    def plain():
+        leaves = [t.clone().requires_grad_() for t in tensors]
+        out = fn(*leaves)
+        out.backward(torch.ones_like(out))
+
+    tic = time.perf_counter()
+    plain()
+    cold_plain = time.perf_counter() - tic
+    tic = time.perf_counter()
+    import gradscope
+
+    assert gradscope.check(expr, **dict(zip(names, tensors, strict=True))).passed
+    first = time.perf_counter() - tic
+    return {"case": "first", "size": size, "plain_first_s": cold_plain,
+            "plain_warm_s": _best(plain, 7), "gradscope_first_s": first}
+
+
 def _wall(argv: list[str], repeat: int = 3) -> float:
     times = []
     for _ in range(repeat):
@@ -189,6 +220,9 @@ def main() -> None:
     if args.case == "symbolic":
         print(json.dumps(run_symbolic(args.size)))
         return
+    if args.case == "first":
+        print(json.dumps(run_first(args.size)))
+        return
     if args.case:
         print(json.dumps(run_case(args.case, args.size)))
         return
@@ -198,9 +232,14 @@ def main() -> None:
         rows.append(json.loads(_subprocess(["--case", name, "--size", str(size)])))
     symbolic = json.loads(_subprocess(["--case", "symbolic",
                                        "--size", str(100_000 if args.quick else 1_000_000)]))
+    first = min((json.loads(_subprocess(["--case", "first", "--size",
+                                         str(QUICK["elementwise-1M"] if args.quick
+                                             else CASES["elementwise-1M"][1])]))
+                 for _ in range(3)), key=lambda r: r["gradscope_first_s"])
     startup = run_startup()
     if args.json:
-        print(json.dumps({"checks": rows, "symbolic": symbolic, "startup": startup}, indent=2))
+        print(json.dumps({"checks": rows, "symbolic": symbolic, "first": first,
+                          "startup": startup}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -230,6 +269,16 @@ def main() -> None:
     sym.add_row(symbolic["expression"], str(symbolic["nodes"]), f"3×{symbolic['size']:,}",
                 f"{symbolic['cold_s'] * 1e3:.0f} ms", f"{symbolic['vjp_s'] * 1e3:.1f} ms")
     console.print(sym)
+    once = Table(title="the first call of a process (best of 3 processes)")
+    for col in ("case", "size", "plain f+b first", "plain f+b warm", "gradscope first",
+                "× plain first", "× plain warm"):
+        once.add_column(col, justify="left" if col == "case" else "right")
+    g = first["gradscope_first_s"]
+    once.add_row(CASES["elementwise-1M"][0], f"3×{first['size']:,}",
+                 f"{first['plain_first_s'] * 1e3:.0f} ms", f"{first['plain_warm_s'] * 1e3:.1f} ms",
+                 f"{g * 1e3:.0f} ms", f"{g / first['plain_first_s']:.1f}×",
+                 f"{g / first['plain_warm_s']:.0f}×")
+    console.print(once)
     start = Table(title="start-up (wall time of a fresh process, best of 3)")
     for col in ("command", "wall", "× import torch, sympy"):
         start.add_column(col, justify="left" if col == "command" else "right")
