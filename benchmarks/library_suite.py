@@ -7,7 +7,8 @@ the inputs), calls handed to torch, and the time ratio. The floor: everything to
 passes, gradscope passes too.
 
     pip install --no-deps entmax==1.3 roma==1.8.0 gpytorch==1.15.2 linear_operator==0.6.1 \\
-        sparsemax==0.1.9 torch-harmonics==0.8.0 torchdiffeq==0.2.5
+        sparsemax==0.1.9 torch-harmonics==0.8.0 torchdiffeq==0.2.5 e3nn==0.5.6 opt_einsum \\
+        opt_einsum_fx
     pip install scipy jaxtyping scikit-learn parameterized==0.9.0
     # kornia: its repository at the pinned commit (tests, `testing`, conftest.py), installed
     pip install --no-deps kornia_rs numpy /path/to/kornia-checkout
@@ -78,6 +79,8 @@ LIBRARIES = {lib.name: lib for lib in (
             "sdist", "tests"),
     Library("torchdiffeq==0.2.5", "ODE solvers, adjoint method", "git", "tests", "*_tests.py",
             "https://github.com/rtqichen/torchdiffeq@a88aac53cae738addee44251288ce5be9a018af3"),
+    Library("e3nn==0.5.6", "equivariant networks: spherical harmonics, soft steps", "sdist",
+            "tests", "*_test.py"),
     # (its tests need the repository's code: `pip install --no-deps PATH` of the checkout)
     Library("kornia==0.9.0rc1", "computer vision: filters, geometry, color, losses", "git",
             "tests", "test_*.py",
