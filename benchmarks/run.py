@@ -87,12 +87,11 @@ def _best(fn, repeat: int = 3) -> float:
     return min(times)
 
 
-def run_case(name: str, size: int) -> dict:
+def _case(expr: str, size: int):
+    """The inputs' names, their seeded values, torch's function and one plain forward+backward
+    of it (the anchor every ratio is taken against)."""
     import torch
 
-    import gradscope
-
-    expr, _, slow, fast = CASES[name]
     fn = _torch_fn(expr)
     names = ["a", "b", "c"] if expr.startswith("3*a") else ["x"]
     gen = torch.Generator().manual_seed(0)
@@ -103,6 +102,16 @@ def run_case(name: str, size: int) -> dict:
         out = fn(*leaves)
         out.backward(torch.ones_like(out))
 
+    return names, tensors, fn, plain
+
+
+def run_case(name: str, size: int) -> dict:
+    import torch
+
+    import gradscope
+
+    expr, _, slow, fast = CASES[name]
+    names, tensors, fn, plain = _case(expr, size)
     options = {"max_fd": size} if name == "dense-1M" else {}
 
     def ours():
@@ -160,16 +169,8 @@ def run_first(size: int) -> dict:
     import torch
 
     torch.set_num_threads(2)
-    expr, names = CASES["elementwise-1M"][0], ["a", "b", "c"]
-    fn = _torch_fn(expr)
-    gen = torch.Generator().manual_seed(0)
-    tensors = [torch.rand(size, generator=gen, dtype=torch.float64) + 0.5 for _ in names]
-
-    def plain():
-        leaves = [t.clone().requires_grad_() for t in tensors]
-        out = fn(*leaves)
-        out.backward(torch.ones_like(out))
-
+    expr = CASES["elementwise-1M"][0]
+    names, tensors, _, plain = _case(expr, size)
     tic = time.perf_counter()
     plain()
     cold_plain = time.perf_counter() - tic

@@ -56,14 +56,13 @@ class GradientStats:
         if not d.numel():
             return cls(0, 0, 0, 0.0)
         l2 = float(torch.linalg.vector_norm(d, dtype=torch.float64)) if norm else None
-        if count or not d.is_floating_point():  # (complex has no aminmax)
-            nonfinite = 0 if all_finite(d) else int((~torch.isfinite(d)).sum())
-            return cls(d.numel(), int(torch.count_nonzero(d)), nonfinite, l2)
-        low, high = (float(v) for v in torch.aminmax(d))  # (NaN: both are)
-        if math.isfinite(low) and math.isfinite(high):
-            nonzero = int(low != 0 or high != 0)
-            return cls(d.numel(), nonzero, 0, l2, counted=nonzero == 0)
-        return cls(d.numel(), int(torch.count_nonzero(d)), int((~torch.isfinite(d)).sum()), l2)
+        if not count and d.is_floating_point():  # (complex has no aminmax)
+            low, high = (float(v) for v in torch.aminmax(d))  # (NaN: both are)
+            if math.isfinite(low) and math.isfinite(high):
+                nonzero = int(low != 0 or high != 0)
+                return cls(d.numel(), nonzero, 0, l2, counted=nonzero == 0)
+        nonfinite = 0 if all_finite(d) else int((~torch.isfinite(d)).sum())
+        return cls(d.numel(), int(torch.count_nonzero(d)), nonfinite, l2)
 
 
 @dataclass

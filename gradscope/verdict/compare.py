@@ -176,7 +176,7 @@ def _compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance) 
     for answer in answers:
         ref = answer.values.detach().to(ag.device, torch.float64)
         diff = _difference(ag, ref, error, scratch)
-        if diff is not error and error is not None and diff.shape == error.shape:
+        if error is not None and diff.shape == error.shape:  # (the buffer _difference used)
             scratch = diff
         margin = _margin(diff, ref, answer, tol)
         top = float(margin.max()) if margin.numel() else 0.0
