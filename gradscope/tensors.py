@@ -95,9 +95,12 @@ def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: _signs(v, gen) for k, v in values.items() if v.is_floating_point()}
 
 
-def _signs(v: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def _signs(v: torch.Tensor, gen: torch.Generator, into: torch.Tensor | None = None
+           ) -> torch.Tensor:
     # (drawn in the tensor's dtype: the same draws as int64 ones, without an 8-byte-per-element
-    # intermediate the size of a model)
+    # intermediate the size of a model; `into`, a CPU tensor like v: drawn into it)
+    if into is not None:
+        return torch.randint(0, 2, v.shape, generator=gen, out=into).mul_(2).sub_(1)
     return torch.randint(0, 2, v.shape, generator=gen, dtype=v.dtype).to(v.device) \
         .mul_(2).sub_(1)
 
@@ -109,20 +112,49 @@ def broadcast(t: torch.Tensor) -> bool:
 
 
 def moved_by(values: Mapping[str, torch.Tensor], relative: float,
-             signs: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+             signs: Mapping[str, torch.Tensor] | None = None,
+             scratch: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """`values` moved by `relative`·|v| in the `signs` directions (the others as they are;
     none given: ulp_signs', drawn one tensor at a time, so that they are never all held at
     once beside the moved copy). One new tensor per value (|v|·sign·relative + v, in place):
-    at a model's size a temporary |v| beside the result is a second copy of the model."""
+    at a model's size a temporary |v| beside the result is a second copy of the model.
+    `scratch`: the moved copies are written into its tensors, kept there for the next call,
+    which writes over them (a model's copy made once, not faulted in anew by each call)."""
     gen = torch.Generator().manual_seed(0)
     out = {}
     for k, v in values.items():
         if signs is not None:
             sign = signs.get(k)
+            moved = None if sign is None else torch.copysign(v, sign)
+        elif v.is_floating_point():  # (|v|·sign written over the drawn signs: one tensor)
+            sign = _signs(v, gen, _held(scratch, k, v))
+            moved = torch.copysign(v, sign, out=sign)
         else:
-            sign = _signs(v, gen) if v.is_floating_point() else None
-        out[k] = v if sign is None else v.abs().mul_(sign).mul_(relative).add_(v)
+            moved = None
+        # (a view: each call's copy is a tensor object of its own, for code caching by tensor)
+        out[k] = v if moved is None else moved.mul_(relative).add_(v).view_as(v)
     return out
+
+
+def _held(scratch: dict[str, torch.Tensor] | None, k: str, v: torch.Tensor
+          ) -> torch.Tensor | None:
+    """scratch[k] where it can hold a copy of v (made there first; CPU only: the signs are
+    drawn on the CPU), else None."""
+    if scratch is None or v.device.type != "cpu":
+        return None
+    held = scratch.get(k)
+    if held is None or (held.shape, held.dtype) != (v.shape, v.dtype) or held.device != v.device:
+        held = scratch[k] = torch.empty_like(v)
+    return held
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether `a` lives in `b`'s storage (an output that is its input, or a view of it);
+    True where a tensor has no storage to compare (a subclass): then it is copied."""
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return True
 
 
 def weighted(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

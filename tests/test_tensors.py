@@ -135,3 +135,21 @@ def test_a_scalar_expanded_to_a_shape_is_one_stored_value():
     assert broadcast(torch.zeros(()).expand(4, 5))
     assert not broadcast(torch.zeros(4, 5)) and not broadcast(torch.zeros(4, 1).expand(4, 5))
     assert not broadcast(torch.zeros(0))
+
+
+def test_moved_by_a_scratch_gives_the_same_copies_as_views_written_over_by_the_next_call():
+    from gradscope.tensors import moved_by
+
+    values = {"a": torch.randn(50, dtype=torch.float64), "b": torch.randn(3, 4),
+              "n": torch.arange(3)}
+    scratch: dict[str, torch.Tensor] = {}
+    up = moved_by(values, 1e-3, scratch=scratch)
+    assert all(torch.equal(up[k], moved_by(values, 1e-3)[k]) for k in values)
+    held = {k: up[k].clone() for k in ("a", "b")}
+    down = moved_by(values, -1e-3, scratch=scratch)
+    assert torch.equal(down["a"], moved_by(values, -1e-3)["a"])
+    assert down["a"] is not up["a"] and torch.equal(up["a"], down["a"])  # (written over)
+    assert not torch.equal(held["a"], down["a"]) and down["n"] is values["n"]
+    # |v|·sign: moved by exactly relative·|v| in a ±1 direction
+    step = (held["a"] - values["a"]) / values["a"].abs()
+    assert torch.allclose(step.abs(), torch.full_like(step, 1e-3))

@@ -24,7 +24,9 @@ from gradscope.rng import generator
 from gradscope.verdict.tolerance import Tolerance
 
 ALPHA, BETA = 0.75, -1.25
-BLOCK = 1 << 22  # elements compared at a time (float64 temporaries of 32 MB)
+# elements compared at a time: float64 temporaries of 16 MB, below glibc's largest mmap
+# threshold (32 MB), so each block reuses the last one's pages
+BLOCK = 1 << 21
 
 
 def classify_failure(exc: BaseException, target: str,

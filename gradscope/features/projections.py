@@ -45,7 +45,9 @@ from gradscope.verdict.tolerance import Tolerance
 DIRECTIONS = 3  # seeded random directions over every element of a model at scale
 SHRINK = 16.0  # a kinked stencil is tried again with steps this much smaller...
 SHRINKS = 2  # ...this many times
-BLOCK = 1 << 22  # elements multiplied in float64 at a time (32 MB temporaries)
+# elements multiplied in float64 at a time: 16 MB temporaries, below glibc's largest mmap
+# threshold (32 MB), so each block reuses the last one's pages instead of faulting in new ones
+BLOCK = 1 << 21
 HALF_FROM = 1 << 26  # elements past which a direction is held in float16
 
 
@@ -343,14 +345,16 @@ def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream:
     side = _Side(grads, upstream.to(torch.float64),
                  {n: _sums(grads[n], grads[n])[0] for n in order}, atol, rtol)
     offset = DIRECTIONS if pointed else 0
-    # (each direction drawn when used, never all at once: one is a float32 copy of the model)
+    # (each direction drawn when used, never all at once: one is a float32 copy of the model;
+    # the perturbed copies' buffers are one set for every projection)
+    scratch: dict[str, torch.Tensor] = {}
     found = tuple(_along(fd, side, _direction(fd, order, seed, offset + k), order, k,
-                         two_first=not pointed) for k in range(DIRECTIONS))
+                         two_first=not pointed, scratch=scratch) for k in range(DIRECTIONS))
     wrong = next((p for p in found if p.compared and not p.agrees), None)
     if wrong is None:
         return Composition(found, order)
     start, agreed, steps = _drilled(fd, side, _direction(fd, order, seed, offset + wrong.index),
-                                    order, wrong.index)
+                                    order, wrong.index, scratch)
     return Composition(found, order, start, agreed, steps)
 
 
@@ -373,7 +377,8 @@ def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
 
 
 def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
-           names: tuple[str, ...], index: int, two_first: bool = True) -> Along:
+           names: tuple[str, ...], index: int, two_first: bool = True,
+           scratch: dict[str, torch.Tensor] | None = None) -> Along:
     """One projection over `names`, its stencil shrunk while it crosses a kink. `two_first`:
     a two-point difference first (the projections over every tensor, which agree on a correct
     model); the drill-down, already on a failure's path, extrapolates from the start."""
@@ -390,10 +395,11 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             # two points first (two evaluations of the model, not four): a central difference
             # that agrees within a bound of round-off alone is accepted — its truncation error
             # would have to cancel a real error to hide it; one that does not is extrapolated
-            d = fd.directional(moved, shrink=shrink, points=2 if two_first else 4)
+            d = fd.directional(moved, shrink=shrink, points=2 if two_first else 4,
+                               scratch=scratch)
             difference, slack = judged(d, side.v, dot, spread, side.atol, side.rtol)
             if two_first and (difference > slack or bool(d.kink.any())):
-                d = fd.directional(moved, shrink=shrink)
+                d = fd.directional(moved, shrink=shrink, scratch=scratch)
         except TargetError as exc:
             return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
         difference, slack = judged(d, side.v, dot, spread, side.atol, side.rtol)
@@ -417,7 +423,7 @@ def _sums(g: torch.Tensor, t: torch.Tensor) -> tuple[float, float]:
 
 
 def _drilled(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
-             order: tuple[str, ...], index: int
+             order: tuple[str, ...], index: int, scratch: dict[str, torch.Tensor]
              ) -> tuple[str | None, tuple[str, ...], tuple[Along, ...]]:
     """Down the module tree from the root: the children of the module reached (submodules and
     its own tensors), projected alone from the last in forward order back, until one
@@ -433,7 +439,7 @@ def _drilled(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             continue
         wrong = None
         for group in reversed(groups):
-            p = _along(fd, side, t, group, index, two_first=False)
+            p = _along(fd, side, t, group, index, two_first=False, scratch=scratch)
             steps.append(p)
             if not p.compared:
                 return None, tuple(agreed), tuple(steps)

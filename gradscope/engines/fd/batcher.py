@@ -27,7 +27,7 @@ from gradscope.engines.fd.stencil import (
     second_difference,
 )
 from gradscope.errors import TargetError
-from gradscope.tensors import branch_changed
+from gradscope.tensors import branch_changed, shares_storage
 
 FOUND = -1  # the branch key of kinks the differences found themselves (no branch id had them)
 
@@ -228,11 +228,14 @@ class Batcher:
         k = len(idx)
         flat = x.reshape(-1)
         rows = torch.arange(k, device=x.device)
+        batch = torch.empty((k, flat.numel()), dtype=flat.dtype, device=flat.device)
 
         def at(scale: float) -> torch.Tensor:
-            batch = flat.expand(k, flat.numel()).clone()
+            # (the batch rewritten whole for each point: a target that writes into its input
+            # changes nothing the next point sees, and no new copy is faulted in per point)
+            batch.copy_(flat.expand(k, flat.numel()))
             batch[rows, idx] += scale * h
-            return batch
+            return batch.view_as(batch)
 
         return self._stencil(name, x, k, at, h.unsqueeze(0), points, halfway, keep=True)
 
@@ -242,8 +245,10 @@ class Batcher:
         scaled), at `points` stencil points: column i is the derivative along dᵢ."""
         flat = x.reshape(-1)
         ones = torch.ones(1, dirs.shape[0], dtype=self.point.dtype, device=x.device)
-        return self._stencil(name, x, dirs.shape[0],
-                             lambda scale: torch.add(flat, dirs, alpha=scale), ones, points)
+        batch = torch.empty(dirs.shape, dtype=torch.promote_types(flat.dtype, dirs.dtype),
+                            device=x.device)
+        return self._stencil(name, x, dirs.shape[0], lambda scale: torch.add(
+            flat, dirs, alpha=scale, out=batch).view_as(batch), ones, points)
 
     def _stencil(self, name: str, x: torch.Tensor, k: int, at: Any, h: torch.Tensor,
                  points: int, halfway: Halfway | None = None, keep: bool = False) -> Columns:
@@ -256,6 +261,8 @@ class Batcher:
         for scale in (STENCIL[2:] if halfway is not None else STENCIL[:points]):
             batch = at(scale)
             out, branches = self.batched(name, batch.reshape(k, *x.shape))
+            if shares_storage(out, batch):  # (f returned its input: `at` rewrites that)
+                out = out.clone()
             per_point.append(out.reshape(k, -1).transpose(0, 1))  # (n_out, k)
             del batch
             for j, (b, b0) in enumerate(zip(branches, self.point.branches, strict=True)):

@@ -54,7 +54,7 @@ from gradscope.engines.fd.stencil import (
 )
 from gradscope.engines.fd.stencil import estimate as stencil_estimate
 from gradscope.errors import TargetError
-from gradscope.tensors import branch_changed
+from gradscope.tensors import branch_changed, max_abs, shares_storage
 
 # input name → where its Jacobian is claimed nonzero, (n_out, n_in) bool, or None
 Claimed = Callable[[str], torch.Tensor | None]
@@ -192,39 +192,49 @@ class FiniteDifferences:
         return self.directional(tangents).value
 
     def directional(self, tangents: Mapping[str, torch.Tensor], measured_noise: bool = True,
-                    points: int = 4, shrink: float = 1.0) -> Directional:
+                    points: int = 4, shrink: float = 1.0,
+                    scratch: dict[str, torch.Tensor] | None = None) -> Directional:
         """J·t by perturbing every input along its tangent at once (four forward calls).
         `measured_noise=False`: the error bound takes round-off as eps·|f| without measuring
         f's own (two forward calls fewer; a bound that may be too small, for a caller that
         treats a disagreement as a reason to look closer, never as a verdict). `points=2`: a
         central difference whose bound is round-off only (for a caller that extrapolates
         when it disagrees). `shrink`: the step is that much smaller than the usual one (a
-        caller whose stencil crossed a kink tries again inside it)."""
+        caller whose stencil crossed a kink tries again inside it). `scratch`: the caller's
+        buffers for the perturbed copies, kept across its calls (at a model's size a new copy
+        per call is a gigabyte the kernel faults in and zeroes again)."""
         point = self.point
         t = dict(tangents)  # (each converted to the point's dtype when added: one at a time)
-        size = max((float(v.abs().max()) if v.numel() else 0.0) for v in t.values())
+        size = max(max_abs(v) for v in t.values())  # (aminmax: no |v| copy of a model)
         if size == 0.0:
             zeros = torch.zeros(point.out_shape, dtype=point.dtype, device=point.out.device)
             return Directional(zeros, zeros, zeros.bool())
-        big = max(1.0, max(float(v.abs().max()) for v in point.values.values()))
+        big = max(1.0, max(max_abs(v) for v in point.values.values()))
         h = point.eps * big / size / shrink
         for _ in range(REFINE_ROUNDS):  # smaller steps may stay inside the target's domain
             try:
-                return self._along(t, h, measured_noise, points)
+                return self._along(t, h, measured_noise, points, scratch)
             except TargetError:
                 h /= REFINE_FACTOR
-        return self._along(t, h, measured_noise, points)
+        return self._along(t, h, measured_noise, points, scratch)
 
     def _along(self, t: Mapping[str, torch.Tensor], h: float, measured_noise: bool = True,
-               points: int = 4) -> Directional:
+               points: int = 4, scratch: dict[str, torch.Tensor] | None = None
+               ) -> Directional:
         point = self.point
         outs, changed = [], torch.zeros(point.out_shape, dtype=torch.bool,
                                         device=point.out.device)
+        # One perturbed copy for every point, each written whole: at a model's size a new one
+        # per point is a gigabyte the kernel faults in and zeroes again. (Each point gets a
+        # tensor object of its own, a view: code caching by tensor misses.)
+        moved = _buffers(point.values, t, {} if scratch is None else scratch)
         for scale in STENCIL[:points]:
-            vals = {k: torch.add(v, t[k].to(v.dtype), alpha=scale * h) if k in t else v
+            vals = {k: _moved(v, t[k], scale * h, moved[k]) if k in t else v
                     for k, v in point.values.items()}
             out, branches = point.fn(vals)
-            del vals  # (a model's perturbed copy: gone before the next one is made)
+            del vals
+            if any(shares_storage(out, m) for m in moved.values()):  # (f returned its input)
+                out = out.clone()
             outs.append(out.expand(point.out_shape))
             for b, b0 in zip(branches, point.branches, strict=True):
                 diff = branch_changed(b, b0)
@@ -245,6 +255,30 @@ class FiniteDifferences:
         """For the elements of `name` at flat positions `flat`: True where the output moves
         when the element alone takes other values, False where it ignores it (probe.py)."""
         return self.prober.depends(name, flat, name in self.elementwise, budget)
+
+
+def _buffers(values: Mapping[str, torch.Tensor], tangents: Mapping[str, torch.Tensor],
+             scratch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A buffer like each moved value, taken from `scratch` where one there fits (made and
+    kept there otherwise)."""
+    out = {}
+    for k in tangents:
+        v, held = values[k], scratch.get(k)
+        if held is None or (held.shape, held.dtype, held.device) != (v.shape, v.dtype,
+                                                                     v.device):
+            held = scratch[k] = torch.empty_like(v)
+        out[k] = held
+    return out
+
+
+def _moved(v: torch.Tensor, t: torch.Tensor, step: float, out: torch.Tensor) -> torch.Tensor:
+    """v + step·t written into `out` (a view of it returned). A tangent in another dtype is
+    converted into `out` first: an add of mixed dtypes casts into a temporary of its own."""
+    if t.dtype == v.dtype:
+        torch.add(v, t, alpha=step, out=out)
+    else:
+        torch.add(v, out.copy_(t), alpha=step, out=out)
+    return out.view_as(v)
 
 
 def rejected(est: Estimate, mask: torch.Tensor, exc: TargetError) -> Estimate:

@@ -128,10 +128,11 @@ class Point:
         if not self.out.is_floating_point():
             return torch.zeros(self.out_shape, dtype=self.dtype)
         # (in place where it can be: at 20M elements each temporary is 160 MB)
-        sides = []
+        sides: list[torch.Tensor] = []
+        scratch: dict[str, torch.Tensor] = {}  # (one moved copy for both sides)
         try:
             for sign in (1.0, -1.0):  # (the same seeded signs each time: ulp_signs')
-                moved = moved_by(self.values, sign * 2 * self.machine_eps)
+                moved = moved_by(self.values, sign * 2 * self.machine_eps, scratch=scratch)
                 out, _ = self.fn(moved)
                 del moved
                 sides.append(torch.sub(out.expand(self.out_shape), self.out))

@@ -84,3 +84,30 @@ def test_batches_count_activations_and_halve_on_allocation_failure(monkeypatch):
         monkeypatch.setattr(Batcher, "_copies",
                             lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
         FiniteDifferences(_wide, {"x": x}, eps=DEFAULT_EPS, elementwise=set()).estimate("x")
+
+
+def test_sampled_columns_reuse_one_batch_yet_a_target_writing_into_its_input_is_right():
+    # the batch of perturbed copies is rewritten whole for each stencil point: a target that
+    # writes into what it is given changes nothing the next point sees
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64)
+
+    def traced(values):
+        v = values["x"]
+        out = (v * v).sum(-1, keepdim=True) * float(v.sum().item() != 12345)  # (no vmap)
+        if not torch.equal(v, x):  # a perturbed copy: written into after it was read
+            v.mul_(3.0)
+        return out, []
+
+    fd = FiniteDifferences(traced, {"x": x.clone()}, eps=DEFAULT_EPS, elementwise=set())
+    col = fd.estimate("x")
+    assert torch.allclose(col.partial, 2 * x.reshape(1, -1), atol=1e-7)
+
+
+def test_sampled_columns_of_a_target_returning_its_input():
+    def traced(values):
+        return values["x"], []
+
+    x = torch.linspace(-1, 1, 6, dtype=torch.float64)
+    fd = FiniteDifferences(traced, {"x": x}, eps=DEFAULT_EPS, elementwise=set())
+    jac, _ = fd.estimate("x").jacobian()
+    assert torch.allclose(jac, torch.eye(6, dtype=torch.float64), atol=1e-8)
