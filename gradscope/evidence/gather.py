@@ -299,14 +299,18 @@ def _random_upstreams(prepared: Prepared, back: Backward
     out = []
     for k in range(count):
         # drawn in float32 (randn in float64 costs seven times as much at a million elements)
-        v = torch.rand(output.shape, generator=generator(seed, f":upstream{k}"))
-        v = v.to(torch.float64).mul_(2.0).sub_(1.0).to(output.device)
+        # and moved to (-1, 1) there: 2u − 1 is exact in float32, in half the bytes
+        drawn = torch.rand(output.shape, generator=generator(seed, f":upstream{k}"))
+        drawn = drawn.mul_(2.0).sub_(1.0).to(output.device)
+        v = drawn.to(torch.float64)
         if not all_finite(output.detach()):  # compared where the function is defined
             v = v * torch.isfinite(output.detach())
+            drawn = v
         label = (f"random upstream #{k + 1} (uniform(-1,1), seed "
                  f"{seed_for(seed, f':upstream{k}')})")
-        # (a copy: a hand-written backward may write into what it is given)
-        out.append((label, v, back.engine.vjp(v.to(output.dtype, copy=True))))
+        # (a copy of its own: a hand-written backward may write into what it is given)
+        given = drawn.to(output.dtype, copy=drawn is v)
+        out.append((label, v, back.engine.vjp(given)))
     return out
 
 
