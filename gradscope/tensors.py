@@ -78,6 +78,32 @@ def max_abs(t: torch.Tensor) -> float:
     return max(-float(low), float(high))
 
 
+DIFFERENCE_BLOCK = 1 << 18  # elements of a difference held at a time (2 MB in float64)
+
+
+def max_abs_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a − b| over two tensors of one shape (NaN if any difference is), a block at a time
+    into one buffer where both are contiguous: the difference of two model-sized tensors (or
+    of two million-element ones, out of cache) is never held whole."""
+    a, b = a.detach(), b.detach()
+    n = a.numel()
+    if n <= DIFFERENCE_BLOCK or a.shape != b.shape or not (a.is_contiguous()
+                                                            and b.is_contiguous()):
+        return max_abs(a - b)
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    buf = torch.empty(DIFFERENCE_BLOCK, dtype=torch.promote_types(a.dtype, b.dtype),
+                      device=a.device)
+    top = 0.0
+    for start in range(0, n, DIFFERENCE_BLOCK):
+        stop = min(n, start + DIFFERENCE_BLOCK)
+        part = torch.sub(flat_a[start:stop], flat_b[start:stop], out=buf[:stop - start])
+        found = max_abs(part)
+        if math.isnan(found):
+            return found
+        top = max(top, found)
+    return top
+
+
 def branch_changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise 'on a different branch' for branch ids, where two NaNs count as the same."""
     if a is b:  # a reused subexpression: the same tensor, unchanged by construction

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import torch
@@ -153,3 +154,21 @@ def test_moved_by_a_scratch_gives_the_same_copies_as_views_written_over_by_the_n
     # |v|·sign: moved by exactly relative·|v| in a ±1 direction
     step = (held["a"] - values["a"]) / values["a"].abs()
     assert torch.allclose(step.abs(), torch.full_like(step, 1e-3))
+
+
+def test_max_abs_difference_a_block_at_a_time_is_the_whole_ones():
+    from gradscope import tensors
+
+    gen = torch.Generator().manual_seed(1)
+    n = 3 * tensors.DIFFERENCE_BLOCK + 17  # (a last block of its own size)
+    a = torch.randn(n, generator=gen, dtype=torch.float64)
+    b = a + 1e-9 * torch.randn(n, generator=gen, dtype=torch.float64)
+    b[n - 5] += 0.25  # in the short last block
+    assert tensors.max_abs_difference(a, b) == float((a - b).abs().max())
+    assert tensors.max_abs_difference(a.float(), b) == float((a.float() - b).abs().max())
+    b[7] = float("nan")
+    assert math.isnan(tensors.max_abs_difference(a, b))
+    small = torch.tensor([1.0, -2.0])
+    assert tensors.max_abs_difference(small, torch.zeros(2)) == 2.0
+    wide = a[:3 * tensors.DIFFERENCE_BLOCK].reshape(-1, 3)[:, ::2]  # (not contiguous)
+    assert tensors.max_abs_difference(wide, wide * 0) == float(wide.abs().max())

@@ -26,7 +26,7 @@ from gradscope.report.status import Status
 from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
-from gradscope.tensors import max_abs
+from gradscope.tensors import max_abs, max_abs_difference
 from gradscope.verdict import outcome
 from gradscope.verdict.compare import Comparison
 
@@ -253,7 +253,7 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
             both_a, both_f = a[both], fd[both].to(torch.float64)
             scale = max_abs(both_f)
         if both_a.numel():
-            worst = max_abs(both_a - both_f)
+            worst = max_abs_difference(both_a, both_f)
             stats["max_rel_error"] = worst / scale if scale > 0 else (0.0 if worst == 0
                                                                        else float("inf"))
     return stats
