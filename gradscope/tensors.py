@@ -153,7 +153,9 @@ def moved_by(values: Mapping[str, torch.Tensor], relative: float,
             sign = signs.get(k)
             moved = None if sign is None else torch.copysign(v, sign)
         elif v.is_floating_point():  # (|v|·sign written over the drawn signs: one tensor)
-            sign = _signs(v, gen, _held(scratch, k, v))
+            into = held_like(scratch, k, v) if scratch is not None and v.device.type == "cpu" \
+                else None  # (the signs are drawn on the CPU)
+            sign = _signs(v, gen, into)
             moved = torch.copysign(v, sign, out=sign)
         else:
             moved = None
@@ -162,15 +164,13 @@ def moved_by(values: Mapping[str, torch.Tensor], relative: float,
     return out
 
 
-def _held(scratch: dict[str, torch.Tensor] | None, k: str, v: torch.Tensor
-          ) -> torch.Tensor | None:
-    """scratch[k] where it can hold a copy of v (made there first; CPU only: the signs are
-    drawn on the CPU), else None."""
-    if scratch is None or v.device.type != "cpu":
-        return None
+def held_like(scratch: dict[str, torch.Tensor], k: str, like: torch.Tensor) -> torch.Tensor:
+    """scratch[k] where it can hold a tensor like `like` (shape, dtype, device); else a new
+    one, kept there for the next call."""
     held = scratch.get(k)
-    if held is None or (held.shape, held.dtype) != (v.shape, v.dtype) or held.device != v.device:
-        held = scratch[k] = torch.empty_like(v)
+    if held is None or (held.shape, held.dtype, held.device) != (like.shape, like.dtype,
+                                                                 like.device):
+        held = scratch[k] = torch.empty_like(like)
     return held
 
 

@@ -54,7 +54,7 @@ from gradscope.engines.fd.stencil import (
 )
 from gradscope.engines.fd.stencil import estimate as stencil_estimate
 from gradscope.errors import TargetError
-from gradscope.tensors import branch_changed, max_abs, shares_storage
+from gradscope.tensors import branch_changed, held_like, max_abs, shares_storage
 
 # input name → where its Jacobian is claimed nonzero, (n_out, n_in) bool, or None
 Claimed = Callable[[str], torch.Tensor | None]
@@ -227,7 +227,8 @@ class FiniteDifferences:
         # One perturbed copy for every point, each written whole: at a model's size a new one
         # per point is a gigabyte the kernel faults in and zeroes again. (Each point gets a
         # tensor object of its own, a view: code caching by tensor misses.)
-        moved = _buffers(point.values, t, {} if scratch is None else scratch)
+        held = {} if scratch is None else scratch
+        moved = {k: held_like(held, k, point.values[k]) for k in t}
         for scale in STENCIL[:points]:
             vals = {k: _moved(v, t[k], scale * h, moved[k]) if k in t else v
                     for k, v in point.values.items()}
@@ -255,20 +256,6 @@ class FiniteDifferences:
         """For the elements of `name` at flat positions `flat`: True where the output moves
         when the element alone takes other values, False where it ignores it (probe.py)."""
         return self.prober.depends(name, flat, name in self.elementwise, budget)
-
-
-def _buffers(values: Mapping[str, torch.Tensor], tangents: Mapping[str, torch.Tensor],
-             scratch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A buffer like each moved value, taken from `scratch` where one there fits (made and
-    kept there otherwise)."""
-    out = {}
-    for k in tangents:
-        v, held = values[k], scratch.get(k)
-        if held is None or (held.shape, held.dtype, held.device) != (v.shape, v.dtype,
-                                                                     v.device):
-            held = scratch[k] = torch.empty_like(v)
-        out[k] = held
-    return out
 
 
 def _moved(v: torch.Tensor, t: torch.Tensor, step: float, out: torch.Tensor) -> torch.Tensor:
