@@ -157,9 +157,12 @@ SourcedForward = Callable[[Mapping[str, torch.Tensor]], Sourced]
 
 def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
           anomaly: bool = False, ours: tuple[str, ...] = (), keep_grads: bool = False,
-          norms: bool = False) -> Flow:
+          norms: bool = False,
+          seen_grads: Callable[[dict[str, torch.Tensor | None]], None] | None = None) -> Flow:
     """Run forward (with anomaly mode for user code, to learn file:line) and backward once,
-    hooking every node of the graph (`norms`: also each gradient's L2 norm, for display)."""
+    hooking every node of the graph (`norms`: also each gradient's L2 norm, for display).
+    `seen_grads` is handed the inputs' gradients this backward made (None: unused), before
+    they are dropped."""
     # (sharing the values' storage, as every evaluation's leaves do: a clone is one more copy
     # of a model's parameters, a gigabyte at GPT-2's size)
     leaves = as_leaves(values)
@@ -174,8 +177,11 @@ def trace(forward: SourcedForward, values: Mapping[str, torch.Tensor], upstream:
                     norms=norms)
     try:
         if seen.output.requires_grad:
-            torch.autograd.grad(seen.output, list(leaves.values()), upstream,
-                                allow_unused=True)
+            found = torch.autograd.grad(seen.output, list(leaves.values()), upstream,
+                                        allow_unused=True)
+            if seen_grads is not None:
+                seen_grads(dict(zip(leaves, found, strict=True)))
+            del found  # (a model's gradients: a copy of the model, not kept past its reader)
     finally:
         traced = tracer.finish()
     return traced

@@ -37,6 +37,9 @@ class Backward:
     # the coarsest floating dtype a tensor on the output's graph had (user code that casts
     # to float32 inside and back: its output alone looks float64); None: not watched
     lowest: torch.dtype | None = None
+    # a fresh forward and backward of its own (the gradient-flow trace's), same upstream, gave
+    # every gradient bit for bit: backward repeats (the determinism check needs no third run)
+    repeated: bool = False
 
 
 LOOPED_ROWS = 8  # a claim from one backward per output element: for ≥ 8 columns per row
@@ -290,16 +293,39 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
         return back
     if not prepared.request.explain_passing:  # (the flow explains; a caller that shows only
         return back  # failures asks again with explanations when a run fails)
+    repeated: list[bool] = []
+
+    def compared(grads: dict[str, torch.Tensor | None]) -> None:
+        # (under --autocast autograd's forward is not the one watched here)
+        repeated.append(prepared.target.autocast is None and back.grads is not None
+                        and set(grads) == set(back.grads)
+                        and all(_same(g, back.grads[n]) for n, g in grads.items()))
+
     try:
         traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
                             anomaly=source.anomaly, ours=OURS,
-                            keep_grads=prepared.options.intermediates)
+                            keep_grads=prepared.options.intermediates, seen_grads=compared)
     except TargetError as exc:  # (the watch, not the target: autograd's own run passed)
         why = str(exc).strip().splitlines()[-1][:160]
         return replace(back, notes=(*back.notes, "the gradient-flow trace stepped aside: the "
                                     f"target's code refused gradscope's watched forward "
                                     f"({why}); the verdict does not rest on it"))
-    return replace(back, flow=traced)
+    return replace(back, flow=traced, repeated=bool(repeated and repeated[0]))
+
+
+def _same(again: torch.Tensor | None, first: torch.Tensor) -> bool:
+    """Equal element for element (an unused input: zeros). Anything else — a NaN included —
+    says nothing here: the determinism check then runs its own fresh backward."""
+    first = first.detach()
+    if again is None:
+        return not bool(first.any())
+    again = again.detach()
+    if again.shape != first.shape or again.dtype != first.dtype or again.layout != first.layout:
+        return False
+    try:
+        return torch.equal(again, first)
+    except (RuntimeError, TypeError, NotImplementedError):  # (a subclass: no shortcut)
+        return False
 
 
 def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],

@@ -308,8 +308,10 @@ def _random_upstreams(prepared: Prepared, back: Backward
             drawn = v
         label = (f"random upstream #{k + 1} (uniform(-1,1), seed "
                  f"{seed_for(seed, f':upstream{k}')})")
-        # (a copy of its own: a hand-written backward may write into what it is given)
-        given = drawn.to(output.dtype, copy=drawn is v)
+        # (a copy of its own where user code — a hand-written backward, a hook — may write
+        # into what backward is given; torch's own ops never do)
+        given = (v if v.dtype == output.dtype and not prepared.target.runs_user_code
+                 else drawn.to(output.dtype, copy=drawn is v))
         out.append((label, v, back.engine.vjp(given)))
     return out
 

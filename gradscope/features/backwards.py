@@ -40,7 +40,7 @@ class Backwards(Findings):
                          * max(largest, 1.0))
         findings, nonlinear = custom_backward.backward_checks(
             prepared.target.text, back.engine, back.upstream, back.after, back.grads,
-            ctx.evidence.tol, prepared.options.seed, nondet)
+            ctx.evidence.tol, prepared.options.seed, nondet, back.repeated)
         return BackwardFacts(findings, nonlinear)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 import gradscope
 from tests.paths import BUGGY, DATA, SEEDS
 
@@ -76,6 +78,41 @@ def test_inplace_and_nondeterministic_backward():
     assert "inplace_backward" in _kinds(gradscope.vjp(f"{BACKWARDS}:InPlace", x="1,2"))
     noisy = gradscope.check(f"{BACKWARDS}:Noisy", x="1,2")
     assert "nondeterministic_backward" in _kinds(noisy) and not noisy.passed
+
+
+def test_a_backward_repeated_by_the_flow_trace_is_not_run_a_third_time(monkeypatch):
+    from gradscope.engines.autograd import AutogradEngine
+
+    def refused(*_):
+        raise AssertionError("the flow trace's backward agreed: no third run")
+
+    monkeypatch.setattr(AutogradEngine, "fresh_vjp", refused)
+    assert gradscope.check(f"{BACKWARDS}:Cube", x="1,2").passed
+
+
+def test_a_backward_the_flow_trace_saw_differ_is_judged_by_a_run_of_its_own():
+    class SecondCallOff(torch.autograd.Function):  # differs on its 2nd backward call only
+        calls = 0
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            SecondCallOff.calls += 1
+            return g * (4 if SecondCallOff.calls == 2 else 3)
+
+    from gradscope.diagnose.custom_backward import determinism
+    from gradscope.engines.autograd import AutogradEngine
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    engine = AutogradEngine(lambda v: SecondCallOff.apply(v["x"]), {"x": x})
+    first = engine.backward(torch.ones(2, dtype=torch.float64))
+    assert determinism(engine, torch.ones(2, dtype=torch.float64), first, "t",
+                       repeated=True) is None  # (the caller's run agreed: none of its own)
+    found = determinism(engine, torch.ones(2, dtype=torch.float64), first, "t")
+    assert found is not None and found.kind == "nondeterministic_backward"
 
 
 def test_backward_shape_error():

@@ -34,6 +34,15 @@ def test_user_codes_flow_needs_one_more_watched_backward():
     assert traced is not None and any(n.status == "vanishing" for n in traced.walk())
 
 
+def test_the_flow_traces_backward_is_the_determinism_checks_second_run():
+    steady = _prepared(f"{DATA}/backwards.py:Cube", at={"x": "0.5,1.5"})
+    assert with_flow(steady, backward(steady)).repeated
+    noisy = _prepared(f"{DATA}/backwards.py:Noisy", at={"x": "0.5,1.5"})
+    assert not with_flow(noisy, backward(noisy)).repeated  # (the check runs its own then)
+    asked = _prepared(f"{DATA}/backwards.py:Cube", at={"x": "0.5,1.5"}, autocast="bfloat16")
+    assert not with_flow(asked, backward(asked)).repeated  # another forward than autograd's
+
+
 def test_a_refused_backward_and_a_raising_one():
     back = backward(_prepared(f"{DATA}/backwards.py:WrongShape", shape={"*": (2, 3)}))
     assert back.grads is None and back.failure.kind == "backward_shape"
