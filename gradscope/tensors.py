@@ -114,6 +114,21 @@ def branch_changed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return diff
 
 
+def same_gradient(again: torch.Tensor | None, first: torch.Tensor) -> bool:
+    """Whether a second backward's gradient equals the first element for element (None, an
+    unused input: where the first is all zeros). Anything else — a NaN included — is no."""
+    first = first.detach()
+    if again is None:
+        return not bool(first.any())
+    again = again.detach()
+    if again.shape != first.shape or again.dtype != first.dtype or again.layout != first.layout:
+        return False
+    try:
+        return torch.equal(again, first)
+    except (RuntimeError, TypeError, NotImplementedError):  # (a subclass: no shortcut)
+        return False
+
+
 def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
     the directions inputs are moved in to measure a computation's round-off."""

@@ -7,7 +7,14 @@ import weakref
 
 import torch
 
-from gradscope.tensors import all_finite, any_to_shape, moved_by, sum_to_shape, ulp_signs
+from gradscope.tensors import (
+    all_finite,
+    any_to_shape,
+    moved_by,
+    same_gradient,
+    sum_to_shape,
+    ulp_signs,
+)
 
 
 def test_all_finite_fast_path_and_exact_fallback():
@@ -172,3 +179,15 @@ def test_max_abs_difference_a_block_at_a_time_is_the_whole_ones():
     assert tensors.max_abs_difference(small, torch.zeros(2)) == 2.0
     wide = a[:3 * tensors.DIFFERENCE_BLOCK].reshape(-1, 3)[:, ::2]  # (not contiguous)
     assert tensors.max_abs_difference(wide, wide * 0) == float(wide.abs().max())
+
+
+def test_same_gradient_is_equality_or_no():
+    g = torch.tensor([1.0, -0.0, 3.0], dtype=torch.float64)
+    assert same_gradient(g.clone(), g) and same_gradient(torch.tensor([1.0, 0.0, 3.0],
+                                                                      dtype=torch.float64), g)
+    assert not same_gradient(g + 1e-16 * torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+                             + torch.tensor([0.0, 0.0, 4e-16], dtype=torch.float64), g)
+    assert not same_gradient(g.float(), g) and not same_gradient(g[:2], g)
+    nan = torch.tensor([float("nan")])
+    assert not same_gradient(nan.clone(), nan)  # (a NaN says nothing: the caller runs its own)
+    assert same_gradient(None, torch.zeros(2)) and not same_gradient(None, torch.ones(2))

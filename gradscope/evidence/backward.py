@@ -17,7 +17,7 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import compiled_inside, grad_nodes, plain_value
+from gradscope.tensors import compiled_inside, grad_nodes, plain_value, same_gradient
 from gradscope.usercode import OURS, backward_location, raised_by_user, user_code
 
 
@@ -299,7 +299,7 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
         # (under --autocast autograd's forward is not the one watched here)
         repeated.append(prepared.target.autocast is None and back.grads is not None
                         and set(grads) == set(back.grads)
-                        and all(_same(g, back.grads[n]) for n, g in grads.items()))
+                        and all(same_gradient(g, back.grads[n]) for n, g in grads.items()))
 
     try:
         traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
@@ -312,20 +312,6 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
                                     f"({why}); the verdict does not rest on it"))
     return replace(back, flow=traced, repeated=bool(repeated and repeated[0]))
 
-
-def _same(again: torch.Tensor | None, first: torch.Tensor) -> bool:
-    """Equal element for element (an unused input: zeros). Anything else — a NaN included —
-    says nothing here: the determinism check then runs its own fresh backward."""
-    first = first.detach()
-    if again is None:
-        return not bool(first.any())
-    again = again.detach()
-    if again.shape != first.shape or again.dtype != first.dtype or again.layout != first.layout:
-        return False
-    try:
-        return torch.equal(again, first)
-    except (RuntimeError, TypeError, NotImplementedError):  # (a subclass: no shortcut)
-        return False
 
 
 def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
