@@ -83,11 +83,23 @@ class SymbolicEngine:
         self._source = {id(n) for n in expr.walk()}
         self._metas: dict[str, torch.Tensor] | None = None  # shapes and dtypes, for _meta
         with process.cpu_budget(budget_s, self._over):  # (within one long sp.diff too)
-            self.root = self._block(expr.root)
-        self.output = self.root.value
+            # (the output's own values are needed by no pass: its derivatives alone are
+            # evaluated, a forward fewer — at a million elements each op is a millisecond)
+            self.root = self._block(expr.root, valued=False)
+        self.out_shape = self.root.shape
+
+    @property
+    def output(self) -> torch.Tensor:
+        """The expression's value, as sympy's form of it evaluates (computed when asked)."""
+        if self.root.value is None:
+            env = {s: self.leaf_values[s] for s in self.root.expr.free_symbols
+                   if s in self.leaf_values}
+            value = SympyEvaluator(env, self.dtype, self.device).evaluate([self.root.expr])[0]
+            self.root.value = value.expand(self.root.shape) if self.root.shape else value
+        return self.root.value
 
     # ------------------------------------------------------------------ building
-    def _block(self, node: ir.Node) -> _Block:
+    def _block(self, node: ir.Node, valued: bool = True) -> _Block:
         leaves: list[sp.Symbol] = []
         sym_expr = self._sympy(node, leaves)
         shapes = [tuple(self.leaf_values[s].shape) for s in leaves]
@@ -102,12 +114,15 @@ class SymbolicEngine:
         block.deriv_exprs = {s: d for s, d in block.deriv_exprs.items() if d != 0}
         env = {s: self.leaf_values[s] for s in dict.fromkeys(leaves)}
         evaluator = SympyEvaluator(env, self.dtype, self.device)
-        results = evaluator.evaluate([sym_expr, *block.deriv_exprs.values()])
-        block.value = results[0].expand(block.shape) if block.shape else results[0]
+        results = evaluator.evaluate([sym_expr, *block.deriv_exprs.values()] if valued
+                                     else list(block.deriv_exprs.values()))
+        if valued:
+            value = results.pop(0)
+            block.value = value.expand(block.shape) if block.shape else value
         if sym_expr in self.leaf_values:  # a bare leaf keeps its dtype (a bool mask stays one)
             leaf = self.leaf_values[sym_expr]
             block.value = leaf.expand(block.shape) if block.shape else leaf
-        block.derivs = dict(zip(block.deriv_exprs, results[1:], strict=True))
+        block.derivs = dict(zip(block.deriv_exprs, results, strict=True))
         return block
 
     def _over(self) -> None:

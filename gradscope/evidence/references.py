@@ -165,9 +165,8 @@ def _symbolic_failure(form: SymbolicForm, setup: Setup
         engine = SymbolicEngine(form.expression, {**setup.prepared.bound.exact,
                                                   **form.constants},
                                 constants=frozenset(form.constants))
-        if tuple(engine.output.shape) != out_shape:
-            return f"the symbolic output has shape {tuple(engine.output.shape)}, torch's " \
-                   f"{out_shape}"
+        if engine.out_shape != out_shape:
+            return f"the symbolic output has shape {engine.out_shape}, torch's {out_shape}"
         # the VJP now, so that a failure shows here as a skip, not later as a crash
         v = setup.upstream.to(torch.float64)
         return engine, (v, engine.vjp(v))
