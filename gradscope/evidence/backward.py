@@ -313,7 +313,6 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
     return replace(back, flow=traced, repeated=bool(repeated and repeated[0]))
 
 
-
 def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
                   values: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """One more evaluation of the target's values: without a graph (no memory for one) where
