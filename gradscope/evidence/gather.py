@@ -202,11 +202,16 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     target = prepared.target
     rounding = roundoff.measure(evidence.backward.engine, evidence.computed,
                                 target.forward if target.autocast is not None else None)
-    views = _views(prepared, evidence, jacobians, rounding)
+    # autograd's answers and the round-off measured around them are asked once: a refinement
+    # rebuilds the comparisons, never a backward (each backward run feeds a comparison)
+    randoms = _random_upstreams(prepared, evidence.backward) \
+        if prepared.request.command == "check" and not _scalar_at_scale(evidence) else []
+    measured: dict[str, Any] = {}
+    views = _views(prepared, evidence, jacobians, rounding, randoms, measured)
     refined, count = _refined(evidence.references, views, evidence.tol)
     if count:
         evidence = replace(evidence, references=refined)
-        views = _views(prepared, evidence, jacobians, rounding)
+        views = _views(prepared, evidence, jacobians, rounding, randoms, measured)
     nonfinite = evidence.nonfinite
     if nonfinite:  # (the masks only excuse: nothing failing before, nothing failing now)
         kinks = {n: next((k for r in evidence.references for k in [r.kink(n)]
@@ -253,40 +258,76 @@ def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
     return View(label, upstream, dict(autograd), per_input, raw)
 
 
+def _scalar_at_scale(evidence: Evidence) -> bool:
+    """A scalar model at scale: its VJP for another upstream is a multiple of the table's
+    (the linearity check of user code covers it), so no random upstream is asked."""
+    finite = evidence.finite
+    return finite is not None and finite.scale and evidence.backward.engine.output.numel() == 1
+
+
 def _views(prepared: Prepared, evidence: Evidence,
            jacobians: tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]] | None,
-           rounding: roundoff.RoundOff | None) -> list[View]:
-    """The views; below float64 every answer's bound has autograd's measured round-off."""
+           rounding: roundoff.RoundOff | None,
+           randoms: Sequence[tuple[str, torch.Tensor, dict[str, torch.Tensor]]],
+           measured: dict[str, Any]) -> list[View]:
+    """The views of autograd's answers (the table's, `randoms`, `jacobians`) beside the
+    references'; below float64 every answer's bound has autograd's measured round-off, kept
+    in `measured` by view so that a second build measures nothing again."""
     back, names = evidence.backward, prepared.target.names
     command = prepared.request.command
     assert back.grads is not None
-    widen = roundoff.widened if rounding else (lambda answers, *_: answers)
+
+    def widen(label: str, answers: dict[str, dict[str, Answer]], noise: Callable[[Any], Any],
+              elementwise: bool = True) -> dict[str, dict[str, Answer]]:
+        if rounding is None:
+            return answers
+        return roundoff.widened(answers, _remembered(measured, label, noise), elementwise)
+
     views = []
     if command != "jacobian":
         v = back.upstream.to(torch.float64)
         ones = prepared.bound.upstream.ones and all_finite(back.engine.output.detach())
         answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
-        answers = widen(answers, lambda where: rounding.vjp(back.upstream, where))
+        answers = widen("table", answers, lambda where: rounding.vjp(back.upstream, where))
         views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
-    finite = evidence.finite
-    scalar_at_scale = finite is not None and finite.scale and back.engine.output.numel() == 1
-    if command == "check" and not scalar_at_scale:  # (a scalar's VJP for another upstream
-        # is a multiple of this one: the linearity check of user code covers it)
-        refs = _references_for(evidence, "random")
-        for label, v, grads in _random_upstreams(prepared, back):
-            answers = widen({r.name: r.vjp(v) for r in refs},
-                            lambda where, v=v: rounding.vjp(v, where))
-            views.append(_view(evidence, label, v, grads, answers, names))
+    refs = _references_for(evidence, "random")
+    for label, v, grads in randoms:
+        answers = widen(label, {r.name: r.vjp(v) for r in refs},
+                        lambda where, v=v: rounding.vjp(v, where))
+        views.append(_view(evidence, label, v, grads, answers, names))
     if jacobians is not None:
         autograd, fixed = jacobians
         answers = {**fixed, **{r.name: r.jacobian(tuple(back.engine.output.shape))
                                for r in _references_for(evidence, "jacobian")
                                if r.name not in fixed}}
-        answers = widen(answers, lambda _: rounding.jacobian(), False)
+        answers = widen("full Jacobian", answers, lambda _: rounding.jacobian(), False)
         views.append(_view(evidence, "full Jacobian", None, autograd, answers, names))
     if command == "jacobian":  # the table is the Jacobian
         views.insert(0, views.pop())
     return views
+
+
+def _remembered(measured: dict[str, Any], label: str, noise: Callable[[Any], Any]
+                ) -> Callable[[Any], Any]:
+    """`noise`, measured once per view and per set of compared elements (a refinement
+    changes estimates, not which elements they answer)."""
+    def ask(where: Any) -> Any:
+        kept = measured.get(label)
+        if kept is not None and _same_where(kept[0], where):
+            return kept[1]
+        found = noise(where)
+        measured[label] = (where, found)
+        return found
+
+    return ask
+
+
+def _same_where(a: Any, b: Any) -> bool:
+    if a is None or b is None or set(a) != set(b):
+        return a is None and b is None
+    return all((x is None and y is None) or (x is not None and y is not None
+                                             and torch.equal(x, y))
+               for x, y in ((a[n], b[n]) for n in a))
 
 
 def _random_upstreams(prepared: Prepared, back: Backward
