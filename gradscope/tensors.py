@@ -129,6 +129,29 @@ def same_gradient(again: torch.Tensor | None, first: torch.Tensor) -> bool:
         return False
 
 
+def differing(first: torch.Tensor, again: torch.Tensor | None) -> tuple[torch.Tensor,
+                                                                         torch.Tensor]:
+    """Where a second answer to one question differs from the first: (flat indices, |again −
+    first| there in float64, infinite where one is NaN or infinite and the other is not). Two
+    NaNs are the same answer; an unused input's None is its zeros. Only the differing
+    elements are kept (none, the usual case, costs one comparison)."""
+    first = first.detach()
+    again = torch.zeros_like(first) if again is None else again.detach()
+    empty = (torch.zeros(0, dtype=torch.long, device=first.device),
+             torch.zeros(0, dtype=torch.float64, device=first.device))
+    if same_gradient(again, first):
+        return empty
+    if again.shape != first.shape:
+        flat = torch.arange(first.numel(), device=first.device)
+        return flat, torch.full((first.numel(),), math.inf, dtype=torch.float64,
+                                device=first.device)
+    a, b = first.reshape(-1), again.reshape(-1).to(first.device)
+    off = ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
+    at = off.nonzero().flatten()
+    gap = (b[at].to(torch.float64) - a[at].to(torch.float64)).abs()
+    return at, gap.nan_to_num_(nan=math.inf)
+
+
 def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
     the directions inputs are moved in to measure a computation's round-off."""

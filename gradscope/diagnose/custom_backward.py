@@ -4,7 +4,10 @@ what to change (the way torch's gradcheck names its failures, but pointing at el
 * `backward_arity` / `backward_shape`: torch refused what backward returned;
 * `nonlinear_backward`: backward(αv + βw) ≠ α·backward(v) + β·backward(w) — typically a constant
   written where `grad_output` belonged, which an all-ones upstream hides;
-* `nondeterministic_backward`: two backward calls on the same upstream differ;
+* `nondeterministic_backward`: two backward calls on the same upstream differ — whichever of
+  gradscope's calls it is (the table's, the gradient-flow trace's, a probe's asked again, a
+  fresh run of this check's own): a backward that reads a stale cache or a reused workspace
+  is wrong on some calls only;
 * `inplace_backward`: backward changed `grad_output` in place.
 
 (Surrogate gradients are found by behaviour, for any code: diagnose/surrogates.py.)
@@ -13,14 +16,16 @@ what to change (the way torch's gradcheck names its failures, but pointing at el
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from gradscope.engines.autograd import AutogradEngine
-from gradscope.report.build import mask_indices
+from gradscope.report.build import MAX_INDICES, mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.rng import generator
+from gradscope.tensors import differing, multi_index
 from gradscope.verdict.tolerance import Tolerance
 
 ALPHA, BETA = 0.75, -1.25
@@ -61,36 +66,112 @@ def classify_failure(exc: BaseException, target: str,
     return None
 
 
+@dataclass(frozen=True)
+class CallsApart:
+    """Two backward calls with one upstream whose answers differ: which calls (`first`,
+    `again`, as a reader names them) and, per input, the differing elements (flat indices)
+    with |again − first| there (infinite where one is NaN and the other is not)."""
+
+    first: str
+    again: str
+    where: Mapping[str, tuple[torch.Tensor, torch.Tensor]]
+
+    @classmethod
+    def of(cls, first: str, again: str, before: Mapping[str, torch.Tensor],
+           after: Mapping[str, torch.Tensor | None]) -> CallsApart | None:
+        """The two answers compared (None: the same, element for element)."""
+        where = {}
+        for name, g in before.items():
+            if name not in after:
+                continue
+            at, gap = differing(g, after[name])
+            if at.numel():
+                where[name] = (at, gap)
+        return cls(first, again, where) if where else None
+
+    def beyond(self, tolerance: float) -> dict[str, torch.Tensor]:
+        """Per input, the flat indices where the two differ by more than `tolerance`."""
+        out = {}
+        for name, (at, gap) in self.where.items():
+            kept = at[gap > tolerance]
+            if kept.numel():
+                out[name] = kept
+        return out
+
+
+def asked_again(ask: Callable[[torch.Tensor], Mapping[str, torch.Tensor]],
+                asked: Sequence[tuple[str, torch.Tensor, Mapping[str, torch.Tensor]]],
+                again: str) -> tuple[list[dict[str, torch.Tensor]], list[CallsApart]]:
+    """Each (label, upstream, answer) asked once more (`ask`): the new answers, and the pairs
+    that differ — a probe whose answers broke a relation they must keep may have met a
+    backward that depends on the call, and the same question asked twice tells which."""
+    answers, apart = [], []
+    for label, upstream, first in asked:
+        got = dict(ask(upstream))
+        answers.append(got)
+        found = CallsApart.of(label, again, first, got)
+        if found is not None:
+            apart.append(found)
+    return answers, apart
+
+
 def _random(shape: torch.Size, like: torch.Tensor, seed: int, label: str) -> torch.Tensor:
     return torch.randn(shape, generator=generator(seed, label), dtype=torch.float64).to(
         like.device, like.dtype)
 
 
 def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
-              first: tuple[torch.Tensor, Mapping[str, torch.Tensor]] | None = None
-              ) -> tuple[Diagnostic | None, dict[str, torch.Tensor]]:
-    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element. For a
-    scalar output with `first` (an upstream u ≠ 0 and its VJP) linearity is homogeneity:
-    backward(αv + βw) against (αv + βw)/u · backward(u), one backward instead of three (a
-    model's gradient is a copy of the model: three at once are three copies)."""
+              first: tuple[torch.Tensor, Mapping[str, torch.Tensor]] | None = None,
+              known: Sequence[tuple[torch.Tensor, Mapping[str, torch.Tensor]]] = ()
+              ) -> tuple[Diagnostic | None, dict[str, torch.Tensor], list[CallsApart]]:
+    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element. `known`:
+    upstreams whose VJPs were asked and compared already (the random upstreams' views): two
+    of them are v and w, and only the combination is asked. For a scalar output with `first`
+    (an upstream u ≠ 0 and its VJP) linearity is homogeneity: backward(αv + βw) against
+    (αv + βw)/u · backward(u), one backward instead of three (a model's gradient is a copy of
+    the model: three at once are three copies).
+    Where the answers break the relation (a NaN included, where the first backward gave
+    numbers), every VJP this check asked is asked once more: a backward that answers the same
+    upstream differently is said so (the pairs returned), and is called nonlinear only where
+    its repeated answers still break the relation."""
     out = autograd.output
-    v = _random(out.shape, out, seed, ":linearity-v")
-    w = _random(out.shape, out, seed, ":linearity-w")
-    combined = autograd.vjp(ALPHA * v + BETA * w)
-    if out.numel() == 1 and first is not None and float(first[0]) != 0.0:
-        ratio = float(ALPHA * v + BETA * w) / float(first[0])
-
-        def wanted(name: str) -> list[tuple[float, torch.Tensor]]:
-            return [(ratio, first[1][name])]
+    if len(known) >= 2:
+        (v, gv), (w, gw) = known[0], known[1]
+        v, w = v.to(out.dtype), w.to(out.dtype)
+        own: list[tuple[str, torch.Tensor]] = []
     else:
-        gv, gw = autograd.vjp(v), autograd.vjp(w)
+        v = _random(out.shape, out, seed, ":linearity-v")
+        w = _random(out.shape, out, seed, ":linearity-w")
+        own = [("the linearity check's backward(v)", v), ("its backward(w)", w)]
+    mixed = ALPHA * v + BETA * w
+    asked = [("the linearity check's backward(αv + βw)", mixed, autograd.vjp(mixed))]
+    scalar = out.numel() == 1 and first is not None and float(first[0]) != 0.0
+    if scalar:
+        own = []
+    else:
+        asked += [(label, u, autograd.vjp(u)) for label, u in own]
+    table = first[1] if first is not None else {}
 
-        def wanted(name: str) -> list[tuple[float, torch.Tensor]]:
-            return [(ALPHA, gv[name]), (BETA, gw[name])]
-    masks = {name: _departed(g, wanted(name), tol) for name, g in combined.items()}
-    bad = {n: m for n, m in masks.items() if bool(m.any())}
+    def masks_of(answers: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        combined = answers[0]
+        if scalar:
+            assert first is not None
+            ratio = float(mixed) / float(first[0])
+            terms = {n: [(ratio, first[1][n])] for n in combined}
+        else:
+            pv, pw = (answers[1], answers[2]) if own else (gv, gw)
+            terms = {n: [(ALPHA, pv[n]), (BETA, pw[n])] for n in combined}
+        masks = {n: _departed(g, terms[n], tol, table.get(n)) for n, g in combined.items()}
+        return {n: m for n, m in masks.items() if bool(m.any())}
+
+    bad = masks_of([a for _, _, a in asked])
+    apart: list[CallsApart] = []
+    if bad:
+        again, apart = asked_again(autograd.vjp, asked, "the same upstream asked again")
+        if apart:
+            bad = masks_of(again)
     if not bad:  # (masks of nothing are not kept: at a model's size each is a byte a parameter)
-        return None, {}
+        return None, {}, apart
     count = sum(int(m.sum()) for m in bad.values())
     return Diagnostic(
         kind="nonlinear_backward", op="backward", where=target, inputs=sorted(bad), count=count,
@@ -100,15 +181,18 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
                  "where a multiple of grad_output belonged; an all-ones upstream hides this"),
         hint=("every returned gradient must be grad_output times something: e.g. write "
               "`grad_input[x > 1] = 0`, not `= 1`"),
-        indices={n: mask_indices(m) for n, m in bad.items()}), bad
+        indices={n: mask_indices(m) for n, m in bad.items()}), bad, apart
 
 
-def _departed(g: torch.Tensor, terms: list[tuple[float, torch.Tensor]], tol: Tolerance
-              ) -> torch.Tensor:
-    """Where |g − want| > atol + 4·rtol·|want|, finite (atol scaled in half precision), with
+def _departed(g: torch.Tensor, terms: list[tuple[float, torch.Tensor]], tol: Tolerance,
+              defined: torch.Tensor | None = None) -> torch.Tensor:
+    """Where |g − want| > atol + 4·rtol·|want| (atol scaled in half precision), with
     want = Σ coefficient·tensor in float64, a block of elements at a time: at a model's size
-    each float64 temporary of a whole tensor (an embedding) is a gigabyte."""
+    each float64 temporary of a whole tensor (an embedding) is a gigabyte. A NaN or infinite
+    difference departs where `defined` (the first backward's gradient) is finite — there the
+    backward gave numbers once — and nowhere else."""
     flat = g.reshape(-1)
+    known = defined.reshape(-1) if defined is not None and defined.shape == g.shape else None
     out = torch.empty(flat.shape, dtype=torch.bool, device=g.device)
     # (half precision: atol follows the largest wanted element)
     atol = tol.atol_for(_wanted(terms, slice(None))) if tol.scaled else tol.atol
@@ -118,7 +202,10 @@ def _departed(g: torch.Tensor, terms: list[tuple[float, torch.Tensor]], tol: Tol
         diff = torch.sub(flat[part].to(torch.float64), want).abs_()
         bound = want.abs_().mul_(tol.rtol * 4).add_(atol)
         torch.gt(diff, bound, out=out[part])
-        out[part].logical_and_(torch.isfinite(diff))
+        nonfinite = ~torch.isfinite(diff)
+        out[part].logical_and_(~nonfinite)
+        if known is not None and bool(nonfinite.any()):
+            out[part].logical_or_(nonfinite & torch.isfinite(known[part]))
     return out.reshape(g.shape)
 
 
@@ -133,30 +220,45 @@ def _wanted(terms: list[tuple[float, torch.Tensor]], part: slice) -> torch.Tenso
 
 
 def determinism(autograd: AutogradEngine, upstream: torch.Tensor, first: Mapping[str, torch.Tensor],
-                target: str, tolerance: float = 0.0, repeated: bool = False
-                ) -> Diagnostic | None:
-    """Two backward calls with one upstream must agree (within `tolerance`, gradcheck's
-    nondet_tol: atomics in a CUDA kernel may reorder a sum). The second comes from a fresh
-    forward: replaying the first graph tests torch's bookkeeping, and breaks a Function that
-    frees what it saved after one backward. `repeated`: such a second run was made already
-    (the gradient-flow trace's) and agreed bit for bit — the check passes without a third
-    (any disagreement there is judged here, by a run of this check's own)."""
-    if repeated:
+                target: str, tolerance: float = 0.0, repeated: bool = False,
+                apart: Sequence[CallsApart] = ()) -> Diagnostic | None:
+    """Every two backward calls with one upstream must agree (within `tolerance`, gradcheck's
+    nondet_tol: atomics in a CUDA kernel may reorder a sum) — `apart`: the pairs other checks
+    asked and found differing (the gradient-flow trace's run beside the first, a probe asked
+    again). One more comes from a fresh forward: replaying the first graph tests torch's
+    bookkeeping, and breaks a Function that frees what it saved after one backward.
+    `repeated`: such a second run was made already (the gradient-flow trace's) and agreed bit
+    for bit — no third is needed. A backward wrong on one call only fails whichever call it
+    is: the pairs are judged alike."""
+    pairs = list(apart)
+    if not repeated:
+        again = autograd.fresh_vjp(upstream.clone())  # (backward may write into its upstream)
+        found = CallsApart.of("the first backward", "a fresh forward and backward", first,
+                              again)
+        if found is not None:
+            pairs.append(found)
+    beyond = [(pair, pair.beyond(tolerance)) for pair in pairs]
+    beyond = [(pair, where) for pair, where in beyond if where]
+    if not beyond:
         return None
-    again = autograd.fresh_vjp(upstream.clone())  # (backward may write into what it is given)
-    # (equal tensors, the usual case, are one pass without a temporary the size of a model)
-    bad = {n: ~(((g - first[n]).abs() <= tolerance) | (torch.isnan(g) & torch.isnan(first[n])))
-           for n, g in again.items() if not torch.equal(g, first[n])}
-    bad = {n: m for n, m in bad.items() if bool(m.any())}
-    if not bad:
-        return None
-    count = sum(int(m.sum()) for m in bad.values())
+    bad: dict[str, torch.Tensor] = {}
+    for _, where in beyond:
+        for name, at in where.items():
+            bad[name] = torch.cat([bad[name], at]).unique() if name in bad else at
+    count = sum(int(at.numel()) for at in bad.values())
+    calls = "; ".join(f"{pair.first} and {pair.again}" for pair, _ in beyond[:3])
     return Diagnostic(
         kind="nondeterministic_backward", op="backward", where=target, inputs=sorted(bad),
         count=count, message=f"two backward calls with the same upstream differ at {count} "
-                             "element(s)",
-        hint="backward must not depend on random numbers or on state it changes",
-        indices={n: mask_indices(m) for n, m in bad.items()})
+                             f"element(s) ({calls})",
+        hint="backward must not depend on random numbers, on the call, or on state it changes "
+             "(a cache or workspace reused from an earlier call)",
+        indices={n: _unravel(at, first[n].shape) for n, at in bad.items()})
+
+
+def _unravel(at: torch.Tensor, shape: torch.Size) -> list[list[int]]:
+    """Flat indices as the report's index lists (the first few, in order)."""
+    return [multi_index(int(i), tuple(shape)) for i in at.sort().values[:MAX_INDICES]]
 
 
 def inplace(before: torch.Tensor, after: torch.Tensor, target: str) -> Diagnostic | None:
@@ -173,19 +275,24 @@ def inplace(before: torch.Tensor, after: torch.Tensor, target: str) -> Diagnosti
 
 def backward_checks(text: str, autograd: AutogradEngine, upstream: torch.Tensor,
                     after: torch.Tensor, grads: Mapping[str, torch.Tensor], tol: Tolerance,
-                    seed: int, nondet_tol: float = 0.0, repeated: bool = False
+                    seed: int, nondet_tol: float = 0.0, repeated: bool = False,
+                    apart: Sequence[CallsApart] = (),
+                    known: Sequence[tuple[torch.Tensor, Mapping[str, torch.Tensor]]] = ()
                     ) -> tuple[tuple[Diagnostic, ...], dict[str, torch.Tensor]]:
     """Linearity, determinism and in-place checks of a user's backward (`upstream` as given,
-    `after`: the copy backward received): the diagnostics of those that failed, and per input
-    where backward is not linear (such elements are never excused as surrogates)."""
+    `after`: the copy backward received; `apart`: pairs of calls found differing already;
+    `known`: upstreams whose VJPs were compared already): the diagnostics of those that
+    failed, and per input where backward is not linear (such elements are never excused as
+    surrogates)."""
     diagnostics = []
     mutated = inplace(upstream, after, text)
     if mutated:
         diagnostics.append(mutated)
-    nondeterministic = determinism(autograd, upstream, grads, text, nondet_tol, repeated)
+    nonlinear, masks, again = linearity(autograd, tol, seed, text, (upstream, grads), known)
+    nondeterministic = determinism(autograd, upstream, grads, text, nondet_tol, repeated,
+                                   [*apart, *again])
     if nondeterministic:
         diagnostics.append(nondeterministic)
-    nonlinear, masks = linearity(autograd, tol, seed, text, (upstream, grads))
     if nonlinear:
         diagnostics.append(nonlinear)
     return tuple(diagnostics), masks

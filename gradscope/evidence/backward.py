@@ -17,7 +17,7 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import compiled_inside, grad_nodes, plain_value, same_gradient
+from gradscope.tensors import compiled_inside, grad_nodes, plain_value
 from gradscope.usercode import OURS, backward_location, raised_by_user, user_code
 
 
@@ -40,6 +40,9 @@ class Backward:
     # a fresh forward and backward of its own (the gradient-flow trace's), same upstream, gave
     # every gradient bit for bit: backward repeats (the determinism check needs no third run)
     repeated: bool = False
+    # pairs of backward calls with one upstream whose answers differ (the flow trace's beside
+    # the first, a probe's asked again): the determinism check judges them
+    apart: tuple[custom_backward.CallsApart, ...] = ()
 
 
 LOOPED_ROWS = 8  # a claim from one backward per output element: for ≥ 8 columns per row
@@ -72,40 +75,75 @@ def claimed(back: Backward) -> Callable[[str], torch.Tensor | None] | None:
     return pattern
 
 
-def diagonal(back: Backward) -> Callable[[str], bool] | None:
+class Diagonal:
     """Whether autograd's Jacobian of an input shaped like the output can be diagonal, read
     from two seeded upstreams v₁, v₂: Jᵀv₂ = d⊙v₂ with d = Jᵀv₁/v₁ (True where it cannot tell,
     and where backward is not linear in its upstream: no Jacobian at all, the comparison's
     business).
     Finite differences perturb all elements of an input at once only where their probe finds
     it elementwise — a probe that saturated points fool (a near one-hot sparsemax moves with
-    nothing small) — and autograd, right or wrong, must not say otherwise."""
-    if back.grads is None:
-        return None
-    engine, memo = back.engine, {}
-    out = engine.output
+    nothing small) — and autograd, right or wrong, must not say otherwise.
+    Its three backward calls count like any other: where their answers break linearity
+    (Jᵀ(v₁+v₂) = Jᵀv₁ + Jᵀv₂, or a NaN where the first backward gave numbers), each is asked
+    again, and pairs that differ are kept in `apart` for the determinism check."""
 
-    def read(name: str) -> bool:
-        if "vjps" not in memo:
-            gen = torch.Generator().manual_seed(DIAGONAL_SEED)
-            ups = [((torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5)
-                    * torch.where(torch.rand(out.shape, generator=gen) < 0.5, -1.0, 1.0))
-                   .to(out) for _ in range(2)]
-            try:
-                memo["vjps"] = (ups, [engine.vjp(u) for u in (*ups, ups[0] + ups[1])])
-            except Exception:  # (backward ran once already; its failures are judged there)
-                memo["vjps"] = None
-        found = memo["vjps"]
+    def __init__(self, back: Backward) -> None:
+        self.engine, self.table = back.engine, back.grads or {}
+        self.memo: dict[str, Any] = {}
+        self.apart: list[custom_backward.CallsApart] = []
+
+    def __call__(self, name: str) -> bool:
+        found = self._vjps()
         if found is None:
             return True
         (v1, v2), (g1, g2, g12) = found
         a, b, both = g1.get(name), g2.get(name), g12.get(name)
-        if a is None or b is None or both is None or a.shape != out.shape \
+        if a is None or b is None or both is None or a.shape != self.engine.output.shape \
                 or not _close(both, a + b):
             return True
         return _close(b, a / v1 * v2)
 
-    return read
+    def _vjps(self) -> Any:
+        if "vjps" in self.memo:
+            return self.memo["vjps"]
+        out = self.engine.output
+        gen = torch.Generator().manual_seed(DIAGONAL_SEED)
+        ups = [((torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5)
+                * torch.where(torch.rand(out.shape, generator=gen) < 0.5, -1.0, 1.0))
+               .to(out) for _ in range(2)]
+        asked = [*ups, ups[0] + ups[1]]
+        try:
+            answers = [self.engine.vjp(u) for u in asked]
+            if not self._kept(answers):
+                labels = ("the diagonal probe's backward(v₁)", "its backward(v₂)",
+                          "its backward(v₁ + v₂)")
+                answers, apart = custom_backward.asked_again(
+                    self.engine.vjp, list(zip(labels, asked, answers, strict=True)),
+                    "the same upstream asked again")
+                self.apart += apart
+            self.memo["vjps"] = (ups, answers)
+        except Exception:  # (backward ran once already; its failures are judged there)
+            self.memo["vjps"] = None
+        return self.memo["vjps"]
+
+    def _kept(self, answers: list[dict[str, torch.Tensor]]) -> bool:
+        """The three answers keep linearity, and are finite wherever the first backward's
+        gradient is."""
+        g1, g2, g12 = answers
+        for name, both in g12.items():
+            first = self.table.get(name)
+            if first is not None and first.shape == both.shape and any(
+                    bool((~torch.isfinite(g) & torch.isfinite(first)).any())
+                    for g in (g1[name], g2[name], both)):
+                return False
+            if not _close(both, g1[name] + g2[name]):
+                return False
+        return True
+
+
+def diagonal(back: Backward) -> Diagonal | None:
+    """The diagonal probe of `back` (None: backward failed)."""
+    return Diagonal(back) if back.grads is not None else None
 
 
 def _close(got: torch.Tensor, expect: torch.Tensor) -> bool:
@@ -294,12 +332,19 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
     if not prepared.request.explain_passing:  # (the flow explains; a caller that shows only
         return back  # failures asks again with explanations when a run fails)
     repeated: list[bool] = []
+    apart: list[custom_backward.CallsApart] = []
 
     def compared(grads: dict[str, torch.Tensor | None]) -> None:
         # (under --autocast autograd's forward is not the one watched here)
-        repeated.append(prepared.target.autocast is None and back.grads is not None
-                        and set(grads) == set(back.grads)
-                        and all(same_gradient(g, back.grads[n]) for n, g in grads.items()))
+        if prepared.target.autocast is not None or back.grads is None \
+                or set(grads) != set(back.grads):
+            repeated.append(False)
+            return
+        found = custom_backward.CallsApart.of(
+            "the first backward", "the gradient-flow trace's fresh forward and backward",
+            back.grads, grads)
+        repeated.append(found is None)
+        apart.extend([found] if found is not None else [])
 
     try:
         traced = flow.trace(source.forward, prepared.bound.cast, back.upstream.clone(),
@@ -310,7 +355,8 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
         return replace(back, notes=(*back.notes, "the gradient-flow trace stepped aside: the "
                                     f"target's code refused gradscope's watched forward "
                                     f"({why}); the verdict does not rest on it"))
-    return replace(back, flow=traced, repeated=bool(repeated and repeated[0]))
+    return replace(back, flow=traced, repeated=bool(repeated and repeated[0]),
+                   apart=(*back.apart, *apart))
 
 
 def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],

@@ -138,8 +138,9 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
         for_values, learned, back = evaluations(prepared, back)
     computed = computed_in(prepared, back.engine.output, back.lowest)
     base, stepped = base_value(prepared, back, computed)  # (--autocast: without it)
+    probe = diagonal(back)
     setup = Setup(prepared, base, back.upstream, for_values, stepped, progress=progress,
-                  claimed=claimed(back), diagonal=diagonal(back))
+                  claimed=claimed(back), diagonal=probe)
     references: list[Reference] = []
     for start in registry.REFERENCES:  # (read at run time: the registration is there)
         with _timed(timings, "", prepared.target) as named:
@@ -155,7 +156,11 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
                         timings=timings, nonfinite=nonfinite)
     if back.grads is None:
         return evidence
-    return _laid_out(prepared, evidence)
+    evidence = _laid_out(prepared, evidence)
+    if probe is not None and probe.apart:  # (its backward calls count: determinism judges)
+        evidence = replace(evidence, backward=replace(
+            evidence.backward, apart=(*evidence.backward.apart, *probe.apart)))
+    return evidence
 
 
 def _nonfinite(prepared: Prepared, back: Backward, table: View | None = None,
@@ -255,7 +260,30 @@ def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
         if kink is not None and upstream is None:  # a Jacobian: a kinked column is kinked
             kink = kink.reshape(1, -1)  # for every output element (View.entries)
         raw[name] = compare(autograd[name], list(per_input[name].values()), evidence.tol, kink)
+        if label != "table":  # (the table's NaN/inf is judged whole: `_nonfinite`)
+            raw[name] = _undefined_alone(raw[name], autograd[name],
+                                         list(per_input[name].values()), kink)
     return View(label, upstream, dict(autograd), per_input, raw)
+
+
+def _undefined_alone(cmp: Comparison, autograd: torch.Tensor, answers: Sequence[Answer],
+                     kink: torch.Tensor | None) -> Comparison:
+    """Elements where autograd alone is NaN or infinite — every reference that answers the
+    whole view finite there, no kink — are mismatches, not `undefined`: a backward that
+    gives NaN on one of gradscope's calls and numbers on another is wrong on that call."""
+    if not cmp.has(Status.UNDEFINED) or all_finite(autograd.detach()):
+        return cmp
+    whole = [a for a in answers if a.checked is None]
+    if not whole:
+        return cmp
+    alone = ~torch.isfinite(autograd.detach()).reshape(cmp.status.shape)
+    for answer in whole:
+        alone &= torch.isfinite(answer.values.to(alone.device)).expand(alone.shape)
+    if kink is not None:
+        alone &= ~kink.to(alone.device).expand(alone.shape)
+    if not bool(alone.any()):
+        return cmp
+    return Comparison(cmp.status.masked_fill(alone, Status.MISMATCH.code), cmp.error)
 
 
 def _scalar_at_scale(evidence: Evidence) -> bool:

@@ -38,9 +38,12 @@ class Backwards(Findings):
                            if g.numel() and g.is_floating_point()), default=0.0)
             nondet = max(nondet, ROUNDOFF_ULPS * torch.finfo(back.engine.output.dtype).eps
                          * max(largest, 1.0))
+        # (the random upstreams' VJPs were compared already: linearity asks only their mix)
+        known = [(view.upstream, view.autograd) for view in ctx.evidence.views[1:]
+                 if view.upstream is not None]
         findings, nonlinear = custom_backward.backward_checks(
             prepared.target.text, back.engine, back.upstream, back.after, back.grads,
-            ctx.evidence.tol, prepared.options.seed, nondet, back.repeated)
+            ctx.evidence.tol, prepared.options.seed, nondet, back.repeated, back.apart, known)
         return BackwardFacts(findings, nonlinear)
 
 

@@ -3,7 +3,10 @@ target), and where backward is not linear nothing is excused as a surrogate."""
 
 from __future__ import annotations
 
+import torch
+
 import gradscope
+from gradscope.diagnose import custom_backward
 from gradscope.evidence.gather import gather
 from gradscope.evidence.prepare import prepare
 from gradscope.options import Options, Request
@@ -17,9 +20,17 @@ def _facts(command: str, target: str, **options):
 
 
 def test_a_nonlinear_backward_is_found_and_fails_the_run():
-    found = _facts("check", f"{DATA}/backwards.py:BlindSquare", at={"x": "1,2"})
+    prepared = prepare(Request("check", f"{DATA}/backwards.py:BlindSquare",
+                               Options(at={"x": "1,2"})))
+    evidence = gather(prepared)
+    found = excuse(prepared, evidence).facts.get("backward checks")
     assert [d.kind for d in found.findings] == ["nonlinear_backward"]
-    assert bool(found.nonlinear["x"].all())
+    # v and w are the random upstreams' (compared already): |αv + βw| ≠ α|v| + β|w| is
+    # exactly where the mix departs
+    v, w = (view.upstream for view in evidence.views[1:3])
+    a, b = custom_backward.ALPHA, custom_backward.BETA
+    departs = ((a * v + b * w).abs() - (a * v.abs() + b * w.abs())).abs() > 1e-6
+    assert torch.equal(found.nonlinear["x"], departs) and bool(departs.any())
     report = gradscope.check(f"{DATA}/backwards.py:BlindSquare", x="1,2")
     assert not report.passed and any(f.kind == "nonlinear_backward" for f in report.failures)
 

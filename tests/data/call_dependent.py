@@ -1,0 +1,36 @@
+"""Custom Functions whose backward depends on the call: right on every call but one (or on
+every second), as a stale cache or a reused workspace makes it. `counted()` makes the right
+twin, which counts its calls (how many backward calls a check makes)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def wrong_on(call: int, how: str = "scale", every: int = 0) -> type:
+    """2·sin(x) whose backward is NaN or ×1.5 on backward call `call` (1-based), or on every
+    `every`-th call; 0 and 0: right on every call."""
+
+    class CallDependent(torch.autograd.Function):
+        calls = 0
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return 2 * x.sin()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            CallDependent.calls += 1
+            n = CallDependent.calls
+            grad = g * 2 * x.cos()
+            if n == call or (every and n % every == 0):
+                grad = grad * float("nan") if how == "nan" else grad * 1.5
+            return grad
+
+    return CallDependent
+
+
+def counted() -> type:
+    return wrong_on(0)
