@@ -3,9 +3,11 @@ saturation of the common nonlinearities, which is what a bug on the far side of 
 but some functions are flat at almost every such point — sparsemax, entmax and hard attention
 are one-hot there, a surrogate's window is missed — and a gradient that is 0 everywhere
 checks nothing of the backward's arithmetic (a sparsemax backward scaled by 2 agrees at a
-one-hot row). Where the user's code moves at no more than a quarter of the chosen elements, the
-drawn inputs are narrowed (±1.37 or ±0.37, whichever moves clearly more of them), and the
-header says so. Only inputs gradscope drew are narrowed; given values are the user's."""
+one-hot row). Where the user's code moves at no more than a quarter of the chosen elements, a
+narrower draw is added (±1.37 or ±0.37, whichever moves clearly more of them): the check runs
+at it first, and at the default spread too — a narrowed draw never drops the region where a
+bug lies (a clipped activation wrong on its outer path past ±6). The header says which draw a
+report shows. Only inputs gradscope drew are narrowed; given values are the user's."""
 
 from __future__ import annotations
 
@@ -40,17 +42,18 @@ class Moving:
         return self.total - self.moving
 
 
-def exercised(target: Target, bound: Bound, seed: int) -> Bound:
-    """`bound`, with its drawn inputs narrowed where the target is flat at most of its outputs."""
+def exercised(target: Target, bound: Bound, seed: int) -> Bound | None:
+    """A draw of `bound`'s drawn inputs narrowed where the target is flat at most of its
+    outputs at the default spread (None: not narrowed; the check runs at `bound` alone)."""
     drawn = [n for n, v in bound.values.items() if v.chosen and v.brief.startswith("spread(")]
     if not drawn or not target.runs_user_code or bound.dtype not in (torch.float32,
                                                                       torch.float64):
-        return bound
+        return None
     if sum(bound.cast[n].numel() for n in drawn) > MOST_ELEMENTS:
-        return bound
+        return None
     wide = _moving(target, bound.cast, drawn, seed)
     if wide is None or wide.flat < FLAT_SHARE * wide.total:
-        return bound
+        return None
     best, chosen = wide, bound
     for spread in NARROWER:
         values = {n: respread(bound.values[n], spread) for n in drawn}
@@ -60,7 +63,7 @@ def exercised(target: Target, bound: Bound, seed: int) -> Bound:
         if found is not None and found.moving > max(GAIN * best.moving, 0):
             best, chosen = found, candidate
     if chosen is bound:
-        return bound
+        return None
     why = (f"narrowed: a small move of the inputs changed {best.moving} of {best.total} output "
            f"element(s) here, {wide.moving} at ±{SPREAD:g}")
     return _with(bound, {n: chosen.values[n].noted(why) for n in drawn})

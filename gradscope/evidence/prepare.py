@@ -22,12 +22,19 @@ from gradscope.targets import SecondOrderTarget, Target, resolve
 @dataclass(frozen=True)
 class Prepared:
     """What a run works on: the request, its validated options, the ready target and its
-    bound inputs (with the upstream the table shows)."""
+    bound inputs (with the upstream the table shows). `draws`: other bindings the check runs
+    at too (the default spread, where the drawn inputs were narrowed: exercise.py) — one
+    failing fails the run."""
 
     request: Request
     options: Options
     target: Target
     bound: Bound
+    draws: tuple[Bound, ...] = ()
+
+    def at(self, bound: Bound) -> Prepared:
+        """The same run at another binding (one of `draws`), which has no draws of its own."""
+        return replace(self, bound=bound, draws=())
 
 
 # The sum of an expression's intermediates is limited to this many times --max-elements-total.
@@ -89,7 +96,9 @@ def prepare(request: Request) -> Prepared:
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
     target.ready()  # (every later stage reads the target; none changes it)
-    bound = exercised(target, bound, options.seed)
+    narrowed = exercised(target, bound, options.seed)
+    if narrowed is not None:  # (checked first; the default spread too, never dropped)
+        return Prepared(request, options, target, narrowed, (bound,))
     return Prepared(request, options, target, bound)
 
 

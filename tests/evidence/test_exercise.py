@@ -54,3 +54,20 @@ def test_respread_keeps_the_order_and_says_the_new_spread():
     assert torch.allclose(narrow.tensor * (SPREAD / 0.37), wide.tensor)
     assert "over ±0.37" in narrow.brief and "±6.37" not in narrow.brief
     assert narrow.tensor.abs().max().item() == 0.37
+
+
+def test_a_narrowed_draw_is_added_never_substituted_a_bug_past_six_still_fails():
+    wrong = gradscope.check(f"{SAT}:ClippedOuter", shape={"x": (40,)})
+    assert not wrong.passed, wrong.to_text()
+    # the report is the default draw's, which found it, and says so
+    assert "narrowed" not in wrong.inputs[0].described
+    assert f"over ±{SPREAD:g}" in wrong.inputs[0].described
+    assert any("default draw's, which found the failure" in n for n in wrong.notes)
+
+
+def test_the_right_twin_passes_both_draws_and_the_report_says_so():
+    right = gradscope.check(f"{SAT}:ClippedOuterRight", shape={"x": (40,)})
+    assert right.passed, right.to_text()
+    assert "narrowed" in right.inputs[0].described
+    assert any("also ran at the default draw" in n and "passed there" in n
+               for n in right.notes)
