@@ -260,7 +260,9 @@ def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
         if kink is not None and upstream is None:  # a Jacobian: a kinked column is kinked
             kink = kink.reshape(1, -1)  # for every output element (View.entries)
         raw[name] = compare(autograd[name], list(per_input[name].values()), evidence.tol, kink)
-        if label != "table":  # (the table's NaN/inf is judged whole: `_nonfinite`)
+        first = evidence.backward.grads
+        if label != "table" and first is not None and name in first \
+                and all_finite(first[name]):  # (the table's NaN/inf fails whole: `_nonfinite`)
             raw[name] = _undefined_alone(raw[name], autograd[name],
                                          list(per_input[name].values()), kink)
     return View(label, upstream, dict(autograd), per_input, raw)
@@ -270,7 +272,7 @@ def _undefined_alone(cmp: Comparison, autograd: torch.Tensor, answers: Sequence[
                      kink: torch.Tensor | None) -> Comparison:
     """Elements where autograd alone is NaN or infinite — every reference that answers the
     whole view finite there, no kink — are mismatches, not `undefined`: a backward that
-    gives NaN on one of gradscope's calls and numbers on another is wrong on that call."""
+    gave numbers on the table's call and NaN on this one is wrong on this call."""
     if not cmp.has(Status.UNDEFINED) or all_finite(autograd.detach()):
         return cmp
     whole = [a for a in answers if a.checked is None]
