@@ -204,11 +204,17 @@ class Options:
         "aot_eager, inductor): its output and gradients are compared with eager's and the "
         "references', and any difference fails the run (compiled_differs).", str, (str,),
         "a torch.compile backend", commands=RUNS, metavar="BACKEND"))
+    compile_fallback: bool = field(default=False, metadata=_about(
+        "--compile-fallback", "With --compile: accept a run where dynamo compiled nothing and "
+        "the target ran eagerly (the environment disables dynamo, every frame was skipped); "
+        "without it such a run fails as inconclusive, since no compiled gradient was "
+        "compared.", bool, (bool,), "true or false", commands=RUNS))
     autocast: str | None = field(default=None, metadata=_about(
         "--autocast", "Run autograd's forward under torch.autocast(device, DTYPE) (bfloat16, "
         "float16) with float32 inputs, as mixed-precision training does; finite differences "
-        "run without autocast, and tolerances follow DTYPE where an op ran in it "
-        "(custom_fwd/custom_bwd Functions are checked the way they train).", str, (str,),
+        "run without autocast, and tolerances are float32's, widened element by element by "
+        "what autocast measurably changed in autograd's answer (custom_fwd/custom_bwd "
+        "Functions are checked the way they train).", str, (str,),
         "bfloat16 or float16", commands=RUNS, metavar="DTYPE",
         choices=("bfloat16", "float16")))
     imports: tuple[str, ...] = field(default=(), metadata=_about(

@@ -1,5 +1,6 @@
 """The recipes of docs/architecture.md, carried out: a new engine, a new target kind, a new
-output format and a new feature (an analysis with its facts, checks and diagnoses), each added
+run mode, a new output format and a new feature (an analysis with its facts, checks and
+diagnoses), each added
 with one piece of code and one registration line, and nothing else of gradscope changed — the
 comparison, the verdict, the JSON report and the tables follow."""
 
@@ -23,7 +24,9 @@ from gradscope.options import Options, Request
 from gradscope.report.kinds import CHECK
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
-from gradscope.targets.base import Target
+from gradscope.targets.base import Target, Twin
+from gradscope.targets.mode import Mode
+from gradscope.targets.wrapper import Wrapper
 
 
 # ------------------------------------------------------------------ a new engine
@@ -111,6 +114,50 @@ def test_a_new_target_kind_is_one_module_and_one_registration(monkeypatch):
     assert report.passed and report.target_kind == "quadratic"
     assert {i.name: i.role for i in report.inputs} == {"x": "input", "a": "parameter"}
     assert report.model  # a parameter: a model's summary
+
+
+# ------------------------------------------------------------------ a new run mode
+class Reordered(Wrapper):
+    """autograd's evaluation through another path (the inputs' values re-made before the
+    call, as a mode that converts them would), `scale` planting a wrong one; the target's own
+    forward is its twin."""
+
+    def __init__(self, base: Target, scale: float) -> None:
+        super().__init__(base)
+        object.__setattr__(self, "scale", scale)
+
+    @property
+    def autograd_forward(self):
+        forward = self.base.autograd_forward
+        return lambda values: forward({n: v * 1.0 for n, v in values.items()}) * self.scale
+
+    @property
+    def twin(self) -> Twin:
+        return Twin(self.base.forward, lambda: None)
+
+
+class Reordering(Mode):
+    """A mode asked for by --seed 4242 (the test's stand-in for an option of its own)."""
+
+    option = "seed"
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def asked(self, options: Options) -> bool:
+        return options.seed == 4242
+
+    def wrap(self, target: Target, options: Options) -> Target:
+        return Reordered(target, self.scale)
+
+
+@pytest.mark.parametrize("scale, passes", [(1.0, True), (1.5, False)])
+def test_a_new_run_mode_is_one_module_and_one_registration(monkeypatch, scale, passes):
+    monkeypatch.setattr(targets, "MODES", [*targets.MODES, Reordering(scale)])
+    report = gradscope.check("sin(x) * y", x="0.5,1.5", y="2,3", seed=4242)
+    assert report.passed is passes, report.to_text()
+    # (not asked: the plain check, whatever the mode would do)
+    assert gradscope.check("sin(x) * y", x="0.5,1.5", y="2,3", seed=1).passed
 
 
 # ------------------------------------------------------------------ a new output format

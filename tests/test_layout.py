@@ -30,7 +30,6 @@ LAYERS = [
     ("gradscope.options", "gradscope.render", "gradscope.expr"),
     ("gradscope.inputs", "gradscope.engines"),
     ("gradscope.targets", "gradscope.verdict"),
-    ("gradscope.distributed",),
     ("gradscope.diagnose",),
     ("gradscope.evidence",),
     ("gradscope.features",),

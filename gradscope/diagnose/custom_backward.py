@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -135,14 +136,7 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
     upstream differently is said so (the pairs returned), and is called nonlinear only where
     its repeated answers still break the relation."""
     out = autograd.output
-    if len(known) >= 2:
-        (v, gv), (w, gw) = known[0], known[1]
-        v, w = v.to(out.dtype), w.to(out.dtype)
-        own: list[tuple[str, torch.Tensor]] = []
-    else:
-        v = _random(out.shape, out, seed, ":linearity-v")
-        w = _random(out.shape, out, seed, ":linearity-w")
-        own = [("the linearity check's backward(v)", v), ("its backward(w)", w)]
+    (v, gv), (w, gw), own = _pair(out, seed, known)
     mixed = ALPHA * v + BETA * w
     asked = [("the linearity check's backward(αv + βw)", mixed, autograd.vjp(mixed))]
     scalar = out.numel() == 1 and first is not None and float(first[0]) != 0.0
@@ -182,6 +176,20 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
         hint=("every returned gradient must be grad_output times something: e.g. write "
               "`grad_input[x > 1] = 0`, not `= 1`"),
         indices={n: mask_indices(m) for n, m in bad.items()}), bad, apart
+
+
+def _pair(out: torch.Tensor, seed: int,
+          known: Sequence[tuple[torch.Tensor, Mapping[str, torch.Tensor]]]) -> tuple[Any, Any,
+                                                                                    list]:
+    """v and w with their VJPs where two were compared already (`known`), else seeded random
+    ones whose VJPs the check asks itself (`own`: label and upstream of each)."""
+    if len(known) >= 2:
+        (v, gv), (w, gw) = known[0], known[1]
+        return (v.to(out.dtype), gv), (w.to(out.dtype), gw), []
+    v = _random(out.shape, out, seed, ":linearity-v")
+    w = _random(out.shape, out, seed, ":linearity-w")
+    return (v, None), (w, None), [("the linearity check's backward(v)", v),
+                                  ("its backward(w)", w)]
 
 
 def _departed(g: torch.Tensor, terms: list[tuple[float, torch.Tensor]], tol: Tolerance,

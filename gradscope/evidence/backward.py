@@ -17,7 +17,8 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
 from gradscope.report.model import Diagnostic
-from gradscope.tensors import compiled_inside, grad_nodes, plain_value
+from gradscope.targets.base import without_graph
+from gradscope.tensors import grad_nodes
 from gradscope.usercode import OURS, backward_location, raised_by_user, user_code
 
 
@@ -276,7 +277,7 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
     expression), the gradient-flow hooks on its graph: the user's `y.backward(v)` itself
     records the flow (the hooks only look), so no second forward and backward is needed."""
     target, cast = prepared.target, prepared.bound.cast
-    if source is None or not source.watch_first or target.autocast is not None:
+    if source is None or not source.watch_first or target.twin is not None:
         # code may write into its inputs: the leaves get their own storage then
         return AutogradEngine(target.autograd_forward, cast, copy=not target.readable,
                               shared=target.parameters), None
@@ -292,38 +293,6 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
                                keep_grads=prepared.options.intermediates)
 
 
-def evaluations(prepared: Prepared, back: Backward) -> tuple[Any, list[str], Backward]:
-    """How finite differences evaluate the target (learned from autograd's own output), what
-    was learned, and `back` with user code's gradient flow. The plain way where asked for, or
-    where the target's graph shows compiled code (a torch.compile'd model inside it: every
-    other mode — no_grad, vmap, a watched forward — would make dynamo compile it again)."""
-    plain = prepared.options.plain
-    learned: list[str] = []
-    if not plain and back.engine.compiled:
-        plain = True
-        learned.append("the target calls torch.compile'd code: finite differences call it the "
-                       "plain way (grad mode, inputs requiring grad), so dynamo compiles it in "
-                       "one mode only")
-    if plain:
-        traced, said = plain_way(prepared)
-        return traced, learned + said, back
-    traced, said = prepared.target.for_values(back.engine.output)
-    return traced, said, with_flow(prepared, back)
-
-
-def plain_way(prepared: Prepared) -> tuple[Any, list[str]]:
-    """--plain: finite differences evaluate the target as an ordinary call makes it (grad
-    mode, inputs that require grad, no stand-ins), one evaluation at a time."""
-    forward = prepared.target.forward
-
-    def traced(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-        return plain_value(forward, values), []
-
-    note = ("--plain: every evaluation is an ordinary call of the target in grad mode, one at a "
-            "time (no batching, stand-ins or watched forwards)")
-    return traced, ([note] if prepared.target.runs_user_code else [])
-
-
 def with_flow(prepared: Prepared, back: Backward) -> Backward:
     """User code's flow: one more forward and backward, watched in anomaly mode (file:line)."""
     source = prepared.target.flow_source()
@@ -335,8 +304,8 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
     apart: list[custom_backward.CallsApart] = []
 
     def compared(grads: dict[str, torch.Tensor | None]) -> None:
-        # (under --autocast autograd's forward is not the one watched here)
-        if prepared.target.autocast is not None or back.grads is None \
+        # (where a run mode changed autograd's evaluation, it is not the one watched here)
+        if prepared.target.twin is not None or back.grads is None \
                 or set(grads) != set(back.grads):
             repeated.append(False)
             return
@@ -359,27 +328,15 @@ def with_flow(prepared: Prepared, back: Backward) -> Backward:
                    apart=(*back.apart, *apart))
 
 
-def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-                  values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """One more evaluation of the target's values: without a graph (no memory for one) where
-    the target runs so, else the plain way — grad mode, the inputs leaves that require grad as
-    autograd's own evaluation had them (code that registers a hook or differentiates inside
-    its forward needs both)."""
-    try:
-        with torch.no_grad():
-            return forward(dict(values))
-    except TargetError:
-        return plain_value(forward, values)
-
-
 def base_value(prepared: Prepared, back: Backward, computed: torch.dtype
                ) -> tuple[torch.Tensor, torch.dtype]:
     """The output at the inputs as finite differences see it, and the precision their steps
-    follow: autograd's own and `computed`, or with --autocast the target's value without
-    autocast, in the inputs' dtype (the references' function)."""
-    if prepared.target.autocast is None:
+    follow: autograd's own and `computed`, or where a run mode changed autograd's evaluation
+    the target's own value (its twin's: the references' function), in the inputs' dtype."""
+    twin = prepared.target.twin
+    if twin is None:
         return back.engine.output, computed
-    return without_graph(prepared.target.forward, prepared.bound.cast), prepared.bound.dtype
+    return without_graph(twin.forward, prepared.bound.cast), prepared.bound.dtype
 
 
 def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
@@ -389,9 +346,7 @@ def deterministic(prepared: Prepared, first: torch.Tensor) -> None:
     target = prepared.target
     if not target.runs_user_code:
         return
-    second = plain_value(target.autograd_forward, prepared.bound.cast) \
-        if prepared.options.plain or compiled_inside(first) \
-        else without_graph(target.autograd_forward, prepared.bound.cast)
+    second = target.again(prepared.bound.cast)
     if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
             or first.shape != second.shape or not first.is_floating_point():
         return
@@ -412,11 +367,13 @@ def computed_in(prepared: Prepared, output: torch.Tensor,
                 graph: torch.dtype | None = None) -> torch.dtype:
     """The lowest floating precision the target computes in: the check's dtype, or its
     output's when that is lower (a forward ending in `.float()` for float64 inputs), or the
-    coarsest on its graph (`graph`: a step in float32 inside a float64 function)."""
+    coarsest on its graph (`graph`: a step in float32 inside a float64 function). Where a run
+    mode changed autograd's evaluation (its twin), the inputs' dtype: what the mode changed is
+    measured element by element instead (roundoff.py), never the whole check widened."""
     dtype = prepared.bound.dtype
-    autocast = prepared.target.autocast
-    lowest = autocast.lowest if autocast is not None else None
-    for lower in (output.dtype, lowest, graph if autocast is None else None):
+    if prepared.target.twin is not None:
+        return dtype
+    for lower in (output.dtype, graph):
         if lower is not None and lower.is_floating_point and \
                 torch.finfo(lower).eps > torch.finfo(dtype).eps:
             dtype = lower
@@ -426,8 +383,6 @@ def computed_in(prepared: Prepared, output: torch.Tensor,
 def precision_note(prepared: Prepared, computed: torch.dtype,
                    output: torch.Tensor | None = None) -> list[str]:
     dtype = prepared.bound.dtype
-    if prepared.target.autocast is not None:
-        return [prepared.target.autocast.note()]
     if computed == dtype:
         return []
     name = str(computed).removeprefix("torch.")

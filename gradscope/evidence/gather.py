@@ -3,7 +3,8 @@ laid out as views — autograd beside each reference's answers for one question 
 the table's upstream, for each seeded random upstream, the full Jacobian) — with the raw
 per-element comparison of each (before anything is excused). Two-point finite-difference
 estimates a raw comparison doubts are refined here, once, so every later stage rests on the
-same, final estimates. Also the forward-mode and accumulation evidence, and --compile's run."""
+same, final estimates. Also the forward-mode and accumulation evidence, and a run mode's own
+answers to the views' questions (`Target.alongside`)."""
 
 # Long: one stage — the views, the refinement that doubts them and the other evidence all read
 # and extend one Evidence; split, each part would import the others' private steps.
@@ -31,10 +32,9 @@ from gradscope.evidence.backward import (
     computed_in,
     deterministic,
     diagonal,
-    evaluations,
     precision_note,
+    with_flow,
 )
-from gradscope.evidence.compiled import Compiled, compiled_run
 from gradscope.evidence.prepare import Prepared, shape_hint
 from gradscope.evidence.references import Finite, Reference, Setup
 from gradscope.inputs.bind import tangents_for
@@ -116,11 +116,22 @@ class Evidence:
     # where the function or autograd is NaN/inf at the given inputs themselves ("output",
     # input names)
     nonfinite: tuple[str, ...] = ()
-    compiled: Compiled | None = None  # --compile: the compiled target's run
+    # a run mode's own answers to the views' questions (Target.alongside), which its feature
+    # compares with autograd's
+    alongside: Any = None
+    # the tolerance of autograd's own evaluation, where a run mode lowered its precision below
+    # `computed` (its twin's): what autograd's answers are compared with one another at (a
+    # backward's linearity); None: `tol`
+    own_tol: Tolerance | None = None
 
     @property
     def table(self) -> View | None:
         return self.views[0] if self.views else None
+
+    @property
+    def autograd_tol(self) -> Tolerance:
+        """The tolerance two of autograd's own answers are compared at."""
+        return self.own_tol or self.tol
 
     @property
     def finite(self) -> Finite | None:
@@ -134,10 +145,13 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
     timings: dict[str, float] = {}
     with _timed(timings, "autograd", prepared.target), shape_hint(prepared.bound):
         back = backward(prepared)
+        # how finite differences evaluate the target: the target decides, from autograd's own
+        # output (its graph)
+        for_values, learned = prepared.target.for_values(back.engine.output)
         deterministic(prepared, back.engine.output)
-        for_values, learned, back = evaluations(prepared, back)
+        back = with_flow(prepared, back)
     computed = computed_in(prepared, back.engine.output, back.lowest)
-    base, stepped = base_value(prepared, back, computed)  # (--autocast: without it)
+    base, stepped = base_value(prepared, back, computed)  # (a twin's, where there is one)
     probe = diagonal(back)
     setup = Setup(prepared, base, back.upstream, for_values, stepped, progress=progress,
                   claimed=claimed(back), diagonal=probe)
@@ -148,8 +162,12 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
             named.append(references[-1].name)
     tol = Tolerance.for_dtype(str(computed).removeprefix("torch."), prepared.options.rtol,
                               prepared.options.atol)
+    twin = prepared.target.twin
+    lowest = twin.precision() if twin is not None else None
+    own = Tolerance.for_dtype(str(lowest).removeprefix("torch."), prepared.options.rtol,
+                              prepared.options.atol) if lowest is not None else None
     nonfinite, excused = _nonfinite(prepared, back)
-    evidence = Evidence(back, tuple(references), tol, computed,
+    evidence = Evidence(back, tuple(references), tol, computed, own_tol=own,
                         notes=(*back.notes, *learned,
                                *precision_note(prepared, computed, back.engine.output),
                                *excused),
@@ -204,9 +222,8 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     command = prepared.request.command
     jacobians = _jacobians(prepared, evidence) if command == "jacobian" or (
         command == "check" and _entries(prepared, evidence) <= JACOBIAN_CHECK_ENTRIES) else None
-    target = prepared.target
     rounding = roundoff.measure(evidence.backward.engine, evidence.computed,
-                                target.forward if target.autocast is not None else None)
+                                prepared.target.twin)
     # autograd's answers and the round-off measured around them are asked once: a refinement
     # rebuilds the comparisons, never a backward (each backward run feeds a comparison)
     randoms = _random_upstreams(prepared, evidence.backward) \
@@ -223,14 +240,14 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
                           if k is not None), None) for n in prepared.target.names}
         nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None,
                                   kinks)
-    compiled = None
-    if prepared.options.compile is not None:  # (called last, in one mode: compiled.py)
-        with _timed(evidence.timings, "compiled"):
-            compiled = compiled_run(prepared.target, prepared.bound.cast,
-                                    prepared.options.compile, {v.label: v.upstream for v in views})
+    tic = time.perf_counter()  # (called last: a run mode's own run, in one mode of its own)
+    alongside = prepared.target.alongside(prepared.bound.cast,
+                                          {v.label: v.upstream for v in views})
+    if alongside is not None:
+        evidence.timings["alongside"] = time.perf_counter() - tic
     return replace(evidence, views=tuple(views), forward=_forward(prepared, evidence),
                    nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence),
-                   compiled=compiled)
+                   alongside=alongside)
 
 
 # ------------------------------------------------------------------ views

@@ -8,15 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-import torch
-
+from gradscope import targets as registry
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.evidence.exercise import exercised
 from gradscope.evidence.fit import fitted
 from gradscope.inputs.bind import DTYPES, Bound, Upstream, bind, defaulted, device_of
-from gradscope.inputs.text import InputValue
 from gradscope.options import Options, Request
 from gradscope.targets import SecondOrderTarget, Target, resolve
+from gradscope.targets import mode as modes
+from gradscope.targets.mode import Mode
 
 
 @dataclass(frozen=True)
@@ -46,34 +46,30 @@ INTERMEDIATES = 4
 
 
 def prepare(request: Request) -> Prepared:
-    """The target (wrapped for --order 2) and its bound inputs."""
+    """The target — made ready, wrapped for --order 2 and for the run modes asked for — and
+    its bound inputs."""
     options = request.options.validate()
-    if options.autocast is not None:
-        options = _autocast_options(options)
-    if options.compile is not None and options.nproc:
-        raise UsageError("--compile is not combined with --nproc: check the compiled target "
-                         "in one process")
-    if options.nproc:
-        return _distributed(request, options)
-    for given, flag in ((options.context, "--context"), (options.sharded, "--sharded"),
-                        (options.replicated, "--replicated"),
-                        (options.after_backward, "--after-backward"),
-                        (options.partial_grad, "--partial-grad"),
-                        (options.compare_single, "--compare-single")):
-        if given:
-            raise UsageError(f"{flag} is for distributed code: give --nproc N too")
+    on = modes.asked(registry.MODES, options)  # (read at run time: a registration is there)
+    options = modes.adjusted(on, options)
+    builder = next((m for m in on if m.builds), None)
+    if builder is not None:  # (a mode that builds its own target and binding)
+        target, bound = builder.build(request, options)
+        try:
+            target = _wrapped(target, options, on)
+            target.ready()
+        except BaseException:
+            target.finished()
+            raise
+        return Prepared(request, options, target, bound)
     target = resolve(request.target, args=options.arg, init=options.init, base=request.base,
                      imports=options.imports,
                      positional=request.positional)
-    if options.compile is not None:  # (after the target's file: it may register a backend)
-        _compilable(options)
-    if target.precompiled and not options.plain:
-        options = options.updated(plain=True)
-        target.notes.append("the target is already compiled (torch.compile): gradscope calls "
-                            "it only the plain way — grad mode, its inputs requiring grad, as "
-                            "torch's gradcheck does — so dynamo compiles it once, not once "
-                            "per mode (no_grad, vmap, watched forwards)")
-    options, lean = _fitting(options, target)
+    for mode in registry.MODES:  # (a mode the target needs, whatever the options say)
+        why = mode.wanted_by(target)
+        if why and not mode.asked(options):
+            options = mode.asking(options)
+            target.notes.append(why)
+    options, lean = _fitting(options, target, on)
     # a module in another dtype is checked on a converted copy, in the mode asked for
     target.convert(DTYPES[options.dtype], device_of(options.device))
     target.set_mode(options.mode)
@@ -88,10 +84,7 @@ def prepare(request: Request) -> Prepared:
     choice = options.output_index if options.output_index is not None else options.output_key
     if choice is not None:
         target.pick_output(choice)
-    if options.autocast is not None:
-        from gradscope.targets.autocast import Autocast
-
-        target.set_autocast(Autocast(device_of(options.device).type, options.autocast))
+    target = _wrapped(target, options, on)
     bound = replace(bind(options, target, upstream), lean=lean)
     with shape_hint(bound):
         _bound_intermediates(target, bound, options.max_elements_total)
@@ -102,70 +95,24 @@ def prepare(request: Request) -> Prepared:
     return Prepared(request, options, target, bound)
 
 
-def _fitting(options: Options, target: Target) -> tuple[Options, bool]:
+def _wrapped(target: Target, options: Options, on: list[Mode]) -> Target:
+    """`target` wrapped by each run mode the (adjusted) options ask for, in MODES order."""
+    for mode in registry.MODES:
+        if mode in on or (mode.asked(options) and not mode.builds):
+            target = mode.wrap(target, options)
+    return target
+
+
+def _fitting(options: Options, target: Target, on: list[Mode]) -> tuple[Options, bool]:
     """The options in the parameters' own dtype, and True, where a float64 check of a model
     would not fit in the memory its device has (fit.py; said in a note)."""
-    if options.autocast is not None or options.order != 1 or options.compile is not None:
+    if options.order != 1 or not all(m.fits for m in on):
         return options, False
     fit = fitted(target.parameters, options.dtype, device_of(options.device))
     if fit is None:
         return options, False
     target.notes.append(fit.note)
     return options.updated(dtype=fit.dtype), True
-
-
-def _autocast_options(options: Options) -> Options:
-    """--autocast: float32 inputs (float64 is not autocast-eligible), one process, order 1."""
-    for given, flag in ((options.order == 2, "--order 2"), (options.nproc, "--nproc"),
-                        (options.compile is not None, "--compile")):
-        if given:
-            raise UsageError(f"--autocast is not combined with {flag}: check the "
-                             "mixed-precision forward's first-order gradients on its own")
-    if options.dtype not in ("float64", "float32"):
-        raise UsageError(f"--autocast runs float32 inputs (autocast lowers them itself); "
-                         f"leave out --dtype {options.dtype}")
-    return options.updated(dtype="float32")
-
-
-def _compilable(options: Options) -> None:
-    """--compile's backend is one torch knows, and the check is one it fits."""
-    from gradscope.evidence.compiled import backend_of  # (imports torch._dynamo: only here)
-
-    backend_of(options.compile or "")
-    if options.order == 2:
-        raise UsageError("--compile checks first-order gradients: AOTAutograd has no double "
-                         "backward, so leave out --order 2")
-
-
-# seconds a collective waits for the other ranks before the check ends on every rank
-COLLECTIVE_TIMEOUT = 60.0
-
-
-def _distributed(request: Request, options: Options) -> Prepared:
-    """--nproc N: the ranks started, each building the target and binding its inputs as one
-    process would; the coordinator sees them as one target, evaluated the plain way (each
-    evaluation an ordinary call on every rank)."""
-    if request.command not in ("check", "jvp", "jacobian") or not isinstance(request.target,
-                                                                             str):
-        raise UsageError("--nproc runs FILE.py:NAME targets of check, jvp and jacobian")
-    if options.order == 2 or options.tangent or options.device != "cpu":
-        raise UsageError("--nproc checks first-order gradients on the CPU (gloo): leave out "
-                         "--order 2, --tangent and --device")
-    from gradscope.distributed import start
-
-    target = start(request.target, str(request.base) if request.base else None, options,
-                   COLLECTIVE_TIMEOUT)
-    try:
-        dtype = DTYPES[options.dtype]
-        values = {n: InputValue(t.detach().to(torch.float64), target.origins[n])
-                  for n, t in target.given.items()}
-        bound = Bound(values, {n: v.tensor.to(dtype) for n, v in values.items()},
-                      Upstream.read(options), None, dtype, torch.device("cpu"))
-        target.ready()
-    except BaseException:
-        target.finished()
-        raise
-    return Prepared(request, options.updated(plain=True), target, bound)
 
 
 @contextmanager

@@ -389,10 +389,10 @@ def _engine(setup: Setup) -> tuple[FiniteDifferences, list[str]]:
 
 def _fd(setup: Setup, values: dict[str, torch.Tensor], eps: float, dtype: torch.dtype,
         **extra: Any) -> FiniteDifferences:
-    target, plain = setup.prepared.target, setup.prepared.options.plain
+    target = setup.prepared.target
     return FiniteDifferences(setup.for_values, values, elementwise=target.elementwise_inputs,
                              eps=eps, dtype=dtype, around=target.traced_around, probe=not
-                             target.readable, batched=not plain and target.batchable, **extra)
+                             target.readable, batched=target.batchable, **extra)
 
 
 # The reference engines, in the order they start (and their columns appear).

@@ -11,14 +11,20 @@ far below its spread). A surrogate, a
 wrong factor or a missing term is the same at every nearby point: it moves with the slope only,
 so measured round-off never excuses it.
 
-Under --autocast the rounding that matters most is a bias the moved inputs cannot show: a
-tanh saturated in float16 rounds to the same value at every nearby point, and the 1 − t² of its
-backward is then off by an ulp of t, which the chain rule multiplies by the weights around it.
-There the measure is also what autocast's precision changed: autograd's answer against the
-same target's autograd without autocast (in the inputs' float32), capped at CAP_UNITS units of
-the autocast dtype times the tensor's largest gradient. A wrong backward is wrong in both runs
-(their difference stays rounding); a backward wrong only under autocast is excused by at most
-that cap, far below a wrong factor or a missing term.
+Where a run mode changed autograd's evaluation (the target's twin: its own forward beside the
+mode's — under mixed precision, ops on a lower-precision list), the rounding that matters most is
+a bias the moved inputs cannot show: a tanh saturated in float16 rounds to the same value at
+every nearby point, and the 1 − t² of its backward is then off by an ulp of t, which the chain
+rule multiplies by the weights around it. There the measure is also what the mode changed:
+autograd's answer against the twin's autograd (in the inputs' dtype), element by element,
+capped at CAP_UNITS units of the mode's lowest precision times the tensor's largest gradient.
+A wrong backward is wrong in both runs (their difference stays rounding); a backward wrong only
+in the mode is excused by at most that cap, far below a wrong factor or a missing term. An
+element the mode changed by more than the cap was computed where the lower precision dominates
+(a saturated tanh's 1 − t² in bfloat16 is off by half its value): there the element is judged
+at that precision's own tolerance, and only there — a float32 backward behind one bfloat16
+matmul keeps float32's tolerance wherever its answer is only that matmul's rounding away from
+the twin's.
 
 Only where the run computes below float64; the measure is added to every reference's error bound
 for that view (its slack is 3 × the bound)."""
@@ -33,14 +39,16 @@ import torch
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
 from gradscope.memory import released
+from gradscope.targets.base import Twin
 from gradscope.tensors import broadcast, moved_by
+from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
 # input → the flat indices of the elements compared (None: all of them; an input not named:
 # none — a sample's, or one no answer covers)
 Where = dict[str, torch.Tensor | None]
-# autocast's measured change is believed up to this many units of its dtype × the tensor's
-# largest gradient (float16: 1.6 %, bfloat16: 12.5 % of it)
+# a mode's measured change is believed up to this many units of its lowest precision × the
+# tensor's largest gradient (float16: 1.6 %, bfloat16: 12.5 % of it)
 CAP_UNITS = 16
 
 
@@ -58,22 +66,25 @@ class RoundOff:
 
     centre: AutogradEngine
     relative: float
-    plain: AutogradEngine | None = None  # --autocast: the same inputs without autocast
-    units: float = 0.0  # --autocast: CAP_UNITS × its dtype's epsilon
+    twin: AutogradEngine | None = None  # the twin's autograd at the same inputs, if any
+    units: float = 0.0  # with a twin: CAP_UNITS × its lowest precision's epsilon
+    low: Tolerance | None = None  # with a twin: its lowest precision's tolerance
     kept: list[AutogradEngine] = field(default_factory=list)
 
     def vjp(self, upstream: torch.Tensor, where: Where | None = None
             ) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's VJP for `upstream` (input-shaped; for the
-        inputs in `where`, at those flat indices only)."""
-        v = upstream.to(self.centre.output.dtype)
-        if self.plain is not None:  # (--autocast: measured whole, against its twin's)
+        inputs in `where`, at those flat indices only). Each engine takes the upstream in its
+        own output's dtype: the twin's in its own precision, so that what the mode changed
+        includes the upstream's rounding into a lower-precision output."""
+        if self.twin is not None:  # (measured whole, against the twin's)
             where = None
         # (only the inputs with an element compared: at a model's size each VJP of every
         # parameter is a copy of the model)
         only = None if where is None else [n for n, at in where.items()
                                            if at is None or at.numel()]
-        return self._noise(lambda engine: engine.vjp(v, only), where)
+        return self._noise(lambda engine: engine.vjp(upstream.to(engine.output.dtype), only),
+                           where)
 
     def jacobian(self) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
@@ -82,7 +93,7 @@ class RoundOff:
     def _noise(self, answer: Callable[[AutogradEngine], Mapping[str, torch.Tensor]],
                where: Where | None = None) -> Noise:
         """`answer` of each engine: the centre's against the moved sides', and with
-        --autocast against the twin's."""
+        with a twin against the twin's."""
         def picked(got: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             if where is None:
                 return dict(got)
@@ -95,8 +106,8 @@ class RoundOff:
             _fold(noise, centre, picked(answer(side)))
             del side  # (before the next side is made: each holds a moved copy of the inputs)
         noise = {n: t.clamp_(min=float(t.mean())) if t.numel() else t for n, t in noise.items()}
-        return noise if self.plain is None else \
-            _with_autocast(noise, centre, answer(self.plain), self.units)
+        return noise if self.twin is None else \
+            _with_twin(noise, centre, answer(self.twin), self.units, self.low)
 
     def _sides(self) -> Iterator[AutogradEngine]:
         if self.kept:
@@ -114,23 +125,28 @@ class RoundOff:
             del side
 
 
-def measure(engine: AutogradEngine, computed: torch.dtype,
-            plain: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
+def measure(engine: AutogradEngine, computed: torch.dtype, twin: Twin | None = None
             ) -> RoundOff | None:
     """The measure at the inputs moved by ±2 units of `computed`'s precision (None in
     float64, where the round-off is far below every tolerance; a target that refuses the
-    moved inputs gets no widening: `guarded`); with --autocast, `plain` is the target's
-    forward without it, whose autograd is measured against too."""
+    moved inputs gets no widening: `guarded`); with a `twin` (a run mode changed autograd's
+    evaluation), against the twin's autograd too, capped in units of the mode's lowest
+    precision."""
     if computed == torch.float64:
         return None
     eps = float(torch.finfo(computed).eps)
-    twin = None
-    if plain is not None:
+    other = None
+    if twin is not None:
         try:
-            twin = AutogradEngine(plain, {n: leaf.detach() for n, leaf in engine.leaves.items()})
+            other = AutogradEngine(twin.forward,
+                                   {n: leaf.detach() for n, leaf in engine.leaves.items()})
         except Exception:  # (no twin: the moved inputs' measure alone)
-            twin = None
-    return RoundOff(engine, 2 * eps, twin, CAP_UNITS * eps)
+            other = None
+    lowest = twin.precision() if twin is not None else None
+    unit = float(torch.finfo(lowest).eps) if lowest is not None else eps
+    low = Tolerance.for_dtype(str(lowest).removeprefix("torch.")) if lowest is not None \
+        else None
+    return RoundOff(engine, 2 * eps, other, CAP_UNITS * unit, low=low)
 
 
 def widened(answers: Mapping[str, Mapping[str, Answer]], noise: Callable[[Where], Noise],
@@ -205,16 +221,27 @@ def guarded(call: Callable[[], Noise]) -> Noise | None:
         return None
 
 
-def _with_autocast(noise: Noise, centre: Mapping[str, torch.Tensor],
-                   plain: Mapping[str, torch.Tensor], units: float) -> Noise:
-    """The measured noise, or where larger what autocast changed in autograd's answer, capped
-    at `units` × the tensor's largest gradient without autocast."""
+def _with_twin(noise: Noise, centre: Mapping[str, torch.Tensor],
+               plain: Mapping[str, torch.Tensor], units: float, low: Tolerance | None
+               ) -> Noise:
+    """The measured noise, or where larger what the run mode changed in autograd's answer,
+    capped at `units` × the tensor's largest gradient in the twin's; where the change is past
+    the cap, the cap plus the lower precision's own tolerance there (a third of it: the
+    comparison allows FD_ERROR_FACTOR bounds)."""
     out = {}
     for name, measured in noise.items():
         twin = plain[name].to(torch.float64)
         changed = (centre[name].to(torch.float64) - twin).abs_().nan_to_num_(0.0, 0.0, 0.0)
         top = float(twin.abs().nan_to_num(0.0, 0.0, 0.0).max()) if twin.numel() else 0.0
-        out[name] = torch.fmax(measured, changed.clamp_(max=units * max(top, 1.0)))
+        cap = units * max(top, 1.0)
+        believed = changed.clamp(max=cap)
+        if low is not None:
+            past = changed > cap
+            if bool(past.any()):
+                atol = low.atol * max(1.0, top) if low.scaled else low.atol
+                own = twin.abs().mul_(low.rtol).add_(atol).div_(FD_ERROR_FACTOR)
+                believed = torch.where(past, believed + own, believed)
+        out[name] = torch.fmax(measured, believed)
     return out
 
 

@@ -43,7 +43,8 @@ class Backwards(Findings):
                  if view.upstream is not None]
         findings, nonlinear = custom_backward.backward_checks(
             prepared.target.text, back.engine, back.upstream, back.after, back.grads,
-            ctx.evidence.tol, prepared.options.seed, nondet, back.repeated, back.apart, known)
+            ctx.evidence.autograd_tol, prepared.options.seed, nondet, back.repeated, back.apart,
+            known)
         return BackwardFacts(findings, nonlinear)
 
 

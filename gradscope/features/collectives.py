@@ -82,7 +82,7 @@ def _checked(ctx: Context, seen: list[list[Any]], k: int) -> list[Found]:
 
 
 def _argument(ctx: Context, calls: Sequence[Any], k: int, i: int) -> Found | None:
-    from gradscope.distributed.target import same  # (only distributed runs get here)
+    from gradscope.targets.distributed.target import same  # (only distributed runs get here)
 
     target, world = ctx.prepared.target, len(calls)
     seed = ctx.prepared.options.seed
@@ -203,7 +203,7 @@ def _diagnostic(found: Found, inputs: list[str]) -> Diagnostic:
 
 def _all_same(a: Sequence[torch.Tensor | None], b: Sequence[torch.Tensor | None]) -> bool:
     """Two ranks' outputs (or received gradients) of a call, each the same up to round-off."""
-    from gradscope.distributed.target import same  # (only distributed runs get here)
+    from gradscope.targets.distributed.target import same  # (only distributed runs get here)
 
     return len(a) == len(b) and all(
         (x is None) == (y is None) and (x is None or same(x, y)) for x, y in zip(a, b,

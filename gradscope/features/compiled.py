@@ -1,4 +1,4 @@
-"""--compile BACKEND: the compiled target beside the eager one (evidence/compiled.py runs it).
+"""--compile BACKEND: the compiled target beside the eager one (targets/compiled.py runs it).
 
 torch.compile changes the function a user trains with: a decomposition or a lowering may
 compute another forward or another gradient than eager, with no error (pytorch's "silent
@@ -8,7 +8,10 @@ gradient also with the references the view holds, which say which side is right.
 is evidence about the target the user named, compiled as the user asked: it fails the run
 (`compiled_differs`), naming the elements and the relation the difference follows (a factor, a
 zero, the right values at other elements). Graph breaks and what dynamo compiled are notes and
-the report's `compile` field; the compiled gradient is a column beside autograd's."""
+the report's `compile` field; the compiled gradient is a column beside autograd's. Where dynamo
+compiled nothing (disabled by the environment, every frame skipped), the compiled run was eager
+again and compared nothing compiled: the run fails as inconclusive (`compiled_inconclusive`,
+with the reason), unless the user accepted the fallback (--compile-fallback: a note)."""
 
 from __future__ import annotations
 
@@ -19,12 +22,12 @@ from typing import Any
 import torch
 
 from gradscope.diagnose import relations
-from gradscope.evidence.compiled import Compiled
 from gradscope.evidence.gather import View
 from gradscope.features.base import Context, Findings
 from gradscope.report import build
 from gradscope.report.model import Column, Diagnostic, InputReport
 from gradscope.report.status import MISMATCH, OK
+from gradscope.targets.compiled import Compiled
 from gradscope.verdict.compare import compare
 from gradscope.verdict.tolerance import Tolerance
 
@@ -42,11 +45,19 @@ class CompiledTarget(Findings):
     name = "compiled"
 
     def facts(self, ctx: Context) -> CompiledFacts | None:
-        compiled = ctx.evidence.compiled
-        if compiled is None:
+        compiled = ctx.evidence.alongside
+        if not isinstance(compiled, Compiled):
             return None
         tol, eager = ctx.evidence.tol, ctx.evidence.backward.engine.output
         findings = list(_forward(compiled, eager.detach(), tol))
+        if compiled.why_eager and not compiled.accepted:
+            findings.append(Diagnostic(
+                "compiled_inconclusive", "", "compiled run", [], 1,
+                f"--compile {compiled.stats.backend if compiled.stats else ''}: "
+                f"{compiled.why_eager}; the compiled run was eager again, so no compiled "
+                "output or gradient was compared",
+                "unset the variable (or make the target's code compilable) to check the "
+                "compiled gradient; pass --compile-fallback where running eagerly is fine"))
         if eager.requires_grad and not compiled.differentiable:
             findings.append(Diagnostic(
                 "compiled_differs", "", "compiled forward", [], 1,
@@ -69,7 +80,7 @@ class CompiledTarget(Findings):
         return CompiledFacts(tuple(findings), _notes(compiled), columns)
 
     def reported(self, ctx: Context, inputs: Sequence[InputReport]) -> dict[str, Any]:
-        compiled, facts = ctx.evidence.compiled, ctx.of(self.name)
+        compiled, facts = ctx.evidence.alongside, ctx.of(self.name)
         if compiled is None or facts is None or compiled.stats is None:
             return {}
         return {"compile": compiled.stats.to_dict(),
@@ -222,9 +233,9 @@ def _notes(compiled: Compiled) -> tuple[str, ...]:
              f"{stats.seconds:.2f} s; the compiled target was called {stats.calls} time(s), "
              "always in grad mode at the same inputs, one backward per upstream"]
     notes += [f"graph break: {reason}" for reason in stats.breaks]
-    if stats.fell_back:
-        notes.append(f"--compile {stats.backend}: dynamo compiled nothing (it ran the target "
-                     "eagerly), so the compiled run is eager's")
+    if stats.fell_back and compiled.accepted:
+        notes.append(f"--compile {stats.backend}: {compiled.why_eager}; the compiled run is "
+                     "eager's (accepted: --compile-fallback)")
     return tuple(notes)
 
 

@@ -16,7 +16,7 @@ from gradscope.features.base import Context, Feature, Said
 from gradscope.report.model import Diagnostic
 
 if TYPE_CHECKING:
-    from gradscope.distributed.target import Disagreement
+    from gradscope.targets.distributed.target import Disagreement
 
 
 class RankAgreement(Feature):

@@ -25,7 +25,7 @@ class CompareSingle(Findings):
         if not prepared.options.compare_single or back.grads is None \
                 or not hasattr(prepared.target, "wholes"):
             return None
-        from gradscope.distributed.single import compare_single
+        from gradscope.targets.distributed.single import compare_single
 
         found = compare_single(prepared.target, dict(prepared.bound.cast),  # type: ignore[arg-type]
                                back.upstream, back.engine.output.detach(), dict(back.grads),

@@ -43,7 +43,7 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
     for feature in guard.active:
         reported.update(guard.call(feature, lambda f=feature: _fields(f.reported(ctx, inputs)),
                                    {}))
-    inputs = reported.pop("inputs", inputs)  # (a feature's column added: --compile's)
+    inputs = reported.pop("inputs", inputs)  # (a feature's column added: a run mode's)
     diagnostics = list(diagnoses.diagnostics)
     failures = list(verdict.failures)
     if options.fail_on == "warning":

@@ -4,7 +4,10 @@
 `base.Target`: an `ExpressionTarget` (expression.py), or one of the kinds of user code in
 `KINDS` — a Function (function.py), a Module (module.py), a plain function (plain.py).
 A new kind is one module with a `build(obj, text, args, init)` that returns its Target (None: not
-its kind), and one line in `KINDS`. `--order 2` wraps any of them (second_order.py).
+its kind), and one line in `KINDS`. `--order 2` wraps any of them (second_order.py), and so do
+the run modes in `MODES` (mode.py: compiled, autocast, ordinary calls only) — or a mode builds
+its own target (the ranks of --nproc: distributed/). A new mode is one module with a `MODE` and
+one line in `MODES`.
 """
 
 from __future__ import annotations
@@ -19,15 +22,29 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.expr.parse import parse
-from gradscope.targets import custom_op, function, loading, module, plain
+from gradscope.targets import (
+    autocast,
+    compiled,
+    custom_op,
+    distributed,
+    function,
+    loading,
+    module,
+    ordinary,
+    plain,
+)
 from gradscope.targets.base import Target
 from gradscope.targets.closures import top_level
 from gradscope.targets.expression import ExpressionTarget
+from gradscope.targets.mode import Mode
 from gradscope.targets.second_order import SecondOrderTarget
 
 Builder = Callable[[Any, str, Mapping[str, Any], Mapping[str, Any]], Target | None]
 # the kinds of user code, tried in order (a Function class before any callable)
 KINDS: list[Builder] = [function.build, module.build, custom_op.build, plain.build]
+# the run modes, in the order they wrap the target (the innermost first; a mode that builds
+# its own target and binding — the ranks — comes first and is wrapped by the others)
+MODES: list[Mode] = [distributed.MODE, ordinary.MODE, compiled.MODE, autocast.MODE]
 
 
 def resolve(target: object, *, args: Mapping[str, Any] | None = None,
@@ -132,4 +149,5 @@ def missing_name(text: str, base: Path | None) -> str:
             f"torch.autograd.Function, an nn.Module or a function){names}")
 
 
-__all__ = ["KINDS", "ExpressionTarget", "SecondOrderTarget", "Target", "resolve"]
+__all__ = ["KINDS", "MODES", "ExpressionTarget", "Mode", "SecondOrderTarget", "Target",
+           "resolve"]

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from gradscope.errors import UsageError
+from gradscope.errors import TargetError, UsageError
+from gradscope.tensors import plain_value
 
 # traced(values) -> (output, branch ids of the kinky ops in a fixed order)
 TracedOutput = tuple[torch.Tensor, list[torch.Tensor]]
@@ -84,6 +85,16 @@ class FlowSource:
 
 
 @dataclass(frozen=True)
+class Twin:
+    """The target's own forward beside a run mode's evaluation for autograd, and the lowest
+    precision the mode made autograd's evaluation compute in (read once that evaluation ran;
+    None: none below the inputs'): the unit its measured change is capped in."""
+
+    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+    precision: Callable[[], torch.dtype | None]
+
+
+@dataclass(frozen=True)
 class Sizes:
     """What an evaluation makes from given input shapes: its largest value (elements, source
     text, shape) and the elements of every value it makes, summed (autograd keeps most of
@@ -111,7 +122,6 @@ class Target:
         self.branch_sites: list[Any] = []  # kinky op applications (expressions)
         # what calling the target showed (kept while the target is fixed: see `observed`)
         self._observed: dict[str, str] = {}
-        self._autocast: Any = None  # --autocast: targets/autocast.Autocast
         self._calls = 0  # calls of the user's code so far (a vmapped batch counts once)
 
     @property
@@ -119,19 +129,41 @@ class Target:
         """How many times the user's code was called (0 for an expression)."""
         return self._calls
 
-    def set_autocast(self, autocast: Any) -> None:
-        """--autocast: autograd's evaluation (`autograd_forward`) runs under it."""
-        self._autocast = autocast
-
-    @property
-    def autocast(self) -> Any:
-        return self._autocast
-
     @property
     def autograd_forward(self) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
-        """The evaluation autograd differentiates: `forward`, under autocast with --autocast
-        (every other engine evaluates `forward` itself)."""
-        return self.forward if self._autocast is None else self._autocast.wrap(self.forward)
+        """The evaluation autograd differentiates: `forward`, unless a run mode runs it
+        another way (under autocast: targets/autocast.py); every other engine evaluates
+        `forward` itself."""
+        return self.forward
+
+    @property
+    def twin(self) -> Twin | None:
+        """Where autograd's evaluation is not the target's own forward (a run mode changed
+        it), that forward: what the references evaluate, and what the mode's change to
+        autograd's answer is measured against. None: autograd differentiates `forward`."""
+        return None
+
+    def alongside(self, values: Mapping[str, torch.Tensor],
+                  questions: Mapping[str, torch.Tensor | None]) -> Any:
+        """A run mode's own answers to the views' questions (label → upstream; None: the
+        Jacobian) at `values` — the compiled target's — which that mode's feature compares
+        with autograd's; None where the target has no such run."""
+        return None
+
+    @property
+    def ordinary_only(self) -> str | None:
+        """Why this target may be called only the ordinary way (grad mode, its inputs
+        requiring grad, one evaluation at a time) whatever the options ask — said in a note —
+        or None."""
+        return None
+
+    def again(self, values: Mapping[str, torch.Tensor],
+              forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
+              ) -> torch.Tensor:
+        """autograd's forward (or `forward`: a wrapper's) once more at `values`, its graph
+        unneeded (the determinism check's second evaluation): without a graph where the target
+        can be called so (no memory for one), else the ordinary way."""
+        return without_graph(forward or self.autograd_forward, values)
 
     takes_init = False  # --init: constructor arguments (a module class)
 
@@ -335,6 +367,19 @@ class Target:
         """Why finite differences failed, from what the target raised at a perturbed point."""
         last = _last_line(exc)
         return f"the target failed at a perturbed point: {last}"
+
+
+def without_graph(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+                  values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """One more evaluation of `forward` at `values`: without a graph (no memory for one) where
+    it runs so, else the plain way — grad mode, the inputs leaves that require grad as
+    autograd's own evaluation had them (code that registers a hook or differentiates inside
+    its forward needs both)."""
+    try:
+        with torch.no_grad():
+            return forward(dict(values))
+    except TargetError:
+        return plain_value(forward, values)
 
 
 def _last_line(exc: BaseException) -> str:

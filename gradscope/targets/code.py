@@ -42,7 +42,7 @@ from gradscope.targets.registered import (
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param
 from gradscope.targets.state import State, state_of
-from gradscope.tensors import as_given, plain_value
+from gradscope.tensors import as_given, compiled_inside, plain_value
 from gradscope.usercode import known_hint, user_code
 
 
@@ -61,6 +61,7 @@ class CodeTarget(Target):
         self.parameter_hooks: dict[str, list[WatchedHook]] = {}
         self.adopted: set[str] = set()  # forward's parameters with a default an option gave
         self._state: State | None = None  # the module's own state before gradscope's calls
+        self._compiled_inside = False  # autograd's graph showed torch.compile'd code
 
     # ------------------------------------------------------------ inputs
     @property
@@ -324,6 +325,22 @@ class CodeTarget(Target):
         return self.obj
 
     @property
+    def ordinary_only(self) -> str | None:
+        if not self.precompiled:
+            return None
+        return ("the target is already compiled (torch.compile): gradscope calls it only the "
+                "plain way — grad mode, its inputs requiring grad, as torch's gradcheck does — "
+                "so dynamo compiles it once, not once per mode (no_grad, vmap, watched "
+                "forwards)")
+
+    def again(self, values: Mapping[str, torch.Tensor],
+              forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
+              ) -> torch.Tensor:
+        if self._compiled_inside:  # (every other mode would make dynamo compile it again)
+            return plain_value(forward or self.autograd_forward, values)
+        return super().again(values, forward)
+
+    @property
     def precompiled(self) -> bool:
         # (what torch.compile returns, a function or an OptimizedModule, keeps the original
         # callable under this name; torch has no public test for it on 2.13. Looked up
@@ -368,7 +385,15 @@ class CodeTarget(Target):
     def for_values(self, output: torch.Tensor) -> tuple[TracedFn, list[str]]:
         """Old-style Functions found in autograd's graph run as their forward, and train-mode
         normalisation layers leave their running statistics alone, while finite differences
-        evaluate values, so that the evaluation can be vmapped (oldstyle.py, closures.py)."""
+        evaluate values, so that the evaluation can be vmapped (oldstyle.py, closures.py).
+        Where the graph shows torch.compile'd code, every evaluation is an ordinary call (any
+        other mode — no_grad, vmap, a watched forward — would make dynamo compile it again)."""
+        if compiled_inside(output):
+            self._compiled_inside = self._unbatched = True
+            layers = tracking_layers(self.module)
+            return (lambda values: (self._plain(values, layers), [])), [
+                "the target calls torch.compile'd code: finite differences call it the plain "
+                "way (grad mode, inputs requiring grad), so dynamo compiles it in one mode only"]
         classes, layers = old_style(output), tracking_layers(self.module)
         from gradscope.targets.custom_op import in_graph  # (it builds on this module)
 
@@ -404,9 +429,11 @@ class CodeTarget(Target):
         with batch_statistics_only(layers):
             return plain_value(self.forward, values)
 
-    def flow_source(self) -> FlowSource:
+    def flow_source(self) -> FlowSource | None:
         from gradscope.targets.scopes import sourced  # the watched forward of a model
 
+        if self._compiled_inside:  # (a watched forward would make dynamo compile it again)
+            return None
         return FlowSource(sourced(self.forward, self.module), anomaly=True)
 
     def perturbed_failure(self, exc: BaseException) -> str:

@@ -101,3 +101,22 @@ class HalfOnlyHead(torch.nn.Module):
 class HalfOnlyHeadSlight(HalfOnlyHead):
     def __init__(self):
         super().__init__(SquareHalfBugSlight)
+
+
+class ScaledTanhEight(ScaledTanh):
+    """The right forward in float32 (custom_fwd casts to it); the backward 8 % too large for
+    x, computed in float32 too — behind a bfloat16 linear, which alone must not widen the
+    check to bfloat16's 10 %."""
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, g):
+        x, y, scale = ctx.saved_tensors
+        dy = g * (1 - y * y)
+        return dy * scale * 1.08, (dy * x).sum()
+
+
+class HeadEight(Head):
+    def __init__(self):
+        super().__init__()
+        self.act = ScaledTanhEight

@@ -12,6 +12,7 @@ from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
 from gradscope.evidence import roundoff
 from gradscope.report.status import Status
+from gradscope.targets.base import Twin
 from tests.paths import DATA, EXAMPLES
 
 FLAT_IN_HALF = "sum(F.layer_norm(x, (64,))**2)"  # flat: its backward subtracts terms of ~2
@@ -146,7 +147,7 @@ def test_the_autocast_twin_widens_by_what_autocast_changed_up_to_its_cap():
         return torch.tanh(v["x"] @ v["w"]).sum()
 
     engine = AutogradEngine(half, {"x": x, "w": w})
-    measured = roundoff.measure(engine, torch.float16, plain)
+    measured = roundoff.measure(engine, torch.float16, Twin(plain, lambda: torch.float16))
     alone = roundoff.measure(engine, torch.float16)
     up = torch.ones(())
     with_twin, without = measured.vjp(up), alone.vjp(up)

@@ -10,7 +10,7 @@ import pytest
 
 from gradscope.features.collectives import _factor_how
 from tests.data import parallel
-from tests.distributed.checked import checked
+from tests.targets.distributed.checked import checked
 
 
 def _culprits(name: str) -> list:
@@ -70,7 +70,7 @@ def test_factors_of_the_world_size_are_named():
 
 def test_a_gather_whose_backward_reduces_nothing_is_a_missing_reduce_scatter():
     import gradscope
-    from tests.distributed.checked import PAR
+    from tests.targets.distributed.checked import PAR
 
     report = gradscope.check(f"{PAR}:SequenceParallelMissingReduceScatter", nproc=2,
                              shape={"x": (4, 4)})

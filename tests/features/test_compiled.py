@@ -4,12 +4,16 @@ the pytorch issue), the fixed ones pass; nothing of dynamo's is blamed on the us
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import gradscope
 from gradscope.report.status import FAILING_KINDS
-from tests.paths import DATA
+from tests.paths import DATA, ROOT
 
 COMPILED = str(DATA / "compiled.py")
 
@@ -85,10 +89,35 @@ def test_183604_same_tensor_twice_passes_under_inductor():
     assert _check("same_tensor_twice", "inductor", shape={"x": (5,)}).passed
 
 
-def test_a_forward_dynamo_leaves_eager_is_said_and_compared_as_eager():
+def test_a_forward_dynamo_leaves_eager_compared_nothing_compiled_so_is_inconclusive():
     report = _check("refuses_compile", shape={"x": (3,)})
+    assert not report.passed and report.compile["fell_back"]
+    (found,) = [d for d in report.diagnostics if d.kind == "compiled_inconclusive"]
+    assert "skipped every frame" in found.message and "--compile-fallback" in found.hint
+    assert "compiled_inconclusive" in FAILING_KINDS
+
+
+def test_a_fallback_the_user_accepts_passes_and_is_said():
+    report = _check("refuses_compile", shape={"x": (3,)}, compile_fallback=True)
     assert report.passed and report.compile["fell_back"]
-    assert any("compiled nothing" in n for n in report.notes)
+    assert any("compiled no graph" in n and "accepted: --compile-fallback" in n
+               for n in report.notes)
+    with pytest.raises(gradscope.UsageError, match=r"--compile-fallback is for .*--compile"):
+        gradscope.check("x * 2", compile_fallback=True)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_dynamo_disabled_by_the_environment_never_passes_a_compiled_gradient(backend):
+    # avg_pool_ceil's compiled gradient is wrong under inductor (pytorch #198119); with dynamo
+    # switched off nothing is compiled, so nothing compiled may pass
+    code = (f"import gradscope; r = gradscope.check({COMPILED + ':avg_pool_ceil'!r}, "
+            f"compile={backend!r}, shape={{'x': (1, 2, 6)}}); "
+            "print(r.passed, [d.kind for d in r.diagnostics if d.kind.startswith('compiled')])")
+    env = {**os.environ, "TORCHDYNAMO_DISABLE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().startswith("False") and "compiled_inconclusive" in out.stdout
 
 
 def test_the_compile_field_is_in_the_json_report_only_with_compile():

@@ -4,7 +4,7 @@ rank-dependent factor named; and no such finding where the ranks agree."""
 
 from __future__ import annotations
 
-from tests.distributed.checked import checked
+from tests.targets.distributed.checked import checked
 
 
 def test_a_missing_all_reduce_is_each_rank_holding_its_part():

@@ -1,5 +1,5 @@
 """The compare-single feature's words and its refusal without --nproc (its runs with ranks are
-in tests/distributed/test_single.py)."""
+in tests/targets/distributed/test_single.py)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import gradscope
-from tests.distributed.checked import checked, children
 from tests.paths import DATA
+from tests.targets.distributed.checked import checked, children
 
 PAR = f"{DATA}/parallel.py"
 SHARDED = {"nproc": 2, "shape": {"logits": (3, 4)}, "sharded": ("logits",)}

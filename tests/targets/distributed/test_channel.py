@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from gradscope.distributed.channel import Channel, get, put
+from gradscope.targets.distributed.channel import Channel, get, put
 
 
 def _pair() -> tuple[Channel, Channel]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradscope.distributed.target import ratio, same
-from tests.distributed.checked import checked
+from gradscope.targets.distributed.target import ratio, same
+from tests.targets.distributed.checked import checked
 
 
 def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
@@ -71,7 +71,7 @@ def test_fsdp2_passes_its_shards_read_from_placements_and_its_wrapper_named():
 
 def test_gradients_completed_after_backward_are_declared_by_either_option():
     import gradscope
-    from tests.distributed.checked import PAR
+    from tests.targets.distributed.checked import PAR
 
     shaped = {"nproc": 2, "shape": {"x": (4, 4)}}
     target = f"{PAR}:SequenceParallelNorm"

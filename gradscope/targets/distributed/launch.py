@@ -18,15 +18,15 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from gradscope.distributed.channel import Channel, get, put
-from gradscope.distributed.rank import LOOPBACK, Described, RankSpec
 from gradscope.errors import TargetError, UsageError
+from gradscope.targets.distributed.channel import Channel, get, put
+from gradscope.targets.distributed.rank import LOOPBACK, Described, RankSpec
 
 MOST_RANKS = 16  # a check's ranks share one machine's cores
 START_SECONDS = 120.0  # importing torch and the target, and the rendezvous, per rank
 GRACE = 5.0  # seconds a stopped rank gets before it is killed
-ENTRY = "from gradscope.distributed.rank import main; main()"
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where `import gradscope` finds us
+ENTRY = "from gradscope.targets.distributed.rank import main; main()"
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # where `import gradscope` finds us
 
 
 def free_port() -> int:

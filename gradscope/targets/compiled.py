@@ -1,29 +1,36 @@
-"""--compile BACKEND: the target run as `torch.compile(target, backend=BACKEND)` makes it, beside
-the eager run every other engine reads.
+"""--compile BACKEND: the run mode that runs the target as `torch.compile(target,
+backend=BACKEND)` makes it, beside the eager run every other engine reads.
 
-The compiled callable is called in one mode only — grad mode, every input a leaf that requires
-grad, the check's dtype, the same values — once per question a view puts (the table's
-upstream, each seeded random upstream, the Jacobian's rows), each call's output taking one
-backward (a compiled backward that donates its buffers refuses `retain_graph`). dynamo compiles
-on the first call and finds its cache on the others. gradscope's own evaluations (finite
-differences, probes) call the eager target: one check never makes dynamo compile the target in
-a second mode, recompile it, or hit its recompile limit and run it eagerly without a word.
-What dynamo did is counted by a backend that wraps the one asked for: the graphs it compiled,
-the graph breaks (dynamo's reasons), compiles beyond one per graph (recompiles), and whether
-the call ran eagerly after all."""
+The wrapper (`CompiledRun`) leaves every evaluation of the check eager and answers, by itself,
+the views' questions (`alongside`): the compiled callable is called in one mode only — grad
+mode, every input a leaf that requires grad, the check's dtype, the same values — once per
+question a view puts (the table's upstream, each seeded random upstream, the Jacobian's rows),
+each call's output taking one backward (a compiled backward that donates its buffers refuses
+`retain_graph`). dynamo compiles on the first call and finds its cache on the others.
+gradscope's own evaluations (finite differences, probes) call the eager target: one check
+never makes dynamo compile the target in a second mode, recompile it, or hit its recompile
+limit and run it eagerly without a word. What dynamo did is counted by a backend that wraps the
+one asked for: the graphs it compiled, the graph breaks (dynamo's reasons), compiles beyond one
+per graph (recompiles), and whether the call ran eagerly after all — then nothing compiled was
+compared, and the run is inconclusive (features/compiled.py) unless the user accepts the
+fallback (--compile-fallback)."""
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from gradscope.errors import UsageError
-from gradscope.targets import Target
+from gradscope.options import Options
+from gradscope.targets.base import Target
+from gradscope.targets.mode import Mode
+from gradscope.targets.wrapper import Wrapper
 from gradscope.usercode import user_code
 
 # the backends --compile names (any other registered one is accepted too: `list_backends`)
@@ -56,12 +63,16 @@ class CompileStats:
 class Compiled:
     """The compiled target's output at the inputs, whether it carries a gradient, and its
     answer to each view (label → input → VJP, or Jacobian rows; None where the compiled
-    backward gave none)."""
+    backward gave none). `why_eager`: where dynamo compiled nothing, why (what the environment
+    says, else that it skipped every frame); `accepted`: the user said running eagerly is
+    fine (--compile-fallback)."""
 
     output: torch.Tensor
     differentiable: bool
     answers: dict[str, dict[str, torch.Tensor | None]] = field(default_factory=dict)
     stats: CompileStats | None = None
+    why_eager: str = ""
+    accepted: bool = False
 
 
 def backend_of(name: str) -> Any:
@@ -89,6 +100,44 @@ class _Counting:
         return self.inner(gm, example_inputs)
 
 
+class Compiling(Mode):
+    option = "compile"
+    excludes = ("nproc", "autocast")
+    alone = "check the compiled target in one process, at its own dtype"
+    needs = ("compile_fallback",)
+    purpose = "a torch.compile'd run"
+    fits = False
+
+    def adjusted(self, options: Options) -> Options:
+        if options.order == 2:
+            raise UsageError("--compile checks first-order gradients: AOTAutograd has no double "
+                             "backward, so leave out --order 2")
+        return options
+
+    def wrap(self, target: Target, options: Options) -> Target:
+        # (after the target's file: it may register a backend)
+        backend_of(options.compile or "")
+        return CompiledRun(target, options.compile or "", options.compile_fallback)
+
+
+class CompiledRun(Wrapper):
+    """The target, evaluated eagerly by every engine, and compiled beside them: its own
+    answers to the views' questions (`alongside`)."""
+
+    def __init__(self, base: Target, backend: str, fallback: bool = False) -> None:
+        super().__init__(base)
+        object.__setattr__(self, "backend", backend)
+        object.__setattr__(self, "fallback", fallback)
+
+    def alongside(self, values: Mapping[str, torch.Tensor],
+                  questions: Mapping[str, torch.Tensor | None]) -> Compiled:
+        done = compiled_run(self.base, values, self.backend, questions)
+        return replace(done, accepted=self.fallback)
+
+
+MODE = Compiling()
+
+
 def compiled_run(target: Target, values: Mapping[str, torch.Tensor], name: str,
                  questions: Mapping[str, torch.Tensor | None]) -> Compiled:
     """The compiled target at `values` and its answer to each question (label → upstream;
@@ -107,7 +156,17 @@ def compiled_run(target: Target, values: Mapping[str, torch.Tensor], name: str,
     stats = CompileStats(name, graphs, len(call.breaks), reasons[:5],
                          max(0, graphs - len(call.breaks) - 1), graphs == 0, call.calls,
                          time.perf_counter() - tic)
-    return Compiled(out.detach(), out.requires_grad, answers, stats)
+    return Compiled(out.detach(), out.requires_grad, answers, stats,
+                    _why_eager() if graphs == 0 else "")
+
+
+def _why_eager() -> str:
+    """Why dynamo compiled nothing: the environment's switch, else every frame skipped."""
+    if os.environ.get("TORCHDYNAMO_DISABLE", "") not in ("", "0"):
+        return ("TORCHDYNAMO_DISABLE is set in the environment, so torch.compile runs every "
+                "call eagerly")
+    return ("dynamo compiled no graph: it skipped every frame of the target (torch.compile "
+            "ran it eagerly)")
 
 
 class _Call:

@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
-from gradscope.distributed.launch import Ranks
-from gradscope.distributed.rank import CallSeen, Described, RankSpec
 from gradscope.errors import UsageError
 from gradscope.targets.base import Target
+from gradscope.targets.distributed.launch import Ranks
+from gradscope.targets.distributed.rank import CallSeen, Described, RankSpec
 
 ROUNDOFF = 64  # ulps (of the largest magnitude) within which ranks' values are the same
 

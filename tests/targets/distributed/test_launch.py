@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from gradscope.distributed.launch import Ranks, free_port
-from gradscope.distributed.rank import RankSpec
 from gradscope.errors import UsageError
 from gradscope.options import Options
+from gradscope.targets.distributed.launch import Ranks, free_port
+from gradscope.targets.distributed.rank import RankSpec
 from tests.command import run
-from tests.distributed.checked import children
 from tests.paths import DATA
+from tests.targets.distributed.checked import children
 
 
 def test_a_rank_that_raises_ends_the_check_naming_it(capsys):

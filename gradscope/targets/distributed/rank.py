@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from gradscope.distributed.channel import Channel, get, put
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.options import Options
+from gradscope.targets.distributed.channel import Channel, get, put
 from gradscope.targets.outputs import picked
 from gradscope.usercode import backward_location, user_code, user_error
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from gradscope.errors import TargetError, UsageError
-from gradscope.evidence.compiled import backend_of, compiled_run
 from gradscope.evidence.gather import gather
 from gradscope.options import Options, Request
 from gradscope.runner import prepare
+from gradscope.targets.compiled import backend_of, compiled_run
 from tests.paths import DATA
 
 COMPILED = str(DATA / "compiled.py")

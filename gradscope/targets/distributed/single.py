@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from gradscope.distributed.launch import Ranks, free_port
-from gradscope.distributed.target import DistributedTarget, ratio
+from gradscope.targets.distributed.launch import Ranks, free_port
+from gradscope.targets.distributed.target import DistributedTarget, ratio
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import os
 import torch
 from torch import nn
 
-from gradscope.distributed.rank import LOOPBACK, RankSpec, _said, _wrapper, environment
 from gradscope.options import Options
+from gradscope.targets.distributed.rank import LOOPBACK, RankSpec, _said, _wrapper, environment
 
 
 def test_environment_is_torchruns(monkeypatch):

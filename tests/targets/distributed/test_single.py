@@ -6,7 +6,7 @@ are compared; a target built differently at world size 1 is not compared at all.
 from __future__ import annotations
 
 import gradscope
-from tests.distributed.checked import PAR, children
+from tests.targets.distributed.checked import PAR, children
 
 
 def _single(name: str):
