@@ -24,13 +24,18 @@ Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
 class AutogradEngine:
     def __init__(self, forward: Forward, values: Mapping[str, torch.Tensor],
-                 copy: bool = True, shared: Collection[str] = ()) -> None:
+                 copy: bool = True, shared: Collection[str] = (),
+                 reinstate: Callable[[Mapping[str, torch.Tensor]], None] | None = None
+                 ) -> None:
         """`copy`: the leaves get their own storage, so code that writes into its inputs
         cannot change the values the other engines see (not needed for torch expressions);
         `shared`: names whose leaves share the values' storage all the same (a module's
         parameters, which a forward does not write into: a copy of them is a copy of the
-        model)."""
+        model); `reinstate(leaves)`: called before each backward of the retained graph, so
+        that the user's objects hold what they held in its forward (a module's parameters,
+        which a backward that re-runs the module reads)."""
         self.forward = forward
+        self.reinstate = reinstate or (lambda _values: None)
         self.names = list(values)
         self.leaves = {n: (v.detach().clone() if copy and n not in shared else v.detach()
                            ).requires_grad_(True) for n, v in values.items()}
@@ -55,6 +60,7 @@ class AutogradEngine:
         """Exactly `y.backward(upstream)`; an input the graph never reached gets zeros."""
         for leaf in self.leaves.values():
             leaf.grad = None
+        self.reinstate(self.leaves)
         self.output.backward(upstream, retain_graph=not self.single_use)
         return self._taken()
 
@@ -110,6 +116,7 @@ class AutogradEngine:
         error there is the backward's own, and propagates)."""
         if not self.single_use:
             try:
+                self.reinstate(self.leaves)
                 return call(self.output)
             except (GradscopeError, SystemExit):
                 raise
@@ -168,6 +175,7 @@ class AutogradEngine:
         """All VJPs of `basis` in one batched backward on the retained graph; None where that
         fails (no batching rule for some op, or a graph of one backward)."""
         try:
+            self.reinstate(self.leaves)
             rows = torch.autograd.grad(self.output, list(self.leaves.values()), basis,
                                        retain_graph=True, allow_unused=True,
                                        is_grads_batched=True)

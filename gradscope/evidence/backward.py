@@ -280,7 +280,7 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
     if source is None or not source.watch_first or target.twin is not None:
         # code may write into its inputs: the leaves get their own storage then
         return AutogradEngine(target.autograd_forward, cast, copy=not target.readable,
-                              shared=target.parameters), None
+                              shared=target.parameters, reinstate=target.reinstate), None
     seen: list[Any] = []
 
     def forward(values: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -118,6 +118,7 @@ class RoundOff:
         for sign in (1.0, -1.0):
             # (the moved values are the side's own: its leaves need no copy of them)
             side = AutogradEngine(self.centre.forward, moved_by(values, sign * self.relative),
+                                  reinstate=self.centre.reinstate,
                                   copy=False)
             if keep:
                 self.kept.append(side)
@@ -139,7 +140,8 @@ def measure(engine: AutogradEngine, computed: torch.dtype, twin: Twin | None = N
     if twin is not None:
         try:
             other = AutogradEngine(twin.forward,
-                                   {n: leaf.detach() for n, leaf in engine.leaves.items()})
+                                   {n: leaf.detach() for n, leaf in engine.leaves.items()},
+                                   reinstate=engine.reinstate)
         except Exception:  # (no twin: the moved inputs' measure alone)
             other = None
     lowest = twin.precision() if twin is not None else None

@@ -208,7 +208,7 @@ class Departures(Feature):
         seen = Undone()
         try:
             engine = AutogradEngine(undone(prepared.target.forward, seen),
-                                    prepared.bound.exact)
+                                    prepared.bound.exact, reinstate=prepared.target.reinstate)
             if not seen.found:
                 return None
             departed = _departed_views(evidence, engine, wrong)

@@ -268,6 +268,12 @@ class Target:
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
+    def reinstate(self, values: Mapping[str, torch.Tensor]) -> None:
+        """Before a backward of a graph the target's forward made at `values`: the user's
+        objects hold what they held in that forward (a module's parameter slots: held.py),
+        since other evaluations may have come between. Nothing for a target that holds
+        nothing."""
+
     def traced(self, values: Mapping[str, torch.Tensor]) -> TracedOutput:
         """Values for finite differences, with the branch id of every kinky op."""
         return self.forward(values), []

@@ -30,6 +30,7 @@ from gradscope.targets.closures import (
     batch_statistics_only,
     tracking_layers,
 )
+from gradscope.targets.held import Slots, holdable
 from gradscope.targets.oldstyle import old_style, values_only
 from gradscope.targets.outputs import picked
 from gradscope.targets.registered import (
@@ -62,6 +63,7 @@ class CodeTarget(Target):
         self.adopted: set[str] = set()  # forward's parameters with a default an option gave
         self._state: State | None = None  # the module's own state before gradscope's calls
         self._compiled_inside = False  # autograd's graph showed torch.compile'd code
+        self._slots: Slots | None = None  # the module's parameter slots, held by gradscope's
 
     # ------------------------------------------------------------ inputs
     @property
@@ -234,6 +236,9 @@ class CodeTarget(Target):
         assert self.module is not None
         named, others = parameters_once(self.module)
         self.parameters = {n: p.detach() for n, p in named.items() if p.requires_grad}
+        if self._slots is not None:
+            self._slots.restore()
+        self._slots = Slots(self.module, {n: others.get(n, []) for n in self.parameters})
         tied = [f"{n} is also {', '.join(o[:3])}" for n, o in others.items() if n in
                 self.parameters]
         note = (f"tensors reached by several names are checked once, under the shortest "
@@ -278,12 +283,29 @@ class CodeTarget(Target):
                     params = {n: values[n] for n in self.parameters}
                     if self.parameter_hooks:
                         carry(self.parameter_hooks, params)
-                    out = torch.func.functional_call(self.module, params, tuple(args), kwargs)
+                    out = self._held_call(params, args, kwargs)
                 else:
                     out = self.call(args, kwargs)
         finally:
             self._after_call(grad_mode)
         return picked(out, self.text, self.output)
+
+    def _held_call(self, params: dict[str, torch.Tensor], args: list[Any],
+                   kwargs: dict[str, Any]) -> Any:
+        """The module called with `params` in its parameter slots, which hold them past the
+        call (held.py: a backward that re-runs the module reads them); tensors that cannot
+        stay (a batched one inside vmap) are swapped in for the call alone."""
+        assert self.module is not None and self._slots is not None
+        if all(holdable(t) for t in params.values()):
+            self._slots.hold(params)
+            return self.module(*args, **kwargs)
+        return torch.func.functional_call(self.module, params, tuple(args), kwargs)
+
+    def reinstate(self, values: Mapping[str, torch.Tensor]) -> None:
+        """The tensors autograd differentiates, put back in the module before a backward of
+        the graph their forward made (another evaluation may have held others since)."""
+        if self._slots is not None:
+            self._slots.hold({n: values[n] for n in self.parameters if n in values})
 
     def _after_call(self, grad_mode: bool) -> None:
         """Grad mode, where the target's code switched it, restored (and said once)."""
@@ -311,7 +333,10 @@ class CodeTarget(Target):
                 "it so")
 
     def finished(self) -> None:
-        """The check is over: the module is left in the state it had before it."""
+        """The check is over: the module holds its own parameters again, in the state it had
+        before the check."""
+        if self._slots is not None:
+            self._slots.restore()
         if self._state is not None:
             self._state.restore()
 

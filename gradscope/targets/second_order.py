@@ -47,6 +47,9 @@ class SecondOrderTarget(Target):
     def finished(self) -> None:
         self.base.finished()
 
+    def reinstate(self, values: Mapping[str, torch.Tensor]) -> None:
+        self.base.reinstate(values)
+
     def domain(self, name: str) -> tuple[float, float] | None:
         return self.base.domain(name)
 

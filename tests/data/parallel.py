@@ -473,3 +473,13 @@ class SequenceParallelMLP(nn.Module):
 
 class SequenceParallelMissingReduceScatter(SequenceParallelMLP):
     gather = GatherWithoutReduceScatter
+
+
+# a training-style function over a tensor-parallel block built at import (the ranks import
+# this file once their process group is up): its parameters are DTensors, which must reach
+# the block as DTensors — written in place, never swapped for plain tensors
+TP_BLOCK = TensorParallelBlock() if dist.is_available() and dist.is_initialized() else None
+
+
+def tp_block_loss(x):
+    return (TP_BLOCK(x) ** 2).sum()

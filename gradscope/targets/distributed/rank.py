@@ -226,11 +226,12 @@ class Served:
     def _call(self, values: Mapping[str, torch.Tensor], fresh: bool = True
               ) -> tuple[dict, torch.Tensor]:
         """One ordinary call at `values`: inputs as leaves that require grad (`fresh`; else
-        `values` are those leaves), a module's own parameters overwritten in place (DDP's
-        hooks sit on them), .grad cleared."""
+        `values` are those leaves), the parameters of the module the target is or reaches
+        (a function's, held beside it) overwritten in place — DDP's hooks sit on them, and a
+        DTensor parameter stays a DTensor — .grad cleared."""
         target = self.target
         module = getattr(target, "module", None)
-        own = module is not None and type(module).__name__ != "Holder"
+        own = module is not None
         leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point()) if fresh else v
                   for n, v in values.items() if not (own and n in target.parameters)}
         if own:
@@ -324,7 +325,7 @@ def _after(target: Any, name: str | None) -> Callable[[], Any] | None:
 def _own_parameters(target: Any) -> dict[str, torch.Tensor]:
     """The module's own Parameter objects by the names gradscope checks them under."""
     module = getattr(target, "module", None)
-    if module is None or type(module).__name__ == "Holder":
+    if module is None:
         return {}
     named = dict(module.named_parameters(remove_duplicate=False))
     return {n: named[n] for n in target.parameters if n in named}

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import gradscope
 from gradscope.targets.distributed.target import ratio, same
-from tests.targets.distributed.checked import checked
+from tests.targets.distributed.checked import PAR, checked
 
 
 def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
@@ -60,6 +61,14 @@ def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
     assert "up.weight (DTensor placements S(0))" in note
     assert "down.bias (DTensor placements R)" in note
     assert "down.bias@rank0" not in [i.name for i in report.inputs]
+
+
+def test_a_function_over_a_tensor_parallel_block_gets_its_dtensor_parameters_in_place():
+    # (the block is reached by a function, held beside it: its DTensor parameters are written
+    # in place as a module target's are, never swapped for plain tensors)
+    report = gradscope.check(f"{PAR}:tp_block_loss", nproc=2, shape={"x": (3, 4)})
+    assert report.passed, report.to_text()
+    assert "TP_BLOCK.up.weight (DTensor placements S(0))" in " ".join(report.notes)
 
 
 def test_fsdp2_passes_its_shards_read_from_placements_and_its_wrapper_named():
