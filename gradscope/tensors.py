@@ -152,6 +152,17 @@ def differing(first: torch.Tensor, again: torch.Tensor | None) -> tuple[torch.Te
     return at, gap.nan_to_num_(nan=math.inf)
 
 
+def gap(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """max |got − want| (NaN in both places counting as agreement, NaN in one as infinite) and
+    the scale it is read against: max(1, max |want|) — what a shortcut's answer is judged by
+    beside the plain call's."""
+    a, b = got.detach().to(torch.float64), want.detach().to(torch.float64).to(got.device)
+    diff = (a - b).abs().masked_fill_(torch.isnan(a) & torch.isnan(b), 0.0)
+    top = float(diff.nan_to_num(nan=math.inf).max()) if diff.numel() else 0.0
+    scale = float(b.abs().nan_to_num(0.0, 0.0, 0.0).max()) if b.numel() else 0.0
+    return top, max(scale, 1.0)
+
+
 def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
     the directions inputs are moved in to measure a computation's round-off."""

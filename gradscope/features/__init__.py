@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gradscope.features import (
     backwards,
+    batched,
     collectives,
     compiled,
     departures,
@@ -47,6 +48,7 @@ FEATURES: tuple[Feature, ...] = (
     single.FEATURE,
     compiled.FEATURE,
     opchecks.FEATURE,
+    batched.FEATURE,
 )
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

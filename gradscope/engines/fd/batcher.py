@@ -2,7 +2,13 @@
 perturbed element, at the stencil's points. Columns are evaluated incrementally where the target
 offers a column evaluator (no perturbed copies: `expr.incremental`), else as perturbed copies
 in memory-bounded `torch.func.vmap` batches (a Python loop when the target cannot be vmapped),
-halving a batch that runs out of memory."""
+halving a batch that runs out of memory.
+
+A vmap batch is a shortcut: the target's code runs batched (a custom Function's own `vmap`
+rule instead of its forward), and it decides nothing before it proved itself — the first batch
+is compared, at its first point, with a plain call there; where they disagree, every later
+evaluation is a plain call (a loop) and the disagreement is kept (`batched_apart`) for the
+report to say what it is: the batched rule disagrees with plain calls, not a wrong backward."""
 
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ from gradscope.engines.fd.stencil import (
     second_difference,
 )
 from gradscope.errors import TargetError
-from gradscope.tensors import branch_changed, shares_storage
+from gradscope.tensors import branch_changed, gap, shares_storage
 
 FOUND = -1  # the branch key of kinks the differences found themselves (no branch id had them)
 
@@ -66,6 +72,10 @@ class Halfway:
 def _part(halfway: Halfway | None, cols: Any) -> Halfway | None:
     return None if halfway is None else halfway.part(cols)
 
+# a vmap batch agrees with a plain call where they differ by no more than this many units of
+# the output's dtype, times its largest magnitude (a batched reduction sums in another order)
+AGREED_ULPS = 1000
+
 # Failed evaluations one batch of columns may spend finding the columns the target rejects
 # (halving the batch each time): past it the target rejects too much to be worth finding.
 MAX_REJECTED = 64
@@ -89,6 +99,8 @@ class Batcher:
         self.point = point
         self.elementwise = elementwise
         self.vmap_failed: str | None = None  # why vmap could not be used (a loop then)
+        self.proven = False  # a vmap batch agreed with a plain call at the same point
+        self.batched_apart: str | None = None  # how a vmap batch disagreed with plain calls
         self.memory_cap: dict[str, int] = {}  # input → columns per batch that fit in memory
         self.column_fn: dict[str, Any] = {}  # input → its column evaluator, once tried
         self._factory = point.column_factory
@@ -328,11 +340,28 @@ class Batcher:
                     for note in VMAP_NOTES:
                         warnings.filterwarnings("ignore", message=note, category=UserWarning)
                     out, branches = torch.func.vmap(one)(batch)
-                return out, list(branches)
             except Exception as exc:  # ops without a batching rule: fall back to a loop
                 self.vmap_failed = f"vmap unavailable: {str(exc).splitlines()[0][:80]}"
                 return self._looped(one, batch, reset=True)
+            if self.proven or self._agrees(one, batch, out):
+                return out, list(branches)
+            return self._looped(one, batch)
         return self._looped(one, batch)
+
+    def _agrees(self, one: Any, batch: torch.Tensor, out: torch.Tensor) -> bool:
+        """Whether the batch's first point, evaluated batched, is what a plain call there
+        gives (within round-off: a batched op may sum in another order). Where it is not,
+        vmap is given up for this check and the disagreement kept."""
+        alone = one(batch[0])[0].expand(self.point.out_shape)
+        top, scale = gap(out[0].reshape(alone.shape), alone)
+        if top <= AGREED_ULPS * torch.finfo(alone.dtype).eps * scale:
+            self.proven = True
+            return True
+        self.batched_apart = (f"the batched (vmap) evaluation of the target disagreed with a "
+                              f"plain call at the same point (by up to {top:.3g}, of values up "
+                              f"to {scale:.3g})")
+        self.vmap_failed = "a vmap batch disagreed with a plain call: plain calls decided"
+        return False
 
     def _looped(self, one: Any, batch: torch.Tensor, reset: bool = False
                 ) -> tuple[torch.Tensor, list]:

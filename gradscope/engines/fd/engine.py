@@ -159,6 +159,12 @@ class FiniteDifferences:
     def vmap_failed(self) -> str | None:
         return self.batcher.vmap_failed
 
+    @property
+    def batched_apart(self) -> str | None:
+        """How a vmap batch disagreed with a plain call at the same point (None: it agreed,
+        or none ran); the plain calls decided."""
+        return self.batcher.batched_apart
+
     def refine(self, est: Estimate, mask: torch.Tensor) -> tuple[Estimate, int]:
         """A new estimate whose two-point elements (or columns) under `mask` are refined to
         four points with an error estimate, and how many were."""
