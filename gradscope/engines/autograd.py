@@ -62,6 +62,9 @@ class AutogradEngine:
         # plain backward of the same upstream, or given up with how they disagreed
         self.rows_proven = False
         self.batched_apart: str | None = None
+        # (first label, again label, first answer, again answer) of one question asked twice
+        # whose answers differ: a backward that depends on the call (judged by the caller)
+        self.apart: list[tuple[str, str, dict[str, torch.Tensor], dict[str, torch.Tensor]]] = []
 
     def backward(self, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
         """Exactly `y.backward(upstream)`; an input the graph never reached gets zeros."""
@@ -193,24 +196,69 @@ class AutogradEngine:
             raise
         except Exception:
             return None
-        return rows if self.rows_proven or self._rows_agree(basis[0], rows) else None
+        if self.rows_proven:
+            return rows
+        return self._proven_rows(basis, rows)
 
-    def _rows_agree(self, first: torch.Tensor, rows: tuple) -> bool:
-        """Whether the batched backward's first row is what a plain backward of that upstream
-        gives (within round-off); where it is not, batched rows are given up for good."""
-        plain = self.vjp(first)
-        top, scale = 0.0, 1.0
-        for name, row in zip(self.names, rows, strict=True):
-            want = plain[name]
-            found = gap(torch.zeros_like(want) if row is None else row[0], want)
-            top, scale = max(top, found[0]), max(scale, found[1])
-        if top <= AGREED_ULPS * torch.finfo(self.output.dtype).eps * scale:
+    def _proven_rows(self, basis: torch.Tensor, rows: tuple) -> tuple | None:
+        """`rows` where the batched backward's first row is what a plain backward of that
+        upstream gives (within round-off). Where it is not, the batch is asked once more: a
+        second batch that agrees is the first's call gone wrong (a pair of calls for the
+        determinism check), one that disagrees again is the batched rule's own (batched rows
+        are given up for good: None)."""
+        plain = self.vjp(basis[0])
+        if self._agrees(rows, plain):
             self.rows_proven = True
-            return True
+            return rows
+        # (each asked once more: whichever call went wrong shows as a pair that differs)
+        plain_again, again = self.vjp(basis[0]), self._batched_again(basis)
+        if not self._agrees(plain_again, plain):
+            self.apart.append(("a plain backward of the Jacobian's first row",
+                               "the same asked again", plain, plain_again))
+        if again is not None and not self._agrees(rows, self._first_row(again)):
+            self.apart.append(("autograd's batched backward (its first row)",
+                               "the same batch asked again", self._first_row(rows),
+                               self._first_row(again)))
+        if again is not None and self._agrees(again, plain_again):
+            self.rows_proven = True
+            return again
+        top, scale = self._gap(rows, plain)
         self.batched_apart = (f"autograd's batched backward (vmap over the upstream) disagreed "
                               f"with a plain backward of the same upstream (by up to "
                               f"{top:.3g}, of values up to {scale:.3g})")
-        return False
+        return None
+
+    def _batched_again(self, basis: torch.Tensor) -> tuple | None:
+        try:
+            self.reinstate(self.leaves)
+            rows = torch.autograd.grad(self.output, list(self.leaves.values()), basis,
+                                       retain_graph=True, allow_unused=True,
+                                       is_grads_batched=True)
+        except (GradscopeError, SystemExit):
+            raise
+        except Exception:
+            return None
+        return tuple(r if r is None else stored(r) for r in rows)
+
+    def _first_row(self, rows: tuple) -> dict[str, torch.Tensor]:
+        return {n: torch.zeros_like(leaf.detach()) if r is None else r[0]
+                for (n, leaf), r in zip(self.leaves.items(), rows, strict=True)}
+
+    def _gap(self, rows: tuple | Mapping[str, torch.Tensor], plain: Mapping[str, torch.Tensor]
+             ) -> tuple[float, float]:
+        top, scale = 0.0, 1.0
+        first = rows if isinstance(rows, Mapping) else self._first_row(rows)
+        for name, got in first.items():
+            found = gap(got, plain[name])
+            top, scale = max(top, found[0]), max(scale, found[1])
+        return top, scale
+
+    def _agrees(self, rows: tuple | Mapping[str, torch.Tensor],
+                plain: Mapping[str, torch.Tensor]) -> bool:
+        """Whether a batched backward's first row (or a plain answer) is `plain` within
+        round-off."""
+        top, scale = self._gap(rows, plain)
+        return top <= AGREED_ULPS * torch.finfo(self.output.dtype).eps * scale
 
     def jvp(self, tangents: Mapping[str, torch.Tensor]) -> torch.Tensor:
         primals = tuple(leaf.detach() for leaf in self.leaves.values())

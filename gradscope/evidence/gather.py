@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from gradscope.diagnose.custom_backward import CallsApart
 from gradscope.engines.base import Answer
 from gradscope.engines.fd.batcher import rejection
 from gradscope.errors import GradscopeError, TargetError, UsageError
@@ -240,6 +241,13 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
                           if k is not None), None) for n in prepared.target.names}
         nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None,
                                   kinks)
+    # pairs of backward calls that answered one question differently, found on the way (a
+    # round-off measure's side asked again, a batched backward beside a plain one)
+    apart = (*(rounding.apart if rounding is not None else ()),
+             *_engine_apart(evidence.backward.engine))
+    if apart:
+        evidence = replace(evidence, backward=replace(
+            evidence.backward, apart=(*evidence.backward.apart, *apart)))
     tic = time.perf_counter()  # (called last: a run mode's own run, in one mode of its own)
     alongside = prepared.target.alongside(prepared.bound.cast,
                                           {v.label: v.upstream for v in views})
@@ -248,6 +256,12 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     return replace(evidence, views=tuple(views), forward=_forward(prepared, evidence),
                    nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence),
                    alongside=alongside)
+
+
+def _engine_apart(engine: Any) -> list[CallsApart]:
+    """The autograd engine's own pairs of answers to one question that differ."""
+    return [found for first, again, before, after in engine.apart
+            for found in [CallsApart.of(first, again, before, after)] if found is not None]
 
 
 # ------------------------------------------------------------------ views
@@ -335,19 +349,20 @@ def _views(prepared: Prepared, evidence: Evidence,
         v = back.upstream.to(torch.float64)
         ones = prepared.bound.upstream.ones and all_finite(back.engine.output.detach())
         answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
-        answers = widen("table", answers, lambda where: rounding.vjp(back.upstream, where))
+        answers = widen("table", answers,
+                        lambda where: rounding.vjp(back.upstream, where, back.grads))
         views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
     refs = _references_for(evidence, "random")
     for label, v, grads in randoms:
         answers = widen(label, {r.name: r.vjp(v) for r in refs},
-                        lambda where, v=v: rounding.vjp(v, where))
+                        lambda where, v=v, grads=grads: rounding.vjp(v, where, grads))
         views.append(_view(evidence, label, v, grads, answers, names))
     if jacobians is not None:
         autograd, fixed = jacobians
         answers = {**fixed, **{r.name: r.jacobian(tuple(back.engine.output.shape))
                                for r in _references_for(evidence, "jacobian")
                                if r.name not in fixed}}
-        answers = widen("full Jacobian", answers, lambda _: rounding.jacobian(), False)
+        answers = widen("full Jacobian", answers, lambda _: rounding.jacobian(autograd), False)
         views.append(_view(evidence, "full Jacobian", None, autograd, answers, names))
     if command == "jacobian":  # the table is the Jacobian
         views.insert(0, views.pop())

@@ -36,11 +36,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from gradscope.diagnose.custom_backward import CallsApart
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
 from gradscope.memory import released
 from gradscope.targets.base import Twin
-from gradscope.tensors import broadcast, moved_by
+from gradscope.tensors import broadcast, gap, moved_by
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
@@ -51,6 +52,10 @@ Where = dict[str, torch.Tensor | None]
 # tensor's largest gradient (float16: 1.6 %, bfloat16: 12.5 % of it)
 CAP_UNITS = 16
 
+
+# a side's answer further than this share of the largest gradient from the centre's is asked
+# again: a move of two units shifts a gradient by far less, except across a kink
+IMPLAUSIBLE = 1e-2
 
 # inputs past this many elements together (a model's parameters): each moved side is made when
 # a view asks and let go after, its noise folded in tensor by tensor — kept, the two sides are
@@ -70,13 +75,16 @@ class RoundOff:
     units: float = 0.0  # with a twin: CAP_UNITS × its lowest precision's epsilon
     low: Tolerance | None = None  # with a twin: its lowest precision's tolerance
     kept: list[AutogradEngine] = field(default_factory=list)
+    # pairs of one side's backward asked twice whose answers differ (see `_side`)
+    apart: list[CallsApart] = field(default_factory=list)
 
-    def vjp(self, upstream: torch.Tensor, where: Where | None = None
-            ) -> dict[str, torch.Tensor]:
+    def vjp(self, upstream: torch.Tensor, where: Where | None = None,
+            centre: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's VJP for `upstream` (input-shaped; for the
-        inputs in `where`, at those flat indices only). Each engine takes the upstream in its
-        own output's dtype: the twin's in its own precision, so that what the mode changed
-        includes the upstream's rounding into a lower-precision output."""
+        inputs in `where`, at those flat indices only); `centre`: autograd's own answer for it,
+        asked already (not asked again). Each engine takes the upstream in its own output's
+        dtype: the twin's in its own precision, so that what the mode changed includes the
+        upstream's rounding into a lower-precision output."""
         if self.twin is not None:  # (measured whole, against the twin's)
             where = None
         # (only the inputs with an element compared: at a model's size each VJP of every
@@ -84,34 +92,61 @@ class RoundOff:
         only = None if where is None else [n for n, at in where.items()
                                            if at is None or at.numel()]
         return self._noise(lambda engine: engine.vjp(upstream.to(engine.output.dtype), only),
-                           where)
+                           where, centre)
 
-    def jacobian(self) -> dict[str, torch.Tensor]:
+    def jacobian(self, centre: Mapping[str, torch.Tensor] | None = None
+                 ) -> dict[str, torch.Tensor]:
         """Per input, the round-off of autograd's Jacobian ((out_numel, in_numel))."""
-        return self._noise(lambda engine: engine.jacobian())
+        return self._noise(lambda engine: engine.jacobian(), None, centre)
 
     def _noise(self, answer: Callable[[AutogradEngine], Mapping[str, torch.Tensor]],
-               where: Where | None = None) -> Noise:
-        """`answer` of each engine: the centre's against the moved sides', and with
-        with a twin against the twin's."""
+               where: Where | None = None, known: Mapping[str, torch.Tensor] | None = None
+               ) -> Noise:
+        """`answer` of each engine: the centre's (`known`, where it was asked already)
+        against the moved sides', and with a twin against the twin's."""
         def picked(got: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             if where is None:
                 return dict(got)
             return {n: g if where.get(n) is None else g.reshape(-1)[where[n].to(g.device)]
                     for n, g in got.items()}
 
-        centre = picked(answer(self.centre))
+        centre = picked(answer(self.centre) if known is None else known)
         noise: Noise = {}
-        for side in self._sides():
-            _fold(noise, centre, picked(answer(side)))
+        for sign, side in self._sides():
+            _fold(noise, centre, self._side(sign, side, answer, picked, centre))
             del side  # (before the next side is made: each holds a moved copy of the inputs)
         noise = {n: t.clamp_(min=float(t.mean())) if t.numel() else t for n, t in noise.items()}
         return noise if self.twin is None else \
             _with_twin(noise, centre, answer(self.twin), self.units, self.low)
 
-    def _sides(self) -> Iterator[AutogradEngine]:
+    def _side(self, sign: float, side: AutogradEngine,
+              answer: Callable[[AutogradEngine], Mapping[str, torch.Tensor]],
+              picked: Callable[[Mapping[str, torch.Tensor]], dict[str, torch.Tensor]],
+              centre: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A side's answer. Its backward counts like any other: an answer that a move of two
+        units cannot explain — past IMPLAUSIBLE of the largest gradient away from the centre's,
+        or NaN where it is finite — is asked once more; answers that differ are a pair for the
+        determinism check (a backward that depends on the call), and the one nearer the
+        centre's is measured (a wrong call never widens a bound)."""
+        got = picked(answer(side))
+        self.apart += [found for first, again, before, after in side.apart
+                       for found in [CallsApart.of(first, again, before, after)] if found]
+        side.apart.clear()
+        if not _implausible(got, centre):
+            return got
+        again = picked(answer(side))
+        found = CallsApart.of(f"the round-off measure's backward at the inputs moved by "
+                              f"{'+' if sign > 0 else '−'}2 units", "the same asked again",
+                              got, again)
+        if found is None:
+            return got
+        self.apart.append(found)
+        return {n: torch.where((again[n] - centre[n]).abs() < (g - centre[n]).abs(), again[n], g)
+                for n, g in got.items()}
+
+    def _sides(self) -> Iterator[tuple[float, AutogradEngine]]:
         if self.kept:
-            yield from self.kept
+            yield from zip((1.0, -1.0), self.kept, strict=False)
             return
         values = {n: leaf.detach() for n, leaf in self.centre.leaves.items()}
         keep = sum(v.numel() for v in values.values()) < STREAMED_FROM
@@ -122,8 +157,23 @@ class RoundOff:
                                   copy=False)
             if keep:
                 self.kept.append(side)
-            yield side
+            yield sign, side
             del side
+
+
+def _implausible(got: Mapping[str, torch.Tensor], centre: Mapping[str, torch.Tensor]) -> bool:
+    """A side's answer no move of two units explains: NaN or infinite where the centre's is
+    finite, or apart from it by more than IMPLAUSIBLE × its largest magnitude."""
+    for name, g in got.items():
+        c = centre.get(name)
+        if c is None or c.shape != g.shape or not g.numel():
+            continue
+        if bool((~torch.isfinite(g) & torch.isfinite(c)).any()):
+            return True
+        top, scale = gap(g, c)
+        if top > IMPLAUSIBLE * scale:
+            return True
+    return False
 
 
 def measure(engine: AutogradEngine, computed: torch.dtype, twin: Twin | None = None

@@ -1,15 +1,16 @@
 """Custom Functions whose backward depends on the call: right on every call but one (or on
 every second), as a stale cache or a reused workspace makes it. `counted()` makes the right
-twin, which counts its calls (how many backward calls a check makes)."""
+twin, which counts its calls (how many backward calls a check makes). Two shapes: elementwise
+(2·sin x) and row sums (Σ_j x_ij², which finite differences evaluate column by column)."""
 
 from __future__ import annotations
 
 import torch
 
 
-def wrong_on(call: int, how: str = "scale", every: int = 0) -> type:
-    """2·sin(x) whose backward is NaN or ×1.5 on backward call `call` (1-based), or on every
-    `every`-th call; 0 and 0: right on every call."""
+def wrong_on(call: int, how: str = "scale", every: int = 0, rows: bool = False) -> type:
+    """A Function whose backward is NaN or ×1.5 on backward call `call` (1-based), or on
+    every `every`-th call; 0 and 0: right on every call."""
 
     class CallDependent(torch.autograd.Function):
         calls = 0
@@ -17,14 +18,14 @@ def wrong_on(call: int, how: str = "scale", every: int = 0) -> type:
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return 2 * x.sin()
+            return (x * x).sum(-1) if rows else 2 * x.sin()
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
             CallDependent.calls += 1
             n = CallDependent.calls
-            grad = g * 2 * x.cos()
+            grad = g.unsqueeze(-1) * 2 * x if rows else g * 2 * x.cos()
             if n == call or (every and n % every == 0):
                 grad = grad * float("nan") if how == "nan" else grad * 1.5
             return grad
@@ -32,5 +33,5 @@ def wrong_on(call: int, how: str = "scale", every: int = 0) -> type:
     return CallDependent
 
 
-def counted() -> type:
-    return wrong_on(0)
+def counted(rows: bool = False) -> type:
+    return wrong_on(0, rows=rows)
