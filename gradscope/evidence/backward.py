@@ -296,7 +296,8 @@ def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tra
 def with_flow(prepared: Prepared, back: Backward) -> Backward:
     """User code's flow: one more forward and backward, watched in anomaly mode (file:line)."""
     source = prepared.target.flow_source()
-    if back.flow is not None or back.grads is None or source is None or source.watch_first:
+    if back.flow is not None or back.grads is None or source is None or source.watch_first \
+            or not prepared.target.watchable:
         return back
     if not prepared.request.explain_passing:  # (the flow explains; a caller that shows only
         return back  # failures asks again with explanations when a run fails)

@@ -333,6 +333,12 @@ class Target:
         """How the gradient-flow analysis learns the graph (None: it does not)."""
         return None
 
+    @property
+    def watchable(self) -> bool:
+        """Whether a check may watch the target's forward (the gradient-flow trace's second,
+        watched run) — not where it is called only the ordinary way."""
+        return True
+
     def for_values(self, output: torch.Tensor) -> tuple[TracedFn, list[str]]:
         """The traced function finite differences evaluate, learned from autograd's own
         `output` (its graph), and notes on what was learned."""

@@ -476,12 +476,14 @@ class CodeTarget(Target):
         with batch_statistics_only(layers):
             return plain_value(self.forward, values)
 
-    def flow_source(self) -> FlowSource | None:
+    def flow_source(self) -> FlowSource:
         from gradscope.targets.scopes import sourced  # the watched forward of a model
 
-        if self._compiled_inside:  # (a watched forward would make dynamo compile it again)
-            return None
         return FlowSource(sourced(self.forward, self.module), anomaly=True)
+
+    @property
+    def watchable(self) -> bool:
+        return not self._compiled_inside  # (a watched forward: dynamo would compile it again)
 
     def perturbed_failure(self, exc: BaseException) -> str:
         """The user's code failing at a perturbed point is the target's; anything else that

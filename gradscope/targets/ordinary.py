@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from gradscope.options import Options
-from gradscope.targets.base import FlowSource, Target, TracedFn
+from gradscope.targets.base import Target, TracedFn
 from gradscope.targets.mode import Mode
 from gradscope.targets.wrapper import Wrapper
 from gradscope.tensors import plain_value
@@ -45,8 +45,9 @@ class Ordinary(Wrapper):
         return traced, ([NOTE] if self.base.runs_user_code and not self.base.ordinary_only
                         else [])
 
-    def flow_source(self) -> FlowSource | None:
-        return None  # (a watched forward is no ordinary call)
+    @property
+    def watchable(self) -> bool:
+        return False  # (a watched forward is no ordinary call)
 
     def again(self, values: Mapping[str, torch.Tensor],
               forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
