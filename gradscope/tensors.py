@@ -58,6 +58,22 @@ def as_given(value: Any, given: Any) -> Any:
     return torch.nn.Parameter(value, requires_grad=False)
 
 
+def readable(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements can be read: its storage holds every element it addresses (code
+    that frees a tensor's memory — `x.untyped_storage().resize_(0)`, as reversible networks do
+    to their inputs until backward restores them — leaves a tensor whose reading would fault).
+    A tensor with no storage of its own (a batched or wrapped one) is not readable here."""
+    if t.numel() == 0:
+        return True
+    try:
+        held = t.untyped_storage().nbytes()
+    except (NotImplementedError, RuntimeError):
+        return False
+    last = t.storage_offset() + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(),
+                                                                      strict=True))
+    return held >= (last + 1) * t.element_size()
+
+
 def all_finite(t: torch.Tensor) -> bool:
     """True when no element is NaN or infinite. One float64 sum decides in the usual case (it
     is finite only if every element is; isfinite is a slower pass over large tensors); only an
@@ -299,6 +315,39 @@ def compiled_inside(output: Any) -> bool:
     `retain_graph`."""
     return any(type(node).__name__ == "CompiledFunctionBackward"
                for node in grad_nodes(getattr(output, "grad_fn", None)))
+
+
+# the metadata key and value that mark gradscope's own node in a graph: the copy of an input
+# the user's code received (targets/code.py), which graphs and traces look through
+OWN_NODE = ("gradscope", "input copy")
+
+
+def own_copy(value: torch.Tensor) -> torch.Tensor:
+    """A copy of `value` with storage of its own, differentiable where `value` requires grad
+    (its node marked as gradscope's own: `own_node`)."""
+    if not value.requires_grad:
+        return value.detach().clone()
+    copied = value.clone()
+    if copied.grad_fn is not None:
+        copied.grad_fn.metadata[OWN_NODE[0]] = OWN_NODE[1]
+    return copied
+
+
+def own_node(node: Any) -> bool:
+    """Whether a graph node is gradscope's own input copy (`own_copy`)."""
+    metadata = getattr(node, "metadata", None)
+    return isinstance(metadata, dict) and metadata.get(OWN_NODE[0]) == OWN_NODE[1]
+
+
+def through_own(children: Iterator[Any] | list[Any]) -> list[Any]:
+    """Graph children, gradscope's own input copies replaced by what they copy."""
+    out = []
+    for child in children:
+        while child is not None and own_node(child):
+            child = child.next_functions[0][0] if child.next_functions else None
+        if child is not None:
+            out.append(child)
+    return out
 
 
 def grad_nodes(root: Any) -> Iterator[Any]:

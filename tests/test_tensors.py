@@ -191,3 +191,49 @@ def test_same_gradient_is_equality_or_no():
     nan = torch.tensor([float("nan")])
     assert not same_gradient(nan.clone(), nan)  # (a NaN says nothing: the caller runs its own)
     assert same_gradient(None, torch.zeros(2)) and not same_gradient(None, torch.ones(2))
+
+
+def test_readable_says_whether_a_tensors_storage_holds_what_it_addresses():
+    from gradscope.tensors import readable
+
+    x = torch.randn(4, 3)
+    assert readable(x) and readable(x[1:, ::2]) and readable(torch.zeros(0))
+    freed = torch.randn(4)
+    alias = freed.detach()
+    freed.untyped_storage().resize_(0)  # (a reversible network's way with its input)
+    assert not readable(alias) and not readable(freed)
+
+
+def test_an_own_copy_is_differentiable_and_graphs_look_through_its_node():
+    from gradscope.tensors import grad_nodes, own_copy, own_node, through_own
+
+    leaf = torch.randn(3, requires_grad=True)
+    copied = own_copy(leaf)
+    assert copied.data_ptr() != leaf.data_ptr() and own_node(copied.grad_fn)
+    out = (copied * 2).sum()
+    (grad,) = torch.autograd.grad(out, leaf)
+    assert torch.equal(grad, torch.full((3,), 2.0))
+    mul = out.grad_fn.next_functions[0][0]
+    (below,) = through_own([c for c, _ in mul.next_functions if c is not None])
+    assert type(below).__name__ == "AccumulateGrad" and below.variable is leaf
+    assert not any(own_node(n) for n in grad_nodes((leaf * 2).grad_fn))
+    plain = own_copy(torch.ones(2))
+    assert plain.grad_fn is None and not plain.requires_grad
+
+
+def test_differing_lists_only_the_elements_two_answers_disagree_at():
+    from gradscope.tensors import differing
+
+    first = torch.tensor([1.0, float("nan"), 3.0, 4.0])
+    at, gap = differing(first, torch.tensor([1.0, float("nan"), 3.5, float("nan")]))
+    assert at.tolist() == [2, 3] and gap[0] == 0.5 and gap[1] > 1e300
+    at, _ = differing(torch.zeros(3), None)  # (an unused input: its zeros)
+    assert at.numel() == 0
+
+
+def test_gap_reads_a_difference_against_the_larger_of_one_and_the_wanted_scale():
+    from gradscope.tensors import gap
+
+    assert gap(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5])) == (0.5, 2.5)
+    top, scale = gap(torch.tensor([float("nan")]), torch.tensor([0.1]))
+    assert top == float("inf") and scale == 1.0

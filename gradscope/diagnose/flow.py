@@ -24,7 +24,7 @@ import torch
 
 from gradscope.expr.ops import BY_GRAD_FN
 from gradscope.targets.base import BranchSite, Sourced
-from gradscope.tensors import all_finite, as_leaves, grad_nodes
+from gradscope.tensors import all_finite, as_leaves, grad_nodes, own_node, through_own
 from gradscope.usercode import backward_location
 
 
@@ -208,6 +208,9 @@ class Tracer:
         self.branches = list(seen.branches)
         self.held.append(top)
         for fn in grad_nodes(top):
+            if own_node(fn):  # (gradscope's copy of an input: looked through)
+                self.held.append(fn)
+                continue
             op, kind = _classify(fn.name())
             src_op, text = seen.where.get(id(fn), (None, ""))
             node = FlowNode(id(fn), fn.name().split("::")[-1], src_op or op, kind,
@@ -216,7 +219,7 @@ class Tracer:
             if kind == "leaf":
                 node.leaf = names.get(id(fn.variable), "?")
                 node.where = node.leaf
-            children = [c for c, _ in fn.next_functions if c is not None]
+            children = through_own([c for c, _ in fn.next_functions if c is not None])
             self.held += [fn, *children]
             node.children = [id(c) for c in children]
             self.nodes[id(fn)] = node

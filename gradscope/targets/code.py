@@ -44,7 +44,7 @@ from gradscope.targets.registered import (
 from gradscope.targets.shapes import module_input_shape
 from gradscope.targets.signature import OPEN, Param
 from gradscope.targets.state import State, state_of
-from gradscope.tensors import as_given, compiled_inside, gap, plain_value
+from gradscope.tensors import as_given, compiled_inside, gap, own_copy, plain_value
 from gradscope.usercode import known_hint, user_code
 
 
@@ -275,7 +275,7 @@ class CodeTarget(Target):
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         self._calls += 1
         values = {**values, **self.constants} if self.constants else values
-        args, kwargs = self._call_args(values)
+        args, kwargs = self._call_args({n: self._own(n, v) for n, v in values.items()})
         grad_mode = torch.is_grad_enabled()
         self._from_state()
         try:
@@ -290,6 +290,18 @@ class CodeTarget(Target):
         finally:
             self._after_call(grad_mode)
         return picked(out, self.text, self.output)
+
+    def _own(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        """An input as the user's code receives it: a tensor of its own storage, since code
+        may write into its inputs or free their memory until its backward restores them
+        (reversible networks: `x.untyped_storage().resize_(0)`) — never gradscope's values
+        themselves, nor its leaves: as in training, the code's input is no leaf of its own (a
+        differentiable copy, whose node graphs look through). A module's parameters (held in
+        its slots) and a Parameter the user passed are passed as they are."""
+        if name in self.parameters or not isinstance(value, torch.Tensor) \
+                or isinstance(self.given.get(name), torch.nn.Parameter) or not holdable(value):
+            return value
+        return own_copy(value)
 
     def _held_call(self, params: dict[str, torch.Tensor], args: list[Any],
                    kwargs: dict[str, Any]) -> Any:

@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradscope.targets.base import BranchSite, Sourced
 from gradscope.targets.branches import COMPARISONS, SIDES, sides
-from gradscope.tensors import all_finite, grad_nodes
+from gradscope.tensors import all_finite, grad_nodes, readable
 from gradscope.usercode import OURS, place
 
 MAX_ORIGINS = 5  # forward NaN origins kept: the first is where it starts, the rest follow it
@@ -80,7 +80,8 @@ class _Watch(TorchFunctionMode):
         """A comparison, clamp, relu, abs or sign on a tensor that depends on the inputs:
         which side each element took, summed over the calls from one line."""
         first = args[0] if args else None
-        if not isinstance(first, torch.Tensor) or not first.requires_grad:
+        if not isinstance(first, torch.Tensor) or not first.requires_grad \
+                or not all(readable(t) for t in _tensors((args, kwargs, out))):
             return
         name = getattr(func, "__name__", "")
         if name not in BRANCHING:
@@ -95,8 +96,10 @@ class _Watch(TorchFunctionMode):
 
     def _nan(self, func: Callable[..., Any], args: Any, kwargs: Any, out: Any,
              scope: str) -> None:
-        made = [t for t in _tensors(out) if t.is_floating_point() and not all_finite(t)]
-        if not made or not all(all_finite(t) for t in _tensors((args, kwargs or {}))):
+        made = [t for t in _tensors(out) if t.is_floating_point() and readable(t)
+                and not all_finite(t)]
+        if not made or not all(readable(t) and all_finite(t)
+                               for t in _tensors((args, kwargs or {}))):
             return
         name = getattr(func, "__name__", str(func)).strip("_")
         count = sum(int((~torch.isfinite(t)).sum()) for t in made)

@@ -2,7 +2,9 @@
 Function saves only the output, recomputes the input with the inverse in backward and re-runs
 its sub-modules there, differentiating with respect to the parameters it was handed — the
 module's own `self.parameters()` at forward time. A check that swaps parameters in for the
-forward only breaks it; a planted twin scales the parameters' gradients by 1.5."""
+forward only breaks it; a planted twin scales the parameters' gradients by 1.5. `Freeing`
+also frees its input's memory in forward and restores it in backward, as GroupAddRev does: a
+check that hands the user's code its own values loses them (or reads freed memory)."""
 
 import torch
 from torch import nn
@@ -71,3 +73,39 @@ def rev_loss(x):
 
 
 BLOCK = RevBlock()
+
+
+class FreeingInvertible(torch.autograd.Function):
+    """GroupAddRev's InvertibleFunction in small: the input's storage freed after forward,
+    resized and set to the inverse's values in backward."""
+
+    @staticmethod
+    def forward(ctx, block, x, *weights):
+        ctx.block, ctx.weights = block, weights
+        with torch.no_grad():
+            y = block.coupled(x.detach())
+        x.untyped_storage().resize_(0)  # (the memory a reversible network saves)
+        ctx.x, ctx.y = x, y
+        return y.detach()
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        block, x = ctx.block, ctx.x
+        with torch.no_grad():
+            again = block.inverse(ctx.y)
+            x.untyped_storage().resize_(again.numel() * again.element_size())
+            x.set_(again)
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(True)
+            grads = torch.autograd.grad(block.coupled(leaf), (leaf, *ctx.weights), grad_y)
+        grad_x, *grad_w = grads
+        return (None, grad_x, *(g * block.weight_factor for g in grad_w))
+
+
+class FreeingRevBlock(RevBlock):
+    def forward(self, x):
+        return FreeingInvertible.apply(self, x, *self.parameters())
+
+
+class FreeingRevBlockBug(FreeingRevBlock):
+    weight_factor = 1.5

@@ -28,6 +28,15 @@ def test_its_planted_twin_fails_with_the_factor_on_every_parameter():
     assert "1.5 × the derivative" in report.to_text()
 
 
+def test_a_block_that_frees_its_inputs_memory_until_backward_passes_and_its_twin_fails():
+    # (GroupAddRev's way: every call of the user's code gets inputs of its own storage, so
+    # freeing them never reaches gradscope's values — before, a read of the freed memory)
+    right = gradscope.check(f"{REV}:FreeingRevBlock", shape={"x": (3, 4)})
+    assert right.passed, right.to_text()
+    wrong = gradscope.check(f"{REV}:FreeingRevBlockBug", shape={"x": (3, 4)})
+    assert not wrong.passed and "1.5 × the derivative" in wrong.to_text()
+
+
 def test_a_function_over_a_global_block_passes_and_the_block_keeps_its_parameters():
     own = {n: (p, p.detach().clone()) for n, p in reversible.BLOCK.named_parameters()}
     report = gradscope.check(f"{REV}:rev_loss", shape={"x": (3, 4)})

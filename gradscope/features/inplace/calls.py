@@ -216,7 +216,7 @@ def backward_again(call: FunctionCall, upstream: Callable[[torch.Tensor], torch.
     wanted = [k for k, a in enumerate(leaves) if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         with torch.enable_grad():
-            out = call.cls.apply(*leaves, **call.kwargs)  # type: ignore[attr-defined]
+            out = applied(call.cls, leaves, call.kwargs)
             if flat is not None:
                 out = flat(out)
             grads = torch.autograd.grad(out, [leaves[k] for k in wanted], upstream(out),
@@ -462,6 +462,15 @@ def storage(value: Any) -> tuple[Any, ...] | None:
     if not isinstance(value, torch.Tensor):
         return None
     return value.data_ptr(), tuple(value.shape), value.dtype, value.device
+
+
+def applied(cls: Any, args: Any, kwargs: Any) -> Any:
+    """`cls.apply` on copies of its tensor arguments (differentiable: a gradient still reaches
+    a leaf passed in): the user's Function may write into what it is given or free its memory
+    until its backward restores it (a reversible network's input), and the arguments are
+    gradscope's recorded values, asked again and again."""
+    return cls.apply(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args),
+                     **kwargs)
 
 
 def _kept(value: Any) -> Any:

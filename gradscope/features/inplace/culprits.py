@@ -23,7 +23,13 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.engines.fd.result import Estimate
-from gradscope.features.inplace.calls import FunctionCall, backward_again, backward_of, record
+from gradscope.features.inplace.calls import (
+    FunctionCall,
+    applied,
+    backward_again,
+    backward_of,
+    record,
+)
 from gradscope.features.inplace.custom_ops import registered
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
@@ -303,7 +309,7 @@ def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str,
         args = [values.get(names[i], a) if isinstance(a, torch.Tensor) else a
                 for i, a in enumerate(call.args)]
         with torch.no_grad():
-            out = call.cls.apply(*args, **call.kwargs)  # type: ignore[attr-defined]
+            out = applied(call.cls, args, call.kwargs)
         return _flat(out), []
     return fn
 
@@ -348,7 +354,7 @@ def _output_sizes(call: FunctionCall) -> list[tuple[int, bool]] | None:
     those are differenced); None where the forward refuses a second call."""
     try:
         with torch.no_grad():
-            out = call.cls.apply(*call.args, **call.kwargs)  # type: ignore[attr-defined]
+            out = applied(call.cls, call.args, call.kwargs)
     except Exception:  # (a forward that refuses: the gradients that arrived, in order)
         return None
     parts = out if isinstance(out, tuple | list) else (out,)

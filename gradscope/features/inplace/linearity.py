@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from gradscope.diagnose.custom_backward import ALPHA, BETA
+from gradscope.features.inplace.calls import applied
 from gradscope.rng import generator
 from gradscope.verdict.tolerance import Tolerance
 
@@ -41,7 +42,7 @@ def nonlinear(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any], names: li
         return None
     try:
         with torch.enable_grad():
-            out = flat(cls.apply(*leaves, **kwargs))
+            out = flat(applied(cls, leaves, kwargs))
         if not out.requires_grad or out.numel() == 0:
             return None
         # (drawn on the CPU's generator, then where the output is: a CUDA output given CPU

@@ -216,7 +216,8 @@ class Served:
         """Call `index`'s own forward again with its argument moved by step × direction (every
         rank at once, so a collective inside it matches): its outputs."""
         call = self.calls[index]
-        args = list(call.args)
+        # (copies: the Function may write into its arguments or free them)
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in call.args]
         args[argument] = args[argument] + step * direction.to(args[argument])
         with torch.no_grad(), user_code(f"{call.cls.__qualname__}.forward"):
             out = call.cls.apply(*args, **call.kwargs)
