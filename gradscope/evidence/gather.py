@@ -42,7 +42,7 @@ from gradscope.inputs.bind import tangents_for
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
 from gradscope.tensors import all_finite
-from gradscope.verdict.compare import Comparison, compare
+from gradscope.verdict.compare import Comparison, compare, undefined_alone
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
@@ -294,29 +294,9 @@ def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
         first = evidence.backward.grads
         if label != "table" and first is not None and name in first \
                 and all_finite(first[name]):  # (the table's NaN/inf fails whole: `_nonfinite`)
-            raw[name] = _undefined_alone(raw[name], autograd[name],
+            raw[name] = undefined_alone(raw[name], autograd[name],
                                          list(per_input[name].values()), kink)
     return View(label, upstream, dict(autograd), per_input, raw)
-
-
-def _undefined_alone(cmp: Comparison, autograd: torch.Tensor, answers: Sequence[Answer],
-                     kink: torch.Tensor | None) -> Comparison:
-    """Elements where autograd alone is NaN or infinite — every reference that answers the
-    whole view finite there, no kink — are mismatches, not `undefined`: a backward that
-    gave numbers on the table's call and NaN on this one is wrong on this call."""
-    if not cmp.has(Status.UNDEFINED) or all_finite(autograd.detach()):
-        return cmp
-    whole = [a for a in answers if a.checked is None]
-    if not whole:
-        return cmp
-    alone = ~torch.isfinite(autograd.detach()).reshape(cmp.status.shape)
-    for answer in whole:
-        alone &= torch.isfinite(answer.values.to(alone.device)).expand(alone.shape)
-    if kink is not None:
-        alone &= ~kink.to(alone.device).expand(alone.shape)
-    if not bool(alone.any()):
-        return cmp
-    return Comparison(cmp.status.masked_fill(alone, Status.MISMATCH.code), cmp.error)
 
 
 def _scalar_at_scale(evidence: Evidence) -> bool:
@@ -342,7 +322,8 @@ def _views(prepared: Prepared, evidence: Evidence,
               elementwise: bool = True) -> dict[str, dict[str, Answer]]:
         if rounding is None:
             return answers
-        return roundoff.widened(answers, _remembered(measured, label, noise), elementwise)
+        return roundoff.widened(answers, roundoff.remembered(measured, label, noise),
+                                elementwise)
 
     views = []
     if command != "jacobian":
@@ -367,29 +348,6 @@ def _views(prepared: Prepared, evidence: Evidence,
     if command == "jacobian":  # the table is the Jacobian
         views.insert(0, views.pop())
     return views
-
-
-def _remembered(measured: dict[str, Any], label: str, noise: Callable[[Any], Any]
-                ) -> Callable[[Any], Any]:
-    """`noise`, measured once per view and per set of compared elements (a refinement
-    changes estimates, not which elements they answer)."""
-    def ask(where: Any) -> Any:
-        kept = measured.get(label)
-        if kept is not None and _same_where(kept[0], where):
-            return kept[1]
-        found = noise(where)
-        measured[label] = (where, found)
-        return found
-
-    return ask
-
-
-def _same_where(a: Any, b: Any) -> bool:
-    if a is None or b is None or set(a) != set(b):
-        return a is None and b is None
-    return all((x is None and y is None) or (x is not None and y is not None
-                                             and torch.equal(x, y))
-               for x, y in ((a[n], b[n]) for n in a))
 
 
 def _random_upstreams(prepared: Prepared, back: Backward

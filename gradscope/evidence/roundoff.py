@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -262,6 +263,29 @@ def _compared(answers: Mapping[str, Mapping[str, Answer]]) -> Where | None:
         anything = True
         where[name] = None if bool(union.all()) else union.reshape(-1).nonzero().flatten()
     return where if anything else None
+
+
+def remembered(measured: dict[str, Any], label: str, noise: Callable[[Any], Any]
+                ) -> Callable[[Any], Any]:
+    """`noise`, measured once per view and per set of compared elements (a refinement
+    changes estimates, not which elements they answer)."""
+    def ask(where: Any) -> Any:
+        kept = measured.get(label)
+        if kept is not None and _same_where(kept[0], where):
+            return kept[1]
+        found = noise(where)
+        measured[label] = (where, found)
+        return found
+
+    return ask
+
+
+def _same_where(a: Any, b: Any) -> bool:
+    if a is None or b is None or set(a) != set(b):
+        return a is None and b is None
+    return all((x is None and y is None) or (x is not None and y is not None
+                                             and torch.equal(x, y))
+               for x, y in ((a[n], b[n]) for n in a))
 
 
 def guarded(call: Callable[[], Noise]) -> Noise | None:

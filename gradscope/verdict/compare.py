@@ -33,6 +33,7 @@ from gradscope.report.status import (
     Status,
     worst,
 )
+from gradscope.tensors import all_finite
 from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 # a sample covering less than 1/SPARSE of a tensor is judged at its own elements only
@@ -254,6 +255,26 @@ def _margin(diff: torch.Tensor, ref: torch.Tensor, answer: Answer, tol: Toleranc
         else:
             margin = margin - FD_ERROR_FACTOR * err
     return margin
+
+
+def undefined_alone(cmp: Comparison, autograd: torch.Tensor, answers: Sequence[Answer],
+                     kink: torch.Tensor | None) -> Comparison:
+    """Elements where autograd alone is NaN or infinite — every reference that answers the
+    whole view finite there, no kink — are mismatches, not `undefined`: a backward that
+    gave numbers on the table's call and NaN on this one is wrong on this call."""
+    if not cmp.has(Status.UNDEFINED) or all_finite(autograd.detach()):
+        return cmp
+    whole = [a for a in answers if a.checked is None]
+    if not whole:
+        return cmp
+    alone = ~torch.isfinite(autograd.detach()).reshape(cmp.status.shape)
+    for answer in whole:
+        alone &= torch.isfinite(answer.values.to(alone.device)).expand(alone.shape)
+    if kink is not None:
+        alone &= ~kink.to(alone.device).expand(alone.shape)
+    if not bool(alone.any()):
+        return cmp
+    return Comparison(cmp.status.masked_fill(alone, MISMATCH), cmp.error)
 
 
 def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:

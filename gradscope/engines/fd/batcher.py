@@ -10,6 +10,10 @@ is compared, at its first point, with a plain call there; where they disagree, e
 evaluation is a plain call (a loop) and the disagreement is kept (`batched_apart`) for the
 report to say what it is: the batched rule disagrees with plain calls, not a wrong backward."""
 
+# Long: one class — a batch's chunks, its vmap call, its loop and the proof that ties the two
+# share the batch's state (which columns fit, whether vmap holds); split, the proof and the
+# calls it judges could drift apart.
+
 from __future__ import annotations
 
 import warnings
