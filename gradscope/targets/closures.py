@@ -1,7 +1,7 @@
 """Modules a plain function reaches — a training-style `def loss(x): return model(x)...` over a
 global, a closure cell, a default argument or a bound method's `self` — so that their
 parameters are checked too, on copies: the function is rebuilt to use the copies, which a
-wrapper module holds, so `torch.func.functional_call` can swap their parameters in. The user's
+wrapper module holds, whose parameter slots gradscope fills (held.py). The user's
 modules are never touched. Also what the modules' normalisation layers do in train mode: a note,
 and running statistics left alone while finite differences evaluate values.
 
@@ -76,7 +76,7 @@ def rebuilt(fn: Callable[..., Any], copies: Mapping[str, torch.nn.Module]) -> Ca
 
 class Holder(torch.nn.Module):
     """The copies, as submodules named after how the function reaches them (`model`), and
-    the rebuilt function as forward: functional_call on a Holder swaps their parameters."""
+    the rebuilt function as forward: their parameter slots are what gradscope fills."""
 
     def __init__(self, fn: Callable[..., Any], copies: Mapping[str, torch.nn.Module]) -> None:
         super().__init__()
