@@ -67,6 +67,8 @@ def feature_specs() -> list[dict[str, Any]]:
     ops, opc = str(DATA / "custom_ops.py"), str(DATA / "opcheck_ops.py")
     comp, func = str(DATA / "compiled.py"), str(DATA / "functional.py")
     amp = str(HERE / "cuda_targets.py")
+    rev, calls = str(DATA / "reversible.py"), str(DATA / "call_dependent.py")
+    rules = str(DATA / "batch_rules.py")
     return [
         _spec("expression", "3*a + 2*b*b + log(c)", True, shape={"a": [1000]}),
         _spec("expression 3 × 1,000,000", "3*a + 2*b*b + log(c)", True,
@@ -97,6 +99,20 @@ def feature_specs() -> list[dict[str, Any]]:
         _spec("jacrev inside", f"{func}:jac_norm", True, shape={"x": [4]}),
         _spec("Function inside vmap, backward twice too large", f"{func}:row_norms_bug",
               False, shape={"x": [3, 4]}),
+        _spec("--autocast bfloat16, float32 custom_bwd 8 % too large", f"{amp}:HeadEight",
+              False, shape={"x": [3, 8]}, autocast="bfloat16"),
+        _spec("reversible block re-running its modules in backward", f"{rev}:RevBlock", True,
+              shape={"x": [3, 4]}),
+        _spec("reversible block freeing its input, planted 1.5×", f"{rev}:FreeingRevBlockBug",
+              False, shape={"x": [3, 4]}),
+        _spec("backward wrong on its 2nd call", f"{calls}:SecondCallWrong", False,
+              shape={"x": [5]}),
+        _spec("backward NaN on every 2nd call", f"{calls}:EverySecondWrong", False,
+              shape={"x": [5]}),
+        _spec("wrong vmap rule hiding a wrong backward", f"{rules}:wrong_both_rows", False,
+              shape={"x": [4, 6]}),
+        _spec("wrong vmap rule, right backward", f"{rules}:wrong_rule_rows", True,
+              shape={"x": [4, 6]}),
     ]
 
 

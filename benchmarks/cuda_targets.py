@@ -49,3 +49,20 @@ class Head(torch.nn.Module):
 class HeadBug(Head):
     def __init__(self):
         super().__init__(bug=True)
+
+
+class ScaledTanhEight(ScaledTanh):
+    """x's gradient 8 % too large, in float32, behind the low-precision linear."""
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type=DEVICE)
+    def backward(ctx, g):
+        x, y, scale = ctx.saved_tensors
+        dy = g * (1 - y * y)
+        return dy * scale * 1.08, (dy * x).sum()
+
+
+class HeadEight(Head):
+    def __init__(self):
+        super().__init__()
+        self.act = ScaledTanhEight

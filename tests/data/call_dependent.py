@@ -35,3 +35,9 @@ def wrong_on(call: int, how: str = "scale", every: int = 0, rows: bool = False) 
 
 def counted(rows: bool = False) -> type:
     return wrong_on(0, rows=rows)
+
+
+# (file targets for the command line and benchmarks/cuda.py: wrong on the 2nd call — the
+# gradient-flow trace's — and on every second)
+SecondCallWrong = wrong_on(2)
+EverySecondWrong = wrong_on(0, "nan", every=2)
