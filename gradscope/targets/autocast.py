@@ -81,13 +81,11 @@ class Autocasting(Mode):
     option = "autocast"
     excludes = ("nproc", "compile")
     alone = "check the mixed-precision forward's first-order gradients on its own"
+    first_order = "the mixed-precision forward's, as training takes them"
     fits = False
 
     def adjusted(self, options: Options) -> Options:
-        """float32 inputs (float64 is not autocast-eligible), order 1."""
-        if options.order == 2:
-            raise UsageError("--autocast is not combined with --order 2: check the "
-                             "mixed-precision forward's first-order gradients on its own")
+        """float32 inputs (float64 is not autocast-eligible)."""
         if options.dtype not in ("float64", "float32"):
             raise UsageError(f"--autocast runs float32 inputs (autocast lowers them itself); "
                              f"leave out --dtype {options.dtype}")

@@ -106,13 +106,8 @@ class Compiling(Mode):
     alone = "check the compiled target in one process, at its own dtype"
     needs = ("compile_fallback",)
     purpose = "a torch.compile'd run"
+    first_order = "AOTAutograd has no double backward"
     fits = False
-
-    def adjusted(self, options: Options) -> Options:
-        if options.order == 2:
-            raise UsageError("--compile checks first-order gradients: AOTAutograd has no double "
-                             "backward, so leave out --order 2")
-        return options
 
     def wrap(self, target: Target, options: Options) -> Target:
         # (after the target's file: it may register a backend)

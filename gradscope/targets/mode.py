@@ -30,6 +30,8 @@ class Mode:
     # options that mean nothing without this mode, and what the mode is for (said to the user)
     needs: ClassVar[tuple[str, ...]] = ()
     purpose: ClassVar[str] = ""
+    # why it checks first-order gradients only ("": --order 2 is fine)
+    first_order: ClassVar[str] = ""
     # whether a model too large for a float64 check may be checked in its own dtype under it
     fits: ClassVar[bool] = True
     builds: ClassVar[bool] = False  # it builds its own target and binding (`build`)
@@ -77,6 +79,9 @@ def asked(modes: Sequence[Mode], options: Options) -> list[Mode]:
                 raise UsageError(f"{SPECS[name].flag} is for {mode.purpose}: give "
                                  f"{mode.flag}{' ' + metavar if metavar else ''} too")
     for mode in on:
+        if mode.first_order and options.order == 2:
+            raise UsageError(f"{mode.flag} checks first-order gradients ({mode.first_order}): "
+                             "leave out --order 2")
         for other in on:
             if other is not mode and other.option in mode.excludes:
                 raise UsageError(f"{mode.flag} is not combined with {other.flag}: "
