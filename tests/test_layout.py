@@ -181,6 +181,21 @@ def test_only_the_op_table_names_an_op():
     assert not found, "\n".join(found)
 
 
+# The stages ask the target what to call and never which run mode runs (docs/architecture.md,
+# "run modes are target wrappers"): no mode is named in them, not even in a comment.
+MODE_WORDS = re.compile(r"compil\w*|autocast\w*|nproc|distributed|\branks?\b|dynamo|torchrun|"
+                        r"\bgloo\b|--plain", re.IGNORECASE)
+
+
+def test_the_stages_name_no_run_mode():
+    found = [f"{path.relative_to(ROOT)}:{k}: {line.strip()[:80]}"
+             for name, path in MODULES.items()
+             if name.startswith(("gradscope.evidence", "gradscope.runner"))
+             for k, line in enumerate(path.read_text().splitlines(), 1)
+             if MODE_WORDS.search(line)]
+    assert not found, "\n".join(found)
+
+
 def test_functions_stay_readable():
     long = []
     for path in MODULES.values():
