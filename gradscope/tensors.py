@@ -6,6 +6,7 @@ torch, no gradscope imports."""
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -320,14 +321,27 @@ def compiled_inside(output: Any) -> bool:
 # the metadata key and value that mark gradscope's own node in a graph: the copy of an input
 # the user's code received (targets/code.py), which graphs and traces look through
 OWN_NODE = ("gradscope", "input copy")
+# set while gradscope does work of its own inside a call of the user's code: gradscope's torch
+# function modes (which count, watch or record the user's ops) let it pass unseen
+_OWN_WORK = contextvars.ContextVar("gradscope_own_work", default=False)
+
+
+def own_work() -> bool:
+    """Whether the torch function being called is gradscope's own (`own_copy`'s), not the
+    user's code's: a mode that counts, watches or records the user's ops passes it on."""
+    return _OWN_WORK.get()
 
 
 def own_copy(value: torch.Tensor) -> torch.Tensor:
     """A copy of `value` with storage of its own, differentiable where `value` requires grad
-    (its node marked as gradscope's own: `own_node`)."""
-    if not value.requires_grad:
-        return value.detach().clone()
-    copied = value.clone()
+    (its node marked as gradscope's own: `own_node`), made unseen by gradscope's modes."""
+    token = _OWN_WORK.set(True)
+    try:
+        if not value.requires_grad:
+            return value.detach().clone()
+        copied = value.clone()
+    finally:
+        _OWN_WORK.reset(token)
     if copied.grad_fn is not None:
         copied.grad_fn.metadata[OWN_NODE[0]] = OWN_NODE[1]
     return copied

@@ -28,6 +28,7 @@ from gradscope.options import Options
 from gradscope.targets.base import Target, Twin
 from gradscope.targets.mode import Mode
 from gradscope.targets.wrapper import Wrapper
+from gradscope.tensors import own_work
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 LISTED = 6  # ops named per precision in the note
@@ -134,7 +135,7 @@ class _Precisions(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
         out = func(*args, **(kwargs or {}))
-        if isinstance(out, torch.Tensor) and out.is_floating_point():
+        if isinstance(out, torch.Tensor) and out.is_floating_point() and not own_work():
             name = getattr(func, "__name__", str(func))
             if out.dtype == self.seen.dtype:
                 self.seen.low[name] = self.seen.low.get(name, 0) + 1

@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradscope.targets.base import BranchSite, Sourced
 from gradscope.targets.branches import COMPARISONS, SIDES, sides
-from gradscope.tensors import all_finite, grad_nodes, readable
+from gradscope.tensors import all_finite, grad_nodes, own_work, readable
 from gradscope.usercode import OURS, place
 
 MAX_ORIGINS = 5  # forward NaN origins kept: the first is where it starts, the rest follow it
@@ -64,6 +64,8 @@ class _Watch(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        if own_work():  # (gradscope's copy of an input: not the user's op)
+            return out
         scope = self.stack[-1]
         for t in _tensors(out):
             # a custom Function's node below it, made in this scope and consumed here

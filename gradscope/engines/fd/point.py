@@ -12,7 +12,7 @@ import torch
 from gradscope.engines.fd.policy import step_of
 from gradscope.engines.fd.stencil import unconverged_limit
 from gradscope.expr.ops import costs
-from gradscope.tensors import as_leaves, moved_by
+from gradscope.tensors import as_leaves, moved_by, own_work
 
 # f(values) -> (output, branch ids in a fixed order)
 Traced = Callable[[Mapping[str, torch.Tensor]], tuple[torch.Tensor, list[torch.Tensor]]]
@@ -190,6 +190,8 @@ class _Elements(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
         out = func(*args, **(kwargs or {}))
+        if own_work():  # (gradscope's copy of an input: no work of the target's)
+            return out
         written = sum(t.numel() for t in (out if isinstance(out, tuple | list) else (out,))
                       if isinstance(t, torch.Tensor))
         read = sum(t.numel() for t in args if isinstance(t, torch.Tensor))

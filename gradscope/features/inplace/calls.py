@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from gradscope.features.inplace.custom_ops import CUSTOM_OPS
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched
 from gradscope.targets.registered import WatchedHook, reporting
-from gradscope.tensors import as_leaves, grad_nodes
+from gradscope.tensors import as_leaves, grad_nodes, own_work
 from gradscope.usercode import calling_site
 
 MAX_CALLS = 64  # calls recorded in one forward (a loop over thousands of steps keeps the first)
@@ -139,6 +139,8 @@ class _DispatcherOps(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
         kwargs = kwargs or {}
+        if own_work():  # (gradscope's copy of an input: no call of the user's)
+            return func(*args, **kwargs)
         before = len(self.functions)
         out = func(*args, **kwargs)
         op = dispatcher_op(func)
