@@ -16,12 +16,16 @@ repeat, order, intermediates, max_elements_total, max_fd, sample).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from typing import Any
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+from gradscope import process
 from gradscope.errors import UnknownName, UsageError
 from gradscope.options import SPECS, Request, from_values
 from gradscope.report.model import Report
+
+T = TypeVar("T")
 
 
 def check(target: Any, *args: Any, grad: Any = None, **options: Any) -> Report:
@@ -88,6 +92,18 @@ def _ambiguous(command: str, target: Any, given: Mapping[str, Any],
                          f"(a keyword `{both[0]}=` then sets the option)")
 
 
+def deep_enough(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` with Python's recursion limit raised for the expressions the limits accept
+    (process.deep): an expression nested 199 levels is parsed, built and differentiated."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> T:
+        with process.deep():
+            return fn(*args, **kwargs)
+
+    return call
+
+
+@deep_enough
 def run(request: Request) -> Report:
     """One check as a Request says (command, target, options): what every way in calls."""
     from gradscope.runner import run as stages
@@ -95,6 +111,7 @@ def run(request: Request) -> Report:
     return stages(request)
 
 
+@deep_enough
 def graph(target: Any, *args: Any, grad: Any = None, **options: Any) -> Any:
     """`gradscope graph`: the backward graph with the gradient through every node, as a
     GraphReport (a notebook shows its picture; `.to_dict()` its data). Called like `check`
@@ -106,6 +123,7 @@ def graph(target: Any, *args: Any, grad: Any = None, **options: Any) -> Any:
     return build(request("check", target, args, {"grad": grad, **options}))
 
 
+@deep_enough
 def sweep(target: Any, *args: Any, var: str | None = None, range: Any = None,
           points: int = 200, plot: Any = None, grad: Any = None, **options: Any) -> Any:
     """`gradscope sweep`: one input moved over a range, with f and both derivatives at every
@@ -161,6 +179,7 @@ def _older_sweep(args: tuple[Any, ...], var: Any, range_: Any, points: int
                      "var=..., range=(lo, hi), points=...)")
 
 
+@deep_enough
 def _run(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str, Any]
          ) -> Report:
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import posix
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,6 +120,27 @@ def back_from_user() -> None:
     does not go on running gradscope."""
     if _owner is not None and os.getpid() != _owner:
         _real_exit(0)
+
+
+# Python frames a check may stack: an expression nests up to 200 levels (expr/parse.py) and a
+# level costs up to ~25 frames in the deepest walker (the parser's call binding: 6; sympy's
+# derivative of a nested call: more), so Python's default limit of 1,000 is met near 160 levels
+DEEP_FRAMES = 8000
+
+
+@contextmanager
+def deep() -> Iterator[None]:
+    """Python's recursion limit at least DEEP_FRAMES while inside (never lowered), restored
+    after: every expression the documented limits accept is walked without a RecursionError
+    (a pure-Python frame costs the C stack nothing on CPython 3.11+)."""
+    before = sys.getrecursionlimit()
+    if before < DEEP_FRAMES:
+        sys.setrecursionlimit(DEEP_FRAMES)
+    try:
+        yield
+    finally:
+        if before < DEEP_FRAMES and sys.getrecursionlimit() == DEEP_FRAMES:
+            sys.setrecursionlimit(before)
 
 
 @contextmanager

@@ -113,3 +113,23 @@ def test_a_failing_check_fails_with_assertions_stripped(tmp_path, command):
     done = _gradscope(*args, env={"PYTHONOPTIMIZE": "1"})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED" in done.stdout or "failed" in done.stdout
+
+
+def test_deep_raises_the_recursion_limit_while_inside_and_restores_it():
+    import sys
+
+    from gradscope import process
+
+    before = sys.getrecursionlimit()
+    with process.deep():
+        assert sys.getrecursionlimit() >= process.DEEP_FRAMES
+    assert sys.getrecursionlimit() == before
+
+
+def test_an_expression_nested_199_levels_is_checked_not_an_internal_error():
+    # (the limits are 2,000 characters and 200 levels; 199 `sin(` ended in a RecursionError)
+    import gradscope
+
+    expression = "sin(" * 199 + "x" + ")" * 199
+    assert len(expression) <= 2000
+    assert gradscope.check(expression, x="0.5").passed
