@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,10 @@ def _check_output(path: Path, option: str) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise UsageError(f"{option} {_shown(path)} is a folder; give a file name")
+    if _fifo(path) and not _has_reader(path):
+        raise UsageError(f"{option} {_shown(path)} is a FIFO that nobody reads: gradscope "
+                         "never waits for a reader; start the reader first, or give a "
+                         "regular file")
     if _through(path):
         real = path.resolve()  # a symlink's target (which may not exist yet)
         if real.exists() and not os.access(real, os.W_OK):
@@ -56,12 +62,66 @@ def _through(path: Path) -> bool:
     return path.is_symlink() or (path.exists() and not path.is_file())
 
 
+def _fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+# FIFOs opened for writing when their path was checked, by path: held open until the report
+# is written, since a writer that opens and closes one ends its reader's input (EOF)
+_FIFOS: dict[str, int] = {}
+READER_GRACE = 1.0  # seconds a FIFO's reader is given to come before the FIFO is refused
+
+
+def _has_reader(path: Path) -> bool:
+    """Whether a FIFO has a reader now (opened for writing without blocking: ENXIO where
+    none); where it has, the opened end is held for the report."""
+    key = os.path.realpath(path)
+    if key in _FIFOS:
+        return True
+    try:
+        _FIFOS[key] = _writing_end(path)
+    except OSError:
+        return False
+    return True
+
+
+def _writing_end(path: Path) -> int:
+    """A FIFO opened for writing without blocking, a reader given READER_GRACE seconds to
+    come (one starting beside gradscope); OSError (ENXIO) where none came."""
+    waited = 0.0
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            if waited >= READER_GRACE:
+                raise
+            time.sleep(0.05)
+            waited += 0.05
+
+
+def _open_through(path: Path) -> Any:
+    """A FIFO, device or symlink opened for writing, never blocking on a FIFO's missing
+    reader (an OSError then: ENXIO): the end held since the path was checked, else opened
+    now."""
+    if not _fifo(path):
+        return open(path, "w", encoding="utf-8")
+    fd = _FIFOS.pop(os.path.realpath(path), None)
+    if fd is None:
+        fd = _writing_end(path)
+    os.set_blocking(fd, True)  # (a reader is there: the report is written whole)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and rename, so readers never see half;
     the file gets the permissions a new file would (the umask's), not mkstemp's 0600. A FIFO,
-    device or symlink is opened and written instead: it is never replaced."""
+    device or symlink is opened and written instead: it is never replaced (a FIFO whose
+    reader left is an OSError, never a wait)."""
     if _through(path):
-        with open(path, "w", encoding="utf-8") as handle:
+        with _open_through(path) as handle:
             handle.write(text)
         return
     folder = path.parent if str(path.parent) else Path(".")
@@ -83,11 +143,27 @@ def _umask() -> int:
 
 
 def write_file(path: Path, text: str, option: str) -> None:
-    """write_atomic, with an OS error as a usage error naming the option."""
+    """write_atomic, with an OS error as a usage error naming the option — after the report
+    was written beside, where the path was a FIFO whose reader left meanwhile (a run never
+    loses its report)."""
     try:
         write_atomic(path, text)
     except OSError as exc:
-        raise UsageError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
+        kept = _beside(path, text) if _fifo(path) else None
+        also = f"; the report was written to {_shown(kept)} instead" if kept else ""
+        raise UsageError(f"cannot write {option} {_shown(path)}: "
+                         f"{exc.strerror or exc}{also}") from None
+
+
+def _beside(path: Path, text: str) -> Path | None:
+    """The report in the current folder, named after the FIFO (`NAME.gradscope`), or None
+    where that cannot be written either."""
+    kept = Path.cwd() / f"{path.name}.gradscope"
+    try:
+        write_atomic(kept, text)
+    except OSError:
+        return None
+    return kept
 
 
 def emit(obj: Any, fmt: str, output: Path | None, written: str, to_stderr: bool = False

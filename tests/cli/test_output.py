@@ -93,3 +93,53 @@ def test_an_interrupted_write_leaves_no_temporary(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         write_atomic(tmp_path / "r.json", "half")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fifo_nobody_reads_is_refused_before_any_work_never_waited_on(tmp_path):
+    import os
+    import time
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    tic = time.perf_counter()
+    with pytest.raises(UsageError, match="is a FIFO that nobody reads"):
+        check_output(fifo, "--junit-xml")
+    assert time.perf_counter() - tic < 10
+
+
+def test_a_fifo_whose_reader_waits_gets_the_report_and_the_reader_keeps_its_input(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    check_output(fifo)  # (the writing end is held from here: the reader sees no early EOF)
+    write_file(fifo, "the report", "--output")
+    reader.join(10)
+    assert got == ["the report"]
+
+
+def test_a_fifo_whose_reader_left_keeps_the_report_beside(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("gradscope.cli.output.READER_GRACE", 0.0)
+    fifo = tmp_path / "summary.md"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match=r"written to .*summary\.md\.gradscope instead"):
+        write_file(fifo, "kept", "--summary")
+    assert (tmp_path / "summary.md.gradscope").read_text() == "kept"
+
+
+def test_run_refuses_a_fifo_for_its_junit_xml_at_once(tmp_path, capsys):
+    import os
+
+    from tests.command import run
+
+    fifo = tmp_path / "j.xml"
+    os.mkfifo(fifo)
+    code, _, err = run(capsys, "run", "--junit-xml", str(fifo))
+    assert code == 2 and "is a FIFO that nobody reads" in err
