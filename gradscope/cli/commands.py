@@ -3,6 +3,8 @@ The library is imported inside each command, so `--help` never pays for torch.""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -30,12 +32,48 @@ def fail(message: str, code: int) -> typer.Exit:
 
 
 @contextmanager
-def reported() -> Iterator[None]:
-    """Errors of gradscope (bad input: 2, the user's code: 3) as one line and an exit code."""
+def reported(values: dict[str, Any] | None = None, command: str = "") -> Iterator[None]:
+    """Errors of gradscope (bad input: 2, the user's code: 3) as one line and an exit code;
+    where the command's `values` ask for JSON, also one JSON document saying so (on stdout,
+    or in --output where it names a file): a program reading the JSON always gets one."""
     try:
         yield
     except GradscopeError as exc:
+        if values is not None and _format(values) == "json":
+            _error_document(exc, values, command)
         raise fail(str(exc), exc.exit_code) from None
+
+
+def _error_document(exc: GradscopeError, values: dict[str, Any], command: str) -> None:
+    """The JSON document of a command that ended with an error instead of a report."""
+    extra: dict[str, Any] = {}
+    for field in ("during", "error", "detail", "frames"):  # the user's code's (exit 3)
+        if hasattr(exc, field):
+            extra["exception" if field == "error" else field] = (
+                list(getattr(exc, field)) if field == "frames" else getattr(exc, field))
+    error_document(exc.exit_code, str(exc), command, values.get("target"),
+                   values.get("output"), extra)
+
+
+def error_document(code: int, message: str, command: str, target: Any = None,
+                   output: Any = None, extra: dict[str, Any] | None = None) -> None:
+    """One JSON document (schema gradscope.error/1) saying a command ended with `code`: on
+    stdout, or in `output` where that names a file that can be written."""
+    import json
+
+    from gradscope import __version__
+    from gradscope.report.kinds import ERROR
+
+    document = {"schema": ERROR, "version": __version__, "command": command,
+                "target": target, "exit_code": code, "error": message, **(extra or {})}
+    text = json.dumps(document, indent=2) + "\n"
+    if output is not None:
+        with contextlib.suppress(GradscopeError):
+            write_file(Path(output), text, "--output")
+            return
+    with reader_may_leave():
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def options_from(values: dict[str, Any], configured: dict[str, Any] | None = None) -> Options:
@@ -79,7 +117,7 @@ def checker(command: str) -> Callable[..., None]:
 
         output: Path | None = values["output"]
         progress = None
-        with reported():
+        with reported(values, command):
             check_output(output)
             plot = values.get("plot")
             if plot not in (None, "-"):
@@ -129,7 +167,7 @@ def _flow_plot(report: Any, plot: str, stdout_is_json: bool) -> None:
 
 
 def graph(**values: Any) -> None:
-    with reported():
+    with reported(values, "graph"):
         check_output(values["output"])
         check_output(values["dot"], "--dot")
         check_output(values["svg"], "--svg")
@@ -151,7 +189,7 @@ def graph(**values: Any) -> None:
 
 
 def sweep(**values: Any) -> None:
-    with reported():
+    with reported(values, "sweep"):
         check_output(values["output"])
         check_output(values["plot"], "--plot")
         from gradscope import api
@@ -177,7 +215,7 @@ def sweep(**values: Any) -> None:
 
 def run_config(**values: Any) -> None:
     output, junit, summary = values["output"], values["junit_xml"], values["summary"]
-    with reported():
+    with reported(values, "run"):
         check_output(output)
         check_output(junit, "--junit-xml")
         check_output(summary, "--summary")

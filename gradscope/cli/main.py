@@ -154,6 +154,23 @@ def _torch_warnings() -> Any:
                 sys.stderr.write(printable(f"gradscope: note: torch warned: {text}") + "\n")
 
 
+def _asks_json(argv: list[str]) -> bool:
+    """Whether the command line asks for JSON (--json, --format json, -f json)."""
+    for k, token in enumerate(argv):
+        if token == "--":
+            return False
+        if token in ("--json", "--format=json", "-fjson") or (
+                token in ("--format", "-f") and argv[k + 1:k + 2] == ["json"]):
+            return True
+    return False
+
+
+def _target_of(argv: list[str]) -> str | None:
+    """The command's first positional argument (its TARGET), as far as a line that failed to
+    parse tells."""
+    return next((t for t in argv[1:] if not t.startswith("-")), None) if argv else None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line on stderr for every usage error, never a traceback.
     Errors are caught through typer's public exception classes (its click errors derive from
@@ -177,6 +194,11 @@ def main(argv: list[str] | None = None) -> None:
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             typer.echo(printable(f"gradscope: error: {own_words(message)}{hint}"), err=True)
             code = getattr(exc, "exit_code", 2)
+            if _asks_json(argv):  # (a program reading JSON gets a document it can parse)
+                from gradscope.cli.commands import error_document
+
+                error_document(code, own_words(message), argv[0] if argv else "",
+                               _target_of(argv))
     except Exception as exc:  # a bug of ours: one line, the traceback only on request
         if os.environ.get("GRADSCOPE_DEBUG"):
             raise

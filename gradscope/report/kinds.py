@@ -10,6 +10,8 @@ CHECK = "gradscope.report/1"
 GRAPH = "gradscope.graph/1"
 SWEEP = "gradscope.sweep/1"
 RUN = "gradscope.run/1"
+# not a report: what --format json writes instead when a command ends with exit 2 or 3
+ERROR = "gradscope.error/1"
 
 NAMES: dict[str, str] = {CHECK: "check", GRAPH: "graph", SWEEP: "sweep", RUN: "run"}
 EVERY: frozenset[str] = frozenset(NAMES)

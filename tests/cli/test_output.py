@@ -143,3 +143,26 @@ def test_run_refuses_a_fifo_for_its_junit_xml_at_once(tmp_path, capsys):
     os.mkfifo(fifo)
     code, _, err = run(capsys, "run", "--junit-xml", str(fifo))
     assert code == 2 and "is a FIFO that nobody reads" in err
+
+
+def test_json_asked_and_an_error_is_one_json_document_saying_so(capsys, tmp_path):
+    import json
+
+    from tests.command import run
+    from tests.paths import DATA
+
+    code, out, err = run(capsys, "check", "nope.py:f", "--json")
+    document = json.loads(out)
+    assert code == 2 and document["schema"] == "gradscope.error/1"
+    assert document["exit_code"] == 2 and "no such file" in document["error"]
+    assert "gradscope: error:" in err  # (the one line on stderr, as ever)
+    code, out, _ = run(capsys, "check", f"{DATA}/targets.py:forward_raises", "--format",
+                       "json")
+    document = json.loads(out)
+    assert code == 3 and document["exit_code"] == 3 and document["during"] == "forward"
+    assert document["exception"] and any("targets.py" in f for f in document["frames"])
+    code, out, _ = run(capsys, "check", "x*2", "--json", "--max-elements", "abc")
+    assert code == 2 and "--max-elements" in json.loads(out)["error"]
+    written = tmp_path / "r.json"
+    code, out, _ = run(capsys, "check", "nope.py:f", "--json", "--output", str(written))
+    assert code == 2 and out == "" and json.loads(written.read_text())["exit_code"] == 2
