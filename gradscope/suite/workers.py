@@ -31,27 +31,70 @@ from gradscope.suite.config import MIN_MEMORY_MB
 from gradscope.suite.results import CheckResult, run_one
 
 DEFAULT_TIMEOUT = 900.0  # seconds a check may take in a worker (a generous CI default)
+VALIDATE_SECONDS = 600.0  # seconds a worker may take to start and validate the config
 
 POLL = 0.2  # seconds between looks at the clock while waiting
+# a message is framed by a mark of gradscope's and its length: the worker's channel is a
+# descriptor the user's code inherits and may write into, and what it wrote is never read as
+# a message (nor its length believed past MAX_MESSAGE)
+_MARK = b"gradscope-msg\x00"
 _HEADER = struct.Struct("!Q")
+MAX_MESSAGE = 1 << 31  # bytes: a report of any check the limits allow is far smaller
+
+
+class Garbled(EOFError):
+    """What came over a worker's channel is no message of gradscope's (the user's code wrote
+    into it): the worker is lost like one that died."""
 
 
 def send(stream: IO[bytes], message: Any) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
+    stream.write(_MARK + _HEADER.pack(len(data)) + data)
     stream.flush()
 
 
-def receive(stream: IO[bytes]) -> Any:
-    """The next message; EOFError when the other side is gone."""
-    header = stream.read(_HEADER.size)
+def receive(stream: IO[bytes], deadline: float | None = None) -> Any:
+    """The next message; EOFError when the other side is gone, Garbled when what came is no
+    message of gradscope's, TimeoutError where it is not whole by `deadline` (monotonic
+    seconds; None: no limit) — a writer that sent part of one and stalled never holds the
+    reader past it."""
+    read = (lambda n: stream.read(n)) if deadline is None else \
+        (lambda n: _read_by(stream, n, deadline))
+    mark = read(len(_MARK))
+    if len(mark) < len(_MARK):
+        raise EOFError
+    if mark != _MARK:
+        raise Garbled
+    header = read(_HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError
     size = _HEADER.unpack(header)[0]
-    data = stream.read(size)
+    if size > MAX_MESSAGE:
+        raise Garbled
+    data = read(size)
     if len(data) < size:
         raise EOFError
-    return pickle.loads(data)
+    try:
+        return pickle.loads(data)
+    except Exception as exc:  # (the mark itself written by the user's code, and junk after)
+        raise Garbled from exc
+
+
+def _read_by(stream: IO[bytes], n: int, deadline: float) -> bytes:
+    """`n` bytes of a pipe (fewer at its end), read as they come until `deadline`. The
+    stream's own buffer is never used: the pipe is read through its descriptor alone."""
+    fd, got = stream.fileno(), bytearray()
+    while len(got) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not wait([fd], timeout=min(left, POLL * 5)):
+            if time.monotonic() >= deadline:
+                raise TimeoutError
+            continue
+        chunk = os.read(fd, min(n - len(got), 1 << 20))
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
 
 
 @dataclass
@@ -74,7 +117,8 @@ def serve(threads: int, memory_mb: int | None) -> None:
     results = os.fdopen(os.dup(1), "wb")  # the channel back to the parent...
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # ...and nothing the user's code writes to fd 1 reaches it
-    jobs = sys.stdin.buffer
+    jobs = os.fdopen(os.dup(0), "rb")  # the jobs, and nothing the user's code reads from
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # fd 0 takes one away
     if memory_mb:
         import resource
 
@@ -153,7 +197,7 @@ class Pool:
         worker = self.workers[0]
         try:
             send(worker.process.stdin, Validate(specs))
-            return receive(worker.conn)
+            return receive(worker.conn, time.monotonic() + VALIDATE_SECONDS)
         except (EOFError, OSError):
             self.close()
             self.workers = []
@@ -189,9 +233,17 @@ class Pool:
         for conn in wait(list(busy), timeout=POLL):
             worker = busy[conn]
             try:
-                index, result = receive(conn)
+                index, result = receive(conn, worker.started + worker.job.timeout)
+            except Garbled:  # (before EOFError: a subclass)
+                yield worker.job.index, self._failed(worker, GARBLED)
+                continue
+            except TimeoutError:  # (part of a message, then nothing: the timeout below)
+                continue
             except (EOFError, OSError):  # the process died mid-check
                 yield worker.job.index, self._failed(worker, _death(worker.process))
+                continue
+            except Exception:  # (a message of the wrong shape: garbled too)
+                yield worker.job.index, self._failed(worker, GARBLED)
                 continue
             worker.job = None
             yield index, result
@@ -237,6 +289,11 @@ def _stop(process: subprocess.Popen, grace: float = 0.0) -> None:
     for stream in (process.stdin, process.stdout):
         with contextlib.suppress(OSError):
             stream.close()
+
+
+GARBLED = ("the target's own code wrote into the channel between its worker process and "
+           "gradscope (a descriptor the code inherited); the check could not finish, and its "
+           "worker was replaced")
 
 
 class WorkerError(UsageError):

@@ -154,3 +154,37 @@ def probability(p):
     if (p < 0).any() or (p > 1).any():
         raise ValueError("probabilities must lie in [0, 1]")
     return (p * torch.log1p(p)).sum()
+
+
+def _scribbled(payload: bytes) -> None:
+    """`payload` written into every descriptor the process inherited beyond 0-2 (a worker's
+    channel to gradscope among them)."""
+    import contextlib
+    import os
+
+    for fd in range(3, 256):
+        with contextlib.suppress(OSError):
+            os.write(fd, payload)
+
+
+def scribbles(x):
+    """Junk into every inherited descriptor (a huge length, a broken pickle)."""
+    _scribbled(b"\xff" * 64)
+    return (x * 2).sum()
+
+
+def half_message(x):
+    """The start of a message of gradscope's, then nothing: a reader must not wait forever."""
+    import time
+
+    _scribbled(b"gradscope-msg\x00\x00\x00")
+    time.sleep(3600)
+    return x.sum()
+
+
+def reads_stdin(x):
+    """Reads what it inherited as stdin (a worker's jobs, once)."""
+    import sys
+
+    sys.stdin.read(64)
+    return (x * 3).sum()

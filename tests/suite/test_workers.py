@@ -99,3 +99,21 @@ def test_the_cli_lists_every_error_before_any_check_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert done.value.code == 2 and "2 errors" in err
     assert err.index("check #1 (one)") < err.index("check #3 (two)")
+
+
+def test_a_target_writing_into_inherited_descriptors_loses_its_check_never_the_report(tmp_path):
+    # (a huge length read as a message's: exit 4 with no report before; a half message: the
+    # run waited forever; a target reading stdin took the worker's next job)
+    config = _config(
+        tmp_path,
+        f'name = "scribbles"\ntarget = "{HOSTILE}:scribbles"',
+        f'name = "half"\ntarget = "{HOSTILE}:half_message"\ntimeout = 4',
+        f'name = "stdin"\ntarget = "{HOSTILE}:reads_stdin"',
+        f'name = "fine"\ntarget = "{HOSTILE}:square"',
+    )
+    suite = run_config(config, jobs=1)
+    outcomes = {r.name: r.outcome for r in suite.results}
+    assert outcomes == {"scribbles": "error", "half": "error", "stdin": "passed",
+                        "fine": "passed"}
+    errors = {r.name: r.error for r in suite.results}
+    assert "wrote into the channel" in errors["scribbles"] and "timeout" in errors["half"]
