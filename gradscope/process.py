@@ -143,14 +143,32 @@ def deep() -> Iterator[None]:
             sys.setrecursionlimit(before)
 
 
+# a CPU budget is also a wall-clock one of this many times its seconds: on a loaded machine
+# CPU time runs slower than the clock, and a budget must bound the wait a user sees
+WALL_FACTOR = 2.0
+
+
 @contextmanager
 def cpu_budget(seconds: float, raise_: Any) -> Iterator[None]:
     """Call `raise_()` (which raises) where the code is once this process has spent
-    `seconds` of CPU time in it (SIGVTALRM: separate from --timeout's SIGALRM), so that one
-    long pure-Python call (a sympy derivative) is stopped on time, not after it returns. Main
-    thread only; elsewhere nothing is armed."""
+    `seconds` of CPU time in it (SIGVTALRM: separate from --timeout's SIGALRM), or once
+    WALL_FACTOR × `seconds` have passed on the clock (a watchdog thread sends the main thread
+    the same signal), so that one long pure-Python call (a sympy derivative) is stopped on
+    time, not after it returns, however loaded the machine. Main thread only; elsewhere
+    nothing is armed."""
     with _timer(signal.ITIMER_VIRTUAL, signal.SIGVTALRM, seconds, raise_):
-        yield
+        watchdog = None
+        if seconds and threading.current_thread() is threading.main_thread():
+            watchdog = threading.Timer(WALL_FACTOR * seconds, signal.pthread_kill,
+                                       (threading.main_thread().ident, signal.SIGVTALRM))
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            yield
+        finally:
+            if watchdog is not None:  # (joined while the handler is still ours: a signal
+                watchdog.cancel()  # sent as it was cancelled is handled, never the default's)
+                watchdog.join()
 
 
 @contextmanager

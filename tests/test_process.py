@@ -133,3 +133,42 @@ def test_an_expression_nested_199_levels_is_checked_not_an_internal_error():
     expression = "sin(" * 199 + "x" + ")" * 199
     assert len(expression) <= 2000
     assert gradscope.check(expression, x="0.5").passed
+
+
+def test_a_cpu_budget_is_a_wall_clock_one_too_so_a_loaded_machine_waits_no_longer():
+    import time
+
+    import pytest
+
+    from gradscope import process
+
+    class Over(Exception):
+        pass
+
+    def over() -> None:
+        raise Over
+
+    tic = time.perf_counter()
+    with pytest.raises(Over), process.cpu_budget(0.3, over):
+        time.sleep(30)  # (no CPU time spent: only the clock can stop it)
+    assert time.perf_counter() - tic < 10
+
+
+def test_nested_gelu_sixteen_deep_is_bounded_by_the_symbolic_budget():
+    # (33 syntax nodes; one derivative of it does not return: the budget stops it, the other
+    # two engines give the verdict)
+    import time
+
+    import gradscope
+    from gradscope.engines.symbolic import BUDGET_S
+
+    tic = time.perf_counter()
+    report = gradscope.check("gelu(" * 16 + "x" + ")" * 16, x="0.5,1")
+    assert report.passed
+    assert time.perf_counter() - tic < process_bound(BUDGET_S)
+
+
+def process_bound(budget: float) -> float:
+    from gradscope import process
+
+    return process.WALL_FACTOR * budget + 20  # (the rest of the check, on a loaded machine)
