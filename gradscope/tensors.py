@@ -4,6 +4,9 @@ flat → multi-dimensional indices, a walk over an autograd graph, and inputs ma
 ordinary call (`as_leaves`, `plain_value`), a Parameter passed on as one (`as_given`). Pure
 torch, no gradscope imports."""
 
+# Long: the helpers every layer shares, each a few lines on plain tensors and graphs; cut by
+# where they are used, each piece would be imported by most layers anyway.
+
 from __future__ import annotations
 
 import contextvars

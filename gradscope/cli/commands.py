@@ -61,7 +61,7 @@ def error_document(code: int, message: str, command: str, target: Any = None,
     stdout, or in `output` where that names a file that can be written."""
     import json
 
-    from gradscope import __version__
+    from gradscope._version import __version__
     from gradscope.report.kinds import ERROR
 
     document = {"schema": ERROR, "version": __version__, "command": command,
