@@ -177,8 +177,10 @@ class ColumnEstimate(Estimate):
         product = flat @ partial
         if undefined is not None:
             product = product.masked_fill(undefined, float("nan"))
+        # (bounds may be kept in float32: summed there, returned in the estimate's dtype)
+        bound = (flat.abs().to(error.dtype) @ error).to(product.dtype)
         if self.indices is None:
-            return product.reshape(self.in_shape), (flat.abs() @ error).reshape(self.in_shape)
+            return product.reshape(self.in_shape), bound.reshape(self.in_shape)
         if self.empty:
             shape = tuple(self.in_shape)
             return (self._everywhere(float("nan"), shape, self.partial.dtype),
@@ -188,7 +190,7 @@ class ColumnEstimate(Estimate):
                           device=self.partial.device)
         err = torch.zeros_like(grad)
         grad[self.indices] = product
-        err[self.indices] = flat.abs() @ error
+        err[self.indices] = bound
         return grad.reshape(self.in_shape), err.reshape(self.in_shape)
 
     def jacobian(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -201,7 +203,7 @@ class ColumnEstimate(Estimate):
         jac = torch.full((n_out, n_in), float("nan"), dtype=self.partial.dtype,
                          device=self.partial.device)
         err = torch.zeros_like(jac)
-        jac[:, self.indices], err[:, self.indices] = self.partial, self.error
+        jac[:, self.indices], err[:, self.indices] = self.partial, self.error.to(err.dtype)
         return jac, err
 
     def nonconstant(self, atol: float, first: bool = False) -> torch.Tensor:
