@@ -9,9 +9,9 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import typer
 
@@ -115,21 +115,22 @@ def _open_through(path: Path) -> Any:
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str | Callable[[TextIO], None]) -> None:
     """Write via a temporary file in the same folder and rename, so readers never see half;
     the file gets the permissions a new file would (the umask's), not mkstemp's 0600. A FIFO,
     device or symlink is opened and written instead: it is never replaced (a FIFO whose
     reader left is an OSError, never a wait)."""
+    put = text if callable(text) else (lambda handle: handle.write(text))
     if _through(path):
         with _open_through(path) as handle:
-            handle.write(text)
+            put(handle)
         return
     folder = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            put(handle)
         os.replace(tmp, path)
     except BaseException:  # SIGTERM included (cli.main turns it into SystemExit)
         Path(tmp).unlink(missing_ok=True)
@@ -142,20 +143,20 @@ def _umask() -> int:
     return mask
 
 
-def write_file(path: Path, text: str, option: str) -> None:
+def write_file(path: Path, text: str | Callable[[TextIO], None], option: str) -> None:
     """write_atomic, with an OS error as a usage error naming the option — after the report
     was written beside, where the path was a FIFO whose reader left meanwhile (a run never
     loses its report)."""
     try:
         write_atomic(path, text)
     except OSError as exc:
-        kept = _beside(path, text) if _fifo(path) else None
+        kept = _beside(path, text) if _fifo(path) else None  # (a writer writes again)
         also = f"; the report was written to {_shown(kept)} instead" if kept else ""
         raise UsageError(f"cannot write {option} {_shown(path)}: "
                          f"{exc.strerror or exc}{also}") from None
 
 
-def _beside(path: Path, text: str) -> Path | None:
+def _beside(path: Path, text: str | Callable[[TextIO], None]) -> Path | None:
     """The report in the current folder, named after the FIFO (`NAME.gradscope`), or None
     where that cannot be written either."""
     kept = Path.cwd() / f"{path.name}.gradscope"
@@ -173,7 +174,8 @@ def emit(obj: Any, fmt: str, output: Path | None, written: str, to_stderr: bool 
     from gradscope import render
 
     if output is not None:
-        write_file(output, render.text(obj, fmt), "--output")
+        render.writer(obj, fmt)  # (a format that does not write this kind: refused first)
+        write_file(output, lambda handle: render.write(obj, fmt, handle), "--output")
         typer.echo(written, err=to_stderr or fmt == "json")
         return
     with reader_may_leave():
@@ -187,7 +189,7 @@ def emit(obj: Any, fmt: str, output: Path | None, written: str, to_stderr: bool 
             # a pipe or a log: the same text, without colour codes or padding spaces
             sys.stdout.write(render.text(obj, fmt, console.width))
         else:
-            sys.stdout.write(render.text(obj, fmt))
+            render.write(obj, fmt, sys.stdout)
         sys.stdout.flush()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from gradscope.errors import UsageError
 from gradscope.report import kinds
@@ -105,6 +105,13 @@ def _json(obj: Any, width: int) -> str:
     return dumps(obj) + "\n"
 
 
+def _json_to(obj: Any, out: TextIO) -> None:
+    from gradscope.render.json import write as json_write
+
+    json_write(obj, out)
+    out.write("\n")
+
+
 def _markdown(obj: Any, width: int) -> str:
     """A check's or a suite's own markdown; graph and sweep: a heading and their text in a
     fenced block."""
@@ -133,13 +140,16 @@ class Format:
     write: Callable[[Any, int], str]
     rich: bool = False
     kinds: frozenset[str] = kinds.EVERY
+    # the document written to a stream a piece at a time (a --full report of millions of
+    # elements is never one string); None: `write`'s text, written whole
+    stream: Callable[[Any, TextIO], None] | None = None
 
 
 # The formats `--format` offers (its choices are generated from here), in order. A new format
 # is a renderer module and one line here.
 FORMATS: dict[str, Format] = {
     "table": Format(_table, rich=True),
-    "json": Format(_json),
+    "json": Format(_json, stream=_json_to),
     "markdown": Format(_markdown),
 }
 
@@ -147,6 +157,15 @@ FORMATS: dict[str, Format] = {
 def text(obj: Any, fmt: str, width: int = 120) -> str:
     """`obj` as one document in `fmt` (refused where `fmt` does not write its kind)."""
     return writer(obj, fmt).write(obj, width)
+
+
+def write(obj: Any, fmt: str, out: TextIO, width: int = 120) -> None:
+    """`obj` as one document in `fmt`, written to `out` (streamed where the format can)."""
+    found = writer(obj, fmt)
+    if found.stream is not None:
+        found.stream(obj, out)
+    else:
+        out.write(found.write(obj, width))
 
 
 def writer(obj: Any, fmt: str) -> Format:

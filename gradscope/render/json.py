@@ -5,11 +5,12 @@ text and the memory of the check itself)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
 import uuid
-from typing import Any
+from typing import Any, TextIO
 
 INLINE = 16  # arrays of numbers at least this long are written compactly
 
@@ -39,16 +40,31 @@ def _numeric(value: list | tuple) -> bool:
                isinstance(v, int | float) and not isinstance(v, bool) for v in value)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_text(v) for v in value) + "]"
-    if isinstance(value, float):
-        number = _number(value)
-        return f'"{number}"' if isinstance(number, str) else float.__repr__(value)
-    return str(value)
+CHUNK = 1 << 16  # numbers of an array written at a time (streamed: never one string of all)
 
 
-def dumps(report: Any, indent: int | None = 2) -> str:
+def _chunk(values: list | tuple) -> str:
+    """Numbers (at any depth) as JSON array items, in C: json's NaN and infinities become the
+    strings the report uses ("nan", "inf", "-inf"), which no number's text contains."""
+    text = json.dumps(values, separators=(", ", ": "), allow_nan=True)[1:-1]
+    if "N" not in text and "I" not in text:
+        return text
+    return (text.replace("NaN", '"nan"').replace("-Infinity", '"-inf"')
+            .replace("Infinity", '"inf"'))
+
+
+def _write_array(value: list | tuple, out: TextIO) -> None:
+    out.write("[")
+    for start in range(0, len(value), CHUNK):
+        if start:
+            out.write(", ")
+        out.write(_chunk(value[start:start + CHUNK]))
+    out.write("]")
+
+
+def write(report: Any, out: TextIO, indent: int | None = 2) -> None:
+    """The report as one JSON document written to `out` a piece at a time: its long numeric
+    arrays (every element of a tensor with --full) are never held as one string."""
     data = report if isinstance(report, dict) else report.to_dict()
     arrays: list[Any] = []
     token = uuid.uuid4().hex
@@ -64,6 +80,15 @@ def dumps(report: Any, indent: int | None = 2) -> str:
         return _number(value) if isinstance(value, float) else value
 
     text = json.dumps(lifted(data), indent=indent, allow_nan=False)
-    if not arrays:
-        return text
-    return re.sub(f'"{token}:(\\d+)"', lambda m: _text(arrays[int(m.group(1))]), text)
+    done = 0
+    for found in re.finditer(f'"{token}:(\\d+)"', text):
+        out.write(text[done:found.start()])
+        _write_array(arrays[int(found.group(1))], out)
+        done = found.end()
+    out.write(text[done:])
+
+
+def dumps(report: Any, indent: int | None = 2) -> str:
+    out = io.StringIO()
+    write(report, out, indent)
+    return out.getvalue()
