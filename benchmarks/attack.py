@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from attack_modern import modern  # noqa: E402 (beside this file)
 
 
 @dataclass
@@ -179,6 +182,11 @@ def _exits(tmp: Path) -> list[Case]:
             for c in ("check", "jvp", "jacobian")]
 
 
+def _case(surface: str, args: list[str], must_fail: bool = False,
+          env: dict[str, str] | None = None) -> Case:
+    return Case(surface, args, must_fail, dict(env or {}))
+
+
 def _run(case: Case, limit: float, tmp: Path) -> tuple[str | None, float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", **case.env}
     started = time.monotonic()
@@ -193,7 +201,9 @@ def _run(case: Case, limit: float, tmp: Path) -> tuple[str | None, float]:
         return f"exit {done.returncode}: {out.strip().splitlines()[-1:]}", took
     if case.must_fail and done.returncode == 0:
         return "exit 0 where nothing can pass", took
-    if "\x1b" in out or ("\u202e" in out and "markdown" in case.args):
+    # (colour asked for: rich's own SGR codes are styling; any other ESC is raw)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", out) if case.env.get("FORCE_COLOR") else out
+    if "\x1b" in shown or ("\u202e" in out and "markdown" in case.args):
         return "a raw ESC in the output", took
     if "markdown" in case.args and ("<svg" in out or "<script" in out or "<b>" in out):
         return "a tag from user text in markdown", took
@@ -211,7 +221,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         cases = [*_nothing_compared(), *_files(tmp), *_parse(), *_sizes(), *_cache(tmp),
-                 *_exits(tmp)]
+                 *_exits(tmp), *modern(_case, tmp)]
         cases = [c for c in cases if c.surface.startswith(args.only)]
         counts: dict[str, list[int]] = {}
         for case in cases:

@@ -76,6 +76,39 @@ def error_document(code: int, message: str, command: str, target: Any = None,
         sys.stdout.flush()
 
 
+def torch_ready() -> None:
+    """torch, imported before a command's work: an environment that makes importing it fail
+    (TORCH_LOGS naming no log torch knows) is a usage error naming it, exit 2 — never
+    gradscope's own (exit 4)."""
+    if "torch" in sys.modules:
+        return
+    try:
+        import torch  # noqa: F401
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"torch cannot be imported in this environment: {first}") from None
+
+
+@contextmanager
+def prints_kept() -> Iterator[None]:
+    """What the target's code prints while a graph or sweep is made (at import, in forward)
+    kept off stdout (which may be a JSON document) and shown after on stderr, escaped: user
+    text is data, never a terminal's control sequence."""
+    import io
+    from contextlib import redirect_stdout
+
+    printed = io.StringIO()
+    try:
+        with redirect_stdout(printed):
+            yield
+    finally:
+        lines = printed.getvalue().splitlines()
+        if lines:
+            shown = " | ".join(lines[:3])[:300]
+            typer.echo(printable(f"gradscope: note: the target printed {len(lines)} "
+                                 f"line(s): {shown}"), err=True)
+
+
 def options_from(values: dict[str, Any], configured: dict[str, Any] | None = None) -> Options:
     """The command's option values (those SPECS names; not given: `configured`, else the
     default)."""
@@ -118,6 +151,7 @@ def checker(command: str) -> Callable[..., None]:
         output: Path | None = values["output"]
         progress = None
         with reported(values, command):
+            torch_ready()
             check_output(output)
             plot = values.get("plot")
             if plot not in (None, "-"):
@@ -168,6 +202,7 @@ def _flow_plot(report: Any, plot: str, stdout_is_json: bool) -> None:
 
 def graph(**values: Any) -> None:
     with reported(values, "graph"):
+        torch_ready()
         check_output(values["output"])
         check_output(values["dot"], "--dot")
         check_output(values["svg"], "--svg")
@@ -178,7 +213,7 @@ def graph(**values: Any) -> None:
         from gradscope.render.graph import dot
         from gradscope.render.graph_svg import svg
 
-        with target_running():
+        with target_running(), prints_kept():
             report = api.graph(Request("check", values["target"], options_from(values)))
         if values["dot"] is not None:
             write_file(values["dot"], dot(report), "--dot")
@@ -190,6 +225,7 @@ def graph(**values: Any) -> None:
 
 def sweep(**values: Any) -> None:
     with reported(values, "sweep"):
+        torch_ready()
         check_output(values["output"])
         check_output(values["plot"], "--plot")
         from gradscope import api
@@ -202,7 +238,7 @@ def sweep(**values: Any) -> None:
         from gradscope.render.graph import save_plot
 
         request = Request("check", values["target"], options_from(values))
-        with target_running():
+        with target_running(), prints_kept():
             report = api.sweep(request, values["var"], lo, hi, values["points"])
         if values["plot"] is not None:
             if values["plot"].suffix.lower() == ".svg":
@@ -315,6 +351,7 @@ def ops(**values: Any) -> None:
     from gradscope.tools.ops import table
 
     with reported():
+        torch_ready()
         rows = table(values["pattern"])
         if not rows:
             raise UsageError(f"no op matches {values['pattern']!r}; `gradscope ops` lists "

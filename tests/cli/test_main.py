@@ -125,3 +125,25 @@ def test_an_option_value_starting_with_a_minus_stays_a_value(capsys):
     code, out, err = run(capsys, "jvp", "x*2", "--at", "x=1,2", "--grad", "-1,3")
     assert code == 0, err
     assert "-2" in out
+
+
+def test_an_environment_torch_refuses_to_import_in_is_exit_2_naming_it():
+    # (TORCH_LOGS naming no log: `import torch` itself raises; exit 4 before)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TORCH_LOGS": "nonsense"}
+    for args in (["check", "x*2", "--shape", "x=3"], ["ops"], ["graph", "sin(x)"]):
+        done = subprocess.run([sys.executable, "-m", "gradscope", *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr[-500:]
+        assert "torch cannot be imported in this environment: Invalid log settings" \
+            in done.stderr
+
+
+def test_what_a_graphs_target_prints_is_kept_off_stdout_and_shown_escaped(tmp_path):
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text("print('\\x1b[31m<b>noise</b>')\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "gradscope", "graph", "sin(x)", "--import",
+                           str(noisy), "--shape", "x=3", "--format", "json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "\x1b" not in done.stdout + done.stderr
+    assert done.stdout.lstrip().startswith("{") and "noise" in done.stderr
