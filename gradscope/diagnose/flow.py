@@ -25,7 +25,7 @@ import torch
 from gradscope.expr.ops import BY_GRAD_FN
 from gradscope.targets.base import BranchSite, Sourced
 from gradscope.tensors import all_finite, as_leaves, grad_nodes, own_node, through_own
-from gradscope.usercode import backward_location
+from gradscope.usercode import backward_location, place
 
 
 @dataclass
@@ -146,9 +146,8 @@ def _user_frame(node: Any, ours: tuple[str, ...]) -> str:
         if match and match.group(1).startswith(GRADSCOPE) and match.group(1) != PASSING:
             return ""
         if match and not match.group(1).startswith(ours):
-            path, line, _, code = match.groups()
-            short = path.rsplit("/", 1)[-1]
-            return f"{short}:{line}: {code.strip()}"
+            path, line, _, code = match.groups()  # (a notebook cell as its tracebacks
+            return f"{place(path, int(line))}: {code.strip()}"  # name it, not its temp file)
     return ""
 
 

@@ -65,7 +65,7 @@ def html(report: Any, width: int = 120) -> str:
     page = recorded(lambda console: render(report, console), width)
     if not report.model or len(flowing(report)) < 2:
         return page
-    return page + f'<div style="max-width:100%">{flow_picture(report).svg}</div>'
+    return page + flow_picture(report)._repr_html_()
 
 
 def flow_picture(report: Any) -> Any:

@@ -24,7 +24,9 @@ class SafeConsole(Console):
     control segments, a progress bar's cursor moves, pass as they are)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**{**kwargs, "markup": False})
+        # rich's own default finds a notebook and *displays* what is printed; gradscope's
+        # consoles record or write to a stream, and a cell shows the one report it returns
+        super().__init__(**{"force_jupyter": False, **kwargs, "markup": False})
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None
                ) -> Iterable[Segment]:
@@ -75,7 +77,7 @@ def record(draw: Callable[[Console], None], width: int = PIPE_WIDTH) -> str:
 def html(draw: Callable[[Console], None], width: int = PIPE_WIDTH) -> str:
     """What `draw` prints, as HTML with its colours (a notebook cell's display): inline
     styles, one <pre> block, nothing fetched from anywhere."""
-    console = SafeConsole(file=io.StringIO(), width=width, record=True, force_jupyter=False,
+    console = SafeConsole(file=io.StringIO(), width=width, record=True,
                           force_terminal=True, color_system="truecolor")
     draw(console)
     return console.export_html(inline_styles=True, code_format="<pre style=\"font-family:"

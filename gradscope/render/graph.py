@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.text import Text
 from rich.tree import Tree
 
+from gradscope import escape
 from gradscope.render.cells import fmt, printable
 
 MARK = {"vanishing": ("VANISHING", "bold red"), "saturating": ("SATURATING", "bold yellow"),
@@ -99,29 +100,34 @@ def dot(report: Any) -> str:
 
 
 # ---------------------------------------------------------------- sweep plots
-def _panel(title: str, xs: list[float], ys: list[float], width: int, height: int,
-           style: str) -> Group:
-    finite = [y for y in ys if math.isfinite(y)]
+Series = tuple[list[float], str, str]  # values, the character drawn, its style
+
+
+def _panel(title: Text | str, xs: list[float], series: list[Series], width: int,
+           height: int) -> Group:
+    """One terminal panel; several series share its scale (a later one is drawn over an
+    earlier one where both fall on one cell, which then shows '◆': they agree there)."""
+    finite = [y for ys, _, _ in series for y in ys if math.isfinite(y)]
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
     if hi - lo < 1e-12:
         lo, hi = lo - 1, hi + 1
-    grid = [[" "] * width for _ in range(height)]
-    for i, y in enumerate(ys):
-        col = min(width - 1, int(i * (width - 1) / max(1, len(ys) - 1)))
-        if not math.isfinite(y):
-            grid[0][col] = "!"
-            continue
-        row = height - 1 - round((y - lo) / (hi - lo) * (height - 1))
-        grid[row][col] = "•"
+    grid: list[list[tuple[str, str]]] = [[(" ", "")] * width for _ in range(height)]
+    for ys, char, style in series:
+        for i, y in enumerate(ys):
+            col = min(width - 1, int(i * (width - 1) / max(1, len(ys) - 1)))
+            row = 0 if not math.isfinite(y) else \
+                height - 1 - round((y - lo) / (hi - lo) * (height - 1))
+            mark = "!" if not math.isfinite(y) else char
+            seen = grid[row][col][0]
+            grid[row][col] = ("◆", "bold") if seen not in (" ", mark, "!") and \
+                len(series) > 1 else (mark, style)
     zero_row = height - 1 - round((0 - lo) / (hi - lo) * (height - 1)) if lo <= 0 <= hi else None
-    lines = [Text(title, style="bold")]
+    lines = [Text(title, style="bold") if isinstance(title, str) else title]
     for r, row in enumerate(grid):
         label = fmt(hi, 3) if r == 0 else fmt(lo, 3) if r == height - 1 else ""
         line = Text(f"{label:>10} │", style="dim")
-        body = "".join(row)
-        if r == zero_row:
-            body = "".join("·" if c == " " else c for c in body)
-        line.append(body, style=style)
+        for char, style in row:
+            line.append("·" if char == " " and r == zero_row else char, style=style or None)
         lines.append(line)
     axis = f"{'':>10} └{'─' * width}"
     lines.append(Text(axis, style="dim"))
@@ -130,17 +136,54 @@ def _panel(title: str, xs: list[float], ys: list[float], width: int, height: int
     return Group(*lines)
 
 
+def difference(report: Any) -> list[float]:
+    """autograd − finite differences per point (NaN where either is not finite)."""
+    return [a - d if math.isfinite(a) and math.isfinite(d) else math.nan
+            for a, d in zip(report.autograd, report.finite_difference, strict=True)]
+
+
 def sweep_plot(report: Any, width: int = 72, height: int = 8) -> Group:
-    parts = [Text.assemble(("sweep of ", "bold"), report.target, f"  over {report.var} ∈ "
+    var = report.var
+    parts = [Text.assemble(("sweep of ", "bold"), report.target, f"  over {var} ∈ "
                            f"[{fmt(report.x[0], 4)}, {fmt(report.x[-1], 4)}], "
                            f"{len(report.x)} points")]
-    parts.append(_panel("f = vᵀ·output", report.x, report.f, width, height, "cyan"))
-    parts.append(_panel(f"autograd d/d{report.var}", report.x, report.autograd, width, height,
-                        "green"))
-    parts.append(_panel(f"finite differences d/d{report.var} (step {report.eps:.3g})", report.x,
-                        report.finite_difference, width, height, "yellow"))
+    parts.append(_panel("f = vᵀ·output", report.x, [(report.f, "•", "cyan")], width, height))
+    both = Text.assemble((f"d/d{var}, one scale: ", "bold"), ("• autograd", "green"), "  ",
+                         (f"x finite differences (step {report.eps:.3g})", "yellow"),
+                         ("  ◆ both", "bold"))
+    parts.append(_panel(both, report.x, [(report.autograd, "•", "green"),
+                                         (report.finite_difference, "x", "yellow")],
+                        width, height))
+    parts.append(_panel("autograd − finite differences", report.x,
+                        [(difference(report), "•", "magenta")], width, height // 2 + 1))
     notes = [Text(line, style=tone) for line, tone in sweep_words(report)]
     return Group(*parts, *notes)
+
+
+def held(report: Any) -> str:
+    """Where the other inputs stayed while the swept one moved."""
+    fixed = getattr(report, "fixed", {}) or {}
+    if not fixed:
+        return f"{report.var} is the target's only input"
+    said = [f"{printable(name)} = {_value(value)}" for name, value in list(fixed.items())[:8]]
+    more = f" and {len(fixed) - 8} more" if len(fixed) > 8 else ""
+    drawn = [printable(n) for n in getattr(report, "drawn", []) if n in fixed]
+    why = f" ({', '.join(drawn)} drawn by gradscope; choose with --at, at= in Python)" \
+        if drawn else ""
+    return f"the other inputs held at {', '.join(said)}{more} while {report.var} moves{why}"
+
+
+def _value(value: Any) -> str:
+    """A held value in a few characters: a number, a short list, or its shape."""
+    if not isinstance(value, list):
+        return fmt(value, 4) if isinstance(value, (int, float)) else printable(str(value))
+    flat, shape, level = value, [], value
+    while isinstance(level, list):
+        shape.append(len(level))
+        level = level[0] if level else None
+    if len(shape) == 1 and len(flat) <= 4:
+        return "[" + ", ".join(fmt(v, 4) for v in flat) + "]"
+    return f"a tensor of shape {tuple(shape)}"
 
 
 MAX_STRETCHES = 4
@@ -158,7 +201,7 @@ def sweep_words(report: Any) -> list[tuple[str, str]]:
     """What the sweep's numbers say, each sentence with its style — computed from the same
     lists the panels draw (where the derivatives part, where each is zero, the spikes)."""
     var, n = report.var, len(report.x)
-    out = []
+    out = [(held(report), "dim")]
     parted = getattr(report, "parted", [])
     for p in parted[:MAX_STRETCHES]:
         where = f"{var} ∈ [{fmt(p['from'], 4)}, {fmt(p['to'], 4)}]" if p["from"] != p["to"] \
@@ -207,18 +250,32 @@ def save_plot(report: Any, path: Path) -> None:
     except ImportError:
         raise UsageError("--plot needs matplotlib (pip install matplotlib, or '.[plot]' from "
                          "gradscope's source); the terminal plot needs nothing") from None
-    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(8, 7))
-    series = [("f", report.f, "tab:blue"), (f"autograd d/d{report.var}", report.autograd,
-                                            "tab:green"),
-              (f"finite differences d/d{report.var}", report.finite_difference, "tab:orange")]
-    for ax, (label, ys, colour) in zip(axes, series, strict=True):
-        ax.plot(report.x, ys, color=colour, linewidth=1.2)
-        ax.set_ylabel(label)
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(8, 7),
+                             gridspec_kw={"height_ratios": [3, 3, 2]})
+    var = report.var
+    axes[0].plot(report.x, report.f, color="tab:blue", linewidth=1.2)
+    axes[0].set_ylabel("f = vᵀ·output")
+    axes[1].plot(report.x, report.autograd, color="tab:green", linewidth=2.6, label="autograd")
+    axes[1].plot(report.x, report.finite_difference, color="tab:orange", linewidth=1.3,
+                 linestyle="--", label=f"finite differences (step {report.eps:.3g})")
+    axes[1].set_ylabel(f"d/d{var}")
+    axes[1].legend(loc="best", fontsize="small")
+    axes[2].plot(report.x, difference(report), color="purple", linewidth=1.2)
+    if report.fd_error > 0 and math.isfinite(report.fd_error):
+        axes[2].axhspan(-report.fd_error, report.fd_error, color="grey", alpha=0.15,
+                        label="± the finite differences' own error")
+        axes[2].legend(loc="best", fontsize="small")
+    axes[2].set_ylabel("autograd − FD")
+    for ax in axes:
         ax.grid(alpha=0.3)
+    for p in getattr(report, "parted", [])[:50]:
+        for ax in axes[1:]:
+            ax.axvspan(p["from"], p["to"], color="red", alpha=0.08)
     for x in report.jumps[:50]:
-        axes[2].axvline(x, color="red", alpha=0.2, linewidth=0.8)
-    axes[-1].set_xlabel(report.var)
-    fig.suptitle(f"gradscope sweep: {report.target}")
-    fig.tight_layout()
+        axes[1].axvline(x, color="red", alpha=0.2, linewidth=0.8)
+    fig.text(0.01, 0.005, escape.plot(held(report)), fontsize="small", color="grey")
+    axes[-1].set_xlabel(var)
+    fig.suptitle(f"gradscope sweep: {escape.plot(report.target)}")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path)
     plt.close(fig)

@@ -5,12 +5,13 @@ no Graphviz binary and no plotting library: any browser or image viewer opens it
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 from xml.sax.saxutils import escape
 
-from gradscope.render.cells import printable, xml_safe
+from gradscope.render.cells import fmt, printable, xml_safe
 from gradscope.render.pictures import document
 
 CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 7.6, 15, 8, 28, 46
@@ -19,17 +20,71 @@ WORD = {"vanishing": "VANISHING", "saturating": "SATURATING", "nan": "NaN/inf",
         "wrong": "WRONG BACKWARD"}
 
 
+# 'file.py:12: y = f(x)' or 'Cell In[3], line 12: y = f(x)': where a node was made and the
+# line that made it ('Cls.backward (file.py:8)', a custom Function's, has no line after it)
+_SOURCED = re.compile(r"^(.*?(?::\d+|, line \d+)): (.*)$", re.S)
+KEY = ("in / out: the gradient reaching a node and the one it passes on — ‖L2 norm‖ and "
+       "nonzero/elements (≠0)")
+CODE_CHARS = 110  # a source line in the legend is cut here (whole in its tooltip)
+
+
+def split_where(where: str) -> tuple[str, str]:
+    """(location, source line) of a node's `where`; the line '' where it carries none."""
+    found = _SOURCED.match(where)
+    return (found.group(1), found.group(2)) if found else (where, "")
+
+
+def _flowed(stats: dict[str, Any] | None) -> str:
+    if not stats:
+        return "—"
+    return f"‖{fmt(stats.get('norm'), 3)}‖ {stats['nonzero']}/{stats['numel']}≠0"
+
+
+def _figures(node: Any) -> list[str]:
+    """The gradient through the node, as the text tree says it: its norm and nonzero count
+    coming in, and going out to each input of the node."""
+    if node.leaf or not node.received:
+        return []
+    passed = [p for p in node.passed if p]
+    return [f"in  {_flowed(node.received)}",
+            "out " + (", ".join(_flowed(p) for p in passed[:3]) or "—")
+            + (f", +{len(passed) - 3}" if len(passed) > 3 else "")]
+
+
+FIGURES = ("in  ", "out ")
+
+
 def _lines(node: Any) -> list[str]:
     if node.leaf:
         return [printable(node.leaf), "input"]
     lines = [node.name]
     if node.module is not None:
         lines.append(printable(node.module or "top level"))
-    if node.where:
-        lines.append(printable(node.where))
+    if node.where:  # the place only: its source line is said once, under the graph
+        lines.append(printable(split_where(node.where)[0]))
+    lines += _figures(node)
     if node.status:
         lines.append(WORD[node.status])
     return lines
+
+
+def _legend(report: Any, width: float, y: float) -> tuple[list[str], float]:
+    """Each source line the nodes name, once: 'place  line' under the graph."""
+    said: dict[str, str] = {}
+    for node in report.nodes:
+        place, code = split_where(node.where) if node.where and not node.leaf else ("", "")
+        if code and place not in said:
+            said[place] = code
+    parts = [_text(GAP_X, y + 14, KEY, colour="#555555")]
+    if said:
+        y += LINE_H * 1.5
+        parts.append(_text(GAP_X, y + 14, "source lines", bold=True))
+    for place, code in said.items():
+        y += LINE_H
+        shown = code if len(code) <= CODE_CHARS else code[:CODE_CHARS - 1] + "…"
+        parts.append(f"<g><title>{escape(xml_safe(printable(code)))}</title>"
+                     + _text(GAP_X, y + 14, f"{printable(place)}:  {printable(shown)}") + "</g>")
+    return parts, y + LINE_H
 
 
 DUMMY_W = 12.0  # the slot a long edge takes in a layer it passes through
@@ -99,7 +154,7 @@ def svg(report: Any) -> str:
     for layer in layers:
         size.update({slot: (DUMMY_W, 0.0) for slot in layer if isinstance(slot, tuple)})
     widths = [sum(size[i][0] for i in layer) + GAP_X * (len(layer) - 1) for layer in layers]
-    width = max(max(widths), len(title) * CHAR_W) + 2 * GAP_X
+    width = max(max(widths), len(title) * CHAR_W, _legend_width(report)) + 2 * GAP_X
     box: dict[Any, tuple[float, float, float, float]] = {}
     bottom: dict[int, float] = {}  # each layer's lowest box edge: edges leave below it
     y = 44.0
@@ -117,7 +172,14 @@ def svg(report: Any) -> str:
     parts += [_edge([box[s] for s in chain], [bottom[depth_of[s]] for s in chain], pair)
               for pair, chain in chains.items() if all(s in box for s in chain)]
     parts.extend(_node(by_id[nid], box[nid]) for nid in box if not isinstance(nid, tuple))
-    return _document(width, y - GAP_Y + 20, parts)
+    legend, y = _legend(report, width, y - GAP_Y + 12)
+    return _document(width, y + 12, parts + legend)
+
+
+def _legend_width(report: Any) -> float:
+    places = [split_where(n.where) for n in report.nodes if n.where and not n.leaf]
+    return max([len(p) + 3 + min(len(c), CODE_CHARS) for p, c in places if c] + [len(KEY)]) \
+        * CHAR_W
 
 
 def _node(node: Any, where: tuple[float, float, float, float]) -> str:
@@ -126,13 +188,16 @@ def _node(node: Any, where: tuple[float, float, float, float]) -> str:
     rounded = h / 2 if node.leaf else 3.0  # inputs as pills, grad_fn nodes as boxes
     fill = "#eef5ff" if node.leaf else "#fdecec" if node.status else "#ffffff"
     stroke = 2.5 if node.status else 1
-    out = [f'<rect data-node="{node.id}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" '
+    tip = f"<title>{escape(xml_safe(printable(node.where)))}</title>" if node.where else ""
+    out = [f'<g>{tip}<rect data-node="{node.id}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" '
            f'height="{h:.1f}" rx="{rounded:.1f}" fill="{fill}" stroke="{colour}" '
            f'stroke-width="{stroke}"/>']
     for k, line in enumerate(_lines(node)):
         out.append(_text(x + w / 2, y + PAD / 2 + LINE_H * (k + 0.8), line, bold=k == 0,
-                         anchor="middle", colour=colour if node.status and k else "#222222"))
-    return "\n".join(out)
+                         anchor="middle", colour=colour if node.status and k and not
+                         line.startswith(FIGURES) else "#555555" if line.startswith(FIGURES)
+                         else "#222222"))
+    return "\n".join(out) + "</g>"
 
 
 def _edge(slots: list[tuple[float, float, float, float]], bottoms: list[float],

@@ -56,8 +56,12 @@ class GraphReport:
         return not any(n.status for n in self.nodes)
 
     def _repr_svg_(self) -> str:
-        """The picture in a notebook cell (Jupyter shows an object's SVG by itself)."""
+        """The picture where only SVG is shown (Jupyter prefers `_repr_html_`)."""
         return self.plot().svg
+
+    def _repr_html_(self) -> str:
+        """The picture in a notebook cell, scaled to its width."""
+        return self.plot()._repr_html_()
 
     def plot(self) -> Any:
         """The backward graph as a Picture (`--svg`'s drawing)."""

@@ -45,6 +45,7 @@ class SweepReport:
     # |derivative| it is relative to: a coarse grid over a fast function makes it large
     fd_error: float = 0.0
     scale: float = 0.0
+    drawn: list[str] = field(default_factory=list)  # the held inputs gradscope drew (no --at)
     schema: str = kinds.SWEEP
     version: str = __version__
 
@@ -69,8 +70,12 @@ class SweepReport:
         return self.plot().save(path)
 
     def _repr_svg_(self) -> str:
-        """A notebook shows the picture, scaled to its cell."""
+        """The picture where only SVG is shown (Jupyter prefers `_repr_html_`)."""
         return self.plot().svg
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the picture, scaled to its cell."""
+        return self.plot()._repr_html_()
 
 
 @contained("sweep")
@@ -129,7 +134,8 @@ def _sweep(request: Request, var: str, lo: float, hi: float, points: int,
                        options.eps or spacing / 2, jumps, vanishing,
                        _parted(xs.tolist(), ag_vals, fd_vals, apart, spikes),
                        _zeros(xs.tolist(), ag_vals, fd_vals, spikes),
-                       *_resolution(xs.tolist(), ag_vals, fd_vals, half_vals, spikes))
+                       *_resolution(xs.tolist(), ag_vals, fd_vals, half_vals, spikes),
+                       [n for n in cast if n != var and n not in options.at])
 
 
 def _swept(request: Request, var: str, lo: float, hi: float, points: int, api: bool

@@ -136,3 +136,43 @@ def test_the_picture_shrinks_to_a_notebook_cell():
     assert "max-width:100%" in root.get("style") and root.get("viewBox")
     # a monospaced face whose advance (0.6 em at 12 px) the boxes are sized for
     assert "monospace" in root.get("font-family")
+
+
+def test_the_notebook_wrapper_scales_to_its_container_and_keeps_its_ids_apart():
+    report = _graph("sum(round(x) * 2 + clamp(x, 0, 1))")
+    drawn = ET.fromstring(svg(report))
+    first, second = report._repr_html_(), report._repr_html_()
+    assert first.startswith("<div") and "<?xml" not in first
+    root = ET.fromstring(first).find(f"{NS}svg")
+    assert root.get("width") == "100%" and root.get("height") is None  # the container's width
+    assert root.get("viewBox") == drawn.get("viewBox")  # its shape kept: the height follows
+    assert f"max-width:{drawn.get('width')}px" in root.get("style")  # never drawn larger
+    ids = [set(re.findall(r' id="([^"]+)"', html)) for html in (first, second)]
+    assert ids[0] and not ids[0] & ids[1]  # two graphs in one notebook share no marker
+    for html, own in zip((first, second), ids, strict=True):
+        used = set(re.findall(r'url\(#([^)]+)\)', html))
+        assert used and used <= own
+
+
+def test_each_node_carries_the_gradient_figures_the_text_tree_shows():
+    report = _graph("sum(clamp(x, 0, 1) * 3)")
+    texts = _texts(ET.fromstring(svg(report)))
+    clamp = next(n for n in report.nodes if n.name.startswith("Clamp"))
+    got, passed = clamp.received, clamp.passed[0]
+    assert f"in  ‖{got['norm']:.3g}‖ {got['nonzero']}/{got['numel']}≠0" in texts
+    assert f"out ‖{passed['norm']:.3g}‖ {passed['nonzero']}/{passed['numel']}≠0" in texts
+    assert passed["nonzero"] == 1 and got["nonzero"] == 3  # 0.3 inside (0, 1) only
+
+
+def test_a_long_source_line_is_said_once_under_the_graph():
+    from tests.paths import DATA
+
+    report = gradscope.graph(f"{DATA}/models.py:loss")
+    texts = _texts(ET.fromstring(svg(report)))
+    places = {n.where.split(": ", 1)[0] for n in report.nodes if ": " in n.where}
+    assert places  # the model's nodes name where in models.py they were made
+    for place in places:
+        assert place in texts  # each node box: the place alone
+        assert sum(t.startswith(place + ":  ") for t in texts) == 1  # its line: once
+    assert not any(": " in t and t.split(": ", 1)[0] in places and not t.startswith(
+        tuple(p + ":  " for p in places)) for t in texts)

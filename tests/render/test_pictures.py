@@ -49,12 +49,43 @@ def test_the_sweep_picture_says_what_its_words_say():
     report = gradscope.sweep(f"{DATA}/seed_layers.py:ClampGradient", var="x", range=(-1, 2),
                              points=61)
     root = ET.fromstring(sweep_svg(report))
-    assert len(list(root.iter(f"{NS}polyline"))) == 3  # f, autograd, finite differences
+    lines = list(root.iter(f"{NS}polyline"))
+    assert len(lines) == 4  # f, autograd, finite differences, their difference
     texts = _texts(sweep_svg(report))
     assert any("part on x ∈ [1, 2]" in t for t in texts)
+    assert any("x is the target's only input" in t for t in texts)
     shaded = [r for r in root.iter(f"{NS}rect") if r.get("fill") == "#d62728"]
-    assert len(shaded) == 2  # the stretch they part on, in both derivative panels
+    assert len(shaded) == 2  # the stretch they part on, beside both derivatives and apart
     assert "max-width:100%" in root.get("style")
+
+
+def test_the_sweep_draws_both_derivatives_on_one_scale():
+    # where autograd and finite differences agree (x < 0: both 0; the ramp: both 1) their
+    # points are the same pixels: one axis, not two panels each with its own scale
+    report = gradscope.sweep(f"{DATA}/seed_layers.py:ClampGradient", var="x", range=(-1, 2),
+                             points=61)
+    root = ET.fromstring(sweep_svg(report))
+    _, autograd, fd, apart = ([tuple(p.split(",")) for p in line.get("points").split()]
+                              for line in root.iter(f"{NS}polyline"))
+    pairs = zip(report.autograd, report.finite_difference, strict=True)
+    agree = [k for k, (a, d) in enumerate(pairs) if abs(a - d) < 1e-9]
+    assert len(agree) > 30 and all(autograd[k] == fd[k] for k in agree)
+    assert fd[-1] != autograd[-1]  # where they part, apart on the same scale
+    assert {p[1] for p in apart[:10]} == {apart[0][1]}  # the difference: flat at 0 there
+
+
+def test_the_sweep_says_where_the_other_inputs_were_held():
+    given = gradscope.sweep("a*b + sin(c*a)", var="a", range=(-3, 3), points=41, b="0.5",
+                            c="2")
+    words = " ".join(_texts(sweep_svg(given)))
+    assert "held at b = 0.5, c = 2 while a moves" in words and "drawn" not in words
+    drawn = gradscope.sweep("a*b", var="a", range=(-3, 3), points=11, seed=3)
+    words = " ".join(_texts(sweep_svg(drawn)))
+    assert f"held at b = {drawn.fixed['b']:.4g} while a moves (b drawn by gradscope" in words
+    assert drawn.drawn == ["b"] and given.drawn == []
+    band = [r for r in ET.fromstring(sweep_svg(given)).iter(f"{NS}rect")
+            if r.get("fill") == "#888888"]
+    assert len(band) == 1  # ± the finite differences' own error, about the difference
 
 
 def test_user_text_is_escaped_in_pictures():
