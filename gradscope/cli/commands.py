@@ -303,7 +303,7 @@ def run_config(**values: Any) -> None:
             from gradscope.render.suite import junit_xml
 
             write_file(junit, junit_xml(suite), "--junit-xml")
-        _ci_outputs(suite, summary)
+        _ci_outputs(suite, summary, annotated)
     raise typer.Exit(suite.exit_code)
 
 
@@ -329,9 +329,10 @@ def _listed(config: Path | None, chosen: dict[str, Any], fmt: str, options: bool
     raise typer.Exit(0)
 
 
-def _ci_outputs(suite: Any, summary: Path | None) -> None:
+def _ci_outputs(suite: Any, summary: Path | None, annotated: bool) -> None:
     """The markdown summary (--summary FILE), and on GitHub Actions the annotations (stderr,
-    so that stdout stays the report) and the step summary."""
+    so that stdout stays the report; none where --output-format github printed them: GitHub
+    reads both streams, and one failure is one annotation) and the step summary."""
     from gradscope import render
     from gradscope.suite import github
 
@@ -339,7 +340,7 @@ def _ci_outputs(suite: Any, summary: Path | None) -> None:
     if summary is not None:
         write_file(summary, markdown, "--summary")
     if github.active():
-        for line in github.annotations(suite, Path(suite.config)):
+        for line in [] if annotated else github.annotations(suite, Path(suite.config)):
             typer.echo(line, err=True)
         unwritten = github.append_summary(markdown)
         if unwritten:

@@ -89,10 +89,23 @@ def _find(path: Path, pattern: str) -> int | None:
 
 
 def _shown(path: Path) -> Path:
+    """`path` as GitHub places an annotation: relative to the workspace (GITHUB_WORKSPACE,
+    else the repository holding the working directory, else the working directory), from
+    wherever gradscope runs — `../model.py` from a sub-folder lands on no file."""
+    base = root()
     try:
-        return path.resolve().relative_to(Path.cwd().resolve())
+        return path.resolve().relative_to(base)
     except ValueError:
-        return path
+        return path.resolve()
+
+
+def root() -> Path:
+    """The folder annotation paths are relative to."""
+    workspace = os.environ.get("GITHUB_WORKSPACE", "").strip()
+    if workspace and Path(workspace).is_dir():
+        return Path(workspace).resolve()
+    here = Path.cwd().resolve()
+    return next((p for p in (here, *here.parents) if (p / ".git").exists()), here)
 
 
 def _data(text: str) -> str:  # GitHub's escaping of a workflow command's message (control

@@ -77,6 +77,29 @@ def test_one_run_writes_junit_and_markdown_and_github_gets_annotations(project, 
     assert "0.25 × the derivative" in annotation and "batch-mean" in annotation
 
 
+def test_one_annotation_per_failure_with_paths_from_the_workspace(project, capsys, monkeypatch):
+    # the documented workflow, run from a sub-folder of the checkout: GitHub reads both
+    # streams, so each failure is announced on one; and its file is named from the workspace
+    # root (GITHUB_WORKSPACE), where GitHub looks for it
+    model = project / "mymodel.py"
+    model.write_text(Path(f"{DATA}/corpus.py").read_text())
+    (project / "pyproject.toml").write_text(CONFIG.replace(f"{DATA}/corpus.py", "mymodel.py"))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    code, out, err = _main(capsys, "run", "--output-format", "github", "--jobs", "1")
+    assert code == 1
+    errors = [line for line in (out + err).splitlines() if line.startswith("::error")]
+    assert len(errors) == 1 and errors[0] in out.splitlines()
+    assert errors[0].startswith("::error file=mymodel.py,line=")
+    # the same check without a workspace named: the repository's root is the base
+    monkeypatch.delenv("GITHUB_WORKSPACE")
+    (project / ".git").mkdir()
+    code, out, err = _main(capsys, "run", "--jobs", "1")
+    errors = [line for line in (out + err).splitlines() if line.startswith("::error")]
+    assert len(errors) == 1 and errors[0].startswith("::error file=mymodel.py,line=")
+
+
 def test_version_short_flag_and_the_pre_commit_hook():
     done = subprocess.run([sys.executable, "-m", "gradscope", "-V"], capture_output=True,
                           text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
