@@ -157,6 +157,9 @@ def _partitioned(found: partitions.Partition, ag, ref, err, judged, wrong, tol,
     """The value partition, with what autograd is where it holds."""
     n, total = int(wrong.sum()), int(judged.sum())
     there, factor = _local(ag, ref, err, wrong, tol, scales)
+    hidden = _hidden(ag, ref, judged, wrong, factor, scales)
+    if hidden is not None:
+        return hidden
     reading = f"the case of backward for {found.text} differs from the forward's"
     if factor:
         said = _reading(factor, scales)
@@ -215,6 +218,31 @@ def _factor(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
                         "ratio, not a pattern)", _reading(c, scales), 1, c)
     return Relation("factor", f"autograd = {number(c)} × the derivative at every element",
                     _reading(c, scales), n, c)
+
+
+def _hidden(ag, ref, judged, wrong, factor: float | None, scales) -> Relation | None:
+    """A part said wrong while the rest 'agrees' is a prediction about the rest: there autograd
+    must read as the derivative. Where the elements within tolerance read as the wrong ones
+    do instead — nearer factor × the derivative than the derivative — the tolerance (a loose
+    one: what autocast measurably changed) hid the same error there: it is everywhere. The
+    factor is fitted on the wrong elements and tested on the others."""
+    if factor is None:
+        factor = _fit(ag[wrong], ref[wrong])
+        factor = _snap(factor, scales) if factor is not None else None
+    if factor is None or factor == 1.0:
+        return None
+    rest = judged & ~wrong & (ref.abs() > 1e-3 * float(ref[judged].abs().max()))
+    if int(rest.sum()) < 1:
+        return None
+    nearer = (ag[rest] - factor * ref[rest]).abs() < (ag[rest] - ref[rest]).abs()
+    if float(nearer.double().mean()) <= 0.5:
+        return None
+    n, total, k, m = int(wrong.sum()), int(judged.sum()), int(nearer.sum()), int(rest.sum())
+    return Relation("factor", f"autograd ≈ {number(factor)} × the derivative at every element: "
+                    f"beyond the tolerance at {n} of {total}, and nearer {number(factor)} × "
+                    f"the derivative than the derivative at {k} of the {m} others (within "
+                    "this run's tolerance, which hid it there)", _reading(factor, scales),
+                    total, factor)
 
 
 def _significant(ref: torch.Tensor, err: torch.Tensor, tol: Tolerance) -> torch.Tensor:
@@ -339,6 +367,10 @@ def _additive(ag, ref, err, judged, wrong, tol, scales) -> Relation | None:
     d = float(diff.median())
     if abs(d) <= tol.atol:
         return None
+    c = _fit(ag[judged], ref[judged])
+    if c is not None and float((ag[judged] - c * ref[judged]).abs().sum()) < 0.5 * float(
+            (diff - d).abs().sum()):
+        return None  # a factor reads the numbers far better: a shift fits only a loose bound
     if bool(_close(ag[judged], ref[judged] + d, err[judged], tol).all()):
         return Relation("additive", f"autograd = the derivative {'+' if d > 0 else '−'} "
                         f"{number(abs(d))} at every element",
@@ -374,6 +406,9 @@ def _subset(ag, ref, err, judged, wrong, tol, scales, total) -> Relation | None:
             best = (len(picked) / size, dim, picked)
     n_wrong = int(wrong.sum())
     there, factor = _local(ag, ref, err, wrong, tol, scales)
+    hidden = _hidden(ag, ref, judged, wrong, factor, scales)
+    if hidden is not None:
+        return hidden
     if best is None:
         if not there or factor == 0.0:
             return None

@@ -40,7 +40,7 @@ class Found:
 
     name: str
     where: str
-    argument: int
+    argument: str  # forward's parameter name (its position where it has none)
     how: str
     hint: str
 
@@ -118,7 +118,9 @@ def _argument(ctx: Context, calls: Sequence[Any], k: int, i: int) -> Found | Non
         if not wrong:
             return None
         how, hint = _sharded_how(wrong, ratios, world, all(own) and len(wrong) == world)
-    return Found(calls[0].name, calls[0].where, i, how, hint)
+    names = getattr(calls[0], "arguments", ())
+    return Found(calls[0].name, calls[0].where, names[i] if i < len(names) and names[i]
+                 else f"at position {i}", how, hint)
 
 
 def _quotient(target: Any, calls: Sequence[Any], k: int, i: int, dirs: list[torch.Tensor],

@@ -112,6 +112,7 @@ def render(report: Report) -> str:
         lines += ["| also checked | result | max abs error |", "|---|---|---:|"]
         lines += [f"| {md(c.label)} | {_result(c)} | "
                   f"{fmt(c.max_abs_error) if c.result != 'not run' else '—'} |"
+                  .replace("| nan |", "| — |")
                   for c in report.upstream_checks]
         lines.append("")
     if report.branches:

@@ -213,8 +213,10 @@ def checks_table(report: Report) -> Table | None:
         ran = word != Status.NOT_RUN
         # (a check in place compares per call, with no single error to show: NaN)
         error = c.max_abs_error if ran and not math.isnan(c.max_abs_error) else None
+        # (a test that compares no numbers, opcheck's: neither an error nor a count)
+        counted = ran and (c.mismatches > 0 or not math.isnan(c.max_abs_error))
         table.add_row(c.label, Text(word, style=style(word)), fmt(error),
-                      str(c.mismatches) if ran else "—")
+                      str(c.mismatches) if counted else "—")
     return table
 
 
@@ -313,6 +315,9 @@ def renderables(report: Report) -> Iterable[RenderableType]:
     empty = no_gradient(report)
     for item in detailed(report) if model else report.inputs:
         yield input_table(item) if item.name not in empty else _no_table(item)
+    absent = _absent(report)
+    if absent is not None:
+        yield absent
     if report.forward is not None:
         yield forward_table(report.forward, report.output.shape)
     for extra in (intermediates_table(report), checks_table(report), branches_table(report),
@@ -328,6 +333,19 @@ def renderables(report: Report) -> Iterable[RenderableType]:
     for note in notes:
         yield Text(f"note: {printable(note)}", style="dim")
     yield verdict(report)
+
+
+def _absent(report: Report) -> Text | None:
+    """Why a column that does not apply is '—' on every row (symbolic, for Python code):
+    said once under the tables, not per table."""
+    reasons: dict[str, set[str]] = {}
+    for item in report.inputs:
+        for column in item.columns.values():
+            if column.values is None and column.skipped and not column.failed:
+                reasons.setdefault(column.label, set()).add(column.skipped)
+    shown = [f"{label} —: {next(iter(why))}" for label, why in reasons.items() if len(why) == 1
+             and all(label in {c.label for c in i.columns.values()} for i in report.inputs)]
+    return Text(printable(" · ".join(shown)), style="dim") if shown else None
 
 
 def render(report: Report, console: Console) -> None:

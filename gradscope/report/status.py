@@ -27,6 +27,8 @@ class Status(str, Enum):
     INCONCLUSIVE = "inconclusive"
     # a named check (a random upstream, the Jacobian) for which no engine compared anything
     NOT_RUN = "not run"
+    # a named check that compares no numbers and did not pass (a torch.library.opcheck test)
+    FAILED = "failed"
 
     # a str mixin: the word itself wherever it is printed, hashed or formatted
     __str__ = str.__str__
@@ -54,7 +56,7 @@ class Status(str, Enum):
     @property
     def fails(self) -> bool:
         """An input with this status fails the run (whatever --fail-on says, but never)."""
-        return self in (Status.MISMATCH, Status.INCONCLUSIVE)
+        return self in (Status.MISMATCH, Status.INCONCLUSIVE, Status.FAILED)
 
     @property
     def quiet(self) -> bool:
@@ -85,10 +87,11 @@ SEVERITY = (Status.MISMATCH, Status.UNDEFINED, Status.NONDIFFERENTIABLE, Status.
 _RANK: dict[Status, float] = {s: len(SEVERITY) - 1 - k for k, s in enumerate(SEVERITY)}
 _RANK[Status.INCONCLUSIVE] = _RANK[Status.MISMATCH] - 0.5
 _RANK[Status.NOT_RUN] = -1
+_RANK[Status.FAILED] = _RANK[Status.MISMATCH]
 _STYLE = {Status.OK: "green", Status.MISMATCH: "bold red", Status.INCONCLUSIVE: "bold red",
           Status.UNDEFINED: "magenta", Status.NONDIFFERENTIABLE: "yellow",
           Status.VANISHING: "yellow", Status.SURROGATE: "cyan", Status.UNCHECKED: "dim",
-          Status.NOT_RUN: "dim"}
+          Status.NOT_RUN: "dim", Status.FAILED: "bold red"}
 
 
 def worst(statuses: Iterable[Status | str]) -> Status:

@@ -184,3 +184,34 @@ def test_one_element_off_is_named_by_its_full_index_and_how():
     ag[1, 2] = -ag[1, 2]
     found = find("x", arrays(ag, r), TOL, {})
     assert "one element, [1, 2]" in found.text and "(the opposite sign)" in found.text
+
+
+def test_a_part_said_wrong_is_tested_on_the_rest_before_agrees_elsewhere_is_said():
+    # 1.5 × everywhere, but a loose bound (autocast's measured widening) lets most elements
+    # through: the factor read on the elements beyond it holds on the others too — the error
+    # is everywhere, not "in index … only; autograd agrees elsewhere"
+    r = ref(4, 8)
+    noise = torch.randn(4, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    ag = 1.5 * r * (1 + 0.02 * noise)  # bfloat16's rounding: no exact factor at every element
+    loose = (ag - r).abs() > 0.45 * r.abs().max()
+    status = torch.where(loose, MISMATCH, OK).to(torch.int8)
+    assert 0 < int(loose.sum()) < r.numel()
+    rel = find("w", Arrays(ag, r, None, status), TOL, SIZES)
+    assert rel.kind == "factor" and "at every element" in rel.text
+    assert "agrees elsewhere" not in rel.text and "which hid it there" in rel.text
+    # where the others do agree (a row wrong alone) the subset is said as before
+    ag = r.clone()
+    ag[1] = 1.5 * r[1]
+    ag[2] += 1e-10  # round-off, no factor
+    rel = find("w", arrays(ag, r), TOL, SIZES)
+    assert rel.kind == "subset" and "index 1 of dim 0 only" in rel.text
+
+
+def test_a_shift_is_not_said_where_a_factor_reads_the_numbers():
+    r = ref(4, 8)
+    ag = 1.5 * r
+    wide = Tolerance(1e-6, 1e-9)
+    err = torch.full_like(r, 0.3 * float(r.abs().max()))  # a bound loose enough for any shift
+    status = torch.full(r.shape, MISMATCH, dtype=torch.int8)
+    rel = find("w", Arrays(ag, r, err, status), wide, SIZES)
+    assert rel is None or rel.kind != "additive"

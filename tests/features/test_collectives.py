@@ -29,6 +29,8 @@ def test_a_copy_without_its_all_reduce_is_named_with_its_line():
     assert found.op == "CopyForgetsAllReduce.backward"
     assert found.where.endswith(_line(parallel.CopyForgetsAllReduce))
     assert "its own part" in found.message and "all-reduce missing" in found.message
+    # the argument by forward's own name, as the culprit line of a one-process check says it
+    assert "across ranks for its argument x:" in found.message
     assert "CopyForgetsAllReduce.backward" in checked("MLPForgetsAllReduce").to_text()
 
 

@@ -34,6 +34,15 @@ def test_a_missing_fake_implementation_fails_with_opchecks_finding():
     # the gradient itself is right: only opcheck's tests fail
     assert report["x"].status == "ok"
     assert "opcheck test_faketensor fails" in report.to_text()
+    # its row says what happened: a test failed, no numbers compared (no "mismatch", no 0)
+    (row,) = [line for line in report.to_text().splitlines()
+              if line.strip().startswith("opcheck test_faketensor")]
+    assert row.split()[2:] == ["failed", "—", "—"]
+    (row,) = [line for line in report.to_text().splitlines()
+              if line.strip().startswith("opcheck test_schema")]
+    assert row.split()[2:] == ["ok", "—", "—"]
+    assert "| opcheck test_faketensor | **failed** | — |" in report.to_markdown()
+    assert report.to_dict()["upstream_checks"][-1]["result"] in ("failed", "ok")
 
 
 def test_numbers_and_lists_from_the_schema_are_given_to_opcheck():

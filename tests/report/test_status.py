@@ -22,7 +22,8 @@ def test_a_status_is_its_word_everywhere():
 
 
 def test_what_each_status_means():
-    assert {s for s in Status if s.fails} == {Status.MISMATCH, Status.INCONCLUSIVE}
+    assert {s for s in Status if s.fails} == {Status.MISMATCH, Status.INCONCLUSIVE,
+                                              Status.FAILED}
     assert {s for s in Status if s.compared} == {Status.OK, Status.MISMATCH, Status.SURROGATE,
                                                  Status.VANISHING}
     assert not Status.MISMATCH.quiet and not Status.UNDEFINED.quiet and Status.SURROGATE.quiet
