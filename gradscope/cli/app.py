@@ -32,12 +32,46 @@ Exit codes: 0 passed, 1 a check failed (per --fail-on), 2 bad usage or input,
 3 the user's own code raised, 4 an internal error of gradscope.
 """
 
+# each option's panel in --help (typer's rich_help_panel), by concern: 45 options in one list
+# hid the run modes among the tolerances
+TARGET_PANEL, INPUTS, COMPARED, TOLERANCES, MODES, OUTPUTS = (
+    "Target: what is called and how", "Inputs", "What is compared",
+    "Tolerances and verdict", "Run modes", "Output")
+PANELS = {
+    TARGET_PANEL: ("arg", "init", "output_index", "output_key", "mode", "imports"),
+    INPUTS: ("at", "const", "shape", "grad", "tangent", "dtype", "device", "seed"),
+    COMPARED: ("only", "skip", "order", "intermediates", "repeat", "max_fd", "sample",
+               "max_elements_total"),
+    TOLERANCES: ("eps", "atol", "rtol", "fail_on", "surrogate", "allow_nan", "nondet_tol"),
+    MODES: ("compile", "compile_fallback", "autocast", "plain", "nproc", "sharded",
+            "replicated", "context", "after_backward", "partial_grad", "compare_single"),
+    OUTPUTS: ("max_elements", "full"),
+}
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
 class Command(typer.core.TyperCommand):
-    """typer's command with a conventional usage line: `TARGET`, not typer's `{TARGET}`."""
+    """typer's command with a conventional usage line (`TARGET`, not typer's `{TARGET}`) and
+    its options in sections by concern (each option's rich_help_panel), in click's plain help
+    (gradscope's help text is not rich markup: `[[1,2],[3,4]]` is a value)."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
                 for piece in super().collect_usage_pieces(ctx)]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            kind = "Arguments" if param.param_type_name == "argument" else \
+                getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(kind, []).append(record)
+        order = ["Arguments", *PANELS, "Options"]
+        for name in sorted(sections, key=lambda k: order.index(k) if k in order else len(order)):
+            with formatter.section(name):
+                formatter.write_dl(sections[name])
 
 
 app = typer.Typer(help=HELP, add_completion=True, no_args_is_help=True,
@@ -80,7 +114,8 @@ def _spec_param(name: str, spec: Spec) -> inspect.Parameter:
     else:
         kind = spec.cli if default is not None else spec.cli | None
     info = typer.Option(spec.flag, help=spec.help, metavar=spec.metavar, min=spec.minimum,
-                        max=spec.maximum, show_default=default is not None and default is not False)
+                        max=spec.maximum, show_default=default is not None and default is not False,
+                        rich_help_panel=PANEL_OF.get(name))
     return _param(name, Annotated[kind, info], default)
 
 
@@ -91,33 +126,34 @@ TARGET = _param("target", Annotated[str, typer.Argument(
     inspect.Parameter.empty)
 
 
-def _path(flag: str, help_text: str, short: str | None = None) -> Any:
+def _path(flag: str, help_text: str, short: str | None = None,
+          panel: str | None = None) -> Any:
     names = (flag, short) if short else (flag,)
     return Annotated[Path | None, typer.Option(*names, help=help_text, dir_okay=False,
-                                               show_default=False)]
+                                               show_default=False, rich_help_panel=panel)]
 
 
 OUTPUT = [
-    _param("fmt", Annotated[Format, typer.Option("--format", "-f", help="Report format.")],
-           Format("table")),
-    _param("json_flag", Annotated[bool, typer.Option("--json", help="Same as --format json.")],
-           False),
+    _param("fmt", Annotated[Format, typer.Option("--format", "-f", help="Report format.",
+                                                 rich_help_panel=OUTPUTS)], Format("table")),
+    _param("json_flag", Annotated[bool, typer.Option("--json", help="Same as --format json.",
+                                                     rich_help_panel=OUTPUTS)], False),
     _param("output", _path("--output", "Write the report to FILE (atomically) instead of "
-                                       "stdout.", "-o"), None),
+                                       "stdout.", "-o", OUTPUTS), None),
 ]
 
 
 MAX_TIMEOUT = 7 * 24 * 3600.0  # seconds: a week (a finite number; `inf` is no timeout)
 
 
-def _timeout(help_text: str) -> inspect.Parameter:
+def _timeout(help_text: str, panel: str | None = None) -> inspect.Parameter:
     return _param("timeout", Annotated[float | None, typer.Option(
         "--timeout", metavar="SECONDS", min=0.001, max=MAX_TIMEOUT, help=help_text,
-        show_default=False)], None)
+        show_default=False, rich_help_panel=panel)], None)
 
 
 CHECK_TIMEOUT = _timeout("Stop the check after SECONDS: exit 3 with one line saying so, no "
-                         "report written [default: no limit].")
+                         "report written [default: no limit].", TARGET_PANEL)
 
 TARGET_COMMANDS: set[str] = set()  # the commands whose first argument is a TARGET
 
@@ -153,15 +189,16 @@ def declare(name: str, help_text: str, action: Callable[..., None],
 PLOT = _param("plot", Annotated[str | None, typer.Option(
     "--plot", metavar="FILE|-", help="Gradient flow per tensor (mean and max |grad|, forward "
     "order, failing ones marked): FILE.png or FILE.svg (needs matplotlib), or - for a bar chart "
-    "in the terminal.", show_default=False)], None)
-JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input, "
-            "beside the symbolic formula and finite differences. --tangent adds forward mode "
-            "J·T.")
+    "in the terminal.", show_default=False, rich_help_panel=OUTPUTS)], None)
+JVP_HELP = ("What y.backward(V) computes: the vector-Jacobian product Vᵀ·J for each input "
+            "(reverse mode, torch.func.vjp's), beside the symbolic formula and finite "
+            "differences. --tangent T adds forward mode J·T (torch.func.jvp's).")
 for _name, _command, _help in (
         ("check", "check", "Check gradients per element: autograd vs sympy vs finite "
                            "differences. The verdict also covers seeded random upstream vectors "
                            "and, when small, the full Jacobian. Exit 1 on a real mismatch."),
-        ("jvp", "jvp", JVP_HELP), ("vjp", "jvp", f"Same as jvp. {JVP_HELP}"),
+        ("jvp", "jvp", f"Same as vjp, despite its name: reverse mode unless --tangent. "
+                       f"{JVP_HELP}"), ("vjp", "jvp", JVP_HELP),
         ("jacobian", "jacobian", "The full Jacobian from each engine (small sizes: at most "
                                  "250,000 entries).")):
     declare(_name, _help, commands.checker(_command), [TARGET], [*OUTPUT, CHECK_TIMEOUT, PLOT],

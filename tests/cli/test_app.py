@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.command import SEED_ARGS, run
 from tests.paths import ROOT
 
@@ -78,3 +80,41 @@ def test_torch_spelled_dtype_is_read(capsys):
     code, out, _ = run(capsys, "check", "x * 2", "--at", "x=1,2", "--dtype", "torch.float32",
                        "--json")
     assert code == 0 and json.loads(out)["dtype"] == "float32"
+
+
+def _sections(text: str) -> dict[str, str]:
+    """--help's sections by heading (a line ending in ':' at the left margin)."""
+    out: dict[str, list[str]] = {}
+    heading = ""
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            heading = line[:-1]
+            out[heading] = []
+        elif heading:
+            out[heading].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("command", ["check", "jvp", "jacobian"])
+def test_help_groups_the_options_by_concern(capsys, command):
+    from gradscope.cli.app import PANELS
+    from gradscope.options import SPECS
+
+    code, out, _ = run(capsys, command, "--help")
+    sections = _sections(out)
+    assert code == 0 and list(sections)[:1] == ["Arguments"]
+    modes = sections["Run modes"]
+    assert all(flag in modes for flag in ("--compile ", "--autocast", "--nproc"))
+    assert "--rtol" in sections["Tolerances and verdict"] and "--rtol" not in modes
+    assert "--format" in sections["Output"] and "--at " in sections["Inputs"]
+    # every option of the command is in a panel; only --help is left in "Options"
+    assert set(sections["Options"].split()) <= {"--help", "-h,", "Show", "this", "message",
+                                                 "and", "exit."}
+    assert {n for n in SPECS if command in SPECS[n].commands} <= {
+        n for names in PANELS.values() for n in names}
+
+
+def test_jvp_says_it_is_reverse_mode(capsys):
+    _, out, _ = run(capsys, "jvp", "--help")
+    assert "Same as vjp, despite its name: reverse mode unless --tangent" in out
+    assert "torch.func.jvp" in out
