@@ -139,6 +139,10 @@ def _torch_warnings() -> Any:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")
+            # torch's CPU wheel without numpy (a fresh venv: the README's set-up) says so when
+            # a module of its own loads late; nothing of gradscope's needs numpy
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy",
+                                    category=UserWarning)
             yield
     finally:
         said = set()

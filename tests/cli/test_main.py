@@ -147,3 +147,20 @@ def test_what_a_graphs_target_prints_is_kept_off_stdout_and_shown_escaped(tmp_pa
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "\x1b" not in done.stdout + done.stderr
     assert done.stdout.lstrip().startswith("{") and "noise" in done.stderr
+
+
+def test_torchs_numpy_note_is_not_what_a_fresh_install_ends_on(monkeypatch):
+    # torch's CPU wheel without numpy warns when a module of its own loads late (the README's
+    # set-up ended on it); any other warning of torch's is still said
+    import warnings
+
+    from gradscope.cli.main import _torch_warnings
+
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *_: shown.append(str(message)))
+    torch_file = "/venv/site-packages/torch/_subclasses/functional_tensor.py"
+    with _torch_warnings():
+        warnings.warn_explicit("Failed to initialize NumPy: No module named 'numpy'",
+                               UserWarning, torch_file, 368)
+        warnings.warn_explicit("something else", UserWarning, torch_file, 369)
+    assert shown == ["something else"]
