@@ -5,8 +5,6 @@ forward, and the lowest precision the target computes in."""
 
 from __future__ import annotations
 
-import re
-
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -18,10 +16,11 @@ from gradscope.diagnose import custom_backward, flow
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.evidence.prepare import Prepared
+from gradscope.evidence.refused import at_chosen
 from gradscope.report.model import Diagnostic
 from gradscope.targets.base import without_graph
 from gradscope.tensors import grad_nodes
-from gradscope.usercode import OURS, backward_location, raised_by_user, user_code
+from gradscope.usercode import OURS, backward_location, user_code
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ def backward(prepared: Prepared) -> Backward:
     try:
         engine, tracer = _autograd(prepared, source)
     except TargetError as exc:
-        raise _at_chosen(exc, prepared) from exc.__cause__  # (the user's own exception)
+        raise at_chosen(exc, prepared) from exc.__cause__  # (the user's own exception)
     except UsageError as exc:
         raise switched_off(target) or exc from None
     if engine.output.numel() == 0:  # never a PASS of nothing
@@ -255,45 +254,6 @@ def _refuse_reentrant(output: torch.Tensor, text: str) -> None:
                          "use_reentrant=True), which torch cannot differentiate with "
                          "torch.autograd.grad, as every gradient check does: pass "
                          "use_reentrant=False (torch's recommended form) to check it")
-
-
-def _at_chosen(exc: TargetError, prepared: Prepared) -> TargetError:
-    """The target refused its first call: where gradscope chose values, say so and how to
-    give values it accepts (the default spread reaches past 0 and 1, say)."""
-    chosen = prepared.bound.chosen
-    if not chosen or exc.during != "forward":
-        return exc
-    cause = exc.__cause__
-    if cause is not None and not raised_by_user(cause) and not _SHAPES.search(str(cause)):
-        return exc  # torch refused the code itself (a custom op returning its input): other
-    # values would change nothing (other shapes may: a layer's in_features)
-    hint = _chosen_hint(str(cause if cause is not None else exc), chosen, prepared)
-    return TargetError(f"{exc}\n{hint}", during=exc.during, error=exc.error, detail=exc.detail,
-                       frames=exc.frames)
-
-
-# what torch says when shapes do not fit (matmul, broadcasting, a layer's in_features, view)
-_SHAPES = re.compile(r"shape|size|dimension|\bdims?\b|cannot be multiplied|broadcast",
-                     re.IGNORECASE)
-
-
-def _chosen_hint(message: str, chosen: list[str], prepared: Prepared) -> str:
-    """What to change where the target refused gradscope's inputs: the shapes where torch
-    says shapes do not fit (given with --shape, or gradscope's default), else the values."""
-    given = prepared.options.shape
-    values = prepared.bound.cast
-    if _SHAPES.search(message):
-        shown = ", ".join(f"{n} {tuple(values[n].shape)}" for n in chosen if n in values)
-        if all(n in given for n in chosen):
-            return (f"hint: the shapes given with --shape ({shown}) do not fit the target: "
-                    f"give shapes it takes (--shape {chosen[0]}=…)")
-        drawn = [n for n in chosen if n not in given]
-        return (f"hint: the shapes of {', '.join(drawn)} were gradscope's default, not given "
-                f"({shown}): give the shapes the target takes with --shape {drawn[0]}=… "
-                f"or values with --at {drawn[0]}=…")
-    return (f"hint: the values of {', '.join(chosen)} were chosen by gradscope, not given; "
-            f"give values the target accepts: --at {chosen[0]}=… or --at "
-            f"{chosen[0]}=\"uniform(0.1,0.9,N)\"")
 
 
 def _autograd(prepared: Prepared, source: Any) -> tuple[AutogradEngine, flow.Tracer | None]:
