@@ -14,7 +14,7 @@ from gradscope.errors import Stopped
 
 
 def _terminate(signum: int, frame: object) -> None:
-    raise Stopped(128 + signum)
+    process.interrupt(lambda: Stopped(128 + signum))
 
 
 def _leave_quickly() -> None:

@@ -34,6 +34,8 @@ _owner: int | None = None
 _decided: int | None = None
 _held: set[int] = set()  # signals whose handler is gradscope's (SIGTERM, SIGINT, SIGALRM)
 _asked: dict[int, Any] = {}  # what the user's code asked for them instead (never installed)
+_shield = 0  # depth of `shielded()` stretches
+_pending: list[Any] = []  # the stops that arrived inside one: raised as it ends
 
 
 class Left(SystemExit):
@@ -90,6 +92,31 @@ def _guarded_signal(signum: int, handler: Any) -> Any:
     previous = _asked.get(signum, signal.getsignal(signum))
     _asked[signum] = handler
     return previous
+
+
+def interrupt(make: Any) -> None:
+    """Raise gradscope's stop `make()` (from a signal handler) — at once, or where a
+    `shielded()` stretch ends."""
+    if _shield:
+        _pending.append(make)
+        return
+    raise make()
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """A stretch a stop must not cut in two (a child process started but not yet recorded,
+    so never ended): a --timeout, SIGTERM or Ctrl-C that arrives inside is raised as it ends."""
+    global _shield
+    _shield += 1
+    try:
+        yield
+    finally:
+        _shield -= 1
+        if not _shield and _pending:
+            make = _pending[0]
+            _pending.clear()
+            raise make()
 
 
 def _guarded_exit(code: int = 0) -> None:
@@ -171,6 +198,15 @@ def cpu_budget(seconds: float, raise_: Any) -> Iterator[None]:
                 watchdog.join()
 
 
+def _raised(raise_: Any) -> BaseException:
+    """The exception `raise_()` raises (interrupt() raises what it is handed)."""
+    try:
+        raise_()
+    except BaseException as exc:  # (handed on, never swallowed)
+        return exc
+    raise AssertionError("a stop that did not raise")
+
+
 @contextmanager
 def deadline(seconds: float | None) -> Iterator[None]:
     """Raise errors.TimedOut where the code is after `seconds` (main thread only; None: no
@@ -196,7 +232,7 @@ def _timer(which: int, signum: int, seconds: float | None, raise_: Any,
         return
 
     def expire(signum: int, frame: object) -> None:
-        raise_()
+        interrupt(lambda: _raised(raise_))
 
     previous = (handle if held else _real_signal)(signum, expire)
     signal.setitimer(which, seconds)
@@ -206,3 +242,21 @@ def _timer(which: int, signum: int, seconds: float | None, raise_: Any,
         signal.setitimer(which, 0)
         _real_signal(signum, previous)
         _held.discard(signum)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """This process is killed (SIGKILL) when its parent ends — a rank whose coordinator was
+    killed by `gradscope run`'s timeout would otherwise wait on forever. Linux only (elsewhere
+    the ranks' channel closing ends them where they read it); a parent already gone ends this
+    process at once."""
+    if sys.platform.startswith("linux"):
+        import contextlib
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):  # no prctl: the channel ends it
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:
+        os._exit(1)

@@ -483,3 +483,29 @@ TP_BLOCK = TensorParallelBlock() if dist.is_available() and dist.is_initialized(
 
 def tp_block_loss(x):
     return (TP_BLOCK(x) ** 2).sum()
+
+
+_SLEEPERS: list = []
+
+
+def forks_a_sleeper(x):
+    """Leaves a child process behind on every rank (a data loader's worker, say): a file
+    named by the environment gets its pid."""
+    import os
+    import subprocess
+    import sys
+
+    if not _SLEEPERS:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        _SLEEPERS.append(child)
+        with open(os.environ["GRADSCOPE_TEST_SLEEPERS"], "a") as handle:
+            handle.write(f"{child.pid}\n")
+    return x * 2
+
+
+def sleeps_on_every_rank(x):
+    """Every rank stuck in its own code (no collective whose peer's death would end it)."""
+    import time
+
+    time.sleep(600)
+    return x * 2

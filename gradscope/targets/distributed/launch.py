@@ -8,6 +8,7 @@ and the others are stopped and reaped — no process outlives the check."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import TargetError, UsageError
+from gradscope.process import shielded
 from gradscope.targets.distributed.channel import Channel, get, put
 from gradscope.targets.distributed.rank import LOOPBACK, Described, RankSpec
 
 MOST_RANKS = 16  # a check's ranks share one machine's cores
 START_SECONDS = 120.0  # importing torch and the target, and the rendezvous, per rank
 GRACE = 5.0  # seconds a stopped rank gets before it is killed
-ENTRY = "from gradscope.targets.distributed.rank import main; main()"
+# (the parent's pid first: a rank dies with its coordinator, before it even imports torch)
+ENTRY = ("import gradscope.process as p, sys; p.die_with_parent(int(sys.argv[4])); "
+         "from gradscope.targets.distributed.rank import main; main()")
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # where `import gradscope` finds us
 
 
@@ -51,10 +55,12 @@ class Ranks:
                 self._start(rank)
             for pipe in self.pipes:
                 put(pipe, spec)
+            # (a --timeout or Ctrl-C while the ranks start up ends them too: on a loaded
+            # machine that is where a short limit lands, and ranks left behind waited forever)
+            self.described: list[Described] = self._replies(START_SECONDS, "ready")
         except BaseException:
             self.stop()
             raise
-        self.described: list[Described] = self._replies(START_SECONDS, "ready")
 
     def _start(self, rank: int) -> None:
         """One rank's process, its channel's far ends passed to it and closed here."""
@@ -62,15 +68,20 @@ class Ranks:
         to_us, from_rank = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+        self.pipes.append(Channel(to_us, from_us))  # (closed by stop() whatever happens)
         try:
-            process = subprocess.Popen(
-                [sys.executable, "-c", ENTRY, str(rank), str(to_rank), str(from_rank)],
-                pass_fds=(to_rank, from_rank), stdin=subprocess.DEVNULL, env=env)
+            # (each rank leads a process group of its own: what it forks is ended with it;
+            # shielded: a stop between the fork and the record would leave the rank running)
+            with shielded():
+                process = subprocess.Popen(
+                    [sys.executable, "-c", ENTRY, str(rank), str(to_rank), str(from_rank),
+                     str(os.getpid())],
+                    pass_fds=(to_rank, from_rank), stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True)
+                self.processes.append(process)
         finally:
             os.close(to_rank)
             os.close(from_rank)
-        self.pipes.append(Channel(to_us, from_us))
-        self.processes.append(process)
 
     def ask(self, commands: Sequence[tuple]) -> list[Any]:
         """Send each rank its command (the same kind for all) and return the replies in rank
@@ -128,17 +139,20 @@ class Ranks:
 
     def stop(self) -> None:
         """Every rank told to stop, given GRACE seconds, then killed; all reaped."""
-        for pipe in self.pipes:
-            with suppress(OSError, EOFError, ValueError):  # (a rank already gone)
-                put(pipe, ("stop",))
-        deadline = time.monotonic() + GRACE
-        for process in self.processes:
-            with suppress(subprocess.TimeoutExpired):
-                process.wait(max(0.0, deadline - time.monotonic()))
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        for pipe in self.pipes:
-            pipe.close()
-        self.pipes, self.processes = [], []
+        with shielded():  # (a --timeout or Ctrl-C during the grace period: after it)
+            for pipe in self.pipes:
+                with suppress(OSError, EOFError, ValueError):  # (a rank already gone)
+                    put(pipe, ("stop",))
+            deadline = time.monotonic() + GRACE
+            for process in self.processes:
+                with suppress(subprocess.TimeoutExpired):
+                    process.wait(max(0.0, deadline - time.monotonic()))
+            for process in self.processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                with suppress(OSError):  # what the rank forked and left in its group
+                    os.killpg(process.pid, signal.SIGKILL)
+            for pipe in self.pipes:
+                pipe.close()
+            self.pipes, self.processes = [], []
