@@ -56,3 +56,20 @@ def test_implicit_targets_cost_no_more_calls_than_gradchecks_slow_mode():
     for row in rows:  # (calls are counted, not timed: deterministic)
         assert row["passed"] and row["reported"] == row["gradscope_check"]
         assert row["gradscope_check"] <= row["gradcheck_slow"]
+
+
+def test_the_docs_pictures_are_what_gradscope_draws_now():
+    # docs/pictures/ shows what benchmarks/pictures.py draws: the same texts in each picture
+    import importlib.util
+    import xml.etree.ElementTree as ET
+
+    spec = importlib.util.spec_from_file_location("pictures", ROOT / "benchmarks" / "pictures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ns = "{http://www.w3.org/2000/svg}"
+    for name, drawn in module.pictures().items():
+        svg = drawn.plot().svg if hasattr(drawn, "plot") else drawn.svg
+        stored = (ROOT / "docs" / "pictures" / f"{name}.svg").read_text()
+        texts = [[t.text for t in ET.fromstring(s).iter(f"{ns}text")] for s in (svg, stored)]
+        assert texts[0] == texts[1], name
+        assert (ROOT / "docs" / "pictures" / f"{name}.png").exists()

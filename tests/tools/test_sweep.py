@@ -67,11 +67,12 @@ def test_a_smooth_function_follows_and_a_coarse_grid_says_how_coarse():
     report = gradscope.sweep("sin(3*x)", var="x", range="-3,3", points=80)
     assert report.parted == [] and report.jumps == []
     words = sweep_words(report)
-    assert words == [("autograd and finite differences follow each other over the range; no "
+    assert words == [("x is the target's only input", "dim"),
+                     ("autograd and finite differences follow each other over the range; no "
                       "jumps seen", "green")]
     coarse = gradscope.sweep("sin(50*x)", var="x", range=(-1, 1), points=61)
     assert coarse.parted == []  # the quotient is far off, and knows it
-    assert "own error at this spacing" in sweep_words(coarse)[0][0]
+    assert "own error at this spacing" in sweep_words(coarse)[1][0]
 
 
 def test_an_abs_kink_is_no_parting():
