@@ -21,3 +21,24 @@ def assert_close(actual, expected, rel: float = 1e-8, abs_: float = 1e-12) -> No
 if os.environ.get("CI"):
     settings.register_profile("ci", derandomize=True, database=None)
     settings.load_profile("ci")
+
+
+# The development loop leaves out the tests marked slow (`python -m pytest -q -m "not slow"`,
+# README); CI runs them all. A test past SLOW_SECONDS that is not marked is named at the end of
+# the run — a warning, never a failure: the machines are shared and noisy.
+SLOW_SECONDS = 2.0
+_unmarked: list[tuple[str, float]] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call" and report.duration > SLOW_SECONDS \
+            and "slow" not in report.keywords:
+        _unmarked.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _unmarked:
+        terminalreporter.write_sep("-", f"{len(_unmarked)} test(s) past {SLOW_SECONDS:g} s "
+                                        "not marked slow (@pytest.mark.slow)")
+        for nodeid, seconds in sorted(_unmarked, key=lambda row: -row[1])[:20]:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")

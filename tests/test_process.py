@@ -26,17 +26,20 @@ def _gradscope(*args: str, env: dict | None = None, cwd: str | None = None
                           text=True, env=environment, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_os_exit_in_the_forward_is_the_target_leaving():
     done = _gradscope("check", f"{HOSTILE}:hard_exit", "--shape", "x=3")
     assert done.returncode == 3
     assert "os._exit: 0" in done.stderr and "hint: the target called os._exit()" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_atexit_handler_of_the_target_cannot_turn_a_failure_into_0():
     done = _gradscope("check", f"{HOSTILE}:exits_at_exit", "--shape", "x=3")
     assert done.returncode == 1 and "FAILED" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_forked_child_returning_into_gradscope_ends_there():
     # the parent's function is checked, once: one JSON document, no second report
     done = _gradscope("check", f"{HOSTILE}:forks", "--shape", "x=3", "--json")
@@ -45,18 +48,21 @@ def test_a_forked_child_returning_into_gradscope_ends_there():
     assert report["passed"] and report["inputs"][0]["autograd"] == [2.0, 2.0, 2.0]
 
 
+@pytest.mark.slow
 def test_a_base_exception_of_the_users_is_theirs_in_one_message():
     done = _gradscope("check", f"{HOSTILE}:raises_base_exception", "--shape", "x=3")
     assert done.returncode == 3 and "OwnBaseException: not an Exception" in done.stderr
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_writes_to_fd_1_never_reach_the_json_document():
     done = _gradscope("check", f"{HOSTILE}:writes_fd_1", "--shape", "x=3", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["passed"]
     assert "written to fd 1" in done.stderr  # said, where it does no harm
 
 
+@pytest.mark.slow
 def test_a_targets_chdir_does_not_move_the_output(tmp_path):
     done = _gradscope("check", f"{HOSTILE}:changes_directory", "--shape", "x=3", "-o",
                       "report.json", "--format", "json", cwd=str(tmp_path))
@@ -64,6 +70,7 @@ def test_a_targets_chdir_does_not_move_the_output(tmp_path):
     assert json.loads((tmp_path / "report.json").read_text())["passed"]
 
 
+@pytest.mark.slow
 def test_an_ascii_stdout_and_a_lone_surrogate_keep_the_verdict():
     for fmt in ("table", "json"):
         done = _gradscope("check", f"{HOSTILE}:prints_lone_surrogate", "--shape", "x=3",
@@ -77,6 +84,7 @@ def test_an_ascii_stdout_and_a_lone_surrogate_keep_the_verdict():
     ("sparse_output", "layout torch.sparse_coo"),
     ("meta_output", "meta device"),
 ])
+@pytest.mark.slow
 def test_outputs_with_nothing_to_compare_are_refused(name, words):
     done = _gradscope("check", f"{HOSTILE}:{name}", "--shape", "x=3")
     assert done.returncode == 2 and words in done.stderr, done.stderr
@@ -99,6 +107,7 @@ def test_the_guard_is_only_installed_by_the_command():
     assert process.decided() is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["check", "run"])
 def test_a_failing_check_fails_with_assertions_stripped(tmp_path, command):
     # PYTHONOPTIMIZE=1 removes `assert`: no verdict may rest on one
@@ -126,6 +135,7 @@ def test_deep_raises_the_recursion_limit_while_inside_and_restores_it():
     assert sys.getrecursionlimit() == before
 
 
+@pytest.mark.slow
 def test_an_expression_nested_199_levels_is_checked_not_an_internal_error():
     # (the limits are 2,000 characters and 200 levels; 199 `sin(` ended in a RecursionError)
     import gradscope
@@ -154,6 +164,7 @@ def test_a_cpu_budget_is_a_wall_clock_one_too_so_a_loaded_machine_waits_no_longe
     assert time.perf_counter() - tic < 10
 
 
+@pytest.mark.slow
 def test_nested_gelu_sixteen_deep_is_bounded_by_the_symbolic_budget():
     # (33 syntax nodes; one derivative of it does not return: the budget stops it, the other
     # two engines give the verdict)

@@ -20,6 +20,7 @@ def test_catalogue_is_large():
     assert len(ROWS) >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, code, fragment", ROWS, ids=[r[0][:60] for r in ROWS])
 def test_bad_input(command, code, fragment, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)

@@ -98,6 +98,7 @@ PYTHON_BLOCKS = [(page.name, block) for page in [ROOT / "README.md",
 
 @pytest.mark.parametrize("page, block", PYTHON_BLOCKS,
                          ids=[f"{p}:{k}" for k, (p, _) in enumerate(PYTHON_BLOCKS)])
+@pytest.mark.slow
 def test_the_python_in_the_docs_runs_as_written(page, block, monkeypatch, capsys):
     # every block is whole (its imports and definitions with it); the test functions it
     # defines are called, as pytest would

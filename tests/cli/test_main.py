@@ -14,6 +14,7 @@ from tests.command import run
 from tests.paths import ROOT
 
 
+@pytest.mark.slow
 def test_python_dash_m_and_help_does_not_import_torch(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     probe = ("import sys; from gradscope.cli import main\n"
@@ -39,6 +40,7 @@ def _cli(*args: str, **kw):
     (["check", "round(x)", "--fail-on", "warning", "--shape", "3000", "--full"], 1),
     (["check", "x*2", "--shape", "3000", "--full", "--format", "json"], 0),
 ])
+@pytest.mark.slow
 def test_exit_code_is_the_verdict_even_when_the_reader_leaves_early(args, code):
     # `gradscope check ... | head -1`: the pipe closes after one line, with far more output
     # than a pipe buffers still to come; rich and click would turn that into exit 1
@@ -50,6 +52,7 @@ def test_exit_code_is_the_verdict_even_when_the_reader_leaves_early(args, code):
     assert "Traceback" not in proc.stderr.read()
 
 
+@pytest.mark.slow
 def test_console_entry_exits_with_main_codes_and_flushes_everything():
     proc = _cli("check", "log(x")
     out, err = proc.communicate(timeout=120)
@@ -77,6 +80,7 @@ def test_ctrl_c_early_or_late_ends_quietly_with_130(tmp_path):
         assert proc.returncode == 130 and "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_a_normal_run_prints_nothing_on_stderr():
     # no third-party warning (torch's NumPy one when NumPy is absent) reaches the user
     target = f"{ROOT}/tests/data/corpus.py:spike"
@@ -89,6 +93,7 @@ def test_a_normal_run_prints_nothing_on_stderr():
     assert counts["surrogate"] > 12 and counts["nondifferentiable"] == 1
 
 
+@pytest.mark.slow
 def test_the_command_leaves_like_a_python_program(tmp_path):
     # atexit handlers of the user's code (coverage data!) run: no os._exit
     marker = tmp_path / "atexit"
@@ -127,6 +132,7 @@ def test_an_option_value_starting_with_a_minus_stays_a_value(capsys):
     assert "-2" in out
 
 
+@pytest.mark.slow
 def test_an_environment_torch_refuses_to_import_in_is_exit_2_naming_it():
     # (TORCH_LOGS naming no log: `import torch` itself raises; exit 4 before)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TORCH_LOGS": "nonsense"}
@@ -138,6 +144,7 @@ def test_an_environment_torch_refuses_to_import_in_is_exit_2_naming_it():
             in done.stderr
 
 
+@pytest.mark.slow
 def test_what_a_graphs_target_prints_is_kept_off_stdout_and_shown_escaped(tmp_path):
     noisy = tmp_path / "noisy.py"
     noisy.write_text("print('\\x1b[31m<b>noise</b>')\n")

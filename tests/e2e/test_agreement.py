@@ -3,6 +3,7 @@ inputs, symbolic and finite differences agree with autograd — no false mismatc
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ def smooth_with_dims(draw):
     return inner
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=smooth_with_dims(), seed=st.integers(0, 10_000), shapes=_SHAPES)
 def test_no_false_mismatch_with_broadcasting_and_dims(expr, seed, shapes):
@@ -74,6 +76,7 @@ def test_no_false_mismatch_with_broadcasting_and_dims(expr, seed, shapes):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=smooth(depth=2), seed=st.integers(0, 10_000),
        dtype=st.sampled_from(["float16", "bfloat16"]))
+@pytest.mark.slow
 def test_no_false_mismatch_in_half_precision(expr, seed, dtype):
     report = gradscope.check(f"({expr}) + 0*x + 0*y", seed=seed, dtype=dtype)
     assert report.passed, report.to_text()

@@ -65,11 +65,13 @@ def test_elements_that_only_move_undefined_outputs_are_undefined(capsys):
     ("check", "wrong", 1), ("jvp", "wrong", 1), ("jacobian", "wrong", 1),
     ("graph", "raises", 3), ("check", "raises", 3),
 ])
+@pytest.mark.slow
 def test_a_replaced_sys_exit_cannot_make_a_failure_exit_0(tmp_path, command, target, expected):
     result = _cli(command, f"{DATA}/replaces_exit.py:{target}", "--shape", "x=3", cwd=tmp_path)
     assert result.returncode == expected, result.stderr
 
 
+@pytest.mark.slow
 def test_a_target_that_ignores_sigterm_still_stops(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": ""}
     proc = subprocess.Popen([sys.executable, "-m", "gradscope", "check",
@@ -178,6 +180,7 @@ def test_an_error_raised_in_the_users_frames_is_the_users():
         escape.fence(None)
 
 
+@pytest.mark.slow
 def test_a_step_summary_that_is_a_folder_changes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "summary").mkdir()

@@ -19,6 +19,7 @@ def _case(*args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["elementwise-3k", "dense-1k", "dense-vmap-10k", "function-10k"])
 def test_a_check_case_times_both_sides(case):
     row = _case("--case", case, "--size", "20")
@@ -28,11 +29,13 @@ def test_a_check_case_times_both_sides(case):
     assert row["peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_the_symbolic_case_builds_a_43_node_expression():
     row = _case("--case", "symbolic", "--size", "100")
     assert row["nodes"] == 43 and row["cold_s"] > 0 and row["vjp_s"] > 0
 
 
+@pytest.mark.slow
 def test_gradcheck_suite_outcomes():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gradcheck_suite.py"),
                           "--repeat", "1"], capture_output=True, text=True, check=True,
@@ -47,6 +50,7 @@ def test_gradcheck_suite_outcomes():
             assert row["torch"] is True, row
 
 
+@pytest.mark.slow
 def test_implicit_targets_cost_no_more_calls_than_gradchecks_slow_mode():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "evaluations.py"),
                           "--n", "12"], capture_output=True, text=True, check=True,

@@ -183,6 +183,7 @@ def test_a_branch_only_one_side_of_which_was_reached_is_a_warning_that_says_how(
                 if d.kind == "one_sided_branch"]  # one element: no claim
 
 
+@pytest.mark.slow
 def test_a_spiking_layer_passes_as_surrogates_and_its_flipped_twin_fails():
     report = gradscope.check(f"{BRANCHES}:LIF")
     assert report.passed and {i.status for i in report.inputs} == {"surrogate"}
@@ -239,6 +240,7 @@ def test_a_departure_never_excuses_a_bug(name, wrong):
     assert not [d for d in report.diagnostics if d.kind == "documented_departure"]
 
 
+@pytest.mark.slow
 def test_at_scale_the_projections_agree_with_the_departure_undone_and_a_bug_still_fails():
     ids = {"ids": "[0,2,3,0,5,7,0]"}
     passing = gradscope.check(f"{PADDED}:Large", const=ids)

@@ -60,6 +60,7 @@ def test_config_harness_inputs(text):
     assert not os.path.exists(fuzz_config.CANARY)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=80))
 def test_random_configs_and_names(text):

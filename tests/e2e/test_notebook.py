@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.slow  # (one Jupyter kernel for all its tests: seconds to start)
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")

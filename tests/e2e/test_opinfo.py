@@ -20,6 +20,7 @@ def ops():
     return opinfo.checkable_ops(stride=STRIDE)
 
 
+@pytest.mark.slow
 def test_every_call_torch_passes_gradscope_passes(ops):
     rows = list(opinfo.run(ops, samples=1, modes=["fast", "slow"]))
     both = [r for r in rows if r.torch == r.gradscope == "pass"]

@@ -37,6 +37,7 @@ def test_dropout_left_on_is_refused_with_the_advice():
         _check("gpt2")
 
 
+@pytest.mark.slow
 def test_gpt2_from_a_config_passes_with_its_tied_embedding_checked_once():
     report = _check("gpt2", mode="eval")
     assert report.passed, report.failures
@@ -45,6 +46,7 @@ def test_gpt2_from_a_config_passes_with_its_tied_embedding_checked_once():
     assert sum(sum(i.status_counts.values()) for i in report.inputs) == 28_032  # each element
 
 
+@pytest.mark.slow
 def test_a_custom_function_planted_in_gpt2_is_named_with_its_line():
     # (the model computes in float32: its own gradient agrees within float32's tolerance, so
     # by the first rule the Function's departure, found in place, is a warning with its line)
@@ -57,6 +59,7 @@ def test_a_custom_function_planted_in_gpt2_is_named_with_its_line():
     assert not strict.passed and "inner_departure" in strict.failures[-1].detail
 
 
+@pytest.mark.slow
 def test_bert_for_masked_lm_passes():
     report = _check("bert", mode="eval")
     assert report.passed, report.failures
@@ -64,6 +67,7 @@ def test_bert_for_masked_lm_passes():
     assert not [d for d in report.diagnostics if d.kind == "documented_departure"]
 
 
+@pytest.mark.slow
 def test_bert_on_a_padded_batch_passes_its_padding_row_named_as_torchs_departure():
     # nn.Embedding(padding_idx=0) gives row 0 no gradient through the lookup, while the tied
     # MLM decoder gives it one: autograd is not the derivative there, by torch's design

@@ -75,6 +75,7 @@ def _under_way(proc: subprocess.Popen, what: str) -> bool:
 
 @pytest.mark.parametrize("sig, code, name", [(signal.SIGTERM, 143, "SIGTERM"),
                                              (signal.SIGINT, 130, "SIGINT")])
+@pytest.mark.slow
 def test_check_stops_promptly_and_writes_nothing(tmp_path, sig, code, name):
     proc = _start(["-m", "gradscope", "check", SLOW, "--shape", "x=3000", "-o", "report.json"],
                   tmp_path)
@@ -85,6 +86,7 @@ def test_check_stops_promptly_and_writes_nothing(tmp_path, sig, code, name):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_check_timeout_ends_the_check_the_same_way(tmp_path):
     started = time.monotonic()
     proc = _start(["-m", "gradscope", "check", SLOW, "--shape", "x=3000", "-o", "report.json",
@@ -95,6 +97,7 @@ def test_check_timeout_ends_the_check_the_same_way(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_run_stops_its_workers_too(tmp_path):
     config = tmp_path / "gradscope.toml"
     config.write_text("[tool.gradscope]\n" + "".join(
@@ -114,6 +117,7 @@ def test_run_stops_its_workers_too(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gradscope.toml"]
 
 
+@pytest.mark.slow
 def test_pytest_with_the_switch_stops_and_leaves_nothing(tmp_path):
     proc = _start(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--gradscope",
                    str(ROOT / "tests/data/slow_suite")], tmp_path)

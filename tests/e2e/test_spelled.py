@@ -12,6 +12,8 @@ pytest.importorskip("expecttest")  # (torch's testing internals import it)
 
 from benchmarks import spelled
 
+pytestmark = pytest.mark.slow  # (every op of the table, built and checked)
+
 STRIDE = 3  # 180 of the 540 ops, spread over every kind the database groups by name
 
 

@@ -56,6 +56,7 @@ def test_the_free_memory_is_read_from_meminfo(monkeypatch, tmp_path):
     assert fit.available(CPU) is None
 
 
+@pytest.mark.slow
 def test_end_to_end_the_check_runs_in_the_models_dtype_and_leaves_the_model_alone(
         monkeypatch):
     monkeypatch.setattr(fit, "available", lambda device: 1000)
@@ -70,6 +71,7 @@ def test_end_to_end_the_check_runs_in_the_models_dtype_and_leaves_the_model_alon
         assert p.dtype == torch.float32 and torch.equal(p.detach(), before[name])
 
 
+@pytest.mark.slow
 def test_end_to_end_a_wrong_function_is_still_found(monkeypatch):
     # the RMSNorm whose weight's gradient comes from the unnormalised input: its own check in
     # place (float64 per call) and the model's gradient in float32 both see it

@@ -110,6 +110,7 @@ def test_large_inputs_make_each_moved_side_anew_and_small_ones_keep_them(monkeyp
 MIXED = str(DATA / "mixed.py")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_autocast_rounding_of_a_saturated_tanh_is_no_mismatch(dtype):
     # default inputs over ±6.37 saturate tanh(x @ w1): its half-precision t rounds alike at

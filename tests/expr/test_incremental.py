@@ -3,6 +3,7 @@ columns and kinks, at a fraction of the work, for every expression it accepts.""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -108,6 +109,7 @@ def test_an_evaluator_failure_mid_way_falls_back_to_vmap_batches(monkeypatch):
     assert torch.allclose(col.partial, want, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expr=dense_expression(), seed=st.integers(0, 1000))
 def test_checks_of_dense_expressions_never_report_a_false_mismatch(expr, seed):

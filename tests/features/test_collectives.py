@@ -24,6 +24,7 @@ def _line(cls: type) -> str:
     return f"parallel.py:{start + offset}"
 
 
+@pytest.mark.slow
 def test_a_copy_without_its_all_reduce_is_named_with_its_line():
     (found,) = _culprits("MLPForgetsAllReduce")
     assert found.op == "CopyForgetsAllReduce.backward"
@@ -36,28 +37,33 @@ def test_a_copy_without_its_all_reduce_is_named_with_its_line():
 
 @pytest.mark.parametrize("name, how", [("MLPReducesTwice", "2 × the derivative on every rank"),
                                        ("MLPAveragesGradient", "1/2 × the derivative")])
+@pytest.mark.slow
 def test_a_reduction_too_many_or_too_few_is_the_world_size(name, how):
     (found,) = _culprits(name)
     assert how in found.message and "world size" in found.message
 
 
+@pytest.mark.slow
 def test_a_gather_whose_backward_keeps_the_wrong_slice_names_the_rank():
     (found,) = _culprits("ColumnParallelWrongSplit")
     assert found.op == "GatherWrongSplit.backward"
     assert "rank(s) 1" in found.message and "wrong split" in found.message
 
 
+@pytest.mark.slow
 def test_a_rank_dependent_backward_is_wrong_on_that_rank_only():
     (found,) = _culprits("rank_scaled")
     assert "rank(s) 1 only" in found.message and "2 × the derivative" in found.message
 
 
+@pytest.mark.slow
 def test_nothing_is_named_where_no_function_is_at_fault():
     assert not _culprits("ColumnParallelNoCopy")  # the missing copy region is no Function
     assert not checked("ColumnParallelNoCopy").passed
     assert checked("ColumnParallelLinear").passed and not _culprits("ColumnParallelLinear")
 
 
+@pytest.mark.slow
 def test_under_ddp_the_recording_steps_aside_with_a_note():
     report = checked("DataParallelDoubleReduce")
     assert not report.passed and not _culprits("DataParallelDoubleReduce")
@@ -70,6 +76,7 @@ def test_factors_of_the_world_size_are_named():
     assert _factor_how(1.7, 4)[0].startswith("1.7 × ")
 
 
+@pytest.mark.slow
 def test_a_gather_whose_backward_reduces_nothing_is_a_missing_reduce_scatter():
     import gradscope
     from tests.targets.distributed.checked import PAR

@@ -26,6 +26,7 @@ def _differs(report) -> list[str]:
     return [d.message for d in report.diagnostics if d.kind == "compiled_differs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 def test_correct_code_passes_under_each_backend(backend):
     report = _check("smooth", backend, shape={"x": (5,)})
@@ -106,6 +107,7 @@ def test_a_fallback_the_user_accepts_passes_and_is_said():
         gradscope.check("x * 2", compile_fallback=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_dynamo_disabled_by_the_environment_never_passes_a_compiled_gradient(backend):
     # avg_pool_ceil's compiled gradient is wrong under inductor (pytorch #198119); with dynamo

@@ -3,6 +3,8 @@ file and line and its verdict; a declared surrogate excuses it only where the de
 reaches (a wrong Function whose gradient flows to an undeclared input still fails). Gradient
 hooks registered in the forward likewise: one that changes a gradient is named with its line."""
 
+import pytest
+
 import gradscope
 from gradscope.report.status import Status
 
@@ -14,6 +16,7 @@ def _in_place(report):
     return [c for c in report.upstream_checks if "checked in place" in c.label]
 
 
+@pytest.mark.slow
 def test_each_custom_function_is_checked_per_element_where_it_ran():
     report = gradscope.check(f"{GPT}:tiny_loss", const=TOKENS)
     assert report.passed
@@ -24,6 +27,7 @@ def test_each_custom_function_is_checked_per_element_where_it_ran():
     assert check.result == Status.OK
 
 
+@pytest.mark.slow
 def test_a_wrong_one_fails_the_run_with_its_line():
     report = gradscope.check(f"{GPT}:tiny_off_loss", const=TOKENS)
     (check,) = _in_place(report)
@@ -89,6 +93,7 @@ IMAGES = {"x": "randn(2,3,8,8)"}
 LABELS = {"labels": "randint(0,10,(2,))"}
 
 
+@pytest.mark.slow
 def test_a_function_whose_apply_was_bound_at_import_is_checked_and_named():
     # (ResNet's blocks keep `ClampedReLU.apply` as an attribute; batch norm in train mode)
     right = gradscope.check(f"{ZOO_CONV}:resnet_loss", at=IMAGES, const=LABELS,

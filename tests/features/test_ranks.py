@@ -7,6 +7,7 @@ from __future__ import annotations
 from tests.targets.distributed.checked import checked
 
 
+@pytest.mark.slow
 def test_a_missing_all_reduce_is_each_rank_holding_its_part():
     report = checked("MLPForgetsAllReduce")
     assert not report.passed
@@ -16,6 +17,7 @@ def test_a_missing_all_reduce_is_each_rank_holding_its_part():
     assert "all-reduce" in found[0].hint
 
 
+@pytest.mark.slow
 def test_a_rank_dependent_factor_is_named_and_fails_though_rank_0_agrees():
     report = checked("rank_scaled")
     assert not report.passed

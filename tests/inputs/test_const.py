@@ -61,6 +61,7 @@ def test_index_arguments_ask_for_data():
         gradscope.check("x.gather(0, t)", at={"x": "1,2,3", "t": "0,1,1"})
 
 
+@pytest.mark.slow
 def test_a_run_config_checks_const_names_before_running(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text(
         '[[tool.gradscope.checks]]\ntarget = "F.cross_entropy(x, t)"\nconst = {z = "0,1"}\n')

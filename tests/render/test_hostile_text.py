@@ -81,6 +81,7 @@ def _config(tmp_path):
     return config
 
 
+@pytest.mark.slow
 def test_run_lists_and_reports_hostile_check_names(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = _config(tmp_path)
@@ -97,6 +98,7 @@ def test_run_lists_and_reports_hostile_check_names(tmp_path, capsys, monkeypatch
     assert not LINK.search(summary) and "<b>" not in summary and "\x1b" not in summary
 
 
+@pytest.mark.slow
 def test_github_output_still_writes_every_requested_file(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = _config(tmp_path)
@@ -122,6 +124,7 @@ def test_long_arrays_are_one_line_each_and_read_back_the_same():
     assert len(text.splitlines()) < 40  # (one number a line would be over a hundred)
 
 
+@pytest.mark.slow
 def test_github_annotations_spell_out_escape_sequences(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "gradscope.toml"

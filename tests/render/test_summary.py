@@ -3,11 +3,14 @@ own, where wrong gradients start, and notes that say the same of many tensors sa
 
 from __future__ import annotations
 
+import pytest
+
 import gradscope
 from gradscope.render.summary import consolidated, detailed, summary_rows, where_wrong
 from tests.paths import DATA
 
 
+@pytest.mark.slow
 def test_rows_by_module_then_tensor_and_the_failing_ones_detailed():
     report = gradscope.check(f"{DATA}/stack.py:small_typo_loss", at={"x": "randn(2,4,16)"})
     rows = list(summary_rows(report))

@@ -39,6 +39,7 @@ def test_the_summary_is_one_table_by_module(passing):
     assert modules["small.blocks.2"]["status"] == "ok" and modules[""]["tensors"] == 39
 
 
+@pytest.mark.slow
 def test_a_typo_in_one_block_names_exactly_the_wrong_tensors():
     report = gradscope.check(f"{STACK}:small_typo_loss", at=X)
     assert not report.passed
@@ -145,6 +146,7 @@ def test_where_wrong_gradients_start_follows_the_forward_not_the_definition_orde
     assert not any(n.startswith("defined_late.late.fc2") for n in failing)
 
 
+@pytest.mark.slow
 def test_markdown_of_a_model_is_the_summary_table_too(passing):
     out = passing.to_markdown()
     assert "| module / tensor | shape | checked |" in out and "| index |" not in out

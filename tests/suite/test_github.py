@@ -56,6 +56,7 @@ def test_check_takes_config_defaults_the_command_line_does_not_give(project, cap
     assert json.loads(out)["dtype"] == "float64" and json.loads(out)["seed"] == 7
 
 
+@pytest.mark.slow
 def test_one_run_writes_junit_and_markdown_and_github_gets_annotations(project, capsys,
                                                                       monkeypatch):
     summary = project / "step.md"
@@ -77,6 +78,7 @@ def test_one_run_writes_junit_and_markdown_and_github_gets_annotations(project, 
     assert "0.25 × the derivative" in annotation and "batch-mean" in annotation
 
 
+@pytest.mark.slow
 def test_one_annotation_per_failure_with_paths_from_the_workspace(project, capsys, monkeypatch):
     # the documented workflow, run from a sub-folder of the checkout: GitHub reads both
     # streams, so each failure is announced on one; and its file is named from the workspace

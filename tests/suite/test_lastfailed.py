@@ -98,6 +98,7 @@ def test_a_symlinked_cache_folder_is_not_written(tmp_path):
     assert "not updated" in note and list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_run_with_a_fifo_cache_finishes_and_says_so(tmp_path, capsys, monkeypatch):
     from tests.command import run
 

@@ -48,6 +48,7 @@ def project(tmp_path: Path) -> Path:
 
 
 
+@pytest.mark.slow
 def test_library_call(project):
     suite = run_config(project / "pyproject.toml")
     assert [r.outcome for r in suite.results] == ["passed", "passed", "failed"]
@@ -56,6 +57,7 @@ def test_library_call(project):
     assert seed[1].autograd == pytest.approx([1.2, 16.0, 2e-3])
 
 
+@pytest.mark.slow
 def test_three_checks_one_failing(project, capsys, monkeypatch):
     monkeypatch.chdir(project)
     code, _, _ = _cli(capsys, "run", "--junit-xml", "junit.xml", "--output", "summary.md",
@@ -71,6 +73,7 @@ def test_three_checks_one_failing(project, capsys, monkeypatch):
     assert "broken-module" in md and "**failed**" in md
 
 
+@pytest.mark.slow
 def test_table_output_and_json(project, capsys):
     code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"))
     assert code == 1 and "broken-module" in out and "FAILED: 2 passed, 1 failed" in out
@@ -81,6 +84,7 @@ def test_table_output_and_json(project, capsys):
     assert data["checks"][0]["report"]["schema"] == "gradscope.report/1"
 
 
+@pytest.mark.slow
 def test_raising_check_does_not_stop_the_others(project, capsys):
     (project / "pyproject.toml").write_text(PROJECT + """
 [[tool.gradscope.checks]]
@@ -92,6 +96,7 @@ target = "buggy_functions.py:MyLayer"
     assert "raises" in out and "super().__init__()" in out
 
 
+@pytest.mark.slow
 def test_config_error_runs_nothing(project, capsys):
     (project / "pyproject.toml").write_text(PROJECT + """
 [[tool.gradscope.checks]]
@@ -104,6 +109,7 @@ atol_typo = 1
     assert "check #4 (typo)" in err and "atol_typo" in err
 
 
+@pytest.mark.slow
 def test_example_ci_config_passes(capsys):
     code, out, _ = _cli(capsys, "run", str(EXAMPLES / "ci" / "pyproject.toml"))
     assert code == 0 and "PASSED: 3 passed" in out
@@ -127,6 +133,7 @@ target = "sin(x)"
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolate", [True, False])
 def test_exitfirst_stops_at_the_first_failure_and_says_what_did_not_run(project, isolate):
     (project / "pyproject.toml").write_text(FAILING_FIRST)
@@ -136,6 +143,7 @@ def test_exitfirst_stops_at_the_first_failure_and_says_what_did_not_run(project,
     assert suite.to_dict()["not_run"] == ["after-1", "after-2"]
 
 
+@pytest.mark.slow
 def test_exitfirst_on_the_command_line_with_junit_skips(project, capsys, monkeypatch):
     (project / "pyproject.toml").write_text(FAILING_FIRST)
     monkeypatch.chdir(project)
@@ -146,6 +154,7 @@ def test_exitfirst_on_the_command_line_with_junit_skips(project, capsys, monkeyp
     assert [c.find("skipped") is not None for c in cases] == [False, True, True]
 
 
+@pytest.mark.slow
 def test_last_failed_reruns_what_did_not_pass(project, capsys, monkeypatch):
     monkeypatch.chdir(project)
     code, _, _ = _cli(capsys, "run", "--lf", "-q")  # nothing recorded yet: every check
@@ -175,6 +184,7 @@ def test_nothing_selected_exits_5_like_pytest(project, capsys):
     assert code == 5 and "this share of the checks is empty" in err
 
 
+@pytest.mark.slow
 def test_fail_on_for_the_whole_run(project, capsys):
     code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--fail-on", "never")
     assert code == 0 and "PASSED: 3 passed" in out
@@ -182,6 +192,7 @@ def test_fail_on_for_the_whole_run(project, capsys):
     assert code == 2 and "unknown --fail-on 'sometimes'" in err
 
 
+@pytest.mark.slow
 def test_verbose_shows_the_passing_reports_too(project, capsys):
     _, quiet, _ = _cli(capsys, "run", str(project / "pyproject.toml"))
     _, loud, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "-v")
@@ -199,6 +210,7 @@ def test_show_config_prints_each_check_as_it_will_run(project, capsys):
     assert not (project / ".gradscope_cache").exists()  # nothing ran
 
 
+@pytest.mark.slow
 def test_statistics_count_the_diagnostics_by_kind(project, capsys):
     code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--statistics", "-q")
     assert code == 1
@@ -206,6 +218,7 @@ def test_statistics_count_the_diagnostics_by_kind(project, capsys):
     assert "mismatch_pattern  (broken-module)" in tail
 
 
+@pytest.mark.slow
 def test_output_format_github_prints_the_annotations_only(project, capsys):
     code, out, _ = _cli(capsys, "run", str(project / "pyproject.toml"), "--output-format",
                         "github")

@@ -22,6 +22,7 @@ def _config(tmp_path, *checks: str, top: str = "") -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_exit_crash_and_hang_fail_their_own_check_and_the_rest_run(tmp_path):
     config = _config(
         tmp_path,
@@ -44,6 +45,7 @@ def test_exit_crash_and_hang_fail_their_own_check_and_the_rest_run(tmp_path):
     assert suite.exit_code == 3
 
 
+@pytest.mark.slow
 def test_an_exiting_target_never_turns_a_failing_suite_green(tmp_path, capsys):
     config = _config(
         tmp_path,
@@ -56,6 +58,7 @@ def test_an_exiting_target_never_turns_a_failing_suite_green(tmp_path, capsys):
     assert [c["outcome"] for c in data["checks"]] == ["failed", "raised"]
 
 
+@pytest.mark.slow
 def test_prints_stay_out_of_the_json_and_in_the_report(tmp_path, capsys):
     config = _config(tmp_path, f'name = "noisy"\ntarget = "{HOSTILE}:prints"\nat = {{x = "1,2"}}')
     with pytest.raises(SystemExit) as done:
@@ -75,6 +78,7 @@ def test_select_and_shard(tmp_path):
     assert first == ["c1", "c3", "c5"] and second == ["c2", "c4"]
 
 
+@pytest.mark.slow
 def test_recursion_allocation_and_stray_threads_stay_in_their_checks(tmp_path):
     config = _config(
         tmp_path,
@@ -90,6 +94,7 @@ def test_recursion_allocation_and_stray_threads_stay_in_their_checks(tmp_path):
     assert outcomes["thread"] == "passed" and outcomes["fine"] == "passed"
 
 
+@pytest.mark.slow
 def test_the_cli_lists_every_error_before_any_check_runs(tmp_path, capsys):
     config = _config(tmp_path, 'name = "one"\ntarget = "x +"',
                      f'name = "would-run"\ntarget = "{HOSTILE}:exits"',
@@ -101,6 +106,7 @@ def test_the_cli_lists_every_error_before_any_check_runs(tmp_path, capsys):
     assert err.index("check #1 (one)") < err.index("check #3 (two)")
 
 
+@pytest.mark.slow
 def test_a_target_writing_into_inherited_descriptors_loses_its_check_never_the_report(tmp_path):
     # (a huge length read as a message's: exit 4 with no report before; a half message: the
     # run waited forever; a target reading stdin took the worker's next job)

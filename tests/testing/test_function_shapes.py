@@ -147,6 +147,7 @@ def test_a_gradient_fast_modes_projection_passes_passes_with_what_gradscope_foun
         dropin.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, strict=True, **called)
 
 
+@pytest.mark.slow
 def test_the_same_gradient_fails_where_torch_fails_it_every_element_judged():
     from tests.data import vision_shapes as vs
 
@@ -157,6 +158,7 @@ def test_the_same_gradient_fails_where_torch_fails_it_every_element_judged():
         dropin.gradcheck(vs.detached_norm, (_rows(),), **called)
 
 
+@pytest.mark.slow
 def test_past_the_drill_budget_torchs_pass_stands_and_the_projections_finding_is_said(
         monkeypatch):
     from gradscope.testing import judging

@@ -153,6 +153,7 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         env={**os.environ, "CI": "", **(env or {})})
 
 
+@pytest.mark.slow
 def test_pytest_switch_routes_a_suites_calls_and_sums_them_up():
     plain = _pytest()
     assert "4 passed" in plain.stdout, plain.stdout  # torch misses the 0.05 % bug

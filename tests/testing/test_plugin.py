@@ -1,5 +1,6 @@
 """The pytest plugin offers assert_gradients as a fixture (installed via the entry point)."""
 
+import pytest
 import torch
 
 
@@ -36,6 +37,7 @@ def test_fails():
 '''
 
 
+@pytest.mark.slow
 def test_the_summary_counts_failing_tests_as_pytest_does(tmp_path):
     # (a call whose False its test expects fails that call, not the test)
     import subprocess

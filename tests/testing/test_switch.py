@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import gradscope
@@ -24,6 +25,7 @@ def test_install_and_uninstall():
     assert torch.autograd.gradcheck is original and not switch.installed()
 
 
+@pytest.mark.slow
 def test_switch_runs_a_script_with_gradcheck_routed(tmp_path):
     script = tmp_path / "checks.py"
     script.write_text("import torch\n"

@@ -102,6 +102,7 @@ def test_the_return_at_fault_is_named_through_once_differentiable():
     assert f"(returning at seed_layers.py:{bad})" in found.message
 
 
+@pytest.mark.slow
 def test_small_activations_are_differenced_with_an_error_estimate_before_blame():
     # a Llama-shaped model's RMSNorm sees activations of about 0.01, beside which the step
     # (1e-4) is large: a two-point difference's truncation error there is no departure — the

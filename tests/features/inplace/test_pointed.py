@@ -51,6 +51,7 @@ def test_a_right_function_gets_no_pointed_projection(nothing_sampled):
     assert report.passed and not _rows(report)
 
 
+@pytest.mark.slow
 def test_below_scale_every_element_judges_and_nothing_is_pointed():
     report = gradscope.check(f"{POINTED}:off_loss", shape={"x": (2, 256)})
     assert not report.passed and not _rows(report)

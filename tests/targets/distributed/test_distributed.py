@@ -15,6 +15,7 @@ from tests.paths import DATA, ROOT
 from tests.targets.distributed.checked import children
 
 
+@pytest.mark.slow
 def test_start_gives_a_running_target_and_finished_ends_it():
     target = start(f"{DATA}/parallel.py:rank_scaled", None, Options(nproc=2), 30.0)
     try:
@@ -25,6 +26,7 @@ def test_start_gives_a_running_target_and_finished_ends_it():
     assert not children()
 
 
+@pytest.mark.slow
 def test_a_target_no_rank_can_build_is_a_usage_error_and_leaves_no_process():
     with pytest.raises(UsageError, match="no_such_name") as info:
         start(f"{DATA}/parallel.py:no_such_name", None, Options(nproc=2), 30.0)
@@ -32,6 +34,7 @@ def test_a_target_no_rank_can_build_is_a_usage_error_and_leaves_no_process():
     assert not children()
 
 
+@pytest.mark.slow
 def test_user_code_that_raises_while_building_names_its_rank():
     with pytest.raises(TargetError, match=r"rank [01]: the target's own code raised"):
         start(f"{DATA}/parallel.py:ParallelMLP", None, Options(nproc=2, init={"hidden": "a"}),
@@ -39,6 +42,7 @@ def test_user_code_that_raises_while_building_names_its_rank():
     assert not children()
 
 
+@pytest.mark.slow
 def test_a_check_without_nproc_never_imports_it():
     # (the mode's own module is light and always read; its ranks' machinery is not)
     code = ("import sys, gradscope; gradscope.check('x**2'); "
@@ -49,6 +53,7 @@ def test_a_check_without_nproc_never_imports_it():
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_a_script_that_checks_at_its_top_level_is_not_run_again_by_the_ranks(tmp_path):
     script = tmp_path / "train_check.py"
     script.write_text("import gradscope\nprint('ran')\n"

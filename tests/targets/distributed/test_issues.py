@@ -13,6 +13,7 @@ PAR = f"{DATA}/parallel.py"
 SHARDED = {"nproc": 2, "shape": {"logits": (3, 4)}, "sharded": ("logits",)}
 
 
+@pytest.mark.slow
 def test_pytorch_190746_log_softmax_under_loss_parallel_gets_a_wrong_gradient():
     wrong = gradscope.check(f"{PAR}:parallel_log_softmax", context="loss_parallel", **SHARDED)
     assert not wrong.passed
@@ -20,6 +21,7 @@ def test_pytorch_190746_log_softmax_under_loss_parallel_gets_a_wrong_gradient():
     assert gradscope.check(f"{PAR}:parallel_log_softmax", **SHARDED).passed
 
 
+@pytest.mark.slow
 def test_pytorch_190007_a_functional_all_reduce_avg_whose_backward_raises_names_the_rank():
     from gradscope.errors import TargetError
 
@@ -28,6 +30,7 @@ def test_pytorch_190007_a_functional_all_reduce_avg_whose_backward_raises_names_
     assert not children()
 
 
+@pytest.mark.slow
 def test_an_in_place_all_reduce_of_the_loss_under_ddp_halves_every_gradient():
     # (autograd never sees dist.all_reduce(loss): the gradients are 1/2 of what it changes by)
     report = checked("DataParallelDoubleReduce")
@@ -35,15 +38,18 @@ def test_an_in_place_all_reduce_of_the_loss_under_ddp_halves_every_gradient():
     assert {d.factor for d in report.diagnostics if d.kind == "mismatch_pattern"} == {0.5}
 
 
+@pytest.mark.slow
 def test_cross_entropy_under_loss_parallel_passes_in_its_context():
     assert gradscope.check(f"{PAR}:parallel_cross_entropy", context="loss_parallel",
                            **SHARDED).passed
 
 
+@pytest.mark.slow
 def test_a_backward_that_needs_its_region_runs_in_it_with_context():
     assert gradscope.check(f"{PAR}:needs_region", nproc=2, context="doubled_region").passed
 
 
+@pytest.mark.slow
 def test_context_names_must_exist_and_need_nproc(capsys):
     from tests.command import run
 

@@ -14,6 +14,7 @@ from tests.paths import DATA
 from tests.targets.distributed.checked import children
 
 
+@pytest.mark.slow
 def test_a_rank_that_raises_ends_the_check_naming_it(capsys):
     code, _, err = run(capsys, "check", f"{DATA}/parallel.py:raises_on_rank_one", "--nproc", "2")
     assert code == 3
@@ -22,6 +23,7 @@ def test_a_rank_that_raises_ends_the_check_naming_it(capsys):
     assert not children()
 
 
+@pytest.mark.slow
 def test_a_planted_bug_exits_1_from_the_command_line(capsys):
     code, out, _ = run(capsys, "check", f"{DATA}/parallel.py:MLPAveragesGradient", "--nproc",
                        "2")
@@ -39,6 +41,7 @@ def test_a_world_beyond_the_limit_is_refused_before_any_process_starts():
     assert not children()
 
 
+@pytest.mark.slow
 def test_a_rank_waiting_in_a_collective_is_stopped_by_timeout_with_every_rank(capsys):
     code, _, _ = run(capsys, "check", f"{DATA}/parallel.py:hangs_on_rank_zero", "--nproc",
                      "2", "--timeout", "6")
@@ -46,6 +49,7 @@ def test_a_rank_waiting_in_a_collective_is_stopped_by_timeout_with_every_rank(ca
     assert not children()
 
 
+@pytest.mark.slow
 def test_what_ranks_print_never_enters_the_json_on_stdout():
     import json
     import subprocess
@@ -58,6 +62,7 @@ def test_what_ranks_print_never_enters_the_json_on_stdout():
     assert "hello from rank 1" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_timeout_while_the_ranks_start_ends_every_rank(capsys, monkeypatch):
     # on a loaded machine a short limit lands while the ranks still import torch: they were
     # left waiting there, and every later "no child left" test failed in a chain
@@ -79,6 +84,7 @@ def test_a_timeout_while_the_ranks_start_ends_every_rank(capsys, monkeypatch):
     assert code == 3 and not children()  # (errors.TimedOut: the entry says it in one line)
 
 
+@pytest.mark.slow
 def test_what_a_rank_forks_is_ended_with_it(capsys, tmp_path, monkeypatch):
     import time
 
@@ -124,6 +130,7 @@ def _orphaned_ranks() -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_run_whose_distributed_check_times_out_leaves_no_rank(tmp_path, capsys):
     import time
 

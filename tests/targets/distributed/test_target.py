@@ -11,6 +11,7 @@ from gradscope.targets.distributed.target import ratio, same
 from tests.targets.distributed.checked import PAR, checked
 
 
+@pytest.mark.slow
 def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
     report = checked("ParallelMLP")
     assert report.passed, report.to_text()
@@ -21,6 +22,7 @@ def test_a_correct_tensor_parallel_mlp_passes_with_its_shards_named_per_rank():
     assert "replicated" in text and "sharded" in text and "counted once" in text
 
 
+@pytest.mark.slow
 def test_a_double_all_reduce_is_a_factor_of_the_world_size():
     report = checked("MLPReducesTwice")
     assert not report.passed
@@ -30,6 +32,7 @@ def test_a_double_all_reduce_is_a_factor_of_the_world_size():
     assert {i.name: i.status for i in report.inputs}["fc2.weight@rank1"] == "ok"
 
 
+@pytest.mark.slow
 def test_ddp_passes_and_an_all_reduce_autograd_never_sees_halves_the_gradients():
     right = checked("DataParallel")
     assert right.passed, right.to_text()
@@ -54,6 +57,7 @@ def testratio_names_a_constant_factor_only():
     assert ratio(torch.zeros(2, dtype=torch.float64), a[:2]) is None
 
 
+@pytest.mark.slow
 def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
     report = checked("TensorParallelBlock")
     assert report.passed, report.to_text()
@@ -63,6 +67,7 @@ def test_dtensor_tensor_parallelism_passes_with_placements_read_from_the_code():
     assert "down.bias@rank0" not in [i.name for i in report.inputs]
 
 
+@pytest.mark.slow
 def test_a_function_over_a_tensor_parallel_block_gets_its_dtensor_parameters_in_place():
     # (the block is reached by a function, held beside it: its DTensor parameters are written
     # in place as a module target's are, never swapped for plain tensors)
@@ -71,6 +76,7 @@ def test_a_function_over_a_tensor_parallel_block_gets_its_dtensor_parameters_in_
     assert "TP_BLOCK.up.weight (DTensor placements S(0))" in " ".join(report.notes)
 
 
+@pytest.mark.slow
 def test_fsdp2_passes_its_shards_read_from_placements_and_its_wrapper_named():
     report = checked("FullySharded")
     assert report.passed, report.to_text()
@@ -78,6 +84,7 @@ def test_fsdp2_passes_its_shards_read_from_placements_and_its_wrapper_named():
     assert "net.0.weight (DTensor placements S(0))" in " ".join(report.notes)
 
 
+@pytest.mark.slow
 def test_gradients_completed_after_backward_are_declared_by_either_option():
     import gradscope
     from tests.targets.distributed.checked import PAR
