@@ -4,6 +4,8 @@ rank-dependent factor named; and no such finding where the ranks agree."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.targets.distributed.checked import checked
 
 
