@@ -68,7 +68,7 @@ def _lines(node: Any) -> list[str]:
     return lines
 
 
-def _legend(report: Any, width: float, y: float) -> tuple[list[str], float]:
+def _legend(report: Any, y: float) -> tuple[list[str], float]:
     """Each source line the nodes name, once: 'place  line' under the graph."""
     said: dict[str, str] = {}
     for node in report.nodes:
@@ -172,7 +172,7 @@ def svg(report: Any) -> str:
     parts += [_edge([box[s] for s in chain], [bottom[depth_of[s]] for s in chain], pair)
               for pair, chain in chains.items() if all(s in box for s in chain)]
     parts.extend(_node(by_id[nid], box[nid]) for nid in box if not isinstance(nid, tuple))
-    legend, y = _legend(report, width, y - GAP_Y + 12)
+    legend, y = _legend(report, y - GAP_Y + 12)
     return _document(width, y + 12, parts + legend)
 
 
@@ -194,10 +194,15 @@ def _node(node: Any, where: tuple[float, float, float, float]) -> str:
            f'stroke-width="{stroke}"/>']
     for k, line in enumerate(_lines(node)):
         out.append(_text(x + w / 2, y + PAD / 2 + LINE_H * (k + 0.8), line, bold=k == 0,
-                         anchor="middle", colour=colour if node.status and k and not
-                         line.startswith(FIGURES) else "#555555" if line.startswith(FIGURES)
-                         else "#222222"))
+                         anchor="middle", colour=_tone(node, k, line, colour)))
     return "\n".join(out) + "</g>"
+
+
+def _tone(node: Any, k: int, line: str, colour: str) -> str:
+    """A line's colour: the figures grey, a marked node's words in its colour."""
+    if line.startswith(FIGURES):
+        return "#555555"
+    return colour if node.status and k else "#222222"
 
 
 def _edge(slots: list[tuple[float, float, float, float]], bottoms: list[float],

@@ -25,7 +25,8 @@ COLOURS = {"f": "#1f77b4", "autograd": "#2ca02c", "finite differences": "#ff7f0e
 
 @dataclass(frozen=True)
 class Picture:
-    """An SVG picture: shown by a notebook (`_repr_svg_`), saved with `save(path)`."""
+    """An SVG picture: shown by a notebook (`_repr_html_`, scaled to the cell; `_repr_svg_`
+    the drawing itself), saved with `save(path)`."""
 
     svg: str
     what: str  # "sweep", "gradient flow", "backward graph": for messages
