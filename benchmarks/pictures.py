@@ -8,6 +8,7 @@ flow — as SVG, and as PNG screenshots where a headless Chromium is installed (
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -50,8 +51,9 @@ def pictures() -> dict[str, object]:
 
     return {
         "graph": gradscope.graph(loss, torch.randn(3, dtype=torch.float64)),
-        "sweep": gradscope.sweep(str(ROOT / "examples/buggy_functions.py:ClampSeeds"),
-                                 var="x", range=(-1, 2), points=61),
+        # (a path relative to the repository: the picture names its target as given)
+        "sweep": gradscope.sweep("examples/buggy_functions.py:ClampSeeds", var="x",
+                                 range=(-1, 2), points=61),
         "flow": gradscope.check(model, torch.randn(2, 3, dtype=torch.float64)).plot(),
     }
 
@@ -70,6 +72,7 @@ def screenshot(svg: Path, png: Path, width: int = 900) -> None:
 
 
 def main() -> None:
+    os.chdir(ROOT)
     OUT.mkdir(parents=True, exist_ok=True)
     for name, drawn in pictures().items():
         svg = OUT / f"{name}.svg"

@@ -62,11 +62,12 @@ def test_implicit_targets_cost_no_more_calls_than_gradchecks_slow_mode():
         assert row["gradscope_check"] <= row["gradcheck_slow"]
 
 
-def test_the_docs_pictures_are_what_gradscope_draws_now():
+def test_the_docs_pictures_are_what_gradscope_draws_now(monkeypatch):
     # docs/pictures/ shows what benchmarks/pictures.py draws: the same texts in each picture
     import importlib.util
     import xml.etree.ElementTree as ET
 
+    monkeypatch.chdir(ROOT)  # (where the script runs)
     spec = importlib.util.spec_from_file_location("pictures", ROOT / "benchmarks" / "pictures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
