@@ -7,6 +7,7 @@ other run (this module imports none of its siblings until the mode is asked for)
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,10 +27,15 @@ COLLECTIVE_TIMEOUT = 60.0
 def start(target: str, base: str | None, options: Options, timeout: float
           ) -> DistributedTarget:
     """The target of `options.nproc` ranks, running (stop them with `.finished()`)."""
-    from gradscope.targets.distributed.launch import Ranks, free_port
+    from gradscope.targets.distributed.launch import INSIDE, Ranks, free_port
     from gradscope.targets.distributed.rank import RankSpec
     from gradscope.targets.distributed.target import DistributedTarget
 
+    if os.environ.get(INSIDE):  # (a target file that runs a check of its own at import)
+        raise UsageError(f"--nproc {options.nproc}: this process is a rank of a distributed "
+                         "check already, and a check inside a rank cannot start ranks of its "
+                         "own (each rank would start more); run it under "
+                         "`if __name__ == \"__main__\":`, not at import")
     ranks = Ranks(RankSpec(target, base, options, options.nproc, free_port(), timeout))
     try:
         return DistributedTarget(ranks, options.sharded, options.replicated,

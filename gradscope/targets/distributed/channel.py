@@ -8,13 +8,33 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import struct
+import time
 from contextlib import suppress
 from typing import Any
 
 import torch
 
 HEADER = struct.Struct("!Q")
+
+
+def _memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 36
+
+
+# the largest message a coordinator reads: half the machine's memory (it must hold a message
+# whole to load it; a header past this is not gradscope's — a rank's code wrote into its
+# channel — and is refused before anything is buffered)
+MAX_MESSAGE = _memory() // 2
+
+
+class Garbled(EOFError):
+    """What arrived is not a message of gradscope's (a rank's own code wrote into its
+    channel): its size past MAX_MESSAGE, or bytes that do not load."""
 
 
 class Channel:
@@ -33,13 +53,22 @@ class Channel:
         while view:
             view = view[os.write(self.outbound, view):]
 
-    def recv_bytes(self) -> bytes:
-        (size,) = HEADER.unpack(self._exactly(HEADER.size))
-        return self._exactly(size)
+    def recv_bytes(self, deadline: float | None = None) -> bytes:
+        """One message's bytes; where `deadline` (monotonic) is given, whole by then or
+        TimeoutError (a header and then nothing hangs no one), and at most MAX_MESSAGE."""
+        (size,) = HEADER.unpack(self._exactly(HEADER.size, deadline))
+        if deadline is not None and size > MAX_MESSAGE:
+            raise Garbled(f"a message header of {size:,} bytes (at most {MAX_MESSAGE:,})")
+        return self._exactly(size, deadline)
 
-    def _exactly(self, size: int) -> bytes:
+    def _exactly(self, size: int, deadline: float | None = None) -> bytes:
         parts, left = [], size
         while left:
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([self.inbound], [], [], wait)[0]:
+                    raise TimeoutError(f"{size - left:,} of {size:,} bytes of a message came, "
+                                       "then nothing")
             chunk = os.read(self.inbound, min(left, 1 << 20))
             if not chunk:
                 raise EOFError("the other end closed")
@@ -60,5 +89,14 @@ def put(channel: Channel, message: Any) -> None:
     channel.send_bytes(buffer.getvalue())
 
 
-def get(channel: Channel) -> Any:
-    return torch.load(io.BytesIO(channel.recv_bytes()), weights_only=False)
+def get(channel: Channel, deadline: float | None = None) -> Any:
+    """The next message (`deadline`: the coordinator's reading of a rank's reply, bounded in
+    time and size; a reply that does not load is Garbled)."""
+    data = channel.recv_bytes(deadline)
+    if deadline is None:
+        return torch.load(io.BytesIO(data), weights_only=False)
+    try:
+        return torch.load(io.BytesIO(data), weights_only=False)
+    except Exception as exc:  # (not gradscope's bytes: whatever the loader says of them)
+        raise Garbled(f"{len(data):,} bytes that are no message ({type(exc).__name__})") \
+            from None

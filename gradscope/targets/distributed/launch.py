@@ -21,7 +21,7 @@ from typing import Any
 
 from gradscope.errors import TargetError, UsageError
 from gradscope.process import shielded
-from gradscope.targets.distributed.channel import Channel, get, put
+from gradscope.targets.distributed.channel import Channel, Garbled, get, put
 from gradscope.targets.distributed.rank import LOOPBACK, Described, RankSpec
 
 MOST_RANKS = 16  # a check's ranks share one machine's cores
@@ -31,6 +31,9 @@ GRACE = 5.0  # seconds a stopped rank gets before it is killed
 ENTRY = ("import gradscope.process as p, sys; p.die_with_parent(int(sys.argv[4])); "
          "from gradscope.targets.distributed.rank import main; main()")
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # where `import gradscope` finds us
+
+
+INSIDE = "GRADSCOPE_RANK_OF"  # set in each rank: the coordinator's pid
 
 
 def free_port() -> int:
@@ -67,7 +70,8 @@ class Ranks:
         to_rank, from_us = os.pipe()
         to_us, from_rank = os.pipe()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
+            INSIDE: str(os.getpid())}
         self.pipes.append(Channel(to_us, from_us))  # (closed by stop() whatever happens)
         try:
             # (each rank leads a process group of its own: what it forks is ended with it;
@@ -111,19 +115,26 @@ class Ranks:
             ready = wait([self.pipes[r] for r in waiting], timeout=min(left, 1.0))
             for rank in sorted(waiting):
                 if self.pipes[rank] in ready:
-                    replies[rank] = self._reply(rank, expected)
+                    replies[rank] = self._reply(rank, expected, deadline)
                     waiting.discard(rank)
         return replies
 
-    def _reply(self, rank: int, expected: str) -> Any:
+    def _reply(self, rank: int, expected: str, deadline: float) -> Any:
         try:
-            kind, payload = get(self.pipes[rank])
+            kind, payload = get(self.pipes[rank], deadline)
+        except Garbled as exc:  # (an EOFError: before it)
+            self._failed(rank, f"rank {rank} wrote into its channel to gradscope ({exc}): "
+                               "the target's own code writes to a descriptor it inherited")
+        except TimeoutError as exc:
+            self._failed(rank, f"rank {rank} stalled in the middle of a reply ({exc})")
         except (EOFError, OSError):
             process = self.processes[rank]
             with suppress(subprocess.TimeoutExpired):
                 process.wait(GRACE)
             self._failed(rank, f"rank {rank} died without a reply (exit code "
                                f"{process.returncode})")
+        except (ValueError, TypeError) as exc:  # (a reply of another shape than (kind, payload))
+            self._failed(rank, f"rank {rank} sent no reply of gradscope's ({exc})")
         if kind != expected:
             message, code = payload
             if code == UsageError.exit_code:  # the request, not the code: said as it is

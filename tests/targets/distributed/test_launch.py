@@ -145,3 +145,24 @@ def test_a_run_whose_distributed_check_times_out_leaves_no_rank(tmp_path, capsys
         time.sleep(0.2)
     assert not _orphaned_ranks()
     assert not children()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, said", [("writes_a_huge_header", "a message header of"),
+                                        ("writes_garbage", "bytes that are no message")])
+def test_a_rank_that_writes_into_its_channel_ends_the_check_at_once(capsys, name, said):
+    # a header of 2^62 bytes then a stall hung the coordinator forever; a flood was buffered
+    # without bound: now refused before anything is buffered, in one line, exit 3
+    import time
+
+    started = time.monotonic()
+    code, _, err = run(capsys, "check", f"{DATA}/parallel.py:{name}", "--nproc", "2")
+    assert code == 3 and said in err and "wrote into its channel" in err
+    assert time.monotonic() - started < 40 and not children()
+
+
+@pytest.mark.slow
+def test_a_distributed_check_inside_a_rank_is_refused_in_one_line(capsys):
+    code, _, err = run(capsys, "check", f"{DATA}/nested_nproc.py:doubled", "--nproc", "2")
+    assert code == 2 and "cannot start ranks of its own" in err
+    assert "Traceback" not in err and not children()
