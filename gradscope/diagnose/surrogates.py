@@ -2,7 +2,7 @@
 
 An element is `surrogate` where the forward is flat (finite differences zero, no jump in the
 stencil) and autograd is not zero: a straight-through estimator, a spiking surrogate, a
-pass-through clamp, a hard Gumbel-softmax, whatever code made it (verdict/judge.py marks them).
+pass-through clamp, a hard Gumbel-softmax, whatever code made it (runner/judgement.py marks them).
 The user may also declare that a backward departs from the derivative on purpose (`--surrogate`,
 or `__gradscope_surrogate__` on a Function, function or module): its mismatches become
 `surrogate`, with the relation they follow named. This module finds the declarations in the

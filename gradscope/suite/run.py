@@ -1,5 +1,5 @@
 """`gradscope run`: every configured check (or a selection, or one shard of them), each in a
-worker process by default, one summary and one exit code (see tools/results.py). One check
+worker process by default, one summary and one exit code (see suite/results.py). One check
 failing, raising, crashing or hanging never stops the others; results come in config order."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A target seen through a run mode: every capability is the wrapped target's, except those the
-mode overrides. Run modes (targets/modes.py) — compiled, autocast, ordinary calls only, order
+mode overrides. Run modes (targets/mode.py) — compiled, autocast, ordinary calls only, order
 2 — are such wrappers, so that the stages ask the target what to call and never which mode
 runs: a mode changes how the user's code is called by overriding a capability
 (`autograd_forward`, `twin`, `for_values`, `alongside`, …), and nothing outside `targets/`

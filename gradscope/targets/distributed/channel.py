@@ -32,7 +32,7 @@ def _memory() -> int:
 MAX_MESSAGE = _memory() // 2
 
 
-class Garbled(EOFError):
+class NotAMessage(EOFError):
     """What arrived is not a message of gradscope's (a rank's own code wrote into its
     channel): its size past MAX_MESSAGE, or bytes that do not load."""
 
@@ -58,7 +58,7 @@ class Channel:
         TimeoutError (a header and then nothing hangs no one), and at most MAX_MESSAGE."""
         (size,) = HEADER.unpack(self._exactly(HEADER.size, deadline))
         if deadline is not None and size > MAX_MESSAGE:
-            raise Garbled(f"a message header of {size:,} bytes (at most {MAX_MESSAGE:,})")
+            raise NotAMessage(f"a message header of {size:,} bytes (at most {MAX_MESSAGE:,})")
         return self._exactly(size, deadline)
 
     def _exactly(self, size: int, deadline: float | None = None) -> bytes:
@@ -91,12 +91,12 @@ def put(channel: Channel, message: Any) -> None:
 
 def get(channel: Channel, deadline: float | None = None) -> Any:
     """The next message (`deadline`: the coordinator's reading of a rank's reply, bounded in
-    time and size; a reply that does not load is Garbled)."""
+    time and size; a reply that does not load is NotAMessage)."""
     data = channel.recv_bytes(deadline)
     if deadline is None:
         return torch.load(io.BytesIO(data), weights_only=False)
     try:
         return torch.load(io.BytesIO(data), weights_only=False)
     except Exception as exc:  # (not gradscope's bytes: whatever the loader says of them)
-        raise Garbled(f"{len(data):,} bytes that are no message ({type(exc).__name__})") \
+        raise NotAMessage(f"{len(data):,} bytes that are no message ({type(exc).__name__})") \
             from None

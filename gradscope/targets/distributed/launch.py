@@ -21,7 +21,7 @@ from typing import Any
 
 from gradscope.errors import TargetError, UsageError
 from gradscope.process import shielded
-from gradscope.targets.distributed.channel import Channel, Garbled, get, put
+from gradscope.targets.distributed.channel import Channel, NotAMessage, get, put
 from gradscope.targets.distributed.rank import LOOPBACK, Described, RankSpec
 
 MOST_RANKS = 16  # a check's ranks share one machine's cores
@@ -122,7 +122,7 @@ class Ranks:
     def _reply(self, rank: int, expected: str, deadline: float) -> Any:
         try:
             kind, payload = get(self.pipes[rank], deadline)
-        except Garbled as exc:  # (an EOFError: before it)
+        except NotAMessage as exc:  # (an EOFError: before it)
             self._failed(rank, f"rank {rank} wrote into its channel to gradscope ({exc}): "
                                "the target's own code writes to a descriptor it inherited")
         except TimeoutError as exc:
