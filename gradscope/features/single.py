@@ -1,7 +1,8 @@
 """--compare-single (with --nproc): the ranks' output and gradients beside the same target run
-in one process at the same values (targets/distributed/single.py). A difference is evidence about the
-target the user named — the distributed code computes another function than the single-process
-one — and fails the run (`single_differs`); what could not be compared is said in a note."""
+in one process at the same values (targets/distributed/single.py). A difference is evidence
+about the target the user named — the distributed code computes another function than the
+single-process one — and fails the run (`single_differs`); what could not be compared is said
+in a note."""
 
 from __future__ import annotations
 
