@@ -60,13 +60,18 @@ def pictures() -> dict[str, object]:
 
 def screenshot(svg: Path, png: Path, width: int = 900) -> None:
     """The SVG as a browser shows it in a cell `width` pixels wide (its HTML wrapper)."""
-    page = Path(tempfile.mkdtemp()) / "page.html"
+    import re
+
     from gradscope.render.pictures import inline
 
+    page = Path(tempfile.mkdtemp()) / "page.html"
+    drawn = re.search(r'width="([\d.]+)" height="([\d.]+)"', svg.read_text())
+    w, h = (float(v) for v in drawn.groups()) if drawn else (width, 1400.0)
+    height = int(h * min(1.0, width / w)) + 16  # (the page no taller than the picture)
     page.write_text(f'<html><body style="margin:8px;width:{width}px">{inline(svg.read_text())}'
                     "</body></html>", encoding="utf-8")
     subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
-                    f"--screenshot={png}", f"--window-size={width + 16},1400",
+                    f"--screenshot={png}", f"--window-size={width + 16},{height}",
                     "--hide-scrollbars", page.as_uri()], check=True, capture_output=True,
                    timeout=120)
 

@@ -203,8 +203,10 @@ def _panel(xs: Sequence[float], lines: Sequence[Line], top: float, height: float
            label(LEFT - 6, top + 10, fmt(hi, 3), anchor="end", size=10, colour="#555555"),
            label(LEFT - 6, top + height, fmt(lo, 3), anchor="end", size=10, colour="#555555")]
     step = (right - LEFT) / max(1, len(xs) - 1) / 2
-    out += [f'<rect x="{px(a) - step:.1f}" y="{top:.1f}" width="{px(b) - px(a) + 2 * step:.1f}" '
-            f'height="{height}" fill="#d62728" fill-opacity="0.08"/>' for a, b in bands]
+    for a, b in bands:  # (half a step either side, inside the panel)
+        x_a, x_b = max(LEFT, px(a) - step), min(right, px(b) + step)
+        out.append(f'<rect x="{x_a:.1f}" y="{top:.1f}" width="{x_b - x_a:.1f}" '
+                   f'height="{height}" fill="#d62728" fill-opacity="0.08"/>')
     if error:
         out.append(f'<rect x="{LEFT}" y="{py(error):.1f}" width="{right - LEFT}" '
                    f'height="{py(-error) - py(error):.1f}" fill="#888888" fill-opacity="0.15"/>')
