@@ -63,6 +63,7 @@ def test_console_entry_exits_with_main_codes_and_flushes_everything():
     assert proc.returncode == 0 and json.loads(out)["inputs"][0]["autograd"] == 6.0
 
 
+@pytest.mark.slow
 def test_ctrl_c_early_or_late_ends_quietly_with_130(tmp_path):
     import signal
     import time

@@ -166,6 +166,7 @@ def _cpp_ops():
     return cpp_ops
 
 
+@pytest.mark.slow
 def test_a_dispatcher_ops_calls_are_recorded_with_their_kernels_gradient():
     cpp_ops = _cpp_ops()
     (call,) = record(lambda v: cpp_ops.uses_wrong(v["x"]), {"x": X}, ONES).calls
