@@ -1,4 +1,5 @@
-"""--autocast targets of the fifth attack: overflow in float16, integer outputs."""
+"""--autocast targets of the fifth attack: overflow in float16, integer outputs
+(benchmarks/attack_modern.py writes this file)."""
 
 import torch
 

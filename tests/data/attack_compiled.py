@@ -1,5 +1,6 @@
 """--compile targets of the fifth attack: one that computes another function when
-compiled, one that refuses compilation, a backend that fails."""
+compiled, one that refuses compilation, a backend that fails (benchmarks/attack_modern.py
+writes this file with `attack_t` spelled `attack`)."""
 
 import torch
 

@@ -1,5 +1,6 @@
-"""Custom ops of the fifth attack (benchmarks/attack_modern.py writes the same file): ops
-that raise, return aliases, mutate undeclared, answer NaN or depend on the call."""
+"""Custom ops of the fifth attack: ops that raise, return aliases, mutate undeclared, answer NaN
+or depend on the call (benchmarks/attack_modern.py writes this file with `attack_t` spelled
+`attack`)."""
 
 import torch
 
