@@ -14,7 +14,10 @@ from gradscope.errors import Stopped
 
 
 def _terminate(signum: int, frame: object) -> None:
-    process.interrupt(lambda: Stopped(128 + signum))
+    def stop() -> None:
+        raise Stopped(128 + signum)
+
+    process.interrupt(stop)
 
 
 def _leave_quickly() -> None:

@@ -177,12 +177,12 @@ def _value(value: Any) -> str:
     """A held value in a few characters: a number, a short list, or its shape."""
     if not isinstance(value, list):
         return fmt(value, 4) if isinstance(value, (int, float)) else printable(str(value))
-    flat, shape, level = value, [], value
+    shape, level = [], value
     while isinstance(level, list):
         shape.append(len(level))
         level = level[0] if level else None
-    if len(shape) == 1 and len(flat) <= 4:
-        return "[" + ", ".join(fmt(v, 4) for v in flat) + "]"
+    if len(shape) == 1 and len(value) <= 4:
+        return "[" + ", ".join(fmt(v, 4) for v in value) + "]"
     return f"a tensor of shape {tuple(shape)}"
 
 

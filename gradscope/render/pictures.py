@@ -124,21 +124,23 @@ def sweep_svg(report: Any) -> str:
     parted = [(p["from"], p["to"]) for p in getattr(report, "parted", [])]
     error = getattr(report, "fd_error", 0.0)
     error = error if math.isfinite(error) and error > 0 else 0.0
+    apart = "autograd − finite differences" + (
+        f"   (grey: ± the finite differences' own error, {fmt(error, 3)})" if error else "")
+    # (title at a height, lines on one scale, jumps, parted stretches, height, error band)
+    panels: list[tuple[Callable[[float], str], list[Line], Sequence[float],
+                       list[tuple[float, float]], float, float]] = [
+        (lambda y: label(LEFT, y, "f = vᵀ·output", bold=True, colour=COLOURS["f"]),
+         [(report.f, COLOURS["f"], "")], [], [], PANEL_H, 0.0),
+        (lambda y: _key(var, report.eps, y),
+         [(report.autograd, COLOURS["autograd"], ""),
+          (report.finite_difference, COLOURS["finite differences"], "6,4")],
+         report.jumps, parted, PANEL_H, 0.0),
+        (lambda y: label(LEFT, y, apart, bold=True, colour=DIFF),
+         [(difference(report), DIFF, "")], report.jumps, parted, PANEL_H * 2 // 3, error)]
     top = 52.0
-    panels = [
-        ([label(LEFT, top - 6, "f = vᵀ·output", bold=True, colour=COLOURS["f"])],
-         [(report.f, COLOURS["f"], "")], [], [], PANEL_H),
-        (_key(var, report.eps), [(report.autograd, COLOURS["autograd"], ""),
-                                 (report.finite_difference, COLOURS["finite differences"],
-                                  "6,4")], report.jumps, parted, PANEL_H),
-        ([label(LEFT, 0, "autograd − finite differences" + (
-            f"   (grey: ± the finite differences' own error, {fmt(error, 3)})" if error
-            else ""), bold=True, colour=DIFF)],
-         [(difference(report), DIFF, "")], report.jumps, parted, PANEL_H * 2 // 3)]
-    for k, (titles, lines, marks, bands, height) in enumerate(panels):
-        parts += [t.replace(' y="0.0"', f' y="{top - 6:.1f}"', 1) for t in titles]
-        parts += _panel(report.x, lines, top, height, marks, bands,
-                        error if k == len(panels) - 1 else 0.0)
+    for title, lines, marks, bands, height, band in panels:
+        parts.append(title(top - 6))
+        parts += _panel(report.x, lines, top, height, marks, bands, band)
         top += height + TOP_GAP
     parts += _ticks(report.x, top - TOP_GAP, var)
     y = top + 26
@@ -153,13 +155,13 @@ def sweep_svg(report: Any) -> str:
 DIFF = "#7b3294"  # the difference's colour: neither derivative's
 
 
-def _key(var: str, eps: float) -> list[str]:
-    """The shared panel's title: which line is which."""
+def _key(var: str, eps: float, y: float) -> str:
+    """The shared panel's title at height `y`: which line is which."""
     ag, fd = COLOURS["autograd"], COLOURS["finite differences"]
-    return [f'<text x="{LEFT}" y="0.0" font-size="12" font-weight="bold">'
+    return (f'<text x="{LEFT}" y="{y:.1f}" font-size="12" font-weight="bold">'
             f'<tspan fill="#222222">d/d{text_of(var)}: </tspan>'
             f'<tspan fill="{ag}">━ autograd</tspan><tspan fill="#222222">   </tspan>'
-            f'<tspan fill="{fd}">╍ finite differences (step {eps:.3g})</tspan></text>']
+            f'<tspan fill="{fd}">╍ finite differences (step {eps:.3g})</tspan></text>')
 
 
 def _ticks(xs: Sequence[float], bottom: float, var: str) -> list[str]:

@@ -14,6 +14,7 @@ see the stand-in."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,16 @@ def has_setup_context(cls: type) -> bool:
     own = getattr(cls, "setup_context", None)
     base = getattr(torch.autograd.Function, "setup_context", None)
     return own is not None and own is not base
+
+
+def forward_names(cls: type) -> list[str]:
+    """The names a Function's forward gives its arguments: its parameters, ctx left out
+    unless the Function has setup_context (whose forward takes none); [] where unreadable."""
+    try:
+        names = list(inspect.signature(cls.forward).parameters)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return []
+    return names if has_setup_context(cls) else names[1:]
 
 
 class _Ctx:

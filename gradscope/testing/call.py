@@ -208,21 +208,22 @@ def label(func: Callable[..., Any]) -> str:
 def _names(func: Callable[..., Any], count: int, checked: list[int]) -> list[str]:
     """The checked inputs' names: the parameters of func where it has readable ones."""
     names: list[str] = []
-    owner, skip = getattr(func, "__self__", None), 0
+    owner = getattr(func, "__self__", None)
     if getattr(func, "__name__", "") == "apply" and isinstance(owner, type) \
             and issubclass(owner, torch.autograd.Function):
-        # `F.apply(*args)` names nothing: F.forward's parameters do (ctx first, unless it
-        # has setup_context) — the names its culprit line and a check of F use
-        from gradscope.targets.oldstyle import has_setup_context
+        # `F.apply(*args)` names nothing: F.forward's parameters do — the names its culprit
+        # line and a check of F use
+        from gradscope.targets.oldstyle import forward_names
 
-        func, skip = owner.forward, 0 if has_setup_context(owner) else 1
-    try:
-        params = [p for p in inspect.signature(func).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][skip:]
-    except (TypeError, ValueError):
-        params = []
+        params = forward_names(owner)
+    else:
+        try:
+            params = [p.name for p in inspect.signature(func).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
     for i in checked:
-        name = params[i].name if i < len(params) else f"input{i}"
+        name = params[i] if i < len(params) else f"input{i}"
         name = name if name.isidentifier() and not name.startswith("_") else f"input{i}"
         names.append(name if name not in names else f"{name}{i}")
     return names

@@ -37,7 +37,7 @@ from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.rng import generator
 from gradscope.targets.numbers import written
-from gradscope.targets.oldstyle import has_setup_context
+from gradscope.targets.oldstyle import forward_names
 from gradscope.usercode import backward_location, place
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
@@ -192,13 +192,8 @@ def _culprit(check: ClassCheck | HookCheck, said: str, summary: str, how: str, r
 def argument_names(call: FunctionCall) -> list[str]:
     """The names of the forward's arguments, as its signature gives them."""
     op = registered(call.cls)
-    try:
-        params = list(op.arguments) if op is not None and op.arguments else \
-            list(inspect.signature(call.cls.forward).parameters)
-    except (TypeError, ValueError):
-        params = []
-    if params and op is None and not has_setup_context(call.cls):
-        params = params[1:]  # ctx
+    params = list(op.arguments) if op is not None and op.arguments else \
+        forward_names(call.cls)
     return [params[i] if i < len(params) else f"input{i}" for i in range(len(call.args))]
 
 

@@ -29,6 +29,7 @@ import torch
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.options import Options
 from gradscope.targets.distributed.channel import Channel, get, put
+from gradscope.targets.oldstyle import forward_names
 from gradscope.targets.outputs import picked
 from gradscope.usercode import backward_location, user_code, user_error
 
@@ -73,19 +74,6 @@ class CallSeen:
     received: tuple[torch.Tensor | None, ...]
     returned: tuple[torch.Tensor | None, ...]
     arguments: tuple[str, ...] = ()  # forward's parameter names, as a culprit line says them
-
-
-def _argument_names(cls: type) -> tuple[str, ...]:
-    """A Function's forward parameters (ctx left out unless it has setup_context)."""
-    import inspect
-
-    from gradscope.targets.oldstyle import has_setup_context
-
-    try:
-        names = list(inspect.signature(cls.forward).parameters)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        return ()
-    return tuple(names if has_setup_context(cls) else names[1:])
 
 
 def environment(rank: int, spec: RankSpec) -> None:
@@ -223,7 +211,7 @@ class Served:
                                for a in c.args),
                          tuple(None if g is None else settled(g) for g in c.received),
                          tuple(None if g is None else settled(g) for g in c.returned),
-                         _argument_names(c.cls))
+                         tuple(forward_names(c.cls)))
                 for c in self.calls]
 
     def _probe(self, index: int, argument: int, direction: torch.Tensor, step: float
