@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from gradscope.engines.fd import flops
 from gradscope.engines.fd.policy import step_of
 from gradscope.engines.fd.stencil import unconverged_limit
 from gradscope.expr.ops import costs
@@ -146,13 +147,15 @@ class Point:
         return torch.fmin(found, curved, out=found).nan_to_num_(0.0, 0.0, 0.0)
 
     def _measure(self) -> None:
-        from torch.utils.flop_counter import FlopCounterMode
-
         counted = _Elements()
-        try:
-            with torch.no_grad(), FlopCounterMode(display=False) as counter, counted:
+
+        def run() -> None:
+            counted.total = 0  # (a count made again by torch's own mode starts afresh)
+            with torch.no_grad(), counted:
                 self.fn(self.values)
-            self._flops = int(counter.get_total_flops())
+
+        try:
+            self._flops = flops.count(run)
         except Exception:  # an op the counters cannot follow: count none
             self._flops = 0
         self._elements = counted.total
