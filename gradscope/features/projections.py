@@ -36,7 +36,7 @@ from gradscope.evidence.prepare import Prepared
 from gradscope.evidence.references import PROJECTIONS, Finite
 from gradscope.features.base import Context, Decided, Feature
 from gradscope.report.model import UpstreamCheck
-from gradscope.report.modules import in_forward_order
+from gradscope.report.modules import TOGETHER, in_forward_order
 from gradscope.report.status import Status
 from gradscope.rng import generator
 from gradscope.tensors import weighted
@@ -162,7 +162,7 @@ class Projections(Feature):
                 out[name] = Status.MISMATCH
             elif name in finite.projected_only:
                 out[name] = Status.OK if ok else Status.INCONCLUSIVE
-        why = (f"projected only together with others: the drill-down placed the wrong "
+        why = (f"{TOGETHER}: the drill-down placed the wrong "
                f"gradient at {found.start} and did not reach this tensor alone" if found.start
                else "no projection over it could be compared alone (each crossed a kink at "
                "every step, the target rejected its points, or its module's children agreed "

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from gradscope.render.cells import fmt, printable, style
 from gradscope.report.model import InputReport, Report
-from gradscope.report.modules import forward_sorted, module_of, wrong_from
+from gradscope.report.modules import TOGETHER, forward_sorted, module_of, together, wrong_from
 from gradscope.report.status import Status
 
 MODEL_DETAIL = 3  # failing tensors of a model that get a per-element table (all: --full)
@@ -26,7 +26,8 @@ def detailed(report: Report) -> list[InputReport]:
     if report.full:
         return list(report.inputs)
     ordered = forward_sorted(report.inputs, report.forward_order)
-    failing = [i for i in ordered if not i.status.quiet]
+    aside = together(report.inputs, report.failures)  # (unchecked rows: nothing to show)
+    failing = [i for i in ordered if not i.status.quiet and i.name not in aside]
     return failing[::-1][:MODEL_DETAIL]
 
 
@@ -42,7 +43,8 @@ def where_wrong(report: Report) -> Text | None:
     if before:
         text.append(f"; {before} failing tensor(s) before it in forward order may only "
                     "inherit its error, since gradients flow backward")
-    failing = sum(1 for i in report.inputs if not i.status.quiet)
+    aside = together(report.inputs, report.failures)
+    failing = sum(1 for i in report.inputs if not i.status.quiet and i.name not in aside)
     if failing > MODEL_DETAIL:
         text.append(f" (per-element tables for the {MODEL_DETAIL} nearest the output; "
                     "--full for all)", style="dim")
@@ -67,12 +69,22 @@ class SummaryRow:
 
 def summary_rows(report: Report) -> Iterable[SummaryRow]:
     """Module roll-ups in order, each followed by its own tensors (the terminal and markdown
-    summary tables both)."""
+    summary tables both); where the drill-down placed a model's error, the tensors only
+    projected together with others (inconclusive, nothing to read) are one last row, and a
+    module holding nothing else is left out."""
+    aside = together(report.inputs, report.failures)
     by_module: dict[str, list[InputReport]] = {}
+    shown: set[str] = set()  # module paths that hold a tensor shown on its own row
     for item in report.inputs:
+        if item.name in aside:
+            continue
         by_module.setdefault(module_of(item.name), []).append(item)
+        parts = module_of(item.name).split(".") if module_of(item.name) else []
+        shown.update(".".join(parts[:k]) for k in range(len(parts) + 1))
     for entry in report.modules:
         path = entry["module"]
+        if aside and path not in shown:
+            continue
         depth = path.count(".") + 1 if path else 0
         yield SummaryRow(path, depth, True,
                          ["", f"{entry['checked']:,}/{entry['total']:,}", "", "", ""],
@@ -84,6 +96,12 @@ def summary_rows(report: Report) -> Iterable[SummaryRow]:
                 fmt(item.grad_norm) if item.grad_norm is not None else "—",
                 f"{100 * item.zero_fraction:.0f}%" if item.zero_fraction is not None else "—"],
                 item.status)
+    if aside:
+        gathered = [i for i in report.inputs if i.name in aside]
+        total = sum(i.total for i in gathered)
+        yield SummaryRow(f"{len(gathered)} more tensor(s): {TOGETHER}", 0, False,
+                         ["", f"{sum(i.checked for i in gathered):,}/{total:,}", "—", "—",
+                          "—"], Status.INCONCLUSIVE)
 
 
 def summary_table(report: Report) -> Table:

@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gradscope.report.model import InputReport
+from gradscope.report.model import Failure, InputReport
 from gradscope.report.status import Status
 
 MODEL_TENSORS = 8  # a report with more tensors than this is a model: summary first
+# why a model at scale's tensor is inconclusive where its elements were not sampled and the
+# projections' drill-down never reached it alone (features/projections.py says it; a model's
+# summary gathers those tensors in one line where the drill-down placed the error elsewhere)
+TOGETHER = "projected only together with others"
 
 
 def is_model(roles: Mapping[str, str]) -> bool:
@@ -51,6 +55,16 @@ def rollup(inputs: list[InputReport]) -> list[dict[str, Any]]:
                 entry["failing"].append(item.name)
     # in the order the tensors come (named_parameters: definition order), parents first
     return sorted(found.values(), key=lambda e: first[e["module"]])
+
+
+def together(inputs: list[InputReport], failures: list[Failure]) -> set[str]:
+    """The tensors a failing model's summary says in one line: inconclusive only because they
+    were projected together with others, where the drill-down placed the error at a tensor
+    that mismatches (so they say nothing a reader needs, one row each)."""
+    if not any(i.status == Status.MISMATCH for i in inputs):
+        return set()
+    return {f.subject for f in failures
+            if f.kind == Status.INCONCLUSIVE and f.detail.startswith(TOGETHER)}
 
 
 def forward_sorted(inputs: list[InputReport], order: list[str]) -> list[InputReport]:

@@ -66,6 +66,26 @@ def test_a_wrong_custom_function_at_scale_is_named_with_its_line(at_scale):
     assert in_place.result == Status.MISMATCH and not in_place.passed
 
 
+def test_a_failing_models_report_says_the_tensors_only_projected_together_in_one_line(
+        at_scale):
+    # the tiny Llama's wrong RMSNorm backward: the drill-down places the error at the last
+    # norm's weight; the other norms' weights (no element sampled, never projected alone) are
+    # one line of the summary and get no per-element table, in the terminal and markdown both
+    report = gradscope.check("tests/data/llama.py:tiny_off_loss",
+                             const={"tokens": "randint(0,61,(2,9))"})
+    assert not report.passed
+    aside = [i.name for i in report.inputs if i.status == Status.INCONCLUSIVE]
+    assert len(aside) == 4 and all("norm" in name for name in aside), aside
+    for text in (" ".join(report.to_text().split()), report.to_markdown()):
+        assert "4 more tensor(s): projected only together" in text
+        assert "tiny_off.norm.weight" in text
+        assert not any(name in text for name in aside), text
+    # the machine-readable report keeps a row and a failure for each
+    data = report.to_dict()
+    assert {i["name"] for i in data["inputs"]} >= set(aside)
+    assert {f["subject"] for f in data["failures"] if f["kind"] == "inconclusive"} == set(aside)
+
+
 def _along(index: int, difference: float, slack: float, kinked: bool = False) -> Along:
     return Along(("m.a", "m.b"), index, difference, slack, 1.0, kinked)
 

@@ -3,13 +3,15 @@ gradients start, and long lists of tensor names grouped by module."""
 
 from __future__ import annotations
 
-from gradscope.report.model import Column, InputReport
+from gradscope.report.model import Column, Failure, InputReport
 from gradscope.report.modules import (
+    TOGETHER,
     forward_sorted,
     grouped,
     is_model,
     module_of,
     rollup,
+    together,
     wrong_from,
 )
 from gradscope.report.status import Status
@@ -50,3 +52,14 @@ def test_names_grouped_by_module_when_many():
     assert grouped(names[:3]) == ", ".join(names[:3])
     assert grouped(names) == ("blocks.0 (4 tensors), blocks.1 (4 tensors), "
                               "blocks.2 (4 tensors), x")
+
+
+def test_tensors_projected_only_together_are_set_aside_only_where_the_error_was_placed():
+    items = [_item("a.weight", Status.INCONCLUSIVE), _item("b.weight", Status.INCONCLUSIVE),
+             _item("c.weight", Status.MISMATCH)]
+    failures = [Failure(Status.INCONCLUSIVE, "a.weight", 0, f"{TOGETHER}: the drill-down …"),
+                Failure(Status.INCONCLUSIVE, "b.weight", 0, "no engine compared any element"),
+                Failure(Status.MISMATCH, "c.weight", 3)]
+    assert together(items, failures) == {"a.weight"}  # (b's reason is another: its own row)
+    # no tensor mismatches: nothing placed the error, every inconclusive tensor keeps its row
+    assert together(items[:2], failures[:2]) == set()
