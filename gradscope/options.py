@@ -317,6 +317,10 @@ class Request:
     # only when it fails and then ask again with explanations (the gradcheck drop-in); the
     # verdict is the same (explanations never decide)
     explain_passing: bool = True
+    # True: finite differences compare every element whose Jacobian column memory holds, the
+    # work and flop budgets notwithstanding (the gradcheck drop-in: torch's slow mode compares
+    # every element, so a sample of them would be a pass below torch's)
+    compare_all: bool = False
 
     def __post_init__(self) -> None:
         _choice("command", self.command, COMMANDS)

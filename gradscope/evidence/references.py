@@ -260,12 +260,13 @@ def finite(setup: Setup) -> Finite:
     skipped: dict[str, str] = {}
     sampled: list[str] = []  # notes on sampled inputs come after the others
     covered = any(r.exact and r.ran for r in setup.before)
-    scale = at_scale(fd, setup.prepared.target.parameters, options.max_fd, options.sample)
+    every, target = setup.prepared.request.compare_all, setup.prepared.target
+    scale = not every and at_scale(fd, target.parameters, options.max_fd, options.sample)
     alone: list[str] = []
     elementwise: dict[str, str] = {}
-    for name in setup.prepared.target.names:
+    for name in target.names:
         try:
-            count = sample_size(fd, name, options.max_fd, options.sample, scale)
+            count = sample_size(fd, name, options.max_fd, options.sample, scale, every)
             if count == 0:
                 estimates[name] = None
                 alone.append(name)
@@ -287,7 +288,7 @@ def finite(setup: Setup) -> Finite:
             # e.g. the user's forward fails at a perturbed point: the other engines still judge
             # (and an input left with nothing compared is `inconclusive`, never a pass)
             estimates[name] = None
-            skipped[name] = setup.prepared.target.perturbed_failure(exc)
+            skipped[name] = target.perturbed_failure(exc)
             continue
         others = "the symbolic engine covers every element, " if covered \
             else "the others are `unchecked`, "

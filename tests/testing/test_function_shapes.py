@@ -135,8 +135,14 @@ def _rows() -> torch.Tensor:
                       dtype=torch.float64, requires_grad=True)
 
 
-def test_a_gradient_fast_modes_projection_passes_passes_with_what_gradscope_found_said():
+def test_a_gradient_fast_modes_projection_passes_passes_with_what_gradscope_found_said(
+        monkeypatch):
+    from gradscope.testing import judging
     from tests.data import vision_shapes as vs
+
+    # (the drill-down's cost is priced from one timed evaluation: a cold first call on a
+    # loaded machine would skip it, and this test is about what the drill-down says)
+    monkeypatch.setattr(judging, "DRILL_BUDGET_S", 1e9)
 
     called = {"eps": 1e-4, "atol": 1e-4}  # (kornia's HardNet test's)
     assert torch.autograd.gradcheck(vs.detached_norm, (_rows(),), fast_mode=True, **called)

@@ -155,3 +155,65 @@ def test_a_passing_call_skips_what_only_explains_and_a_failing_one_keeps_it():
     failing = judging.full(GradcheckCall.of(symmetric.lower_spectrum, (m,)), tight)
     (culprit,) = [d for d in failing.diagnostics if d.kind == "culprit"]
     assert culprit.op.startswith("SymmetricEigenvalues.backward (symmetric.py:")
+
+
+def _log_partition(scores):
+    # an exact log-partition: every sequence of labels enumerated, as small exact tests do
+    import itertools
+
+    n, k = scores.shape
+    seqs = torch.tensor(list(itertools.product(range(k), repeat=n)))
+    return torch.logsumexp(scores[torch.arange(n), seqs].sum(-1), 0)
+
+
+def _off_in_the_last_element(relative: float):
+    class Off(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            out = g.clone()
+            out.view(-1)[-1] *= 1 + relative
+            return out
+
+    return lambda scores: _log_partition(Off.apply(scores))
+
+
+def test_the_drop_in_compares_every_element_torch_would_whatever_the_budgets(monkeypatch):
+    # the work budget caps the columns of a costly evaluation: a check leaves most elements
+    # unchecked (and says so), but torch's slow gradcheck compares all, and so does the drop-in
+    from gradscope.engines.fd import budget
+
+    monkeypatch.setattr(budget, "MAX_DENSE_WORK", 1e5)
+    x = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    sampled = gradscope.check(_log_partition, x)
+    assert sum(i.checked for i in sampled.inputs) < x.numel()
+    assert any("finite differences estimated" in n for n in sampled.notes)
+    seen = []
+    real = judging.full
+    monkeypatch.setattr(judging, "full", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gradscope.gradcheck(_log_partition, (x.clone().requires_grad_(),), fast_mode=False)
+    assert seen and all(sum(i.checked for i in r.inputs) == x.numel() for r in seen)
+    # a 1 % slip in the one element no sample reached is caught, as torch's gradcheck does
+    with pytest.raises(gradscope.GradcheckError):
+        gradscope.gradcheck(_off_in_the_last_element(1e-2), (x.clone().requires_grad_(),),
+                            fast_mode=False)
+
+
+def test_a_check_memory_cuts_short_is_no_full_pass_torch_decides_the_rest(monkeypatch):
+    from gradscope.engines.fd import budget
+
+    monkeypatch.setattr(budget, "MAX_STORED_ENTRIES", 4)  # 4 of 16 columns held
+    x = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    with pytest.warns(GradscopeWarning, match=r"gradscope compared \d of 16 elements"):
+        assert gradscope.gradcheck(_log_partition, (x.clone().requires_grad_(),), fast_mode=False)
+    judged = []
+    monkeypatch.setattr(judging, "torch_gradcheck",
+                        lambda kw, **changed: judged.append(kw) or False)  # torch fails it
+    with pytest.raises(gradscope.GradcheckError, match="torch's gradcheck, which compares"):
+        gradscope.gradcheck(_log_partition, (x.clone().requires_grad_(),), fast_mode=False)
+    assert judged

@@ -35,16 +35,18 @@ def at_scale(fd: Any, parameters: Any, max_fd: int, sample: int) -> bool:
                for n in parameters if n in fd.values)
 
 
-def sample_size(fd: Any, name: str, max_fd: int, sample: int, scale: bool = False
-                ) -> int | None:
+def sample_size(fd: Any, name: str, max_fd: int, sample: int, scale: bool = False,
+                every: bool = False) -> int | None:
     """How many columns to sample for `name`, or None for one column per element (all at
     once when the input is elementwise). At scale the sample shares MAX_SAMPLE_FLOPS and may
-    be empty."""
+    be empty. `every`: each element whose column memory holds, whatever the columns cost."""
     if fd.is_elementwise(name):
         return None
     n_in, n_out = fd.values[name].numel(), max(1, fd.out.numel())
     kept = _stored_share(fd, name)
     stored = n_in * n_out <= kept
+    if every:  # (as many as memory holds, whatever they cost)
+        return None if stored else max(1, min(n_in, kept // n_out))
     width = fd.column_width(name)
     # a model's column costs its matmuls and convolutions, which the flop budget counts (the
     # perturbed copy with it); where the counted operations do not dominate everything a

@@ -124,3 +124,16 @@ def test_the_stored_entries_are_shared_by_all_inputs(monkeypatch):
 def test_a_sort_costs_its_log_per_element_in_the_work_count():
     plain, sorted_ = _fd("x * 2", 4096).point.elements(), _fd("sort(x).values", 4096)
     assert sorted_.point.elements() >= 12 * 4096 > plain
+
+
+def test_every_element_is_asked_for_whatever_it_costs_where_memory_holds_it(monkeypatch):
+    from gradscope.engines.fd import budget
+
+    fd = _fd("sum(sin(x))", 100)
+    assert sample_size(fd, "x", max_fd=50, sample=7, every=True) is None
+    monkeypatch.setattr(budget, "MAX_DENSE_WORK", 10.0)
+    monkeypatch.setattr(budget, "MAX_DENSE_FLOPS", 1.0)
+    assert sample_size(fd, "x", max_fd=1000, sample=7) <= 7  # (the budgets cap it)
+    assert sample_size(fd, "x", max_fd=1000, sample=7, every=True) is None
+    monkeypatch.setattr(budget, "MAX_STORED_ENTRIES", 50)  # memory does not hold its columns
+    assert sample_size(fd, "x", max_fd=1000, sample=7, every=True) == 50
