@@ -27,6 +27,7 @@ from gradscope.features import (
     ranks,
     relations,
     single,
+    subgradients,
     surrogates,
     vanishing,
 )
@@ -36,6 +37,7 @@ FEATURES: tuple[Feature, ...] = (
     backwards.FEATURE,
     projections.FEATURE,
     kinks.FEATURE,
+    subgradients.FEATURE,
     flow.FEATURE,
     relations.FEATURE,
     inplace.FEATURE,

@@ -81,6 +81,17 @@ class Comparison:
         status[(status == MISMATCH) & where.to(status.device).expand(status.shape)] = SURROGATE
         return Comparison(status, self.error)
 
+    def at_kink(self, flat: torch.Tensor, beyond: torch.Tensor) -> Comparison:
+        """Re-mark as `mismatch` the kink elements at these flat positions, whose autograd
+        value lies `beyond` the one-sided derivatives there (features/subgradients.py)."""
+        status, error = self.status.clone(), self.error.clone()
+        flat = flat.to(status.device)
+        kinked = status.view(-1)[flat] == NONDIFFERENTIABLE
+        flat = flat[kinked]
+        status.view(-1)[flat] = MISMATCH
+        error.view(-1)[flat] = beyond.to(error.device, error.dtype)[kinked.to(beyond.device)]
+        return Comparison(status, error)
+
     def vanishing(self, autograd: torch.Tensor) -> Comparison:
         """Re-mark as `vanishing` the `ok` elements whose gradient is exactly zero: a vanishing
         op (round, floor, ...) lies between them and the output."""

@@ -207,3 +207,17 @@ def test_a_sparse_sample_is_judged_at_its_elements_as_the_masked_way_judges_it(m
     from gradscope.report.status import Status
 
     assert sparse.counts()[Status.MISMATCH] == 1 and sparse.counts()[Status.OK] == 2
+
+
+def test_a_kink_element_outside_its_interval_is_remarked_a_mismatch():
+    from gradscope.report.status import ELEMENT, Status
+    from gradscope.verdict.compare import Comparison
+
+    codes = {s: k for k, s in enumerate(ELEMENT)}
+    status = torch.tensor([codes[Status.NONDIFFERENTIABLE], codes[Status.OK],
+                           codes[Status.NONDIFFERENTIABLE]], dtype=torch.int8)
+    cmp = Comparison(status, torch.zeros(3))
+    out = cmp.at_kink(torch.tensor([0, 1]), torch.tensor([2.5, 9.0]))
+    # (only a kink element is re-marked: an ok one keeps its status and error)
+    assert out.counts() == {"mismatch": 1, "ok": 1, "nondifferentiable": 1}
+    assert out.error.tolist() == [2.5, 0.0, 0.0]
