@@ -209,8 +209,10 @@ def test_a_check_memory_cuts_short_is_no_full_pass_torch_decides_the_rest(monkey
 
     monkeypatch.setattr(budget, "MAX_STORED_ENTRIES", 4)  # 4 of 16 columns held
     x = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    with pytest.warns(GradscopeWarning, match=r"gradscope compared \d of 16 elements"):
-        assert gradscope.gradcheck(_log_partition, (x.clone().requires_grad_(),), fast_mode=False)
+    for strict in (False, True):  # (strict too: what gradscope did not compare, torch decides)
+        with pytest.warns(GradscopeWarning, match=r"gradscope compared \d of 16 elements"):
+            assert gradscope.gradcheck(_log_partition, (x.clone().requires_grad_(),),
+                                       fast_mode=False, strict=strict)
     judged = []
     monkeypatch.setattr(judging, "torch_gradcheck",
                         lambda kw, **changed: judged.append(kw) or False)  # torch fails it
