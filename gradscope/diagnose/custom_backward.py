@@ -124,10 +124,13 @@ def _random(shape: torch.Size, like: torch.Tensor, seed: int, label: str) -> tor
 def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
               first: tuple[torch.Tensor, Mapping[str, torch.Tensor]] | None = None,
               known: Sequence[tuple[torch.Tensor, Mapping[str, torch.Tensor]]] = ()
-              ) -> tuple[Diagnostic | None, dict[str, torch.Tensor], list[CallsApart]]:
-    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element. `known`:
-    upstreams whose VJPs were asked and compared already (the random upstreams' views): two
-    of them are v and w, and only the combination is asked. For a scalar output with `first`
+              ) -> tuple[Diagnostic | None, dict[str, torch.Tensor], list[CallsApart],
+                         list[tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]:
+    """Compare backward(αv + βw) with α·backward(v) + β·backward(w), per element; with the
+    probe's questions (each upstream it used and backward's answer), for the evidence to judge
+    (features/backwards.py). `known`: upstreams whose VJPs were asked and compared already
+    (the random upstreams' views): two of them are v and w, and only the combination is
+    asked. For a scalar output with `first`
     (an upstream u ≠ 0 and its VJP) linearity is homogeneity: backward(αv + βw) against
     (αv + βw)/u · backward(u), one backward instead of three (a model's gradient is a copy of
     the model: three at once are three copies).
@@ -164,8 +167,10 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
         again, apart = asked_again(autograd.vjp, asked, "the same upstream asked again")
         if apart:
             bad = masks_of(again)
+    question = [(u, answer) for _, u, answer in asked] + [  # (and the views' v and w)
+        (u, answer) for u, answer in ((v, gv), (w, gw)) if answer is not None]
     if not bad:  # (masks of nothing are not kept: at a model's size each is a byte a parameter)
-        return None, {}, apart
+        return None, {}, apart, question
     count = sum(int(m.sum()) for m in bad.values())
     return Diagnostic(
         kind="nonlinear_backward", op="backward", where=target, inputs=sorted(bad), count=count,
@@ -175,7 +180,7 @@ def linearity(autograd: AutogradEngine, tol: Tolerance, seed: int, target: str,
                  "where a multiple of grad_output belonged; an all-ones upstream hides this"),
         hint=("every returned gradient must be grad_output times something: e.g. write "
               "`grad_input[x > 1] = 0`, not `= 1`"),
-        indices={n: mask_indices(m) for n, m in bad.items()}), bad, apart
+        indices={n: mask_indices(m) for n, m in bad.items()}), bad, apart, question
 
 
 def _pair(out: torch.Tensor, seed: int,
@@ -286,21 +291,23 @@ def backward_checks(text: str, autograd: AutogradEngine, upstream: torch.Tensor,
                     seed: int, nondet_tol: float = 0.0, repeated: bool = False,
                     apart: Sequence[CallsApart] = (),
                     known: Sequence[tuple[torch.Tensor, Mapping[str, torch.Tensor]]] = ()
-                    ) -> tuple[tuple[Diagnostic, ...], dict[str, torch.Tensor]]:
+                    ) -> tuple[tuple[Diagnostic, ...], dict[str, torch.Tensor],
+                               list[tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]:
     """Linearity, determinism and in-place checks of a user's backward (`upstream` as given,
     `after`: the copy backward received; `apart`: pairs of calls found differing already;
     `known`: upstreams whose VJPs were compared already): the diagnostics of those that
-    failed, and per input where backward is not linear (such elements are never excused as
-    surrogates)."""
+    failed, per input where backward is not linear (such elements are never excused as
+    surrogates), and the linearity probe's own questions (each upstream and backward's answer)."""
     diagnostics = []
     mutated = inplace(upstream, after, text)
     if mutated:
         diagnostics.append(mutated)
-    nonlinear, masks, again = linearity(autograd, tol, seed, text, (upstream, grads), known)
+    nonlinear, masks, again, asked = linearity(autograd, tol, seed, text, (upstream, grads),
+                                               known)
     nondeterministic = determinism(autograd, upstream, grads, text, nondet_tol, repeated,
                                    [*apart, *again])
     if nondeterministic:
         diagnostics.append(nondeterministic)
     if nonlinear:
         diagnostics.append(nonlinear)
-    return tuple(diagnostics), masks
+    return tuple(diagnostics), masks, asked

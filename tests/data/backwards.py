@@ -103,3 +103,37 @@ class BlindSquare(torch.autograd.Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return 2 * x * g.abs()
+
+
+class SolvedSquare(torch.autograd.Function):
+    """x², its backward as an iterative solver returns it: right to a relative 5e-7 that
+    depends on the upstream (linear in grad_output only to that precision)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * (1 + 5e-7 * torch.cos(1e4 * grad))
+
+
+class SolvedScaledSquare(SolvedSquare):
+    """The same solver wrapped around a wrong backward (the factor 2 forgotten)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x * (1 + 5e-7 * torch.cos(1e4 * grad))
+
+
+class LooseSolvedSquare(SolvedSquare):
+    """x² through a solver stopped at a relative 1e-5: wrong beyond gradscope's own tolerance
+    (and not linear there), right at a test's 1e-3."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * (1 + 1e-5 * torch.cos(1e4 * grad))

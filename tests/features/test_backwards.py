@@ -42,3 +42,17 @@ def test_a_nonlinear_backward_is_never_excused_even_where_the_forward_is_flat():
 
 def test_an_expression_has_no_hand_written_backward_to_check():
     assert _facts("check", "sin(x)", at={"x": "1,2"}) is None
+
+
+def test_a_backward_linear_only_to_its_own_precision_warns_where_the_evidence_agrees():
+    # an iterative solver's backward: right to 5e-7, its error depending on the upstream; the
+    # linearity probe sees that, but its own upstream's answer agrees with finite differences
+    report = gradscope.check(f"{DATA}/backwards.py:SolvedSquare", x="randn(200)")
+    assert report.passed, report.to_text()
+    assert any(d.kind == "nonlinear_backward" for d in report.diagnostics)
+    assert not any(f.kind == "nonlinear_backward" for f in report.failures)
+    assert any("agree with the references: a warning" in n for n in report.notes)
+    # the same solver around a wrong backward: the evidence disagrees, and the probe fails too
+    wrong = gradscope.check(f"{DATA}/backwards.py:SolvedScaledSquare", x="randn(200)")
+    assert not wrong.passed
+    assert {"mismatch", "nonlinear_backward"} <= {f.kind for f in wrong.failures}

@@ -219,3 +219,20 @@ def test_a_check_memory_cuts_short_is_no_full_pass_torch_decides_the_rest(monkey
     with pytest.raises(gradscope.GradcheckError, match="torch's gradcheck, which compares"):
         gradscope.gradcheck(_log_partition, (x.clone().requires_grad_(),), fast_mode=False)
     assert judged
+
+
+def test_a_backward_linear_to_the_calls_tolerance_passes_where_torch_passes():
+    # a solver stopped at 1e-5: gradscope's own tolerance sees it wrong and not linear, the
+    # call's 1e-3 sees neither: a warning where torch passes, a failure in strict mode
+    from tests.data.backwards import LooseSolvedSquare, SolvedScaledSquare
+
+    x = torch.randn(200, dtype=torch.float64, generator=torch.Generator().manual_seed(0),
+                    requires_grad=True)
+    called = {"atol": 1e-3, "rtol": 1e-3}
+    assert torch.autograd.gradcheck(LooseSolvedSquare.apply, (x,), **called)
+    with pytest.warns(GradscopeWarning, match="passes as torch's gradcheck judges it"):
+        assert gradscope.gradcheck(LooseSolvedSquare.apply, (x,), **called)
+    with pytest.raises(gradscope.GradcheckError, match="nonlinear backward"):
+        gradscope.gradcheck(LooseSolvedSquare.apply, (x,), strict=True, **called)
+    with pytest.raises(gradscope.GradcheckError, match=r"0\.5 × the derivative"):
+        gradscope.gradcheck(SolvedScaledSquare.apply, (x,), **called)
