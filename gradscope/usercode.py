@@ -106,14 +106,20 @@ def calling_site() -> str:
 
 def user_frames(exc: BaseException) -> list[str]:
     """The user's frames of a traceback (gradscope's, torch's and the importer's left out),
-    each as its 'File …, line …, in …' line and the source line under it."""
+    each as its 'File …, line …, in …' line and the source line under it; a method is named
+    with its class (`Saves.backward`: which Function's backward raised, where torch's
+    traceback says only `backward`)."""
     lines = []
-    for frame in [f for f in traceback.extract_tb(exc.__traceback__)
-                  if not f.filename.startswith(OURS)][-6:]:
+    tb = exc.__traceback__
+    names = [getattr(f.f_code, "co_qualname", f.f_code.co_name) for f, _ in traceback.walk_tb(tb)]
+    frames = traceback.extract_tb(tb)
+    for frame, name in [(f, n) for f, n in zip(frames, names, strict=False)
+                        if not f.filename.startswith(OURS)][-6:]:
+        name = name.replace(".<locals>", "") if "<" not in frame.name else frame.name
         cell = _cell(frame.filename)
-        lines.append(f"  {cell}, line {frame.lineno}, in {frame.name}" if cell else
+        lines.append(f"  {cell}, line {frame.lineno}, in {name}" if cell else
                      f'  File "{relative_path(frame.filename)}", line {frame.lineno}, '
-                     f"in {frame.name}")
+                     f"in {name}")
         if frame.line:
             lines.append(f"    {frame.line.strip()}")
     return lines

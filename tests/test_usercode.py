@@ -95,3 +95,17 @@ def test_code_that_needs_a_process_group_is_pointed_at_nproc():
     error = ValueError("Default process group has not been initialized, please make sure to "
                        "call init_process_group.")
     assert "--nproc N" in known_hint(error)
+
+
+def test_a_functions_backward_that_raises_is_named_with_its_class():
+    # torch's traceback says `in backward`; which Function's backward raised is the question
+    import gradscope
+
+    report_error = None
+    try:
+        gradscope.check("tests/data/backwards.py:RaisesInBackward", x="1,2")
+    except TargetError as exc:
+        report_error = exc
+    assert report_error is not None and report_error.during == "backward"
+    assert any("in RaisesInBackward.backward" in f for f in report_error.frames), \
+        report_error.frames
