@@ -59,6 +59,17 @@ def classify_failure(exc: BaseException, target: str,
             kind="backward_arity", op="backward", where=target, inputs=[], count=1,
             message=f"backward returned a tensor for an input that is not a tensor: {first}",
             hint="return None in the position of every non-tensor forward argument")
+    unregistered = re.search(r"backward through (\S+?)(?:\.default)? but no autograd formula",
+                             text)
+    if unregistered:
+        op = unregistered.group(1).replace(".", "::", 1)
+        return Diagnostic(
+            kind="autograd_registration", op=op, where=target, inputs=[], count=1,
+            message=(f"custom op {op} has no autograd formula, so no gradient flows through "
+                     f"it: backward raises ({first})"),
+            hint=("register one with torch.library.register_autograd (or the op's "
+                  "register_autograd); torch.library.opcheck's test_autograd_registration "
+                  "checks that it covers every tensor input"))
     if "invalid gradient at index" in text:
         return Diagnostic(
             kind="backward_shape", op="backward", where=target, inputs=[], count=1,

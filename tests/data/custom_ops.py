@@ -105,3 +105,18 @@ def _(x, alpha, bias=None, twice=False):
 @summed.register_fake
 def _(x, dims, keep=False):
     return x.sum(dims, keepdim=keep)
+
+
+@torch.library.custom_op("gradscope_culprits::cube_unregistered", mutates_args=())
+def cube_unregistered(x: torch.Tensor) -> torch.Tensor:
+    """A custom op with a fake implementation but no autograd formula."""
+    return x**3
+
+
+@cube_unregistered.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def uses_unregistered(x):
+    return (cube_unregistered(x) * 2).sum() + x.sum()

@@ -161,3 +161,14 @@ def test_linearity_compares_a_block_at_a_time_with_the_same_masks(monkeypatch):
     blocks = custom_backward._departed(other, [(0.5, g), (0.5, g)], tol)
     assert torch.equal(whole, blocks)
     assert blocks.nonzero().flatten().tolist() == [5, 500, 1000]
+
+
+def test_a_custom_op_without_an_autograd_formula_fails_with_the_registration_finding():
+    # inside a loss, torch raises at backward: a finding of the run (exit 1), not exit 3
+    for target in ("uses_unregistered", "cube_unregistered"):
+        report = gradscope.check(f"tests/data/custom_ops.py:{target}", x="1,2,3")
+        assert not report.passed
+        (found,) = [d for d in report.diagnostics if d.kind == "autograd_registration"]
+        assert found.op == "gradscope_culprits::cube_unregistered"
+        assert "register_autograd" in found.hint
+        assert any(f.kind == "autograd_registration" for f in report.failures)
