@@ -21,11 +21,15 @@ class Registered:
     # a dispatcher op whose autograd kernel is not Python (a C++ extension's): nothing of
     # it can be read but its name and schema
     dispatcher: bool = False
+    function: str = ""  # the registered backward's own (qualified) name, where it has one
 
     @property
     def label(self) -> str:
-        return (f"the autograd kernel of dispatcher op {self.op}" if self.dispatcher
-                else f"the backward registered for custom op {self.op}")
+        if self.dispatcher:
+            return f"the autograd kernel of dispatcher op {self.op}"
+        named = f" {self.function}" if self.function and "<lambda>" not in self.function \
+            else ""
+        return f"the backward{named} registered for custom op {self.op}"
 
 
 def registered(cls: type) -> Registered | None:
@@ -55,4 +59,6 @@ def registered(cls: type) -> Registered | None:
         arguments = ()
     where = def_location(fn) if inspect.isfunction(fn) else ""
     name = getattr(op._schema, "name", "") or str(op)
-    return Registered(name, arguments, where)
+    function = getattr(fn, "__qualname__", "").replace(".<locals>", "") \
+        if inspect.isfunction(fn) else ""
+    return Registered(name, arguments, where, function=function)
