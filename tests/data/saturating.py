@@ -141,3 +141,39 @@ class ClippedOuterRight(ClippedOuter):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * ((x.abs() < 0.5) | (x.abs() > 6)).to(g)
+
+
+class SteepRank(Function):
+    """A soft rank: each element's count of the others below it through a steep sigmoid
+    (temperature 0.01): at the default spread every comparison saturates, and the backward
+    multiplies zeros everywhere."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = torch.sigmoid((x.unsqueeze(-1) - x.unsqueeze(-2)) / 0.01)
+        ctx.save_for_backward(s)
+        return s.sum(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        (s,) = ctx.saved_tensors
+        d = s * (1 - s) / 0.01
+        return g * d.sum(-1) - (g.unsqueeze(-1) * d).sum(-2)
+
+
+class SteepRankOff(SteepRank):
+    """The same with a factor 0.2 in its backward, unseen where every comparison saturates."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (s,) = ctx.saved_tensors
+        d = s * (1 - s) / 0.01
+        return 0.2 * (g * d.sum(-1) - (g.unsqueeze(-1) * d).sum(-2))
+
+
+def steep_rank_loss(x):
+    return (SteepRank.apply(x) * torch.arange(x.shape[-1], dtype=x.dtype)).sum()
+
+
+def steep_rank_off_loss(x):
+    return (SteepRankOff.apply(x) * torch.arange(x.shape[-1], dtype=x.dtype)).sum()

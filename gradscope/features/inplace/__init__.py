@@ -124,7 +124,8 @@ class InPlace(Feature):
         explained = value_of(said, "relations") or {}
         if facts is not None:
             found = culprits.diagnostics(facts.checks)
-            return Said(tuple(found if verdict.failures else (_noted(d) for d in found)))
+            return Said((*(found if verdict.failures else (_noted(d) for d in found)),
+                         *culprits.saturation(facts.checks)))
         own = ctx.prepared.target.own_function
         if own is None:
             return Said()

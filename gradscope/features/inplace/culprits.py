@@ -67,6 +67,7 @@ class ClassCheck:
     calls: int
     elements: int
     wrong: tuple[Wrong, ...]
+    saturated: int = 0  # calls whose backward and derivative were ~0 almost everywhere
 
     @property
     def where(self) -> str:
@@ -104,8 +105,9 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
     out = []
     for cls, mine in by_class.items():
         results = [_check(c, tol, eps, max_fd, sample, seed) for c in mine]
-        out.append(ClassCheck(cls, len(mine), sum(n for _, n in results),
-                              tuple(w for w, _ in results if w is not None)))
+        out.append(ClassCheck(cls, len(mine), sum(n for _, n, _ in results),
+                              tuple(w for w, _, _ in results if w is not None),
+                              sum(1 for *_, flat in results if flat)))
     return out
 
 
@@ -115,6 +117,21 @@ def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     """A `culprit` diagnostic per Function class whose backward is wrong on some call."""
     calls = record(forward, values, upstream).calls
     return diagnostics(_classes(calls, tol, eps, max_fd, sample, seed))
+
+
+def saturation(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
+    """A `saturation` warning per Function class every checked call of which was saturated
+    (and found no wrong backward): what the drawn inputs left unexercised."""
+    return [Diagnostic(
+        kind="saturation", op=f"{c.cls.__name__}.backward", where=c.where, inputs=[],
+        count=c.calls,
+        message=(f"{c.label}: on each of its {c.calls} call(s) its backward and its forward's "
+                 f"derivative were ~0 at {SATURATED:.0%} of the elements or more: the inputs "
+                 "saturate it, so a wrong gradient where it is active would go unseen"),
+        hint=("give inputs with --at that reach its active region (moderate values), or "
+              "check the Function alone: gradscope check FILE:CLASS"))
+        for c in checks if isinstance(c, ClassCheck) and not c.wrong and c.calls
+        and c.saturated == c.calls]
 
 
 def diagnostics(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
@@ -198,16 +215,17 @@ def argument_names(call: FunctionCall) -> list[str]:
 
 
 def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: int,
-           seed: int) -> tuple[Wrong | None, int]:
-    """The first argument of `call` where its backward disagrees with its forward, and how
-    many argument elements were compared (0: the call could not be checked)."""
+           seed: int) -> tuple[Wrong | None, int, bool]:
+    """The first argument of `call` where its backward disagrees with its forward, how many
+    argument elements were compared (0: the call could not be checked), and whether the call
+    was saturated (`_saturated`)."""
     names = argument_names(call)
     tensors = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
     grads = dict(zip(tensors, call.returned, strict=False))
     checked = {names[i]: call.args[i].double() for i in tensors
                if grads.get(i) is not None and call.args[i].is_floating_point()}
     if not checked:
-        return None, 0
+        return None, 0, False
     try:
         fd = FiniteDifferences(_as_function(call, names), checked, elementwise=set(), eps=eps,
                                probe=True)
@@ -216,8 +234,9 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
             checked[names[i]].shape), v, tol, max_fd, sample, seed)
                     for i in tensors if names[i] in checked}
     except Exception:  # the Function refuses perturbed arguments: this call tells nothing
-        return None, 0
+        return None, 0, False
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
+    flat = _saturated(compared, tol)
     wrong = next((n for n, (_, count) in compared.items() if count), None)
     if wrong is None and _blind(compared, tol):  # (the gradient it got shows nothing:
         # sparsemax's rows sum to one, so an upstream of ones has a zero VJP whatever
@@ -228,14 +247,29 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
     if wrong is None:
         off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, _flat, tol, seed)
         return (Wrong(call, off.argument, None, off.count, nonlinear=True) if off is not None
-                else None), elements
+                else None), elements, flat
     arrays = {n: a for n, (a, _) in compared.items()}
     variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
     sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
                                                      for n, t in checked.items()})
     rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
                          written(call.cls))
-    return Wrong(call, wrong, rel, compared[wrong][1]), elements
+    return Wrong(call, wrong, rel, compared[wrong][1]), elements, flat
+
+
+SATURATED = 0.95  # a call is saturated where this share of its argument elements is ~0
+
+
+def _saturated(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:
+    """Whether the call's backward and its forward's derivative were both ~0 (within atol) at
+    SATURATED of the argument elements compared: the inputs put it where it does nothing, so
+    a wrong gradient where it is active would go unseen."""
+    quiet = total = 0
+    for arrays, _ in compared.values():
+        still = (arrays.autograd.abs() <= tol.atol) & (arrays.reference.abs() <= tol.atol)
+        quiet += int(still.sum())
+        total += still.numel()
+    return total > 0 and quiet >= SATURATED * total
 
 
 def _blind(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:

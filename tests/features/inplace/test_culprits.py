@@ -167,3 +167,22 @@ def test_a_wrong_backward_a_ones_upstream_cannot_see_is_named_by_another():
     assert found.op == f"RowSoftmaxBug.backward ({location(normalised.RowSoftmaxBug)})"
     assert found.factor == pytest.approx(1.5)
     assert _find(lambda v: normalised.attend(v["x"]), {"x": x}) == []
+
+
+def test_a_function_the_inputs_saturate_is_said_so_and_one_they_do_not_is_not():
+    # a steep soft rank at widely spread values: every comparison saturates, backward and
+    # derivative are ~0 at every element, so even a backward off by 0.2 passes — said so
+    wide = {"x": "linspace(-6,6,25)"}
+    for target in ("steep_rank_loss", "steep_rank_off_loss"):
+        report = gradscope.check(f"{DATA}/saturating.py:{target}", at=wide)
+        assert report.passed  # (what the evidence shows: nothing wrong where it looked)
+        (said,) = [d for d in report.diagnostics if d.kind == "saturation"]
+        assert "the inputs saturate it" in said.message and "--at" in said.hint
+    # at moderate values it is active: the wrong one is named, the right one says nothing
+    moderate = {"x": "linspace(-0.02,0.02,6)"}
+    right = gradscope.check(f"{DATA}/saturating.py:steep_rank_loss", at=moderate)
+    assert right.passed and not [d for d in right.diagnostics if d.kind == "saturation"]
+    wrong = gradscope.check(f"{DATA}/saturating.py:steep_rank_off_loss", at=moderate)
+    assert not wrong.passed
+    assert any(d.kind == "culprit" and "SteepRankOff.backward" in d.op
+               for d in wrong.diagnostics)
