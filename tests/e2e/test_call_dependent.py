@@ -60,3 +60,21 @@ def test_a_round_off_sides_call_gone_wrong_is_named():
         report = gradscope.check(wrong_on(k, "scale"), x, dtype="float32")
         named += [d.message for d in report.diagnostics if "round-off measure" in d.message]
     assert named
+
+
+def test_a_views_own_wrong_call_is_never_measured_as_round_off():
+    # float32: a view's answer from a wrong call (×1.5) stood against the round-off measure's
+    # sides (right), and their gap widened that view's bound until the bug read as rounding;
+    # now the view's question is asked again: the calls apart are said, the bound is not widened
+    x = _x(5, "float32", False)
+    right = counted(False)
+    assert gradscope.check(right, x, dtype="float32").passed
+    caught = []
+    for k in range(1, right.calls + 1):
+        report = gradscope.check(wrong_on(k, "scale"), x, dtype="float32")
+        kinds = {f.kind for f in report.failures}
+        failed_views = [f.subject for f in report.failures
+                        if f.kind == "check" and f.subject.startswith("random upstream")]
+        if "nondeterministic_backward" in kinds and failed_views:
+            caught.append(k)
+    assert caught, "no view's own wrong call was told apart"
