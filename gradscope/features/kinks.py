@@ -71,13 +71,7 @@ def from_estimates(sites: Sequence[Any], estimates: Mapping[str, Any]) -> list[D
     changed, and as unconverged where none explains the kink."""
     found = {n: e for n, e in estimates.items() if e}
     masks = {n: e.kink_by_branch for n, e in found.items()}
-    unexplained = {}
-    for n, e in found.items():
-        explained = torch.zeros_like(e.kink)
-        for k, m in e.kink_by_branch.items():
-            if k >= 0:  # (a negative key: found by the differences, no op to name)
-                explained |= m
-        unexplained[n] = e.kink & ~explained
+    unexplained = {n: e.kink & ~e.kink_by_op for n, e in found.items()}
     return kink_diagnostics(sites, masks, unexplained)
 
 

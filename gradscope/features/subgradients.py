@@ -72,7 +72,7 @@ class Subgradients(Feature):
         for name, est in finite.estimates.items():
             if est is None or budget <= 0 or not bool(est.kink.any()):
                 continue
-            found = _measured(finite.fd, name, est.kink, _explained(est), budget)
+            found = _measured(finite.fd, name, est.kink, est.kink_by_op, budget)
             if found is not None:
                 sides[name] = found
                 budget -= int(found.positions.numel())
@@ -115,16 +115,6 @@ class Subgradients(Feature):
                 "must lie between the one-sided derivatives there): "
                 + ("; ".join(said) if said else "every one lies inside"))
         return Said(notes=tuple(notes))
-
-
-def _explained(est: Any) -> torch.Tensor:
-    """Input-shaped: the kink elements an op of the op table explains (a branch id that
-    changed; a negative key is a kink the differences found themselves)."""
-    out = torch.zeros_like(est.kink)
-    for key, mask in est.kink_by_branch.items():
-        if key >= 0:
-            out |= mask.to(out.device)
-    return out
 
 
 def _measured(fd: Any, name: str, kink: torch.Tensor, explained: torch.Tensor, budget: int

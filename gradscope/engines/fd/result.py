@@ -53,6 +53,16 @@ class Estimate:
         return self.noisy if self.rejected is None else self.rejected | self.noisy
 
     @property
+    def kink_by_op(self) -> torch.Tensor:
+        """Input-shaped: the kink elements an op of the op table explains (a branch id that
+        changed; a negative key is a kink the differences found themselves)."""
+        out = torch.zeros_like(self.kink)
+        for key, mask in self.kink_by_branch.items():
+            if key >= 0:
+                out |= mask.to(out.device)
+        return out
+
+    @property
     def checked(self) -> torch.Tensor | None:
         """Input-shaped mask of the elements that have an estimate (None: all of them)."""
         missing = self.unestimated

@@ -56,3 +56,13 @@ def test_a_dense_column_estimate_is_its_jacobian_and_is_frozen():
     assert est.nonconstant(1e-9).tolist() == [True, False]
     with pytest.raises(dataclasses.FrozenInstanceError):
         est.partial = jac  # type: ignore[misc]
+
+
+def test_the_kinks_an_op_explains_leave_out_those_the_differences_found():
+    kink = torch.tensor([True, True, True, False])
+    by_branch = {0: torch.tensor([True, False, False, False]),
+                 -1: torch.tensor([False, True, False, False]),
+                 2: torch.tensor([False, False, True, False])}
+    est = ColumnEstimate("x", (4,), (1,), torch.zeros(1, 4, dtype=torch.float64),
+                         torch.zeros(1, 4, dtype=torch.float64), kink, by_branch)
+    assert est.kink_by_op.tolist() == [True, False, True, False]
