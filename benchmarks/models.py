@@ -125,6 +125,16 @@ if %r:  # --own-dtype: as if float64 did not fit (evidence/fit.py), whatever mem
     gradscope.evidence.fit.available = lambda device: 0
 from gradscope.cli.main import entry
 sys.argv = %r
+if %r:  # --profile DIR: the check under cProfile, its 40 costliest calls written there
+    import cProfile, io, pstats
+    prof = cProfile.Profile()
+    def written():
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+        open(%r, "w").write(text.getvalue())
+    atexit.register(written)
+    prof.enable()
 entry()
 """
 
@@ -132,12 +142,14 @@ entry()
 def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
                llama_layers: bool = True, timeout: float | None = None,
                runs: tuple[str, ...] = ("passing", "failing"), own_dtype: bool = False,
-               only_one_b: bool = False) -> list[dict[str, Any]]:
+               only_one_b: bool = False, profile: Path | None = None
+               ) -> list[dict[str, Any]]:
     """Models at scale, passing and failing (a 1 % error planted in GPT's custom GELU, the
     weight's gradient from the unnormalised input in the Llama's RMSNorm), each `gradscope
     check` in its own process: seconds, the process's peak resident memory and bytes per
     parameter at that peak (the model's own float32 copy included), exit code, and what the
-    report says it compared. On a GPU (`device` cuda) the GPU's peak allocation too."""
+    report says it compared. On a GPU (`device` cuda) the GPU's peak allocation too.
+    `profile`: a folder where each check's cProfile summary is written."""
     import os
     import subprocess
 
@@ -151,9 +163,12 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             argv = ["gradscope", "check", str(data / target), "--const", f"tokens={tokens}",
                     "--json", "--device", device]
             extra = {**env, "GRADSCOPE_LLAMA_OFF": "1" if kind == "failing" else "0"}
+            stats = "" if profile is None else str(
+                profile / f"{label.split(' (')[0].replace(' ', '_').replace(',', '')}_{kind}.txt")
+            child = CHILD % (threads, own_dtype, argv, bool(stats), stats)
             started = time.perf_counter()
             try:
-                done = subprocess.run([sys.executable, "-c", CHILD % (threads, own_dtype, argv)],
+                done = subprocess.run([sys.executable, "-c", child],
                                       capture_output=True, text=True, timeout=timeout,
                                       env={**os.environ, **extra})
             except subprocess.TimeoutExpired:
@@ -168,6 +183,8 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             try:
                 report = json.loads(done.stdout)
                 row["coverage"] = report.get("coverage", "")
+                row["timings"] = {k: round(v, 1) for k, v in report.get("timings", {}).items()
+                                  if isinstance(v, (int, float)) and v >= 1.0}
                 row["culprit"] = next((d["op"] for d in report["diagnostics"]
                                        if d["kind"] == "culprit"), None)
                 row["stepped_aside"] = [n[:160] for n in report["notes"] if "stepped aside" in n]
@@ -221,12 +238,14 @@ def main() -> None:
                         "(the model's own dtype, evidence/fit.py), whatever memory is free")
     parser.add_argument("--only-one-b", action="store_true",
                         help="with --scale: the ~10⁹-parameter Llama shape alone")
+    parser.add_argument("--profile", type=Path,
+                        help="with --scale: write each check's cProfile summary in this folder")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale:
         scale_rows(args.threads, args.one_b, args.device, not args.no_llama_layers,
                    args.row_timeout, tuple(args.runs.split(",")), args.own_dtype,
-                   args.only_one_b)
+                   args.only_one_b, args.profile)
         return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")
