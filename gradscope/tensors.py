@@ -186,17 +186,22 @@ def gap(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
 def ulp_signs(values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """±1 per element of each floating tensor, seeded (0), in the tensors' dtype and device:
     the directions inputs are moved in to measure a computation's round-off."""
-    gen = torch.Generator().manual_seed(0)
-    return {k: _signs(v, gen) for k, v in values.items() if v.is_floating_point()}
+    gens: dict[torch.device, torch.Generator] = {}
+    return {k: _signs(v, gens) for k, v in values.items() if v.is_floating_point()}
 
 
-def _signs(v: torch.Tensor, gen: torch.Generator, into: torch.Tensor | None = None
-           ) -> torch.Tensor:
+def _signs(v: torch.Tensor, gens: dict[torch.device, torch.Generator],
+           into: torch.Tensor | None = None) -> torch.Tensor:
     # (drawn in the tensor's dtype: the same draws as int64 ones, without an 8-byte-per-element
-    # intermediate the size of a model; `into`, a CPU tensor like v: drawn into it)
+    # intermediate the size of a model; on the tensor's own device, by a generator seeded 0
+    # there: a GPU draws a model's signs in milliseconds, its host in seconds; `into`, a
+    # tensor like v: drawn into it)
+    gen = gens.get(v.device)
+    if gen is None:
+        gen = gens[v.device] = torch.Generator(device=v.device).manual_seed(0)
     if into is not None:
         return torch.randint(0, 2, v.shape, generator=gen, out=into).mul_(2).sub_(1)
-    return torch.randint(0, 2, v.shape, generator=gen, dtype=v.dtype).to(v.device) \
+    return torch.randint(0, 2, v.shape, generator=gen, dtype=v.dtype, device=v.device) \
         .mul_(2).sub_(1)
 
 
@@ -215,16 +220,15 @@ def moved_by(values: Mapping[str, torch.Tensor], relative: float,
     at a model's size a temporary |v| beside the result is a second copy of the model.
     `scratch`: the moved copies are written into its tensors, kept there for the next call,
     which writes over them (a model's copy made once, not faulted in anew by each call)."""
-    gen = torch.Generator().manual_seed(0)
+    gens: dict[torch.device, torch.Generator] = {}
     out = {}
     for k, v in values.items():
         if signs is not None:
             sign = signs.get(k)
             moved = None if sign is None else torch.copysign(v, sign)
         elif v.is_floating_point():  # (|v|·sign written over the drawn signs: one tensor)
-            into = held_like(scratch, k, v) if scratch is not None and v.device.type == "cpu" \
-                else None  # (the signs are drawn on the CPU)
-            sign = _signs(v, gen, into)
+            into = held_like(scratch, k, v) if scratch is not None else None
+            sign = _signs(v, gens, into)
             moved = torch.copysign(v, sign, out=sign)
         else:
             moved = None

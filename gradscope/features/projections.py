@@ -49,6 +49,7 @@ SHRINKS = 2  # ...this many times
 # threshold (32 MB), so each block reuses the last one's pages instead of faulting in new ones
 BLOCK = 1 << 21
 HALF_FROM = 1 << 26  # elements past which a direction is held in float16
+Z_SIGMA = 6.0  # autograd's tolerated error along a random direction, in standard deviations
 
 
 @dataclass(frozen=True)
@@ -293,18 +294,27 @@ def projected(prepared: Prepared, back: Backward, finite: Finite, tol: Tolerance
                 continue
             gt = torch.mul(g, t)
             dot = float(gt.sum())
-            difference, slack = judged(d, v, dot, float(gt.abs_().sum()), tol.atol, tol.rtol)
+            difference, slack = judged(d, v, dot, float(gt.abs_().sum()),
+                                       float(torch.linalg.vector_norm(g)), tol.atol, tol.rtol)
             out.append(Along((name,), k, difference, slack, kinked=bool(d.kink.any()),
                              elements=t.numel()))
     return tuple(out)
 
 
-def judged(d: Directional, v: torch.Tensor, dot: float, spread: float, atol: float,
-           rtol: float) -> tuple[float, float]:
+def judged(d: Directional, v: torch.Tensor, dot: float, spread: float, norm: float,
+           atol: float, rtol: float) -> tuple[float, float]:
     """A projection's difference |vᵀ(J·t) − (Jᵀv)·t| (`dot`: autograd's side) and the slack it
-    is allowed: the tolerance on Σ|g·t| (`spread`; |g|·|t| = |g·t|) plus three times the
-    estimate's own error bound (≥ 0: one temporary, not three)."""
-    slack = atol + rtol * spread + 3 * float(weighted(v, d.error).abs_().sum())
+    is allowed: the tolerance of autograd's side plus three times the estimate's own error
+    bound (≥ 0: one temporary, not three).
+
+    Autograd's side may be off by an error e with |eᵢ| ≤ rtol·|gᵢ| at every element and still
+    pass per element; along t its share is e·t. The worst case is rtol·Σ|gᵢtᵢ| (`spread`);
+    but t is drawn independently of e, so e·t ~ N(0, |e|²) with |e| ≤ rtol·|g| (`norm`), and
+    it exceeds Z_SIGMA·rtol·|g| with probability below 2·10⁻⁹. The smaller of the two is
+    allowed: over n elements the first is about √n times the second, so a projection over a
+    model of 10⁹ elements sees errors some 10⁴ times smaller than a worst-case bound lets it."""
+    tolerated = rtol * min(spread, Z_SIGMA * norm)
+    slack = atol + tolerated + 3 * float(weighted(v, d.error).abs_().sum())
     return abs(float(weighted(v, d.value).sum()) - dot), slack
 
 
@@ -369,10 +379,11 @@ def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
     out = {}
     for name in names:
         x = fd.values[name]
-        gen = generator(seed, f":compose:{name}:{k}")
-        # (float32 draws are four times faster than float64 ones and as Gaussian)
-        out[name] = torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.device,
-                                                                                 held)
+        gen = generator(seed, f":compose:{name}:{k}", x.device)
+        # (float32 draws are four times faster than float64 ones and as Gaussian; drawn where
+        # the tensor is: a GPU's own generator)
+        out[name] = torch.randn(x.shape, generator=gen, dtype=torch.float32,
+                                device=x.device).to(held)
     return out
 
 
@@ -397,12 +408,12 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             # would have to cancel a real error to hide it; one that does not is extrapolated
             d = fd.directional(moved, shrink=shrink, points=2 if two_first else 4,
                                scratch=scratch)
-            difference, slack = judged(d, side.v, dot, spread, side.atol, side.rtol)
+            difference, slack = judged(d, side.v, dot, spread, norm, side.atol, side.rtol)
             if two_first and (difference > slack or bool(d.kink.any())):
                 d = fd.directional(moved, shrink=shrink, scratch=scratch)
         except TargetError as exc:
             return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
-        difference, slack = judged(d, side.v, dot, spread, side.atol, side.rtol)
+        difference, slack = judged(d, side.v, dot, spread, norm, side.atol, side.rtol)
         kinked = bool(d.kink.any())
         if not kinked or attempt == SHRINKS:
             return Along(names, index, difference, slack, norm, kinked)

@@ -128,3 +128,33 @@ def second_output(x):
 
 def second_output_bug(x):
     return torch.tanh(TwoOutputsBug.apply(x)[1])
+
+
+class RowNorm(torch.autograd.Function):
+    """x / |x| per row, old style (ctx in forward, no setup_context: torch.func refuses it),
+    counting the calls of its forward."""
+
+    forwards = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        RowNorm.forwards += 1
+        norm = x.norm(dim=-1, keepdim=True)
+        ctx.save_for_backward(x, norm)
+        return x / norm
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, norm = ctx.saved_tensors
+        y = x / norm
+        return (grad - y * (grad * y).sum(-1, keepdim=True)) / norm
+
+
+class RowNormBug(RowNorm):
+    """The projection term halved."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, norm = ctx.saved_tensors
+        y = x / norm
+        return (grad - 0.5 * y * (grad * y).sum(-1, keepdim=True)) / norm

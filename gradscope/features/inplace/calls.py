@@ -33,7 +33,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradscope.features.inplace.custom_ops import CUSTOM_OPS
-from gradscope.targets.oldstyle import has_setup_context, own_static, patched
+from gradscope.targets.oldstyle import has_setup_context, own_static, patched, values_only
 from gradscope.targets.registered import WatchedHook, reporting
 from gradscope.tensors import as_leaves, grad_nodes, own_work
 from gradscope.usercode import calling_site
@@ -473,6 +473,21 @@ def applied(cls: Any, args: Any, kwargs: Any) -> Any:
     gradscope's recorded values, asked again and again."""
     return cls.apply(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args),
                      **kwargs)
+
+
+def applied_values(cls: Any, args: Any, kwargs: Any) -> Any:
+    """`applied`, for values only (no graph is kept). torch.func refuses a Function without
+    setup_context; under vmap (finite differences batching their points) its forward's
+    values are computed with a stand-in ctx instead (oldstyle.py): one batched call, not one
+    call per element. A plain call is never patched, and the batcher holds a batch to a plain
+    call before it trusts it."""
+    try:
+        return applied(cls, args, kwargs)
+    except RuntimeError as exc:
+        if has_setup_context(cls) or "setup_context" not in str(exc):
+            raise
+        with values_only([cls]):
+            return applied(cls, args, kwargs)
 
 
 def _kept(value: Any) -> Any:

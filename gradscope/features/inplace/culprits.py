@@ -26,6 +26,7 @@ from gradscope.engines.fd.result import Estimate
 from gradscope.features.inplace.calls import (
     FunctionCall,
     applied,
+    applied_values,
     backward_again,
     backward_of,
     record,
@@ -338,7 +339,7 @@ def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str,
         args = [values.get(names[i], a) if isinstance(a, torch.Tensor) else a
                 for i, a in enumerate(call.args)]
         with torch.no_grad():
-            out = applied(call.cls, args, call.kwargs)
+            out = applied_values(call.cls, args, call.kwargs)
         return _flat(out), []
     return fn
 

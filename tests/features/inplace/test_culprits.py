@@ -186,3 +186,19 @@ def test_a_function_the_inputs_saturate_is_said_so_and_one_they_do_not_is_not():
     assert not wrong.passed
     assert any(d.kind == "culprit" and "SteepRankOff.backward" in d.op
                for d in wrong.diagnostics)
+
+
+@pytest.mark.parametrize("cls, wrong", [(culprits.RowNorm, False), (culprits.RowNormBug, True)])
+def test_an_old_style_function_is_differenced_batched_in_place(cls, wrong):
+    # torch.func refuses a Function without setup_context; in place its forward's values are
+    # computed batched with a stand-in ctx (a plain call first proves the batch), not one
+    # call per element — and a wrong backward is still named, a right one never
+    x = torch.randn(6, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+
+    def forward(v):
+        return cls.apply(v["x"]).pow(2).mul(torch.arange(40.0, dtype=torch.float64)).sum()
+
+    culprits.RowNorm.forwards = 0
+    found = _find(forward, {"x": x})
+    assert culprits.RowNorm.forwards < 40  # (one call per element: 240 and more)
+    assert [d.op.split(" ")[0] for d in found] == (["RowNormBug.backward"] if wrong else [])
