@@ -183,8 +183,12 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             try:
                 report = json.loads(done.stdout)
                 row["coverage"] = report.get("coverage", "")
-                row["timings"] = {k: round(v, 1) for k, v in report.get("timings", {}).items()
-                                  if isinstance(v, (int, float)) and v >= 1.0}
+                timings = report.get("timings", {})
+                row["timings"] = {k: round(v, 1) for k, v in timings.items()
+                                  if v >= 1.0 and not k.startswith("gpu_peak.")}
+                row["gpu_peak_gb_by_stage"] = {k.removeprefix("gpu_peak."): round(v / 2**30, 2)
+                                               for k, v in timings.items()
+                                               if k.startswith("gpu_peak.")}
                 row["culprit"] = next((d["op"] for d in report["diagnostics"]
                                        if d["kind"] == "culprit"), None)
                 row["stepped_aside"] = [n[:160] for n in report["notes"] if "stepped aside" in n]

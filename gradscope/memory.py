@@ -7,7 +7,10 @@ after they are freed, and the next stage's peak stacks on top of them (on GPT-2 
 0.4 GB, 3 bytes per parameter). `released()` asks malloc to return what is free
 (`malloc_trim(0)`) where the heap holds at least WORTH of it: below that, handing pages back
 costs more than it saves (the next stage faults them in again: a million-element check took
-35 ms longer trimming after every stage). Elsewhere (macOS, musl, Windows) it does nothing."""
+35 ms longer trimming after every stage). Elsewhere (macOS, musl, Windows) it does nothing.
+
+On a GPU the stages' peaks are measured instead (`gpu_peak_from`/`gpu_peak`): the report's
+timings carry `gpu_peak.STAGE`, the most bytes torch's allocator held during each stage."""
 
 from __future__ import annotations
 
@@ -53,3 +56,20 @@ def released(worth: int | None = None) -> bool:
         return False
     _libc().malloc_trim(0)
     return True
+
+
+def gpu_peak_from() -> None:
+    """Start measuring the GPU's peak allocation afresh (nothing where CUDA is not started)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def gpu_peak() -> int | None:
+    """The most bytes torch's CUDA allocator held since `gpu_peak_from`; None without CUDA."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return int(torch.cuda.max_memory_allocated())
+    return None
