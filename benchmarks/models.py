@@ -125,6 +125,23 @@ if %r:  # --own-dtype: as if float64 did not fit (evidence/fit.py), whatever mem
     gradscope.evidence.fit.available = lambda device: 0
 from gradscope.cli.main import entry
 sys.argv = %r
+if %r and torch.cuda.is_available():  # --peaks: where the GPU's allocation sets new highs
+    import traceback
+    from torch.overrides import TorchFunctionMode
+    highs = []
+    class Highs(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            now = torch.cuda.memory_allocated()
+            if now > (highs[-1][0] if highs else 0) + (1 << 29):
+                frames = [f"{'/'.join(f.filename.split('/')[-2:])}:{f.lineno}:{f.name}"
+                          for f in traceback.extract_stack()[:-1]
+                          if "gradscope" in f.filename or "tests/data" in f.filename][-7:]
+                highs.append((now, frames))
+            return out
+    Highs().__enter__()
+    atexit.register(lambda: print("PEAKS " + json.dumps(
+        [[round(b / 2**30, 2), f] for b, f in highs[-12:]]), file=sys.stderr))
 if %r:  # --profile DIR: the check under cProfile, its 40 costliest calls written there
     import cProfile, io, pstats
     prof = cProfile.Profile()
@@ -142,14 +159,16 @@ entry()
 def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
                llama_layers: bool = True, timeout: float | None = None,
                runs: tuple[str, ...] = ("passing", "failing"), own_dtype: bool = False,
-               only_one_b: bool = False, profile: Path | None = None
-               ) -> list[dict[str, Any]]:
+               only_one_b: bool = False, profile: Path | None = None, peaks: bool = False,
+               only: str = "") -> list[dict[str, Any]]:
     """Models at scale, passing and failing (a 1 % error planted in GPT's custom GELU, the
     weight's gradient from the unnormalised input in the Llama's RMSNorm), each `gradscope
     check` in its own process: seconds, the process's peak resident memory and bytes per
     parameter at that peak (the model's own float32 copy included), exit code, and what the
     report says it compared. On a GPU (`device` cuda) the GPU's peak allocation too.
-    `profile`: a folder where each check's cProfile summary is written."""
+    `profile`: a folder where each check's cProfile summary is written. `peaks`: on a GPU,
+    where the allocation set new highs (gradscope's frames), in the row. `only`: the models
+    whose label contains it."""
     import os
     import subprocess
 
@@ -157,6 +176,8 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
     out = []
     cases = [] if only_one_b else [c for c in SCALE if llama_layers or c[1] != LLAMA]
     for label, right, wrong, tokens, env in [*cases, *([ONE_B] if one_b or only_one_b else [])]:
+        if only not in label:
+            continue
         for kind, target in (("passing", right), ("failing", wrong)):
             if kind not in runs:
                 continue
@@ -165,7 +186,7 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             extra = {**env, "GRADSCOPE_LLAMA_OFF": "1" if kind == "failing" else "0"}
             stats = "" if profile is None else str(
                 profile / f"{label.split(' (')[0].replace(' ', '_').replace(',', '')}_{kind}.txt")
-            child = CHILD % (threads, own_dtype, argv, bool(stats), stats)
+            child = CHILD % (threads, own_dtype, argv, peaks, bool(stats), stats)
             started = time.perf_counter()
             try:
                 done = subprocess.run([sys.executable, "-c", child],
@@ -178,6 +199,9 @@ def scale_rows(threads: int, one_b: bool = False, device: str = "cpu",
             wall = time.perf_counter() - started
             row = {"model": label, "run": kind, "exit": done.returncode,
                    "seconds": round(wall, 1), **_measured(done.stderr)}
+            highs = next((ln for ln in done.stderr.splitlines() if ln.startswith("PEAKS ")), None)
+            if highs:
+                row["gpu_highs"] = json.loads(highs[len("PEAKS "):])
             if done.returncode not in (0, 1):
                 row["error"] = done.stderr.strip().splitlines()[-1:]
             try:
@@ -242,6 +266,10 @@ def main() -> None:
                         "(the model's own dtype, evidence/fit.py), whatever memory is free")
     parser.add_argument("--only-one-b", action="store_true",
                         help="with --scale: the ~10⁹-parameter Llama shape alone")
+    parser.add_argument("--only", default="", help="with --scale: the models whose label "
+                        "contains this text")
+    parser.add_argument("--peaks", action="store_true",
+                        help="with --scale on a GPU: where the allocation set new highs")
     parser.add_argument("--profile", type=Path,
                         help="with --scale: write each check's cProfile summary in this folder")
     args = parser.parse_args()
@@ -249,7 +277,7 @@ def main() -> None:
     if args.scale:
         scale_rows(args.threads, args.one_b, args.device, not args.no_llama_layers,
                    args.row_timeout, tuple(args.runs.split(",")), args.own_dtype,
-                   args.only_one_b, args.profile)
+                   args.only_one_b, args.profile, args.peaks, args.only)
         return
     table = rows(args)
     print(f"\n{'model':40} {'tool':15} {'seconds':>8} {'checked':>30}")

@@ -9,8 +9,10 @@ after they are freed, and the next stage's peak stacks on top of them (on GPT-2 
 costs more than it saves (the next stage faults them in again: a million-element check took
 35 ms longer trimming after every stage). Elsewhere (macOS, musl, Windows) it does nothing.
 
-On a GPU the stages' peaks are measured instead (`gpu_peak_from`/`gpu_peak`): the report's
-timings carry `gpu_peak.STAGE`, the most bytes torch's allocator held during each stage."""
+On a GPU the stages' peaks are read instead (`gpu_peak`): the report's timings carry
+`gpu_peak.STAGE`, the most bytes torch's allocator had held by the end of each stage (never
+reset: the user's own process keeps its peak statistics; the stage where the figure first
+reaches its largest is the one that set the check's peak)."""
 
 from __future__ import annotations
 
@@ -58,16 +60,8 @@ def released(worth: int | None = None) -> bool:
     return True
 
 
-def gpu_peak_from() -> None:
-    """Start measuring the GPU's peak allocation afresh (nothing where CUDA is not started)."""
-    import torch
-
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.reset_peak_memory_stats()
-
-
 def gpu_peak() -> int | None:
-    """The most bytes torch's CUDA allocator held since `gpu_peak_from`; None without CUDA."""
+    """The most bytes torch's CUDA allocator has held in this process; None without CUDA."""
     import torch
 
     if torch.cuda.is_available() and torch.cuda.is_initialized():

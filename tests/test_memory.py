@@ -44,20 +44,17 @@ def test_released_is_harmless_where_there_is_nothing_to_hand_back(monkeypatch):
     assert memory.released(worth=0) is False and memory.free_in_heap() is None
 
 
-def test_gpu_peaks_are_measured_only_where_cuda_runs(monkeypatch):
+def test_gpu_peaks_are_read_only_where_cuda_runs(monkeypatch):
     import torch
 
-    memory.gpu_peak_from()  # (nothing to reset without CUDA: no error)
     if not torch.cuda.is_available():
         assert memory.gpu_peak() is None
-    # where CUDA runs, the allocator's peak since the reset
+    # where CUDA runs: the allocator's peak, never reset (the user's statistics stay theirs)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 1234)
-    resets = []
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: resets.append(1))
-    memory.gpu_peak_from()
-    assert memory.gpu_peak() == 1234 and resets == [1]
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: pytest.fail("reset"))
+    assert memory.gpu_peak() == 1234
 
 
 def test_a_cpu_report_carries_no_gpu_peaks():

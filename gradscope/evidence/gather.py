@@ -39,7 +39,7 @@ from gradscope.evidence.backward import (
 from gradscope.evidence.prepare import Prepared, shape_hint
 from gradscope.evidence.references import Finite, Reference, Setup
 from gradscope.inputs.bind import tangents_for
-from gradscope.memory import gpu_peak, gpu_peak_from
+from gradscope.memory import gpu_peak
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
 from gradscope.tensors import all_finite
@@ -486,7 +486,6 @@ def _timed(timings: dict[str, float], name: str, target: Any = None):
     """Seconds under `name` (or a name the block appends), and with `target` how many calls
     of the user's code the block made (`calls.NAME`)."""
     tic, calls, named = time.perf_counter(), target.calls if target else 0, [name]
-    gpu_peak_from()
     yield named
     timings[named[-1]] = time.perf_counter() - tic
     if target is not None and target.runs_user_code:

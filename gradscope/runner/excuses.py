@@ -16,7 +16,7 @@ from gradscope import features as registry
 from gradscope.evidence.gather import Evidence
 from gradscope.evidence.prepare import Prepared
 from gradscope.features import Context, Guard
-from gradscope.memory import gpu_peak, gpu_peak_from, released
+from gradscope.memory import gpu_peak, released
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,6 @@ def excuse(prepared: Prepared, evidence: Evidence) -> Excuses:
     timings: dict[str, float] = {}
     for feature in guard.features:
         tic = time.perf_counter()
-        gpu_peak_from()
         found = guard.call(feature, feature.facts, None, Context(prepared, evidence, facts))
         released()  # (a model's temporaries of this feature gone before the next one's peak)
         if found is not None:

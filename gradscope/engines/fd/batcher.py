@@ -43,6 +43,11 @@ FOUND = -1  # the branch key of kinks the differences found themselves (no branc
 
 MODEL_BATCH = 256  # columns per vmapped call of a whole model
 MODEL_BATCH_ELEMENTS = 1 << 25  # activations one such call may hold (256 MB in float64)
+# elements one vmapped chunk may hold per tensor on a GPU: its every batch is a launch of each
+# kernel, whatever the batch's size, so the CPU's cache-sized chunks (BATCH_ELEMENTS) would
+# make it launch-bound: 37 RMSNorm calls of 34,816 elements in a 10⁹ Llama, 3 columns a
+# batch, took 78 s on an H200 (256 MB in float64, as MODEL_BATCH_ELEMENTS)
+DEVICE_BATCH_ELEMENTS = MODEL_BATCH_ELEMENTS
 # What torch says about its own vmap internals (a fallback, an out= resize): not the user's
 # business, since the batching is gradscope's.
 VMAP_NOTES = ("There is a performance drop because we have not yet implemented the batching",
@@ -134,7 +139,9 @@ class Batcher:
             # columns, 0.08 ms at 256)
             size = max(1, min(MODEL_BATCH, MODEL_BATCH_ELEMENTS // widest))
         else:
-            size = max(1, BATCH_ELEMENTS // (4 * widest))  # (4: the column evaluator's points)
+            held = BATCH_ELEMENTS if self.point.out.device.type == "cpu" \
+                else DEVICE_BATCH_ELEMENTS
+            size = max(1, held // (4 * widest))  # (4: the column evaluator's points)
         return min(size, self.memory_cap.get(name, size)) if name is not None else size
 
     def column_width(self, name: str) -> int | None:
