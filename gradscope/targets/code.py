@@ -310,8 +310,11 @@ class CodeTarget(Target):
         stay (a batched one inside vmap) are swapped in for the call alone."""
         assert self.module is not None and self._slots is not None
         if all(holdable(t) for t in params.values()):
-            self._slots.hold(params)
-            return self.module(*args, **kwargs)
+            before = self._slots.lent(params)
+            out = self.module(*args, **kwargs)
+            if _graphless(out):  # (no backward can re-run this call: held.py)
+                self._slots.given_back(before)
+            return out
         return torch.func.functional_call(self.module, params, tuple(args), kwargs)
 
     def reinstate(self, values: Mapping[str, torch.Tensor]) -> None:
@@ -535,3 +538,15 @@ def _raised(exc: TargetError) -> str:
     cause = exc.__cause__ or exc
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
     return f"{type(cause).__name__}: {first}"[:120]
+
+
+def _graphless(out: Any) -> bool:
+    """Whether a call's result holds no autograd graph: tensors (in tuples, lists and dicts)
+    none of which requires grad, and plain values. Any other object may hold a graph."""
+    if isinstance(out, torch.Tensor):
+        return not out.requires_grad
+    if isinstance(out, tuple | list):
+        return all(_graphless(item) for item in out)
+    if type(out) is dict:
+        return all(_graphless(item) for item in out.values())
+    return out is None or isinstance(out, int | float | bool | str)

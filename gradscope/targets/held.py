@@ -6,7 +6,12 @@ in `ctx` — then meets the module's own parameters in backward instead of the t
 differentiates, and raises or answers for others. Here each evaluation's tensors are put in the
 module's parameter slots (every name a tied tensor is reached by) and stay there until the next
 evaluation, or a backward of an earlier graph puts that graph's back (`hold`), or the check
-ends (`restore`: the module's own parameters, exactly, the same objects).
+ends (`restore`: the module's own parameters, exactly, the same objects). An evaluation that
+made no graph (its output requires no grad: finite differences) has no backward to re-run
+it, so what the slots held before it is put back when it returns (`lent`, `given_back`): a
+model-sized perturbed copy of the parameters was otherwise kept alive by the slots until the
+next call, beside the next perturbed copy (a 10⁹ Llama's projections on a GPU held 8 bytes
+per parameter more for it).
 
 A tensor that cannot stay once its call returns — a batched one inside `vmap`, a functorch
 transform's — is swapped for the call alone (`holdable` says which)."""
@@ -55,6 +60,29 @@ class Slots:
                     self.own[key] = (sub, sub._parameters[leaf])
                 sub._parameters[leaf] = tensor
             self.now[name] = tensor
+
+    def lent(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
+        """`values` held (as `hold`), and what each of their slots held before, for
+        `given_back` once the call turns out to have made no graph."""
+        before = {name: self.now.get(name) for name in values if name in self.places}
+        self.hold(values)
+        return before
+
+    def given_back(self, before: Mapping[str, torch.Tensor | None]) -> None:
+        """What `lent` found in the slots put back (the module's own parameter where gradscope
+        had put nothing there)."""
+        for name, tensor in before.items():
+            if tensor is not None:
+                self.hold({name: tensor})
+            else:
+                self._own_again(name)
+
+    def _own_again(self, name: str) -> None:
+        for sub, leaf in self.places[name]:
+            held = self.own.pop((id(sub), leaf), None)
+            if held is not None:
+                sub._parameters[leaf] = held[1]
+        self.now.pop(name, None)
 
     def restore(self) -> None:
         """The module's own parameters back in every slot gradscope filled."""

@@ -69,3 +69,30 @@ def test_a_batched_tensor_is_never_held_past_its_call():
     seen = []
     torch.func.vmap(lambda t: seen.append(holdable(t)) or t.sum())(torch.randn(3, 2))
     assert seen == [False] and holdable(torch.randn(2))
+
+
+def test_a_call_that_made_no_graph_gives_its_slots_back():
+    # finite differences call the model with perturbed copies of its parameters and build no
+    # graph: no backward can re-run that call, so what the slots held before comes back (a
+    # model-sized copy held until the next call stood beside the next one's)
+    net = torch.nn.Linear(3, 2).double()
+    own = net.weight
+    slots = Slots(net, {"weight": []})
+    leaf = own.detach().clone().requires_grad_()
+    slots.hold({"weight": leaf})
+    before = slots.lent({"weight": own.detach() + 1.0})
+    slots.given_back(before)
+    assert net._parameters["weight"] is leaf
+    # nothing held before: the module's own parameter comes back
+    slots.restore()
+    slots.given_back(slots.lent({"weight": own.detach() + 1.0}))
+    assert net._parameters["weight"] is own and not slots.own
+
+
+def test_only_graphless_calls_of_a_module_target_give_back_what_they_held():
+    from gradscope.targets.code import _graphless
+
+    x = torch.ones(2, requires_grad=True)
+    assert _graphless(torch.ones(2)) and _graphless((torch.ones(2), 3, None, {"a": []}))
+    assert not _graphless(x * 2) and not _graphless({"loss": x.sum()})
+    assert not _graphless(object())  # (an object of the user's may hold a graph: kept)
