@@ -57,9 +57,47 @@ def _found(ctx: Context, verdict: Any) -> dict[str, relations.Relation]:
             ignored = facts.ignored.get(name) if facts is not None else None
             rel = relations.find(name, arrays, ctx.evidence.tol, sizes, first, ignored,
                                  values, numbers) or rel
+        if rel is not None and _located(rel):
+            rel = _held_elsewhere(ctx, verdict, name, rel, sizes, first, values, numbers)
         if rel is not None:
             found[name] = rel
     return found
+
+
+def _located(rel: relations.Relation) -> bool:
+    """A relation that states where the error lies (some rows, a region of values): a rule
+    fitted to one comparison, which the others can test."""
+    return rel.kind == "partition" or rel.text.startswith("the disagreement lies in")
+
+
+def _rule(rel: relations.Relation) -> tuple[str, str]:
+    return rel.kind, rel.text.split(" (")[0].split(";")[0]
+
+
+def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relation,
+                    sizes: Mapping[str, int], first: Mapping[str, relations.Arrays],
+                    values: Any, numbers: Any) -> relations.Relation | None:
+    """`rel` where every other upstream's comparison of `name` (a seeded random one: data the
+    rule was not fitted to) finds the same rule; None where one finds another or none (an
+    upstream of ones picked those rows: the report then says counts, not a rule). A rule
+    no other comparison could test is kept."""
+    seen = verdict.seen[name]
+    for view in ctx.evidence.views:
+        cmp = view.raw.get(name)
+        if view.jacobian or cmp is None or view.autograd.get(name) is seen.autograd:
+            continue
+        answers = view.answers.get(name) or {}
+        exact = [a for a in answers.values() if a.error is None]
+        reference = (exact or list(answers.values()) or [None])[0]
+        if reference is None:
+            continue
+        arrays = relations.Arrays(view.autograd[name], reference.values, reference.error,
+                                  cmp.status)
+        again = relations.find(name, arrays, ctx.evidence.tol, sizes, first, None, values,
+                               numbers)
+        if again is None or _rule(again) != _rule(rel):
+            return None
+    return rel
 
 
 def _pattern(ctx: Context, verdict: Any, name: str, rel: relations.Relation) -> Diagnostic:

@@ -158,3 +158,13 @@ class RowNormBug(RowNorm):
         x, norm = ctx.saved_tensors
         y = x / norm
         return (grad - 0.5 * y * (grad * y).sum(-1, keepdim=True)) / norm
+
+
+class FirstRowBug(RowNorm):
+    """Right, except that its first row's gradient is doubled: a located bug that every
+    upstream shows in that row alone."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = RowNorm.backward(ctx, grad)
+        return torch.cat([2 * out[:1], out[1:]])

@@ -21,3 +21,17 @@ def test_a_declared_input_gets_its_relation_in_the_surrogate_diagnostic_not_a_pa
     assert not [d for d in report.diagnostics if d.kind == "mismatch_pattern"]
     (said,) = [d for d in report.diagnostics if d.kind == "surrogate_gradient"]
     assert "−1 × the derivative" in said.message
+
+
+def test_a_located_rule_is_said_only_where_the_other_upstreams_find_it_too():
+    # a row-normalising backward with its projection term halved is wrong in every row; an
+    # upstream of ones leaves one row agreeing, and "index 1, 2 of dim 0 only" was that
+    # upstream's artefact: the seeded random upstreams find other rows, so counts are said
+    halved = gradscope.check(f"{DATA}/culprits.py:RowNormBug", shape={"x": (3, 4)})
+    assert not halved.passed
+    text = halved.to_text()
+    assert "lies in index" not in text and "element(s) disagree" in text
+    # wrong in its first row alone, whatever the upstream: the rule holds and is said
+    first = gradscope.check(f"{DATA}/culprits.py:FirstRowBug", shape={"x": (3, 4)})
+    assert not first.passed
+    assert "the disagreement lies in index 0 of dim 0 only" in first.to_text()
