@@ -350,7 +350,7 @@ class _Side:
     squares: Mapping[str, float]
     atol: float
     rtol: float
-    statistical: bool = True  # (`statistical`)
+    statistical: bool  # (`statistical`: else the worst case alone)
 
 
 def composed(fd: FiniteDifferences, grads: Mapping[str, torch.Tensor], upstream: torch.Tensor,
@@ -412,6 +412,7 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
         dot += got[0]
         spread += got[1]
     norm = math.sqrt(sum(side.squares[n] for n in names))
+    along = norm if side.statistical else None  # (`judged`'s norm)
     shrink = 1.0
     for attempt in range(SHRINKS + 1):
         try:
@@ -420,14 +421,12 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             # would have to cancel a real error to hide it; one that does not is extrapolated
             d = fd.directional(moved, shrink=shrink, points=2 if two_first else 4,
                                scratch=scratch)
-            difference, slack = judged(d, side.v, dot, spread, norm if side.statistical else None,
-                                       side.atol, side.rtol)
+            difference, slack = judged(d, side.v, dot, spread, along, side.atol, side.rtol)
             if two_first and (difference > slack or bool(d.kink.any())):
                 d = fd.directional(moved, shrink=shrink, scratch=scratch)
         except TargetError as exc:
             return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
-        difference, slack = judged(d, side.v, dot, spread, norm if side.statistical else None,
-                                       side.atol, side.rtol)
+        difference, slack = judged(d, side.v, dot, spread, along, side.atol, side.rtol)
         kinked = bool(d.kink.any())
         if not kinked or attempt == SHRINKS:
             return Along(names, index, difference, slack, norm, kinked)

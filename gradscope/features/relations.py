@@ -86,9 +86,7 @@ def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relati
         cmp = view.raw.get(name)
         if view.jacobian or cmp is None or view.autograd.get(name) is seen.autograd:
             continue
-        answers = view.answers.get(name) or {}
-        exact = [a for a in answers.values() if a.error is None]
-        reference = (exact or list(answers.values()) or [None])[0]
+        reference = view.reference(name)
         if reference is None:
             continue
         arrays = relations.Arrays(view.autograd[name], reference.values, reference.error,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope import features as registry
-from gradscope.engines.base import Answer, estimated
+from gradscope.engines.base import estimated
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
 from gradscope.features import Context, Decided, Guard
@@ -112,7 +112,7 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
                   & (before.status != Status.SURROGATE.code)).cpu()
         theirs = marked if theirs is None else theirs | marked
     if cmp.has(Status.MISMATCH) and name not in seen:
-        reference = _reference(view.answers[name])
+        reference = view.reference(name)
         seen[name] = Seen(name, view.autograd[name], reference.values if reference else None,
                           reference.error if reference else None, cmp, view.jacobian)
     for feature in guard.active:
@@ -126,13 +126,6 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
     for feature in guard.active:
         cmp = guard.call(feature, feature.relabel, cmp, ctx, name, view, cmp)
     return cmp
-
-
-def _reference(answers: Mapping[str, Answer]) -> Answer | None:
-    """The answer relations are read from: an exact one where it ran (no error bound),
-    else the first."""
-    exact = [a for a in answers.values() if a.error is None]
-    return (exact or list(answers.values()) or [None])[0]
 
 
 def _unjudged(evidence: Evidence, table: Mapping[str, Comparison]) -> dict[str, str]:
