@@ -168,3 +168,20 @@ class FirstRowBug(RowNorm):
     def backward(ctx, grad):
         out = RowNorm.backward(ctx, grad)
         return torch.cat([2 * out[:1], out[1:]])
+
+
+class ItemScaledBug(torch.autograd.Function):
+    """Old style, with a forward that reads a number out of its input (`.item()`: vmap refuses
+    it, stand-in ctx or not) and a backward that forgets that scale."""
+
+    @staticmethod
+    def forward(ctx, x):
+        scale = 1.0 + float(x.abs().max().item() > 100.0)
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return torch.sin(x) * scale * x.sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.cos(x) * x.sum()  # (the sum's own term missing)

@@ -202,3 +202,15 @@ def test_an_old_style_function_is_differenced_batched_in_place(cls, wrong):
     found = _find(forward, {"x": x})
     assert culprits.RowNorm.forwards < 40  # (one call per element: 240 and more)
     assert [d.op.split(" ")[0] for d in found] == (["RowNormBug.backward"] if wrong else [])
+
+
+def test_an_old_style_function_vmap_cannot_batch_is_differenced_call_by_call():
+    # the batched stand-in does not fit a forward that reads `.item()`: vmap raises, and the
+    # plain calls decide — the wrong backward is still named
+    x = torch.randn(2, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+
+    def forward(v):
+        return culprits.ItemScaledBug.apply(v["x"]).sum()
+
+    found = _find(forward, {"x": x})
+    assert [d.op.split(" ")[0] for d in found] == ["ItemScaledBug.backward"]
