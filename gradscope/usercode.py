@@ -6,14 +6,17 @@ gradscope's own stop (errors.Stopped, from SIGTERM) passes through untouched."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import os
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -72,6 +75,22 @@ def def_location(fn: object) -> str:
     below = next((k for k, text in enumerate(lines)
                   if text.lstrip().startswith(("def ", "async def "))), 0)
     return place(path or "?", line + below)
+
+
+def returns(backward: Any) -> int:
+    """How many `return` statements a backward has (its nested functions' aside)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(backward)))
+    except (OSError, TypeError, SyntaxError):
+        return 0
+    count, todo = 0, list(ast.iter_child_nodes(tree.body[0])) if tree.body else []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        count += isinstance(node, ast.Return)
+        todo.extend(ast.iter_child_nodes(node))
+    return count
 
 
 def place(path: str, line: int) -> str:

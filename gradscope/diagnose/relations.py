@@ -429,6 +429,19 @@ def _subset(ag, ref, err, judged, wrong, tol, scales, total) -> Relation | None:
                     n_wrong, factor)
 
 
+def located(rel: Relation) -> bool:
+    """A relation that states where the error lies (some rows, a region of values): a rule
+    fitted to one comparison, which another can test (rule 4)."""
+    return rel.kind == "partition" or rel.text.startswith("the disagreement lies in")
+
+
+def same_rule(one: Relation | None, other: Relation) -> bool:
+    """Whether two comparisons found the same rule (kind and where; counts aside)."""
+    def rule(rel: Relation) -> tuple[str, str]:
+        return rel.kind, rel.text.split(" (")[0].split(";")[0]
+    return one is not None and rule(one) == rule(other)
+
+
 def sizes_of(output: Sequence[int], inputs: Mapping[str, Sequence[int]]) -> dict[str, int]:
     """Dimension sizes with a name a reader recognises, for reading factors: 'the size of dim
     0 of the output' (the batch, usually), of each input, and the output's element count."""

@@ -57,21 +57,11 @@ def _found(ctx: Context, verdict: Any) -> dict[str, relations.Relation]:
             ignored = facts.ignored.get(name) if facts is not None else None
             rel = relations.find(name, arrays, ctx.evidence.tol, sizes, first, ignored,
                                  values, numbers) or rel
-        if rel is not None and _located(rel):
+        if rel is not None and relations.located(rel):
             rel = _held_elsewhere(ctx, verdict, name, rel, sizes, first, values, numbers)
         if rel is not None:
             found[name] = rel
     return found
-
-
-def _located(rel: relations.Relation) -> bool:
-    """A relation that states where the error lies (some rows, a region of values): a rule
-    fitted to one comparison, which the others can test."""
-    return rel.kind == "partition" or rel.text.startswith("the disagreement lies in")
-
-
-def _rule(rel: relations.Relation) -> tuple[str, str]:
-    return rel.kind, rel.text.split(" (")[0].split(";")[0]
 
 
 def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relation,
@@ -93,7 +83,7 @@ def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relati
                                   cmp.status)
         again = relations.find(name, arrays, ctx.evidence.tol, sizes, first, None, values,
                                numbers)
-        if again is None or _rule(again) != _rule(rel):
+        if not relations.same_rule(again, rel):
             return None
     return rel
 

@@ -102,4 +102,5 @@ def worst(statuses: Iterable[Status | str]) -> Status:
 # diagnostics that are failures whatever --fail-on says (a custom backward that is wrong)
 FAILING_KINDS = ("backward_arity", "backward_shape", "autograd_registration", "nonlinear_backward",
                  "nondeterministic_backward", "inplace_backward", "ranks_disagree",
-                 "single_differs", "compiled_differs", "compiled_inconclusive")
+                 "single_differs", "compiled_differs", "compiled_inconclusive",
+                 "undeclared_mutation")

@@ -115,6 +115,14 @@ def _values_forward(forward: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def forward_itself(cls: type) -> Callable[..., Any]:
+    """The class's own `forward` as a plain function of its arguments (an old-style one given
+    a stand-in ctx): called in grad mode, autograd differentiates what it computes — the
+    derivative its backward is meant to give, without its backward."""
+    forward = own_static(cls, "forward")
+    return forward if has_setup_context(cls) else _values_forward(forward)
+
+
 def _nothing(ctx: Any, inputs: Any, output: Any) -> None:
     return None
 

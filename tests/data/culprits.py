@@ -185,3 +185,20 @@ class ItemScaledBug(torch.autograd.Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * torch.cos(x) * x.sum()  # (the sum's own term missing)
+
+
+def _row_weights(x):
+    """A weight per row, the first row's 0: that row's gradient never reaches the output."""
+    return torch.arange(x.shape[0], dtype=x.dtype).unsqueeze(-1)
+
+
+def rows_weighted_bug(x):
+    """RowNormBug, its first row unused: the gradient it gets leaves that row right, and only
+    a fresh draw shows that its backward is wrong in every row."""
+    return (RowNormBug.apply(x) * _row_weights(x)).sum()
+
+
+def rows_weighted_first_bug(x):
+    """FirstRowBug, every row used (the weights shifted by one): wrong in its first row on
+    every draw."""
+    return (FirstRowBug.apply(x) * (_row_weights(x) + 1)).sum()

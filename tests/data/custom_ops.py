@@ -120,3 +120,42 @@ def _(x):
 
 def uses_unregistered(x):
     return (cube_unregistered(x) * 2).sum() + x.sum()
+
+
+def _keep_output(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _exp_backward(ctx, g):
+    (y,) = ctx.saved_tensors
+    return g * y
+
+
+@torch.library.custom_op("gradscope_culprits::exp_scratch", mutates_args=())
+def exp_scratch(x: torch.Tensor) -> torch.Tensor:
+    """exp, using its input as scratch space while declaring no mutation: its gradient is
+    right (backward reads the output), its schema is not (opcheck's test_schema)."""
+    y = torch.exp(x)
+    x.copy_(y)
+    return y.clone()
+
+
+@torch.library.custom_op("gradscope_culprits::exp_copy", mutates_args=())
+def exp_copy(x: torch.Tensor) -> torch.Tensor:
+    """The right twin: its scratch space is its own copy."""
+    scratch = x.clone()
+    scratch.exp_()
+    return scratch
+
+
+for _op in (exp_scratch, exp_copy):
+    _op.register_fake(lambda x: torch.empty_like(x))
+    _op.register_autograd(_exp_backward, setup_context=_keep_output)
+
+
+def uses_exp_scratch(x):
+    return exp_scratch(x * 2).sum()
+
+
+def uses_exp_copy(x):
+    return exp_copy(x * 2).sum()

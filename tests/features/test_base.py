@@ -69,6 +69,9 @@ def test_an_inner_departure_the_target_does_not_see_is_a_note_not_a_failure():
     (note,) = [d for d in report.diagnostics if d.kind == "inner_departure"]
     assert note.op.startswith("SymmetricEigenvalues.backward (symmetric.py:")
     assert "a note, not a failure" in note.message and "0.5 × the derivative" in note.message
+    # its proof: the derivative in place of its backward moves the target by nothing
+    assert "with that derivative in its place the target's gradient moves by at most" in \
+        note.message
     strict = gradscope.check(f"{DEPARTING}:symmetric_spectrum", at={"m": "randn(4,4)"},
                              fail_on="warning")
     assert not strict.passed and "inner_departure" in strict.failures[-1].detail

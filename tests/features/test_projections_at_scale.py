@@ -8,6 +8,7 @@ import pytest
 
 import gradscope
 from gradscope.engines.fd import budget
+from gradscope.features.inplace import reach
 from gradscope.features.projections import Along, Composition, _children
 from gradscope.report.status import Status
 
@@ -66,11 +67,15 @@ def test_a_wrong_custom_function_at_scale_is_named_with_its_line(at_scale):
     assert in_place.result == Status.MISMATCH and not in_place.passed
 
 
+@pytest.mark.slow
 def test_a_failing_models_report_says_the_tensors_only_projected_together_in_one_line(
-        at_scale):
+        at_scale, monkeypatch):
     # the tiny Llama's wrong RMSNorm backward: the drill-down places the error at the last
     # norm's weight; the other norms' weights (no element sampled, never projected alone) are
     # one line of the summary and get no per-element table, in the terminal and markdown both
+    # (what the derivative in its place would move is left out here: it names them all)
+    moved = reach.moved
+    monkeypatch.setattr(reach, "moved", lambda *a, **k: reach.Reach({}))
     report = gradscope.check("tests/data/llama.py:tiny_off_loss",
                              const={"tokens": "randint(0,61,(2,9))"})
     assert not report.passed
@@ -84,6 +89,13 @@ def test_a_failing_models_report_says_the_tensors_only_projected_together_in_one
     data = report.to_dict()
     assert {i["name"] for i in data["inputs"]} >= set(aside)
     assert {f["subject"] for f in data["failures"] if f["kind"] == "inconclusive"} == set(aside)
+    # with it, every norm's weight is one the departure reaches: a mismatch, each
+    monkeypatch.setattr(reach, "moved", moved)
+    reached = gradscope.check("tests/data/llama.py:tiny_off_loss",
+                              const={"tokens": "randint(0,61,(2,9))"})
+    norms = [i for i in reached.inputs if "norm" in i.name]
+    assert len(norms) == 5 and all(i.status == Status.MISMATCH for i in norms)
+    assert all(i.status == Status.OK for i in reached.inputs if "norm" not in i.name)
 
 
 def _along(index: int, difference: float, slack: float, kinked: bool = False) -> Along:

@@ -10,9 +10,14 @@ decides: where the target's own evidence fails, the wrong Function is the culpri
 fails with it, and the headline names it); where the target's gradient agrees everywhere it
 was compared, an inner Function departing from its own forward's derivative (a tangent-space
 convention, a symmetrised gradient, an output the target does not use) is a note — a warning
-under `--fail-on warning` — never a failure. A declared surrogate excuses it where the
-declaration reaches. A target that is itself one Function is its own culprit, with the
-relation its table found."""
+under `--fail-on warning` — only where it is proven not to reach the target: with its
+derivative in place of its backward, the target's gradient stays within its tolerance
+(`reach.py`). Where it moves beyond it, that move is evidence about the target, and the run
+fails naming the Function (comparisons with no power — three projections of a float32 model
+— agreed by saying nothing). A declared surrogate excuses it where the declaration reaches.
+A target that is itself one Function is its own culprit, with the relation its table found.
+A custom op whose forward writes into an argument its schema declares unchanged fails the run
+(`custom_ops.mutation`)."""
 
 from __future__ import annotations
 
@@ -22,15 +27,21 @@ from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
-from gradscope.features.inplace import culprits, pointed
+from gradscope.features.inplace import culprits, custom_ops, pointed, reach
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
 from gradscope.report.status import Status
 
-NOTE = ("departs from its own forward's derivative on the arguments it received, yet the "
-        "target's gradient agrees wherever it was compared (a convention, a symmetrised "
-        "gradient, or an output the target does not use): a note, not a failure")
+DEPARTS = "departs from its own forward's derivative on the arguments it received"
+PROVEN = ("with that derivative in its place the target's gradient moves by at most {worst:.2g} "
+          "of its tolerance (a convention, a symmetrised gradient, or an output the target "
+          "does not use): a note, not a failure")
+UNPROVEN = ("the target's own comparisons found no disagreement, but whether the departure "
+            "reaches its gradient was not proven ({why}): a note, not a failure")
+REACHES = ("with its forward's derivative in its place the target's gradient moves beyond its "
+           "tolerance at {count:,} element(s) (up to {worst:.3g}× the tolerance){where}: the "
+           "target's own comparisons did not see it")
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class InPlaceFacts:
     checks: tuple[ClassCheck | HookCheck, ...] = ()
     # a model at scale: projections over the target's tensors a wrong Function received
     pointed: tuple[pointed.Pointed, ...] = ()
+    reach: reach.Reach | None = None  # what the wrong Functions' derivatives would move
 
 
 class InPlace(Feature):
@@ -73,16 +85,33 @@ class InPlace(Feature):
             tol = ctx.evidence.tol
             aimed = pointed.projected(wrong, prepared.bound.cast, finite.fd, back.grads,
                                       back.upstream, tol.atol, tol.rtol, options.seed)
-        return InPlaceFacts(tuple(found), aimed)
+        return InPlaceFacts(tuple(found), aimed, _reach(ctx, wrong) if wrong else None)
+
+    def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
+        """A custom op whose forward wrote into an argument its schema declares unchanged
+        (a failing kind: the op is the target's own code, wrong whatever its gradient)."""
+        facts = ctx.of(self.name)
+        if facts is None:
+            return ()
+        return tuple(custom_ops.mutation(op, c.written) for c in facts.checks
+                     if isinstance(c, ClassCheck) and c.written
+                     and (op := custom_ops.registered(c.cls)) is not None)
 
     def statuses(self, ctx: Context, statuses: Mapping[str, Status]
                  ) -> tuple[dict[str, Status], dict[str, str]]:
         """A model at scale: the tensor a pointed projection's drill-down placed a wrong
-        gradient at is a mismatch (the target's own evidence, as the projections' is)."""
+        gradient at is a mismatch (the target's own evidence, as the projections' is); so is
+        one the wrong Functions' derivatives would move beyond its tolerance (none declared
+        a surrogate)."""
         facts = ctx.of(self.name)
         out = dict(statuses)
         if facts is not None:
             out.update(pointed.placed(facts.pointed))
+            surrogates = ctx.of("surrogates")
+            if facts.reach is not None and facts.reach.reaches and not (
+                    surrogates is not None and surrogates.declared):
+                out.update({n: Status.MISMATCH for n in facts.reach.moved
+                            if out.get(n) in (Status.OK, Status.INCONCLUSIVE)})
         return out, {}
 
     def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
@@ -99,7 +128,9 @@ class InPlace(Feature):
         surrogates = ctx.of("surrogates")
         declared = set(surrogates.declared) if surrogates is not None else set()
         excused = (bool(names) and names <= declared) or bool(declared & set(decided.surrogate))
-        out = []
+        moved = facts.reach is not None and facts.reach.reaches and not excused
+        failing = decided.failing or moved
+        out = [_moved(facts, facts.reach)] if moved else []
         for c in facts.checks:
             bad = sum(w.count for w in c.wrong)
             what = "gradient" if isinstance(c, HookCheck) else "argument"
@@ -111,9 +142,11 @@ class InPlace(Feature):
                                          Status.NOT_RUN))
                 continue
             word = Status.OK if not bad else Status.SURROGATE if excused else Status.MISMATCH
-            if bad and not excused and not decided.failing:
-                label += " (a note: the target's own gradient agrees)"
-            out.append(UpstreamCheck(label, not bad or excused or not decided.failing,
+            if bad and not excused and not failing:
+                label += " (a note: it does not reach the target's gradient)" if \
+                    facts.reach is not None and facts.reach.unproven is None else \
+                    " (a note: the target's own comparisons agree)"
+            out.append(UpstreamCheck(label, not bad or excused or not failing,
                                      float("nan"), bad, {}, word))
         return aimed + out
 
@@ -124,8 +157,9 @@ class InPlace(Feature):
         explained = value_of(said, "relations") or {}
         if facts is not None:
             found = culprits.diagnostics(facts.checks)
-            return Said((*(found if verdict.failures else (_noted(d) for d in found)),
-                         *culprits.saturation(facts.checks)))
+            said = (_reached(d, facts.reach) for d in found) if verdict.failures else \
+                (_noted(d, facts.reach) for d in found)
+            return Said((*self.target_checks(ctx), *said, *culprits.saturation(facts.checks)))
         own = ctx.prepared.target.own_function
         if own is None:
             return Said()
@@ -145,10 +179,57 @@ class InPlace(Feature):
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
 
 
-def _noted(culprit: Diagnostic) -> Diagnostic:
-    """A culprit of a target that passes: the same finding, said as a note."""
+SEEN = "the target's own comparisons disagree, which decides first"
+
+
+def _reach(ctx: Context, wrong: list[ClassCheck]) -> reach.Reach:
+    """What the wrong Functions' derivatives would move the target's gradient by — asked
+    only where the target's own comparisons found nothing (where they disagree, they decide
+    and excuse: a flat forward's surrogate there is the surrogate checks')."""
+    if any(c.has(Status.MISMATCH) for view in ctx.evidence.views for c in view.raw.values()):
+        return reach.Reach({}, unproven=SEEN)
+    prepared, back = ctx.prepared, ctx.evidence.backward
+    assert back.grads is not None
+    return reach.moved(prepared.target.forward, prepared.bound.cast, wrong, back.grads,
+                       ctx.evidence.tol)
+
+
+def _moved(facts: InPlaceFacts, moved: reach.Reach | None) -> UpstreamCheck:
+    """The named check of the target's own gradient with the wrong Functions' derivatives in
+    place of their backwards: it fails (evidence about the target)."""
+    assert moved is not None
+    names = ", ".join(f"{n} ({k:,})" for n, k in moved.moved.items())
+    labels = ", ".join(c.label for c in facts.checks if isinstance(c, ClassCheck) and c.wrong)
+    return UpstreamCheck(f"the target's gradient with {labels} replaced by its forward's "
+                         f"derivative: moves beyond the tolerance in {names}", False,
+                         moved.worst, sum(moved.moved.values()), {}, Status.MISMATCH)
+
+
+def _where(moved: reach.Reach) -> str:
+    names = list(moved.moved)
+    return f" of {', '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3
+                                            else "")
+
+
+def _reached(culprit: Diagnostic, moved: reach.Reach | None) -> Diagnostic:
+    """A culprit of a failing run; where its departure was the failure (it reaches the
+    target), said so."""
+    if moved is None or not moved.reaches or culprit.kind != "culprit":
+        return culprit
+    said = REACHES.format(count=sum(moved.moved.values()), worst=moved.worst,
+                          where=_where(moved))
+    return replace(culprit, message=f"{culprit.message}; {said}")
+
+
+def _noted(culprit: Diagnostic, moved: reach.Reach | None) -> Diagnostic:
+    """A culprit of a target that passes: the same finding, said as a note — with its proof
+    that it does not reach the target, or why there is none."""
+    why = "no custom Function's call was repeated" if moved is None else moved.unproven
+    tail = UNPROVEN.format(why=why) if why is not None else PROVEN.format(
+        worst=moved.worst if moved is not None else 0.0)
     return replace(culprit, kind="inner_departure", summary=None,
-                   message=f"{culprit.op} {NOTE} ({culprit.message.split(': ', 1)[-1]})",
+                   message=f"{culprit.op} {DEPARTS} "
+                           f"({culprit.message.split(': ', 1)[-1]}); {tail}",
                    hint=("nothing to fix for this target; where the Function is used so that "
                          "its own derivative matters, check it there (or alone: gradscope "
                          "check FILE:CLASS)"))

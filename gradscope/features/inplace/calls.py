@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from gradscope.features.inplace.custom_ops import CUSTOM_OPS
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched, values_only
 from gradscope.targets.registered import WatchedHook, reporting
-from gradscope.tensors import as_leaves, grad_nodes, own_work
+from gradscope.tensors import as_leaves, differing, grad_nodes, own_work
 from gradscope.usercode import calling_site
 
 MAX_CALLS = 64  # calls recorded in one forward (a loop over thousands of steps keeps the first)
@@ -426,34 +426,47 @@ def _keeper(call: FunctionCall) -> Callable[..., None]:
 
 
 @contextmanager
-def wrapped(found: list[type], calls: list[FunctionCall]) -> Iterator[None]:
+def wrapped(found: list[type], calls: list[FunctionCall],
+            keep: Callable[[Any], Any] | None = None) -> Iterator[None]:
     """Each class records its calls into `calls` while inside: its `forward` (old style: ctx
     first) or its `setup_context` (functorch style) is wrapped on the class, since code keeps
     `apply` bound long before (`relu = MyReLU.apply`) and a bound `apply` still looks those two
-    up on the class at every call. The ctx either receives is the call's autograd node."""
+    up on the class at every call. The ctx either receives is the call's autograd node.
+    `keep`: how an argument is kept (a detached copy; the tensor itself, its graph with it,
+    where the graph is what is wanted: reach.py)."""
     changes = []
     for cls in found:  # (every original looked up before anything is patched)
         name = "setup_context" if has_setup_context(cls) else "forward"
         changes.append((cls, name, staticmethod(_recording(own_static(cls, name), name,
-                                                           calls))))
+                                                           calls, keep or _kept))))
     with patched(changes):
         yield
 
 
-def _recording(original: Callable[..., Any], name: str, calls: list[FunctionCall]
-               ) -> Callable[..., Any]:
+def _recording(original: Callable[..., Any], name: str, calls: list[FunctionCall],
+               keep: Callable[[Any], Any]) -> Callable[..., Any]:
     """`forward(ctx, *args)` or `setup_context(ctx, inputs, output)` that records the call
-    (once per ctx: a subclass's forward may call its parent's) and runs the original."""
+    (once per ctx: a subclass's forward may call its parent's) and runs the original. A
+    custom op's call also records which tensor arguments its forward wrote into
+    (`extra["written"]`: their positions), whatever its schema declares."""
 
     def run(ctx: Any, *rest: Any) -> Any:
         args = rest if name == "forward" else tuple(rest[0])
+        call = None
         if len(calls) < MAX_CALLS and not any(c.node is ctx for c in calls):
             cls = getattr(ctx, "_forward_cls", None)
             if isinstance(cls, type):
-                calls.append(FunctionCall(cls, tuple(_kept(a) for a in args), {}, ctx,
-                                          order=len(calls),
-                                          extra={"storage": tuple(storage(a) for a in args)}))
-        return original(ctx, *rest)
+                call = FunctionCall(cls, tuple(keep(a) for a in args), {}, ctx,
+                                    order=len(calls),
+                                    extra={"storage": tuple(storage(a) for a in args)})
+                calls.append(call)
+        out = original(ctx, *rest)
+        if call is not None and name == "forward" and call.cls.__module__ == CUSTOM_OPS:
+            call.extra["written"] = tuple(
+                i for i, (a, kept) in enumerate(zip(args, call.args, strict=True))
+                if isinstance(a, torch.Tensor) and a is not kept
+                and differing(kept, a.detach())[0].numel())
+        return out
 
     return run
 
@@ -488,6 +501,18 @@ def applied_values(cls: Any, args: Any, kwargs: Any) -> Any:
             raise
         with values_only([cls]):
             return applied(cls, args, kwargs)
+
+
+def joined(out: Any) -> torch.Tensor:
+    """The call's floating outputs as one tensor: the output itself when it is the only one
+    (its shape kept, so that an elementwise Function is found elementwise and differenced
+    all at once), else flattened and joined."""
+    parts = out if isinstance(out, tuple | list) else (out,)
+    floats = [p.double() for p in parts if isinstance(p, torch.Tensor) and p.is_floating_point()]
+    if len(floats) == 1:
+        return floats[0]
+    return torch.cat([f.reshape(-1) for f in floats]) if floats else torch.zeros(
+        0, dtype=torch.float64)
 
 
 def _kept(value: Any) -> Any:

@@ -9,9 +9,6 @@ Function whose backward agrees on every call is not named, whatever else is wron
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,15 +20,17 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.engines.fd.result import Estimate
+from gradscope.features.inplace import reach
 from gradscope.features.inplace.calls import (
     FunctionCall,
     applied,
     applied_values,
     backward_again,
     backward_of,
+    joined,
     record,
 )
-from gradscope.features.inplace.custom_ops import registered
+from gradscope.features.inplace.custom_ops import registered, undeclared
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
 from gradscope.report.model import Diagnostic
@@ -39,7 +38,7 @@ from gradscope.report.status import Status
 from gradscope.rng import generator
 from gradscope.targets.numbers import written
 from gradscope.targets.oldstyle import forward_names
-from gradscope.usercode import backward_location, place
+from gradscope.usercode import backward_location, place, returns
 from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
@@ -57,6 +56,11 @@ class Wrong:
     relation: relations.Relation | None
     count: int
     nonlinear: bool = False  # its backward is not linear in grad_output (linearity.py)
+    index: int = 0  # the call's place among its class's calls
+    names: tuple[str, ...] = ()  # the forward's argument names
+    # per argument: its derivative's VJP − its backward's, with the gradient it got (None:
+    # not known at every element; reach.py)
+    departure: reach.Departure | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class ClassCheck:
     elements: int
     wrong: tuple[Wrong, ...]
     saturated: int = 0  # calls whose backward and derivative were ~0 almost everywhere
+    written: tuple[str, ...] = ()  # a custom op's arguments written, its schema silent
 
     @property
     def where(self) -> str:
@@ -105,10 +110,13 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
         by_class.setdefault(call.cls, []).append(call)
     out = []
     for cls, mine in by_class.items():
-        results = [_check(c, tol, eps, max_fd, sample, seed) for c in mine]
+        results = [_check(c, k, tol, eps, max_fd, sample, seed) for k, c in enumerate(mine)]
+        op = registered(cls)
+        written = undeclared(op, {argument_names(c)[i] for c in mine
+                                  for i in c.extra.get("written", ())}) if op else ()
         out.append(ClassCheck(cls, len(mine), sum(n for _, n, _ in results),
                               tuple(w for w, _, _ in results if w is not None),
-                              sum(1 for *_, flat in results if flat)))
+                              sum(1 for *_, flat in results if flat), written))
     return out
 
 
@@ -160,25 +168,9 @@ def _returning(check: ClassCheck, call: FunctionCall | None) -> str:
     line = call.extra.get("returned_at") if call is not None else None
     backward = backward_of(check.cls)
     if line is None or backward is None or registered(check.cls) is not None \
-            or _returns(backward) < 2:
+            or returns(backward) < 2:
         return ""
     return f" (returning at {place(backward.__code__.co_filename, line)})"
-
-
-def _returns(backward: Any) -> int:
-    """How many `return` statements a backward has (its nested functions' aside)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(backward)))
-    except (OSError, TypeError, SyntaxError):
-        return 0
-    count, todo = 0, list(ast.iter_child_nodes(tree.body[0])) if tree.body else []
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            continue
-        count += isinstance(node, ast.Return)
-        todo.extend(ast.iter_child_nodes(node))
-    return count
 
 
 def _hook_diagnostic(check: HookCheck) -> Diagnostic:
@@ -215,11 +207,11 @@ def argument_names(call: FunctionCall) -> list[str]:
     return [params[i] if i < len(params) else f"input{i}" for i in range(len(call.args))]
 
 
-def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: int,
-           seed: int) -> tuple[Wrong | None, int, bool]:
-    """The first argument of `call` where its backward disagrees with its forward, how many
-    argument elements were compared (0: the call could not be checked), and whether the call
-    was saturated (`_saturated`)."""
+def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: int,
+           sample: int, seed: int) -> tuple[Wrong | None, int, bool]:
+    """The first argument of `call` (the index-th of its class) where its backward disagrees
+    with its forward, how many argument elements were compared (0: the call could not be
+    checked), and whether the call was saturated (`_saturated`)."""
     names = argument_names(call)
     tensors = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
     grads = dict(zip(tensors, call.returned, strict=False))
@@ -238,6 +230,7 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
         return None, 0, False
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
     flat = _saturated(compared, tol)
+    received = {n: a for n, (a, _) in compared.items()}
     wrong = next((n for n, (_, count) in compared.items() if count), None)
     if wrong is None and _blind(compared, tol):  # (the gradient it got shows nothing:
         # sparsemax's rows sum to one, so an upstream of ones has a zero VJP whatever
@@ -245,17 +238,28 @@ def _check(call: FunctionCall, tol: Tolerance, eps: float, max_fd: int, sample: 
         compared = _another_upstream(call, names, fd, checked, tol, max_fd, sample, seed) \
             or compared
         wrong = next((n for n, (_, count) in compared.items() if count), None)
+    def kept() -> dict[str, Any]:  # (only a wrong call's: a forward and backward more)
+        return {"index": index, "names": tuple(names),
+                "departure": reach.departure(call, names, checked, v, received, tol)}
+
     if wrong is None:
-        off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, _flat, tol, seed)
-        return (Wrong(call, off.argument, None, off.count, nonlinear=True) if off is not None
-                else None), elements, flat
+        off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, joined, tol, seed)
+        return (Wrong(call, off.argument, None, off.count, nonlinear=True, **kept())
+                if off is not None else None), elements, flat
     arrays = {n: a for n, (a, _) in compared.items()}
     variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
     sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
                                                      for n, t in checked.items()})
     rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
                          written(call.cls))
-    return Wrong(call, wrong, rel, compared[wrong][1]), elements, flat
+    if rel is not None and relations.located(rel):  # (rule 4: a place held on a fresh draw)
+        again = _another_upstream(call, names, fd, checked, tol, max_fd, sample, seed + 1)
+        fresh = {n: a for n, (a, _) in again.items()}
+        if wrong not in fresh or not relations.same_rule(relations.find(
+                wrong, fresh[wrong], tol, sizes, fresh, None, variables, written(call.cls)),
+                rel):
+            rel = None
+    return Wrong(call, wrong, rel, compared[wrong][1], **kept()), elements, flat
 
 
 SATURATED = 0.95  # a call is saturated where this share of its argument elements is ~0
@@ -293,7 +297,7 @@ def _another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifference
     where the Function refuses a second call or a backward."""
     v = torch.rand(fd.out.shape, generator=generator(seed, ":in place"), dtype=torch.float64)
     v = v.mul_(2).sub_(1).to(fd.out.device)
-    grads = backward_again(call, lambda out: v.reshape(out.shape).to(out.dtype), _flat)
+    grads = backward_again(call, lambda out: v.reshape(out.shape).to(out.dtype), joined)
     if grads is None:  # (the Function refuses: the gradient it got stays the only check)
         return {}
     try:
@@ -340,20 +344,8 @@ def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str,
                 for i, a in enumerate(call.args)]
         with torch.no_grad():
             out = applied_values(call.cls, args, call.kwargs)
-        return _flat(out), []
+        return joined(out), []
     return fn
-
-
-def _flat(out: Any) -> torch.Tensor:
-    """The call's floating outputs as one tensor: the output itself when it is the only one
-    (its shape kept, so that an elementwise Function is found elementwise and differenced
-    all at once), else flattened and joined."""
-    parts = out if isinstance(out, tuple | list) else (out,)
-    floats = [p.double() for p in parts if isinstance(p, torch.Tensor) and p.is_floating_point()]
-    if len(floats) == 1:
-        return floats[0]
-    return torch.cat([f.reshape(-1) for f in floats]) if floats else torch.zeros(
-        0, dtype=torch.float64)
 
 
 def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:

@@ -6,9 +6,11 @@ generated class."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gradscope.report.model import Diagnostic
 from gradscope.targets.custom_op import CUSTOM_OPS
 from gradscope.usercode import def_location
 
@@ -22,6 +24,7 @@ class Registered:
     # it can be read but its name and schema
     dispatcher: bool = False
     function: str = ""  # the registered backward's own (qualified) name, where it has one
+    writes: tuple[str, ...] = ()  # the arguments its schema declares it mutates
 
     @property
     def label(self) -> str:
@@ -55,10 +58,34 @@ def registered(cls: type) -> Registered | None:
                     if callable(getattr(c, "_backward_fn", None))), None)
     try:
         arguments = tuple(a.name for a in op._schema.arguments)
+        writes = tuple(a.name for a in op._schema.arguments
+                       if a.alias_info is not None and a.alias_info.is_write)
     except AttributeError:
-        arguments = ()
+        arguments, writes = (), ()
     where = def_location(fn) if inspect.isfunction(fn) else ""
     name = getattr(op._schema, "name", "") or str(op)
     function = getattr(fn, "__qualname__", "").replace(".<locals>", "") \
         if inspect.isfunction(fn) else ""
-    return Registered(name, arguments, where, function=function)
+    return Registered(name, arguments, where, function=function, writes=writes)
+
+
+def undeclared(op: Registered, written: Iterable[str]) -> tuple[str, ...]:
+    """The arguments the op's forward wrote into that its schema does not declare mutated."""
+    seen = set(written)
+    return tuple(n for n in op.arguments if n in seen and n not in op.writes)
+
+
+def mutation(op: Registered, written: tuple[str, ...]) -> Diagnostic:
+    """An op whose forward writes into arguments its schema declares unchanged: autograd,
+    torch.compile and functionalization read them as they were (opcheck's test_schema)."""
+    names = ", ".join(written)
+    # (where: the op, by name — op.where is its registered backward's line, not its forward's)
+    return Diagnostic(
+        kind="undeclared_mutation", op=op.op, where=op.op, inputs=[], count=len(written),
+        message=(f"custom op {op.op} writes into its argument(s) {names} while its "
+                 "schema declares no mutation of them: autograd, torch.compile and "
+                 "functionalization take them as unchanged, so a caller that reads them "
+                 "after the call, or a compiled graph, gets other values"),
+        hint=(f"declare it (mutates_args=({', '.join(repr(n) for n in written)},)) or write "
+              "into a copy; torch.library.opcheck's test_schema finds this"),
+        summary=f"custom op {op.op} writes into {names}, its schema declaring no mutation")

@@ -214,3 +214,18 @@ def test_an_old_style_function_vmap_cannot_batch_is_differenced_call_by_call():
 
     found = _find(forward, {"x": x})
     assert [d.op.split(" ")[0] for d in found] == ["ItemScaledBug.backward"]
+
+
+def test_a_place_is_said_only_where_a_fresh_draw_finds_it_too():
+    # RowNormBug's first row gets a zero gradient from above, so the call's own comparison
+    # sees it wrong in rows 1 and 2 only; a seeded random gradient shows every row wrong:
+    # counts, no rule
+    loose = gradscope.check(f"{DATA}/culprits.py:rows_weighted_bug", at={"x": "randn(3,4)"})
+    (culprit,) = [d for d in loose.diagnostics if d.kind == "culprit"]
+    assert "8 element(s) disagree" in culprit.message and "lies in" not in culprit.message
+    # the twin, wrong in its first row alone: every draw finds that row, and it is said
+    held = gradscope.check(f"{DATA}/culprits.py:rows_weighted_first_bug",
+                           at={"x": "randn(3,4)"})
+    (culprit,) = [d for d in held.diagnostics if d.kind == "culprit"]
+    assert "the disagreement lies in index 0 of dim 0 only" in culprit.message
+    assert culprit.factor == pytest.approx(2.0)

@@ -34,3 +34,24 @@ def test_a_right_one_passes_checked_in_place():
     assert report.passed, report.to_text()
     assert "the backward _sine_backward registered for custom op gradscope_culprits::sine" in \
         " ".join(report.to_text().split())
+
+
+def test_an_op_writing_into_an_argument_its_schema_declares_unchanged_fails_the_run():
+    # (its gradient is right: only the schema is wrong, as opcheck's test_schema would say)
+    report = gradscope.check(f"{OPS}:uses_exp_scratch", at={"x": "randn(4)"})
+    assert not report.passed and all(i.status == "ok" for i in report.inputs)
+    (found,) = [d for d in report.diagnostics if d.kind == "undeclared_mutation"]
+    assert "gradscope_culprits::exp_scratch writes into its argument(s) x" in found.message
+    assert "mutates_args=('x',)" in found.hint
+    assert [f.kind for f in report.failures] == ["undeclared_mutation"]
+    # the twin writes into its own copy: nothing to say
+    twin = gradscope.check(f"{OPS}:uses_exp_copy", at={"x": "randn(4)"})
+    assert twin.passed and not [d for d in twin.diagnostics
+                                if d.kind == "undeclared_mutation"]
+
+
+def test_a_write_the_schema_declares_is_no_finding():
+    from gradscope.features.inplace.custom_ops import Registered, undeclared
+    op = Registered("ns::op", ("x", "out", "y"), "", writes=("out",))
+    assert undeclared(op, {"out"}) == ()
+    assert undeclared(op, {"out", "y"}) == ("y",)

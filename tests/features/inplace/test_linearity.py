@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 import gradscope
-from gradscope.features.inplace.culprits import _flat
+from gradscope.features.inplace.calls import joined
 from gradscope.features.inplace.linearity import nonlinear
 from gradscope.verdict.tolerance import Tolerance
 from tests.data import seed_layers
@@ -18,7 +18,7 @@ X = (torch.linspace(-1, 2, 13, dtype=torch.float64),)
 
 
 def _check(cls, args=X):
-    return nonlinear(cls, args, {}, ["x"], _flat, TOL, 0)
+    return nonlinear(cls, args, {}, ["x"], joined, TOL, 0)
 
 
 class Scaled(torch.autograd.Function):

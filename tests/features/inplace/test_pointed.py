@@ -40,10 +40,18 @@ def test_a_wrong_function_on_a_sliver_of_the_norm_fails_by_its_pointed_projectio
     culprit = next(d for d in report.diagnostics if d.kind == "culprit")
     assert "ScaleOff.backward (pointed.py:" in culprit.message
     assert report["off.s"].status == Status.MISMATCH
-    # without them the same run passes: every projection over all tensors agrees
+    # without them every projection over all tensors agrees; the departure still fails the
+    # run, as what the target's gradient moves by with the derivative in its place
     monkeypatch.setattr(pointed, "projected", lambda *a, **k: ())
     blind = gradscope.check(f"{POINTED}:off_loss", **AT_SCALE)
-    assert blind.passed and any(d.kind == "inner_departure" for d in blind.diagnostics)
+    assert not blind.passed and not _rows(blind)
+    assert all(c.passed for c in blind.upstream_checks if c.label.startswith("projection"))
+    (moved,) = [c for c in blind.upstream_checks if "replaced by its forward's derivative"
+                in c.label]
+    assert not moved.passed and "ScaleOff.backward" in moved.label and "off.s (1)" in moved.label
+    assert blind["off.s"].status == Status.MISMATCH
+    culprit = next(d for d in blind.diagnostics if d.kind == "culprit")
+    assert "target's gradient moves beyond its tolerance at 1 element(s)" in culprit.message
 
 
 def test_a_right_function_gets_no_pointed_projection(nothing_sampled):
