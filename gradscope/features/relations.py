@@ -69,9 +69,11 @@ def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relati
                     values: Any, numbers: Any) -> relations.Relation | None:
     """`rel` where every other upstream's comparison of `name` (a seeded random one: data the
     rule was not fitted to) finds the same rule; None where one finds another or none (an
-    upstream of ones picked those rows: the report then says counts, not a rule). A rule
-    no other comparison could test is kept."""
+    upstream of ones picked those rows: the report then says counts, not a rule). A rule no
+    other comparison tested is kept only where no upstream could have drawn it: a Jacobian's,
+    or a scalar output's (any upstream scales its one gradient)."""
     seen = verdict.seen[name]
+    tested = seen.jacobian or ctx.evidence.backward.engine.output.numel() == 1
     for view in ctx.evidence.views:
         cmp = view.raw.get(name)
         if view.jacobian or cmp is None or view.autograd.get(name) is seen.autograd:
@@ -85,7 +87,8 @@ def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relati
                                numbers)
         if not relations.same_rule(again, rel):
             return None
-    return rel
+        tested = True
+    return rel if tested else None
 
 
 def _pattern(ctx: Context, verdict: Any, name: str, rel: relations.Relation) -> Diagnostic:

@@ -35,3 +35,15 @@ def test_a_located_rule_is_said_only_where_the_other_upstreams_find_it_too():
     first = gradscope.check(f"{DATA}/culprits.py:FirstRowBug", shape={"x": (3, 4)})
     assert not first.passed
     assert "the disagreement lies in index 0 of dim 0 only" in first.to_text()
+
+
+def test_a_located_rule_no_other_upstream_tested_is_not_said():
+    # jvp asks one upstream: the first row's place was fitted to it and never tested, so the
+    # report gives counts; check tests it on its seeded random upstreams and says it
+    asked = gradscope.jvp(f"{DATA}/culprits.py:FirstRowBug", shape={"x": (3, 4)})
+    assert not asked.passed
+    assert not [d for d in asked.diagnostics if d.kind == "mismatch_pattern"]
+    assert "lies in index" not in asked.to_text()
+    # a scalar output has one gradient whatever the upstream: its place stays said
+    scalar = gradscope.jvp(f"{DATA}/culprits.py:rows_weighted_first_bug", shape={"x": (3, 4)})
+    assert "the disagreement lies in index 0 of dim 0 only" in scalar.to_text()
