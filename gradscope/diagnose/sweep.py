@@ -166,8 +166,10 @@ class Sweep:
             return None
 
     def _unit(self, elements: torch.Tensor) -> torch.Tensor:
-        """What the slope of a gradient passed on unchanged is on each line."""
-        if not self.elementwise:
+        """What the slope of a gradient passed on unchanged is on each line: the upstream at
+        the element's own place — an elementwise input's, or one whose output has the input's
+        shape (a top-k mask's straight-through passes each element its own gradient)."""
+        if not self.elementwise and tuple(self.upstream.shape) != tuple(self.x.shape):
             return torch.full((len(elements),), float("nan"), dtype=torch.float64)
         try:
             per_element = sum_to_shape(self.upstream, tuple(self.x.shape)).reshape(-1)

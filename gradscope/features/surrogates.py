@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from gradscope.diagnose import relations, surrogates
-from gradscope.diagnose.coarse import CONSISTENT, failing
+from gradscope.diagnose.coarse import CONSISTENT, UNKNOWN, failing
 from gradscope.diagnose.relations import Relation
 from gradscope.diagnose.sweep import (
     MAX_ELEMENTWISE_LINES,
@@ -355,27 +355,38 @@ def _coarse(ctx: Context, stepped: Mapping[str, torch.Tensor]
     if finite is None or finite.fd is None or grads is None:
         return {}, ()
     out: dict[str, Coarse] = {}
-    found: dict[str, torch.Tensor] = {}
-    upstreams: dict[str, torch.Tensor] = {}
+    found: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
     for n, m in stepped.items():  # (under the first upstream whose comparison shows it: a
         # hard Gumbel-softmax's surrogate sums to zero under ones, not under a random one)
         for view in ctx.evidence.views:
             hit = m & (view.autograd[n].to(m.device) != 0) & \
                 view.mismatched(n, m.shape).to(m.device) if not view.jacobian else None
             if hit is not None and bool(hit.any()):
-                found[n], upstreams[n] = hit, view.upstream  # type: ignore[assignment]
+                found.setdefault(n, []).append((hit, view.upstream))  # type: ignore[arg-type]
+    busiest = sorted(found, key=lambda n: -int(found[n][0][0].sum()))
+    for name in busiest[:MAX_INPUTS]:  # (the next upstream where no line told: a top-k
+        for hit, upstream in found[name]:  # mask's sum stays k, which ones cannot see)
+            coarse = _lines(ctx, name, hit, upstream)
+            if coarse is None:
                 break
-    busiest = sorted(found, key=lambda n: -int(found[n].sum()))
-    for name in busiest[:MAX_INPUTS]:
-        sweep, low, high = _sweep(ctx, name, upstreams[name])
-        if not high > low:
-            continue
-        lines = MAX_ELEMENTWISE_LINES if sweep.probe(low, high) else MAX_LINES
-        where = torch.nonzero(found[name].reshape(-1).cpu()).reshape(-1)
-        gen = torch.Generator().manual_seed(ctx.prepared.options.seed)
-        elements = where[torch.randperm(len(where), generator=gen)[:lines]].sort().values
-        out[name] = sweep.check(elements, low, high)
+            out[name] = coarse
+            if bool((coarse.reading.verdict != UNKNOWN).any()):
+                break
     return out, tuple(busiest[MAX_INPUTS:])
+
+
+def _lines(ctx: Context, name: str, hit: torch.Tensor, upstream: torch.Tensor
+           ) -> Coarse | None:
+    """`name`'s coarse-scale check under `upstream`, on lines through seeded `hit` elements
+    (None: the input spans no range)."""
+    sweep, low, high = _sweep(ctx, name, upstream)
+    if not high > low:
+        return None
+    lines = MAX_ELEMENTWISE_LINES if sweep.probe(low, high) else MAX_LINES
+    where = torch.nonzero(hit.reshape(-1).cpu()).reshape(-1)
+    gen = torch.Generator().manual_seed(ctx.prepared.options.seed)
+    elements = where[torch.randperm(len(where), generator=gen)[:lines]].sort().values
+    return sweep.check(elements, low, high)
 
 
 def _failed(coarse: Coarse, stepped: torch.Tensor) -> torch.Tensor:

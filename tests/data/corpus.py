@@ -375,3 +375,39 @@ def marked_reverse(x):
 def marked_reverse_and_bug(x, y):
     """x goes through the marked reversal; y through a sign-flip bug that stays a bug."""
     return MarkedGradientReversal.apply(x, 0.5) + SignFlip.apply(y)
+
+
+# ------------------------------------------------- a top-k mask, straight through
+class TopKBinarizer(torch.autograd.Function):
+    """Movement pruning's mask (emmental's binarizer): 1 for the scores in the top `threshold`
+    share, 0 for the rest, and straight through in backward."""
+
+    @staticmethod
+    def forward(ctx, inputs, threshold):
+        mask = inputs.clone()
+        _, idx = inputs.flatten().sort(descending=True)
+        j = int(threshold * inputs.numel())
+        flat_out = mask.flatten()
+        flat_out[idx[j:]] = 0
+        flat_out[idx[:j]] = 1
+        return flat_out.view_as(inputs)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+
+
+def topk_mask(scores):
+    return TopKBinarizer.apply(scores, 0.5)
+
+
+class TopKBinarizerDoubled(TopKBinarizer):
+    """The same mask whose straight-through gradient is doubled."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return 2 * grad_output, None
+
+
+def topk_mask_doubled(scores):
+    return TopKBinarizerDoubled.apply(scores, 0.5)

@@ -45,6 +45,8 @@ CASES = [
     Case("ClampPassThrough", True, {"x": "surrogate"}, {"x": WIDE}),
     Case("clamp_detach", True, {"x": "surrogate"}, {"x": WIDE}),
     Case("hard_gumbel", True, {"logits": "ok"}, {"logits": "randn(2,4)"}),
+    # (a top-k's mask keeps its sum: only a random upstream's lines see it move)
+    Case("topk_mask", True, {"scores": "surrogate"}, {"scores": "randn(4,4)"}),
     # deliberate gradients where the forward moves: fail with the relation, pass if declared
     Case("grad_reverse", False, {"x": "mismatch"}, {}, ("x", "−0.5 ×")),
     Case("grad_reverse", True, {"x": "surrogate"}, {}, None, {"surrogate": True}),
@@ -72,6 +74,8 @@ CASES = [
     # (its 0.5 on 1 < |x| < 2, where clamp is flat, is no surrogate: clamp is no step)
     Case("GatedSTEWrongWindow", False, {"x": "mismatch"}, {"x": WIDE},
          ("x", "wrong exactly where |x| < 2")),
+    Case("topk_mask_doubled", False, {"scores": "mismatch"}, {"scores": "randn(4,4)"},
+         ("scores", "integrates to")),
     Case("marked_reverse_and_bug", False, {"x": "surrogate", "y": "mismatch"}, {},
          ("y", "−1 × the derivative")),
 ]
