@@ -13,6 +13,10 @@ torch's gradcheck passes the call, only when that costs little (DRILL_BUDGET_S):
 every column is minutes where torch's one projection is milliseconds, and the projection's
 own finding is said instead."""
 
+# Long: one decision, taken in order over one report — tight or the call's tolerances, fast
+# mode's projection, precision where torch passes, the probe, reentrancy, what was left
+# unchecked; split, each step would pass the others' state along.
+
 from __future__ import annotations
 
 import math
@@ -26,6 +30,7 @@ from typing import Any
 
 import torch
 
+from gradscope.diagnose.custom_backward import REPEATABILITY
 from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
@@ -283,6 +288,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
     judged_by = "strict" if strict else "call" if same else "any"
     problem = drop_in_failure(report, as_called(kw, tight["dtype"], judged_by), STRICT)
     if not problem:
+        _reentrant(kw, report)
         # (strict or not: what gradscope did not compare, torch's gradcheck decides)
         _partly(call, kw, report, (lambda: _torch_accepts(kw)) if strict else torch_passes)
         return
@@ -308,6 +314,18 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
     judged = full(call, loose)  # (what fails at the call's own tolerances, said as such)
     failing = drop_in_failure(judged, as_called(kw, loose["dtype"], "call"), STRICT)
     raise GradcheckError(failing, judged) if failing else GradcheckError(problem, report)
+
+
+def _reentrant(kw: dict[str, Any], report: Report) -> None:
+    """Two backward calls that differ beyond nondet_tol fail the drop-in as they fail torch's
+    gradcheck ("Backward is not reentrant"), even where both agree with the references (the
+    check's own report calls that a warning): the contract the call was written against."""
+    __tracebackhide__ = True
+    found = next((d for d in report.diagnostics if d.kind == REPEATABILITY), None)
+    if found is not None:
+        raise GradcheckError(f"gradscope: gradcheck failed: backward is not reentrant beyond "
+                             f"nondet_tol={kw['nondet_tol']:g}, as torch's gradcheck checks: "
+                             f"{found.message}", report)
 
 
 def _partly(call: GradcheckCall, kw: dict[str, Any], report: Report,

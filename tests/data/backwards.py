@@ -40,6 +40,15 @@ class Noisy(torch.autograd.Function):
         return g * 3 + 1e-3 * torch.rand_like(g)
 
 
+class Jittery(Noisy):
+    """backward is not deterministic, by far less than the comparison's tolerance (as atomics
+    reordering a float64 sum are)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3 + 1e-13 * torch.rand_like(g)
+
+
 class WrongShape(torch.autograd.Function):
     """backward returns a scalar for a (2, 3) input."""
 

@@ -80,6 +80,18 @@ def test_inplace_and_nondeterministic_backward():
     assert "nondeterministic_backward" in _kinds(noisy) and not noisy.passed
 
 
+def test_a_backward_that_differs_within_the_tolerance_is_a_warning_not_a_failure():
+    # two calls 1e-13 apart: both agree with the references at the tolerance they are
+    # judged at; a thousandth apart (Noisy, above) is a failure
+    jittery = gradscope.check(f"{BACKWARDS}:Jittery", x="1,2")
+    assert jittery.passed and "nondeterministic_backward" not in _kinds(jittery)
+    (found,) = [d for d in jittery.diagnostics
+                if d.kind == "nondeterministic_within_tolerance"]
+    assert "of the comparison's tolerance" in found.message
+    strict = gradscope.check(f"{BACKWARDS}:Jittery", x="1,2", fail_on="warning")
+    assert not strict.passed
+
+
 def test_a_backward_repeated_by_the_flow_trace_is_not_run_a_third_time(monkeypatch):
     from gradscope.engines.autograd import AutogradEngine
 
