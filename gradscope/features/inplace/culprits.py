@@ -20,7 +20,7 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.engines.fd.result import Estimate
-from gradscope.features.inplace import reach
+from gradscope.features.inplace import reach, saturated
 from gradscope.features.inplace.calls import (
     FunctionCall,
     applied,
@@ -73,6 +73,9 @@ class ClassCheck:
     elements: int
     wrong: tuple[Wrong, ...]
     saturated: int = 0  # calls whose backward and derivative were ~0 almost everywhere
+    # where every call was: its first call's arguments scaled by `factor` into its active
+    # region, and how its backward is wrong there (saturated.py)
+    active: saturated.Active | None = None
     written: tuple[str, ...] = ()  # a custom op's arguments written, its schema silent
 
     @property
@@ -111,12 +114,16 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
     out = []
     for cls, mine in by_class.items():
         results = [_check(c, k, tol, eps, max_fd, sample, seed) for k, c in enumerate(mine)]
+        quiet = all(flat and w is None for w, _, flat in results)
+        active = saturated.active(mine[0], lambda c: _check(c, 0, tol, eps, max_fd, sample,
+                                                            seed), seed) if quiet else None
         op = registered(cls)
         written = undeclared(op, {argument_names(c)[i] for c in mine
                                   for i in c.extra.get("written", ())}) if op else ()
         out.append(ClassCheck(cls, len(mine), sum(n for _, n, _ in results),
                               tuple(w for w, _, _ in results if w is not None),
-                              sum(1 for *_, flat in results if flat), written))
+                              sum(1 for *_, flat in results if flat), written=written,
+                              active=active))
     return out
 
 
@@ -130,17 +137,36 @@ def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
 
 def saturation(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
     """A `saturation` warning per Function class every checked call of which was saturated
-    (and found no wrong backward): what the drawn inputs left unexercised."""
+    (and found no wrong backward): what the drawn inputs left unexercised, and how its
+    backward is where it is active (saturated.py)."""
     return [Diagnostic(
         kind="saturation", op=f"{c.cls.__name__}.backward", where=c.where, inputs=[],
         count=c.calls,
         message=(f"{c.label}: on each of its {c.calls} call(s) its backward and its forward's "
-                 f"derivative were ~0 at {SATURATED:.0%} of the elements or more: the inputs "
-                 "saturate it, so a wrong gradient where it is active would go unseen"),
+                 f"derivative were ~0 at {saturated.SATURATED:.0%} of the elements or more: "
+                 "the inputs saturate it, so a wrong gradient where it is active would go "
+                 f"unseen{_active(c.active)}"),
         hint=("give inputs with --at that reach its active region (moderate values), or "
-              "check the Function alone: gradscope check FILE:CLASS"))
+              "check the Function alone: gradscope check FILE:CLASS"),
+        relation=_relation(c.active, "kind"), factor=_relation(c.active, "factor"))
         for c in checks if isinstance(c, ClassCheck) and not c.wrong and c.calls
         and c.saturated == c.calls]
+
+
+def _active(found: saturated.Active | None) -> str:
+    if found is None:
+        return ""
+    where = f"; with its arguments scaled by {found.factor:g}, where it is active,"
+    if found.wrong is None:
+        return f"{where} its backward agrees with its forward"
+    how = HOW.format(count=found.wrong.count) if found.wrong.nonlinear else \
+        _how(found.wrong.relation, f"{found.wrong.count} element(s) disagree")
+    return f"{where} its backward is wrong for its argument {found.wrong.argument}: {how}"
+
+
+def _relation(found: saturated.Active | None, field: str) -> Any:
+    rel = found.wrong.relation if found is not None and found.wrong is not None else None
+    return getattr(rel, field) if rel is not None else None
 
 
 def diagnostics(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
@@ -211,7 +237,7 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
            sample: int, seed: int) -> tuple[Wrong | None, int, bool]:
     """The first argument of `call` (the index-th of its class) where its backward disagrees
     with its forward, how many argument elements were compared (0: the call could not be
-    checked), and whether the call was saturated (`_saturated`)."""
+    checked), and whether the call was saturated (`saturated.quiet`)."""
     names = argument_names(call)
     tensors = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
     grads = dict(zip(tensors, call.returned, strict=False))
@@ -229,7 +255,7 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
     except Exception:  # the Function refuses perturbed arguments: this call tells nothing
         return None, 0, False
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
-    flat = _saturated(compared, tol)
+    flat = saturated.quiet(compared, tol)
     received = {n: a for n, (a, _) in compared.items()}
     wrong = next((n for n, (_, count) in compared.items() if count), None)
     if wrong is None and _blind(compared, tol):  # (the gradient it got shows nothing:
@@ -260,21 +286,6 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
                 rel):
             rel = None
     return Wrong(call, wrong, rel, compared[wrong][1], **kept()), elements, flat
-
-
-SATURATED = 0.95  # a call is saturated where this share of its argument elements is ~0
-
-
-def _saturated(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:
-    """Whether the call's backward and its forward's derivative were both ~0 (within atol) at
-    SATURATED of the argument elements compared: the inputs put it where it does nothing, so
-    a wrong gradient where it is active would go unseen."""
-    quiet = total = 0
-    for arrays, _ in compared.values():
-        still = (arrays.autograd.abs() <= tol.atol) & (arrays.reference.abs() <= tol.atol)
-        quiet += int(still.sum())
-        total += still.numel()
-    return total > 0 and quiet >= SATURATED * total
 
 
 def _blind(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:

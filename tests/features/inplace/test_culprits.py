@@ -178,6 +178,13 @@ def test_a_function_the_inputs_saturate_is_said_so_and_one_they_do_not_is_not():
         assert report.passed  # (what the evidence shows: nothing wrong where it looked)
         (said,) = [d for d in report.diagnostics if d.kind == "saturation"]
         assert "the inputs saturate it" in said.message and "--at" in said.hint
+        # exercised where it is active (its arguments scaled down): said how it is there
+        assert "with its arguments scaled by 0.1, where it is active" in said.message
+        if target == "steep_rank_off_loss":
+            assert "its backward is wrong for its argument x: autograd = 0.2 ×" in said.message
+            assert said.factor == pytest.approx(0.2)
+        else:
+            assert "its backward agrees with its forward" in said.message
     # at moderate values it is active: the wrong one is named, the right one says nothing
     moderate = {"x": "linspace(-0.02,0.02,6)"}
     right = gradscope.check(f"{DATA}/saturating.py:steep_rank_loss", at=moderate)
