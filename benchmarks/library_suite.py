@@ -9,7 +9,8 @@ passes, gradscope passes too.
     pip install --no-deps entmax==1.3 roma==1.8.0 gpytorch==1.15.2 linear_operator==0.6.1 \\
         sparsemax==0.1.9 torch-harmonics==0.8.0 torchdiffeq==0.2.5 e3nn==0.5.6 opt_einsum \\
         opt_einsum_fx
-    pip install scipy jaxtyping scikit-learn parameterized==0.9.0
+    pip install scipy jaxtyping scikit-learn parameterized==0.9.0 cvxpy==1.8.2 diffcp==1.1.9 \\
+        numba absl-py
     # kornia: its repository at the pinned commit (tests, `testing`, conftest.py), installed
     pip install --no-deps kornia_rs numpy /path/to/kornia-checkout
     python benchmarks/library_suite.py [NAME …] [--threads 2] [--tests kornia=/path/to/...]
@@ -86,6 +87,17 @@ LIBRARIES = {lib.name: lib for lib in (
             "tests", "test_*.py",
             "https://github.com/kornia/kornia@b4f5a78a13891c7ac4c1cd9695941380273e981d",
             extra=("testing", "conftest.py")),
+    # (an iterative conic solve differentiated through its KKT conditions: pip install cvxpy
+    # diffcp, then `pip install --no-deps PATH` of the checkout)
+    # (soft sorting and ranking: isotonic regression solved by PAV in numpy, wrapped in
+    # Functions; pip install numba absl-py, then `pip install --no-deps PATH` of the checkout)
+    Library("fast_soft_sort==0.1", "soft sort and rank: isotonic regression (PAV) in Functions",
+            "git", "tests", "pytorch_ops_test.py",
+            "https://github.com/google-research/fast-soft-sort@"
+            "6a52ce79869ab16e1e0f39149a84f50f8ad648c5"),
+    Library("cvxpylayers==1.1.0", "convex optimization layers: a conic solve, diffcp's backward",
+            "git", "tests", "test_torch.py",
+            "https://github.com/cvxpy/cvxpylayers@f0b1c159285a40b274970afbdc4259e97db19da5"),
 )}
 
 # (written into the run's folder: the drop-in's own counts, for the table)
@@ -169,14 +181,20 @@ def _gradient_tests(run: Path, pattern: str) -> list[str]:
     for path in sorted(run.rglob(pattern)):
         text = path.read_text()
         tree = ast.parse(text)
-        for node in tree.body:
-            inside = [node] if isinstance(node, ast.FunctionDef) else \
-                [f for f in node.body if isinstance(f, ast.FunctionDef)] \
-                if isinstance(node, ast.ClassDef) else []
-            for fn in inside:
-                if fn.name.startswith("test") and "gradcheck" in ast.get_source_segment(text, fn):
-                    names.add(fn.name)
-                    files.append(str(path.relative_to(run)))
+        functions = [f for node in tree.body for f in (
+            [node] if isinstance(node, ast.FunctionDef) else
+            [f for f in node.body if isinstance(f, ast.FunctionDef)]
+            if isinstance(node, ast.ClassDef) else [])]
+        # (a test that calls a helper of its file that calls gradcheck: fast-soft-sort's
+        # `self._test(...)`)
+        helpers = {f.name for f in functions if not f.name.startswith("test")
+                   and "gradcheck" in ast.get_source_segment(text, f)}
+        for fn in functions:
+            source = ast.get_source_segment(text, fn)
+            if fn.name.startswith("test") and ("gradcheck" in source or any(
+                    f"{h}(" in source for h in helpers)):
+                names.add(fn.name)
+                files.append(str(path.relative_to(run)))
     return [*dict.fromkeys(files), "-k", " or ".join(sorted(names))] if names else []
 
 

@@ -70,12 +70,19 @@ def _subclasses(cls: type) -> Iterator[type]:
 
 
 def old_style(output: torch.Tensor) -> list[type]:
-    """The Function classes without setup_context whose nodes are in `output`'s graph (a
-    custom Function's node class is named after it: `GELUBackward` for `GELU`; a same-named
-    class elsewhere is included too, which is harmless: its apply gives the same values)."""
-    names = {type(node).__name__ for node in grad_nodes(output.grad_fn)}
-    return [cls for cls in set(_subclasses(torch.autograd.Function))
-            if f"{cls.__name__}Backward" in names and not has_setup_context(cls)]
+    """The Function classes without setup_context whose nodes are in `output`'s graph: the
+    class a node names (`_forward_cls`), else those named after the node (`GELUBackward` for
+    `GELU`; a same-named class elsewhere is harmless: its apply gives the same values). Only
+    those: code that makes a class per call (fast-soft-sort's wrap_class) leaves hundreds of
+    same-named ones behind, each patched and restored at every evaluation."""
+    nodes = list(grad_nodes(output.grad_fn))
+    own = [cls for node in nodes for cls in [getattr(node, "_forward_cls", None)]
+           if isinstance(cls, type)]
+    named = {type(node).__name__ for node in nodes
+             if not isinstance(getattr(node, "_forward_cls", None), type)}
+    found = dict.fromkeys([*own, *(cls for cls in _subclasses(torch.autograd.Function)
+                                   if f"{cls.__name__}Backward" in named)])
+    return [cls for cls in found if not has_setup_context(cls)]
 
 
 _ABSENT = object()

@@ -103,3 +103,26 @@ def test_classmethod_functions_are_checked_right_and_wrong(target):
     buggy = "ClassSoftmaxBug" if target == "ClassSoftmax" else "softmax_bug"
     wrong = gradscope.check(f"{CLASSMETHODS}:{buggy}", at={"x": "randn(3,5)"})
     assert not wrong.passed and wrong.inputs[0].status == "mismatch"
+
+
+def _made_per_call():
+    """A Function class made afresh at every call, as fast-soft-sort's wrap_class does."""
+
+    class PerCall(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    return PerCall
+
+
+def test_only_the_classes_in_the_graph_are_stood_in_for_not_their_namesakes():
+    kept = [_made_per_call() for _ in range(50)]  # (classes of earlier calls, still alive)
+    used = _made_per_call()
+    out = used.apply(torch.ones(3, requires_grad=True))
+    assert old_style(out) == [used]
+    assert len({cls.__name__ for cls in kept}) == 1
