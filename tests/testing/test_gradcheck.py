@@ -268,3 +268,23 @@ def test_a_compiled_function_whose_graph_shows_no_compiled_backward_is_still_cal
                     requires_grad=True)
     assert dropin.gradcheck(compiled.list_sin_compiled, (x,))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_disputed_pass_says_how_large_the_disagreement_is():
+    class SlightlyOff(torch.autograd.Function):  # 1e-4 of the gradient: torch's 1e-3 passes
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x.cos() * (1 + 1e-4)
+
+    x = leaf(3)
+    from gradscope.testing.judging import GradscopeWarning
+
+    with pytest.warns(GradscopeWarning, match=r"largest disagreement 9\.\de-05, 0\.0001 of the "
+                                              r"largest gradient entry"):
+        assert gradscope.gradcheck(SlightlyOff.apply, (x,))
