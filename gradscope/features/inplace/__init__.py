@@ -190,8 +190,13 @@ def _reach(ctx: Context, wrong: list[ClassCheck]) -> reach.Reach:
         return reach.Reach({}, unproven=SEEN)
     prepared, back = ctx.prepared, ctx.evidence.backward
     assert back.grads is not None
-    return reach.moved(prepared.target.forward, prepared.bound.cast, wrong, back.grads,
-                       ctx.evidence.tol)
+    try:
+        return reach.moved(prepared.target.forward, prepared.bound.cast, wrong, back.grads,
+                           ctx.evidence.tol)
+    except Exception as exc:  # (a second forward or its backward refused: nothing proven,
+        # the culprits found stay)
+        return reach.Reach({}, unproven=f"its second forward and backward raised "
+                                        f"{type(exc).__name__}")
 
 
 def _moved(facts: InPlaceFacts, moved: reach.Reach | None) -> UpstreamCheck:

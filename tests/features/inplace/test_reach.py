@@ -154,3 +154,20 @@ def test_what_is_not_known_everywhere_or_not_repeated_is_not_proven():
     stale = reach.moved(direct, values, [_check(Scaled, {"x": torch.ones(4)}, m + 1, w)],
                         grads, TOL)
     assert stale.unproven == "a second forward gave it other arguments"
+
+
+def test_a_second_forward_that_raises_leaves_the_note_unproven_and_the_culprit_named(
+        monkeypatch):
+    import gradscope
+    from tests.paths import DATA
+
+    def refused(*_args, **_kwargs):
+        raise RuntimeError("the user's code refuses a third call")
+
+    monkeypatch.setattr(reach, "moved", refused)
+    report = gradscope.check(f"{DATA}/symmetric.py:symmetric_spectrum",
+                             at={"m": "randn(4,4)"})
+    assert report.passed
+    assert all("stepped aside" not in n for n in report.notes)
+    (note,) = [d for d in report.diagnostics if d.kind == "inner_departure"]
+    assert "not proven (its second forward and backward raised RuntimeError)" in note.message
