@@ -148,9 +148,10 @@ def saturation(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
                  f"unseen{_active(c.active)}"),
         hint=("give inputs with --at that reach its active region (moderate values), or "
               "check the Function alone: gradscope check FILE:CLASS"),
-        relation=_relation(c.active, "kind"), factor=_relation(c.active, "factor"))
+        relation=rel.kind if rel else None, factor=rel.factor if rel else None)
         for c in checks if isinstance(c, ClassCheck) and not c.wrong and c.calls
-        and c.saturated == c.calls]
+        and c.saturated == c.calls
+        for rel in [c.active.wrong.relation if c.active and c.active.wrong else None]]
 
 
 def _active(found: saturated.Active | None) -> str:
@@ -162,11 +163,6 @@ def _active(found: saturated.Active | None) -> str:
     how = HOW.format(count=found.wrong.count) if found.wrong.nonlinear else \
         _how(found.wrong.relation, f"{found.wrong.count} element(s) disagree")
     return f"{where} its backward is wrong for its argument {found.wrong.argument}: {how}"
-
-
-def _relation(found: saturated.Active | None, field: str) -> Any:
-    rel = found.wrong.relation if found is not None and found.wrong is not None else None
-    return getattr(rel, field) if rel is not None else None
 
 
 def diagnostics(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
