@@ -10,9 +10,11 @@ import ast
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import textwrap
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -186,6 +188,36 @@ def known_hint(exc: BaseException) -> str | None:
         return ("the target uses torch.distributed: run it on ranks with --nproc N (nproc= "
                 "from Python), which starts them with a process group (docs/distributed.md)")
     return None
+
+
+IN_PLACE = "modified by an inplace operation"
+# a frame of a traceback as anomaly mode prints it, with its source line
+TRACED = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*([^\n]*)')
+
+
+def changed_in_place(exc: BaseException, again: Callable[[], object]) -> str | None:
+    """The hint for torch's "modified by an inplace operation", with the user's line whose
+    op saved the tensor that was changed: `again` (a fresh forward and backward) run under
+    anomaly detection, whose warning carries the forward's traceback (torch's message names
+    only the op's class: "output 0 of Sigmoid"). Other errors: their known hint."""
+    hint = known_hint(exc)
+    if IN_PLACE not in str(exc):
+        return hint
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            with torch.autograd.detect_anomaly(check_nan=False):
+                again()
+        except Exception:  # (the same error again: its warning is what was wanted)
+            pass
+    frames = [m for w in seen for m in TRACED.findall(str(w.message))
+              if not m[0].startswith(OURS) and f"{os.sep}torch{os.sep}" not in m[0]]
+    if not frames:
+        return hint
+    path, line, name, code = frames[-1]
+    return (f"the tensor changed in place was saved for backward by `{code.strip()}` (in "
+            f"{name}, {place(path, int(line))}); clone it before changing it, or change a "
+            "copy")
 
 
 @contextmanager

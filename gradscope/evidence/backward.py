@@ -20,7 +20,7 @@ from gradscope.evidence.refused import at_chosen
 from gradscope.report.model import Diagnostic
 from gradscope.targets.base import without_graph
 from gradscope.tensors import grad_nodes
-from gradscope.usercode import OURS, backward_location, user_code
+from gradscope.usercode import OURS, backward_location, changed_in_place, user_code
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,9 @@ def backward(prepared: Prepared) -> Backward:
     failure = grads = None
     lowest: list[torch.dtype] = []
     try:
-        with user_code("backward"), _coarsest(engine.output, lowest, not target.readable):
+        with user_code("backward", lambda exc: changed_in_place(
+                exc, lambda: engine.fresh_vjp(given.clone()))), \
+                _coarsest(engine.output, lowest, not target.readable):
             try:
                 grads = engine.backward(given)
             except (GradscopeError, SystemExit):

@@ -78,3 +78,16 @@ def test_a_step_in_float32_between_float64_ends_sets_the_precision(capsys):
     report = json.loads(out)
     culprits = [d["op"] for d in report["diagnostics"] if d["kind"] == "culprit"]
     assert code == 1 and culprits and culprits[0].startswith("Sin32Bug.backward")
+
+
+def test_a_saved_tensor_changed_in_place_names_the_users_line_that_saved_it():
+    with pytest.raises(TargetError) as raised:
+        backward(_prepared(f"{DATA}/changed_in_place.py:clobbered", shape={"x": (4,)}))
+    text = str(raised.value)
+    assert "modified by an inplace operation" in text
+    line = next(k for k, code in enumerate((DATA / "changed_in_place.py").read_text()
+                                           .splitlines(), 1) if "= x.sigmoid()" in code)
+    assert f"saved for backward by `y = x.sigmoid()` (in clobbered, changed_in_place.py:{line})" \
+        in text
+    assert backward(_prepared(f"{DATA}/changed_in_place.py:cloned",
+                              shape={"x": (4,)})).grads is not None

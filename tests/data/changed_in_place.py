@@ -1,0 +1,15 @@
+"""User code that changes a tensor autograd saved for backward: torch's error names only the
+op's class ("output 0 of Sigmoid"); the user's line that saved it is what to look at."""
+
+
+def clobbered(x):
+    y = x.sigmoid()
+    y.mul_(2)  # sigmoid's backward needs its output, overwritten here
+    return y.sum()
+
+
+def cloned(x):
+    y = x.sigmoid().clone()
+    z = x.sigmoid()
+    y.mul_(2)  # its own copy: nothing saved is changed
+    return (y + z).sum()
