@@ -3,10 +3,11 @@ the elements that disagree (`x < 0`, `|x| > 1`, `x == 0`, `mask == 0` for a mask
 another input), as a branch of backward would draw it.
 
 A predicate is reported only when it separates the disagreeing elements from the agreeing ones
-exactly, with elements on both sides; its threshold is the simplest number in the gap the
-values leave (0 before ±1 before halves and small integers, before a rounded midpoint). Where
-predicates on different inputs separate them equally well, all are named: the values cannot
-tell which branch it is. Index partitions (a row, a head) are relations.py's, tried after.
+exactly, with MIN_SIDE elements on each side at least (exact zeros aside: `x == 0` may be one
+element); its threshold is the simplest number in the gap the values leave (0 before ±1
+before halves and small integers, before a rounded midpoint). Where predicates on different
+inputs separate them equally well, all are named: the values cannot tell which branch it is.
+Index partitions (a row, a head) are relations.py's, tried after.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ import torch
 SIMPLE = (0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 6.0, -6.0, 0.1, -0.1, 1.5, -1.5,
           4.0, -4.0, 5.0, -5.0, 10.0, -10.0, 0.25, -0.25)
 MAX_VARIABLES = 8  # inputs tried as the partition's variable
+# elements each side needs before a predicate is a rule: with fewer, a threshold in the gap
+# they leave is fitted to them (a one-element sign flip "wrong exactly where x < −0.9", a sign
+# error everywhere but at the one zero "wrong exactly where x ≠ 0")
+MIN_SIDE = 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ def find(wrong: torch.Tensor, judged: torch.Tensor,
     w = wrong[judged].reshape(-1)
     if not bool(w.any()) or bool(w.all()):
         return None
+    # (one wrong element, or one right zero among the wrong, draws any line: only the exact
+    # zeros, where a formula divides by the value, are a rule that few elements can show)
+    few = int(w.sum()) < MIN_SIDE or int((~w).sum()) < MIN_SIDE
     found: list[tuple[float, str]] = []
     for label, v in list(variables.items())[:MAX_VARIABLES]:
         try:
@@ -53,7 +61,7 @@ def find(wrong: torch.Tensor, judged: torch.Tensor,
             continue
         if not bool(torch.isfinite(values).all()):
             continue
-        found += _predicates(label, values, w)
+        found += _predicates(label, values, w, few)
     if not found:
         return None
     found.sort(key=lambda item: item[0])
@@ -67,12 +75,16 @@ def find(wrong: torch.Tensor, judged: torch.Tensor,
     return Partition(best[1], tuple(others.values())[:2])
 
 
-def _predicates(label: str, v: torch.Tensor, w: torch.Tensor) -> list[tuple[float, str]]:
-    """(score, text) of each predicate on `v` that separates `w` exactly (lower: simpler)."""
+def _predicates(label: str, v: torch.Tensor, w: torch.Tensor, few: bool = False
+                ) -> list[tuple[float, str]]:
+    """(score, text) of each predicate on `v` that separates `w` exactly (lower: simpler);
+    `few`: a side has fewer than MIN_SIDE elements, and only `== 0` is tried."""
     out = []
     zero = v == 0
     if bool(zero.any()) and bool((zero == w).all()):
         out.append((0.0, f"{label} == 0"))
+    if few:
+        return out
     if bool(zero.any()) and bool((~zero == w).all()):
         out.append((0.1, f"{label} ≠ 0"))
     binary = bool(((v == 0) | (v == 1)).all())

@@ -24,7 +24,17 @@ def test_thresholds_are_the_simplest_number_in_the_gap():
     assert _text(X > 0) == "x > 0" and _text(X >= 0) == "x ≥ 0"
     assert _text(X.abs() > 1) == "|x| > 1" and _text(X.abs() < 1) == "|x| < 1"
     assert _text(X > 2.2) == "x > 2.4"  # nothing simple between 2.12 and 2.65: the midpoint
-    assert _text(X == 0) == "x == 0" and _text(X != 0) == "x ≠ 0"
+    assert _text(X == 0) == "x == 0"
+
+
+def test_a_side_of_fewer_than_three_elements_draws_no_line_but_the_exact_zeros():
+    # a sign error everywhere, right only at the one zero (where the term vanishes): "x ≠ 0"
+    # would be fitted to that one element; a one-element flip at −0.9 likewise "x < −0.9"
+    assert _text(X != 0) is None
+    assert _text(X.min() == X) is None and _text(X < -5.5) is None
+    assert _text(X < -5) == "x < −5"  # (three elements: a rule)
+    thrice = torch.cat([X, X, X])  # (three zeros: the right side is a rule's)
+    assert _text(thrice != 0, torch.ones(75, dtype=torch.bool), x=thrice) == "x ≠ 0"
 
 
 def test_only_judged_elements_count():
