@@ -423,9 +423,11 @@ def _subset(ag, ref, err, judged, wrong, tol, scales, total) -> Relation | None:
     _, dim, picked = best
     listed = ", ".join(map(str, picked[:MAX_LISTED])) + (", …" if len(picked) > MAX_LISTED
                                                          else "")
+    # (a vector's indices are its elements, no rows: where they lie, and no story)
+    reading = "a case of backward that only some rows/heads/channels take" if wrong.ndim > 1 \
+        else ""
     return Relation("subset", f"the disagreement lies in index {listed} of dim {dim} only "
-                    f"({n_wrong} element(s)){there}; autograd agrees elsewhere",
-                    "a case of backward that only some rows/heads/channels take",
+                    f"({n_wrong} element(s)){there}; autograd agrees elsewhere", reading,
                     n_wrong, factor)
 
 

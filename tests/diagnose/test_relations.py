@@ -72,6 +72,15 @@ def test_a_disagreement_in_one_row_is_located():
     ag[2] = 3 * r[2]
     rel = find("x", arrays(ag, r), TOL, SIZES)
     assert rel.kind == "subset" and "index 2 of dim 0" in rel.text and "3 ×" in rel.text
+    assert "rows" in rel.reading
+
+
+def test_elements_of_a_vector_are_located_without_a_story_of_rows():
+    r = ref(6)
+    ag = r.clone()
+    ag[[0, 2]] = 3 * r[[0, 2]]
+    rel = find("x", arrays(ag, r), TOL, SIZES)
+    assert rel.kind == "subset" and "index 0, 2 of dim 0" in rel.text and rel.reading == ""
 
 
 def test_no_relation_for_noise_and_no_factor_for_a_zero_reference():
