@@ -137,14 +137,11 @@ def moved(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         wanted = [n for n, t in leaves.items() if t.requires_grad and n in grads]
         if not pairs or not wanted:  # (no argument it departs in carries a gradient back)
             return Reach({})
-        with torch.enable_grad():
-            found = torch.autograd.grad([a for a, _ in pairs], [leaves[n] for n in wanted],
-                                        [d for _, d in pairs], allow_unused=True)
+        return _streamed(pairs, {n: leaves[n] for n in wanted}, grads, tol)
     finally:
         del out
         for c in calls:  # (the arguments hold the graph, and the graph the model's copy)
             c.args, c.node = (), None
-    return _judged(dict(zip(wanted, found, strict=True)), grads, tol)
 
 
 def _pairs(wrong: Sequence[tuple[type, Any]], calls: Sequence[FunctionCall]
@@ -171,18 +168,36 @@ def _pairs(wrong: Sequence[tuple[type, Any]], calls: Sequence[FunctionCall]
     return pairs
 
 
-def _judged(found: Mapping[str, torch.Tensor | None], grads: Mapping[str, torch.Tensor],
-            tol: Tolerance) -> Reach:
-    """Per input, the elements whose move exceeds atol + rtol·|gradient|."""
-    moved, worst = {}, 0.0
-    for name, move in found.items():
-        if move is None:
-            continue
-        g = grads[name].to(move.dtype)
-        bound = tol.atol_for(g) + tol.rtol * g.abs()
-        ratio = (move.abs() / bound).nan_to_num(0.0)
-        count = int((ratio > 1).sum())
-        worst = max(worst, float(ratio.max()) if ratio.numel() else 0.0)
-        if count:
-            moved[name] = count
-    return Reach(moved, worst)
+def _streamed(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
+              leaves: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor],
+              tol: Tolerance) -> Reach:
+    """Backward from the wrong calls' arguments with their departures, each input's move
+    judged as it arrives and dropped (a hook after its accumulation): one tensor's move at a
+    time in memory, never a copy of a model's every gradient."""
+    judged: dict[str, tuple[int, float]] = {}
+
+    def hook(name: str) -> Callable[[torch.Tensor], None]:
+        def judge(leaf: torch.Tensor) -> None:
+            if leaf.grad is not None:
+                judged[name] = _judged(leaf.grad, grads[name], tol)
+            leaf.grad = None
+        return judge
+
+    handles = [t.register_post_accumulate_grad_hook(hook(n)) for n, t in leaves.items()]
+    try:
+        with torch.enable_grad():
+            torch.autograd.backward([a for a, _ in pairs], [d for _, d in pairs],
+                                    inputs=list(leaves.values()))
+    finally:
+        for h in handles:
+            h.remove()
+    return Reach({n: k for n, (k, _) in judged.items() if k},
+                 max((w for _, w in judged.values()), default=0.0))
+
+
+def _judged(move: torch.Tensor, grad: torch.Tensor, tol: Tolerance) -> tuple[int, float]:
+    """How many elements of one input move beyond atol + rtol·|gradient|, and the largest
+    move beside that bound."""
+    g = grad.to(move.dtype)
+    ratio = (move.abs() / (tol.atol_for(g) + tol.rtol * g.abs())).nan_to_num(0.0)
+    return int((ratio > 1).sum()), float(ratio.max()) if ratio.numel() else 0.0
