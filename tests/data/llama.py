@@ -45,6 +45,17 @@ class RMSNormOff(RMSNormFunction):
         return dx, (grad * x).reshape(-1, x.shape[-1]).sum(0), None
 
 
+class RMSNormSlip(RMSNormFunction):
+    """x's gradient without its projection term (rstd · weight · grad alone): the weight's
+    gradient is right, and no tensor of the model receives what is wrong directly."""
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight, rstd = ctx.saved_tensors
+        _, dweight, _ = RMSNormFunction.backward(ctx, grad)
+        return rstd * grad * weight, dweight, None
+
+
 @dataclass(frozen=True)
 class Config:
     vocab: int = 32000
@@ -138,6 +149,8 @@ torch.manual_seed(0)
 tiny = Llama(TINY)
 torch.manual_seed(0)
 tiny_off = Llama(TINY, RMSNormOff)
+torch.manual_seed(0)
+tiny_slip = Llama(TINY, RMSNormSlip)
 
 
 def tiny_loss(tokens: torch.Tensor) -> torch.Tensor:
@@ -146,3 +159,7 @@ def tiny_loss(tokens: torch.Tensor) -> torch.Tensor:
 
 def tiny_off_loss(tokens: torch.Tensor) -> torch.Tensor:
     return lm_loss(tiny_off, tokens)
+
+
+def tiny_slip_loss(tokens: torch.Tensor) -> torch.Tensor:
+    return lm_loss(tiny_slip, tokens)

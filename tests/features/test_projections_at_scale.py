@@ -130,3 +130,22 @@ def test_children_are_grouped_by_module_path_in_forward_order():
     assert _children(names[1:], 1) == [("m.wte.weight",), names[2:5], ("m.ln.weight",)]
     assert _children(("m.h.0.fc.weight", "m.h.0.fc.bias"), 4) == [("m.h.0.fc.weight",),
                                                                   ("m.h.0.fc.bias",)]
+
+
+def test_a_norm_whose_slip_no_model_tensor_receives_is_failed_by_what_it_moves(monkeypatch):
+    # the tiny Llama in float32, nothing sampled: RMSNorm's x gradient without its projection
+    # term reaches no parameter directly (no pointed projection); with the derivative in its
+    # place the gradient moves in every tensor before the last norm, which fails the run
+    monkeypatch.setattr(budget, "MAX_DENSE_FLOPS", 1e3)
+    monkeypatch.setattr(budget, "MAX_SAMPLE_FLOPS", 0)
+    tokens = {"tokens": "randint(0,61,(2,9))"}
+    slip = gradscope.check("tests/data/llama.py:tiny_slip_loss", const=tokens, dtype="float32")
+    assert not slip.passed
+    (moved,) = [c for c in slip.upstream_checks if "replaced by its forward's" in c.label]
+    assert not moved.passed and "RMSNormSlip.backward (llama.py:" in moved.label
+    assert "tiny_slip.embed.weight" in moved.label
+    culprit = next(d for d in slip.diagnostics if d.kind == "culprit")
+    assert "the target's gradient moves beyond its tolerance" in culprit.message
+    right = gradscope.check("tests/data/llama.py:tiny_loss", const=tokens, dtype="float32")
+    assert right.passed and not [c for c in right.upstream_checks
+                                 if "replaced by its forward's" in c.label]
