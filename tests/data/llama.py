@@ -51,7 +51,7 @@ class RMSNormSlip(RMSNormFunction):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        x, weight, rstd = ctx.saved_tensors
+        _, weight, rstd = ctx.saved_tensors
         _, dweight, _ = RMSNormFunction.backward(ctx, grad)
         return rstd * grad * weight, dweight, None
 
