@@ -179,7 +179,8 @@ class InPlace(Feature):
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
 
 
-SEEN = "the target's own comparisons disagree, which decides first"
+SEEN = ("it was not asked: the target's raw comparisons disagreed before their excuses "
+        "(a declared surrogate, a documented departure) were applied")
 
 
 def _reach(ctx: Context, wrong: list[ClassCheck]) -> reach.Reach:
