@@ -76,16 +76,23 @@ def rebuilt(fn: Callable[..., Any], copies: Mapping[str, torch.nn.Module]) -> Ca
 
 class Holder(torch.nn.Module):
     """The copies, as submodules named after how the function reaches them (`model`), and
-    the rebuilt function as forward: their parameter slots are what gradscope fills."""
+    the rebuilt function as forward: their parameter slots are what gradscope fills. A name
+    that is already an attribute of every Module (a global module called `training`, `to`,
+    `forward`) is held as `name_`."""
 
     def __init__(self, fn: Callable[..., Any], copies: Mapping[str, torch.nn.Module]) -> None:
         super().__init__()
-        self.fn = fn
+        self._rebuilt = fn  # (not `fn`: the user's own module may be called that)
         for name, module in copies.items():
-            self.add_module(name, module)
+            self.add_module(name if not hasattr(self, name) else f"{name}_", module)
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The rebuilt function, which reads the copies."""
+        return self._rebuilt
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
+        return self._rebuilt(*args, **kwargs)
 
 
 def holder(fn: Callable[..., Any], given: Mapping[str, torch.nn.Module] | None = None

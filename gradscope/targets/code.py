@@ -403,7 +403,7 @@ class CodeTarget(Target):
         outside the compiled frame (dynamo guards on what that frame reads)."""
         module = self.module
         if isinstance(module, Holder):
-            run: Any = _Swapped(module, torch.compile(module.fn, backend=backend))
+            run: Any = _Swapped(module, torch.compile(module.function, backend=backend))
             prefix = "held."
         elif module is not None:
             run, prefix = torch.compile(module, backend=backend), "_orig_mod."

@@ -133,3 +133,11 @@ def test_arg_reaches_only_modules_by_name(capsys):
         assert code == 2 and what in err
     code, _, err = run(capsys, "check", f"{DATA}/models.py:step", "--arg", "model=os.system")
     assert code == 2 and "is not a Python literal" in err
+
+
+def test_modules_named_like_a_modules_own_attributes_are_held_and_checked():
+    # (a global module called `fn` once met the holder's own attribute: exit 4)
+    report = gradscope.check(f"{DATA}/module_names.py:loss", shape={"x": (4, 3)})
+    assert report.passed
+    names = {i.name for i in report.inputs}
+    assert {"fn.weight", "fn.bias", "training_.weight", "training_.bias"} <= names
