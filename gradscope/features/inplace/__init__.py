@@ -142,6 +142,10 @@ class InPlace(Feature):
                                          Status.NOT_RUN))
                 continue
             word = Status.OK if not bad else Status.SURROGATE if excused else Status.MISMATCH
+            if isinstance(c, ClassCheck) and c.unread:
+                label += (f"; not compared: {', '.join(c.unread)}, which its forward never "
+                          "reads (passed, but reached another way: a callable, an attribute)")
+                word = Status.INCONCLUSIVE if not bad else word
             if bad and not excused and not failing:
                 label += " (a note: it does not reach the target's gradient)" if \
                     facts.reach is not None and facts.reach.unproven is None else \

@@ -515,6 +515,41 @@ def joined(out: Any) -> torch.Tensor:
         0, dtype=torch.float64)
 
 
+def received_upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
+    """The gradients the call's outputs received, flattened like its outputs: an output none
+    reached contributes zeros of its own size (so a Function used through its second output
+    is checked with the second output's gradient, where it belongs)."""
+    parts = [g.double().reshape(-1) if g is not None else None for g in call.received]
+    if all(p is not None for p in parts) and sum(p.numel() for p in parts) == out.numel():
+        return torch.cat(parts).reshape(out.shape)  # type: ignore[arg-type]
+    sizes = _output_sizes(call)
+    if sizes is not None and len(sizes) == len(parts):
+        pieces = [p if p is not None else torch.zeros(n, dtype=torch.float64,
+                                                      device=out.device)
+                  for (n, floating), p in zip(sizes, parts, strict=True) if floating]
+        if sum(p.numel() for p in pieces) == out.numel():
+            return torch.cat(pieces).reshape(out.shape)
+    v = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
+    start = 0  # (sizes unknown: the gradients that arrived, in order)
+    for p in parts:
+        if p is not None and start + p.numel() <= out.numel():
+            v[start:start + p.numel()] = p
+            start += p.numel()
+    return v.reshape(out.shape)
+
+
+def _output_sizes(call: FunctionCall) -> list[tuple[int, bool]] | None:
+    """Each tensor output of the call's forward: its size, and whether it is floating (only
+    those are differenced); None where the forward refuses a second call."""
+    try:
+        with torch.no_grad():
+            out = applied(call.cls, call.args, call.kwargs)
+    except Exception:  # (a forward that refuses: the gradients that arrived, in order)
+        return None
+    parts = out if isinstance(out, tuple | list) else (out,)
+    return [(p.numel(), p.is_floating_point()) for p in parts if isinstance(p, torch.Tensor)]
+
+
 def _kept(value: Any) -> Any:
     """An argument as the call received it, detached from the graph (a tensor's value)."""
     return value.detach().clone() if isinstance(value, torch.Tensor) else value

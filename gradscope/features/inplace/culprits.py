@@ -23,11 +23,11 @@ from gradscope.engines.fd.result import Estimate
 from gradscope.features.inplace import reach, saturated
 from gradscope.features.inplace.calls import (
     FunctionCall,
-    applied,
     applied_values,
     backward_again,
     backward_of,
     joined,
+    received_upstream,
     record,
 )
 from gradscope.features.inplace.custom_ops import registered, undeclared
@@ -77,6 +77,7 @@ class ClassCheck:
     # region, and how its backward is wrong there (saturated.py)
     active: saturated.Active | None = None
     written: tuple[str, ...] = ()  # a custom op's arguments written, its schema silent
+    unread: tuple[str, ...] = ()  # arguments its forward never reads (not compared)
 
     @property
     def where(self) -> str:
@@ -123,7 +124,8 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
         out.append(ClassCheck(cls, len(mine), sum(n for _, n, _ in results),
                               tuple(w for w, _, _ in results if w is not None),
                               sum(1 for *_, flat in results if flat), written=written,
-                              active=active))
+                              active=active, unread=tuple(dict.fromkeys(
+                                  n for c in mine for n in c.extra.get("unread", ())))))
     return out
 
 
@@ -244,10 +246,12 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
     try:
         fd = FiniteDifferences(_as_function(call, names), checked, elementwise=set(), eps=eps,
                                probe=True)
-        v = _upstream(call, fd.out)
+        v = received_upstream(call, fd.out)
+        unread: list[str] = []
         compared = {names[i]: _compared(fd, names[i], grads[i].double().reshape(
-            checked[names[i]].shape), v, tol, max_fd, sample, seed)
+            checked[names[i]].shape), v, tol, max_fd, sample, seed, unread)
                     for i in tensors if names[i] in checked}
+        call.extra["unread"] = tuple(unread)
     except Exception:  # the Function refuses perturbed arguments: this call tells nothing
         return None, 0, False
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
@@ -316,11 +320,13 @@ def _another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifference
 
 
 def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tensor,
-              tol: Tolerance, max_fd: int, sample: int, seed: int
-              ) -> tuple[relations.Arrays, int]:
+              tol: Tolerance, max_fd: int, sample: int, seed: int,
+              unread: list[str] | None = None) -> tuple[relations.Arrays, int]:
     """The backward's answer for `name` against finite differences of the forward, as
     relation arrays (a flat forward's elements, a surrogate's, counted as agreeing), and how
-    many elements disagree."""
+    many elements disagree. An argument the forward never reads (flat everywhere, moved by
+    no value tried: the Function reaches what it stands for another way, a callable's
+    parameter) is not compared at all, and its name goes into `unread`."""
     def against(est: Estimate) -> tuple[torch.Tensor, torch.Tensor, Comparison, torch.Tensor]:
         values, error = est.vjp(v)
         cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
@@ -339,7 +345,21 @@ def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tens
     flat = (~est.nonconstant(tol.atol) & ~est.kink).reshape(mismatch.shape)
     status = torch.where(mismatch & flat, torch.full_like(cmp.status, Status.OK.code),
                          cmp.status)
+    if unread is not None and count is None and _unread(fd, name, flat, mismatch):
+        unread.append(name)
+        status = torch.full_like(cmp.status, Status.UNCHECKED.code)
     return relations.Arrays(got, values, error, status), int((mismatch & ~flat).sum())
+
+
+def _unread(fd: FiniteDifferences, name: str, flat: torch.Tensor, mismatch: torch.Tensor
+            ) -> bool:
+    """Whether the forward never reads the argument it was given, while backward returns a
+    gradient for it: flat at every element, and no probed value of a few of them moves it
+    (a step's surrogate moves somewhere: it is read)."""
+    if not bool(flat.all()) or not bool(mismatch.any()):
+        return False
+    at = torch.nonzero(mismatch.reshape(-1)).reshape(-1)[:8]
+    return not bool(fd.depends(name, at).any())
 
 
 def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str, torch.Tensor]],
@@ -353,41 +373,6 @@ def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str,
             out = applied_values(call.cls, args, call.kwargs)
         return joined(out), []
     return fn
-
-
-def _upstream(call: FunctionCall, out: torch.Tensor) -> torch.Tensor:
-    """The gradients the call's outputs received, flattened like its outputs: an output none
-    reached contributes zeros of its own size (so a Function used through its second output
-    is checked with the second output's gradient, where it belongs)."""
-    parts = [g.double().reshape(-1) if g is not None else None for g in call.received]
-    if all(p is not None for p in parts) and sum(p.numel() for p in parts) == out.numel():
-        return torch.cat(parts).reshape(out.shape)  # type: ignore[arg-type]
-    sizes = _output_sizes(call)
-    if sizes is not None and len(sizes) == len(parts):
-        pieces = [p if p is not None else torch.zeros(n, dtype=torch.float64,
-                                                      device=out.device)
-                  for (n, floating), p in zip(sizes, parts, strict=True) if floating]
-        if sum(p.numel() for p in pieces) == out.numel():
-            return torch.cat(pieces).reshape(out.shape)
-    v = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
-    start = 0  # (sizes unknown: the gradients that arrived, in order)
-    for p in parts:
-        if p is not None and start + p.numel() <= out.numel():
-            v[start:start + p.numel()] = p
-            start += p.numel()
-    return v.reshape(out.shape)
-
-
-def _output_sizes(call: FunctionCall) -> list[tuple[int, bool]] | None:
-    """Each tensor output of the call's forward: its size, and whether it is floating (only
-    those are differenced); None where the forward refuses a second call."""
-    try:
-        with torch.no_grad():
-            out = applied(call.cls, call.args, call.kwargs)
-    except Exception:  # (a forward that refuses: the gradients that arrived, in order)
-        return None
-    parts = out if isinstance(out, tuple | list) else (out,)
-    return [(p.numel(), p.is_floating_point()) for p in parts if isinstance(p, torch.Tensor)]
 
 
 def named(cls: type, argument: str, relation: relations.Relation | None,

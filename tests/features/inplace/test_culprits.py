@@ -236,3 +236,16 @@ def test_a_place_is_said_only_where_a_fresh_draw_finds_it_too():
     (culprit,) = [d for d in held.diagnostics if d.kind == "culprit"]
     assert "the disagreement lies in index 0 of dim 0 only" in culprit.message
     assert culprit.factor == pytest.approx(2.0)
+
+
+def test_an_argument_the_forward_reads_another_way_is_not_compared_and_not_called_ok():
+    # the residual's parameter reaches the bisection through the callable; perturbing the
+    # argument passed beside it moves nothing, so the check in place cannot judge it
+    for target, passed in (("root_loss", True), ("root_bug_loss", False)):
+        report = gradscope.check(f"{DATA}/implicit.py:{target}", shape={"theta": (4,)})
+        assert report.passed is passed
+        (row,) = [c for c in report.upstream_checks if "checked in place" in c.label]
+        assert "not compared: params, which its forward never reads" in row.label
+        assert row.result == "inconclusive"
+    # the target's own comparison still finds the parameter's flipped sign
+    assert report["fn.a"].status == "mismatch"
