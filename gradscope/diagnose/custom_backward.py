@@ -274,20 +274,19 @@ def determinism(autograd: AutogradEngine, upstream: torch.Tensor, first: Mapping
     calls = "; ".join(f"{pair.first} and {pair.again}" for pair, _ in beyond[:3])
     worst = _worst(beyond, first, tol) if tol is not None else None
     said = f"two backward calls with the same upstream differ at {count} element(s) ({calls})"
-    return Diagnostic(
-        kind="nondeterministic_backward", op="backward", where=target, inputs=sorted(bad),
-        count=count, message=said,
-        hint="backward must not depend on random numbers, on the call, or on state it changes "
-             "(a cache or workspace reused from an earlier call)",
-        indices={n: _unravel(at, first[n].shape) for n, at in bad.items()}) \
-        if worst is None or worst > 1 else Diagnostic(
-        kind=REPEATABILITY, op="backward", where=target, inputs=sorted(bad), count=count,
-        message=(f"{said}, by at most {worst:.2g} of the comparison's tolerance: both answers "
-                 "agree with the references at it, so this is a warning (atomics reordering a "
-                 "sum, an iterative solve), not a failure"),
-        hint=("where it is expected, accept it as gradcheck does: --nondet-tol (beyond it, "
-              "--fail-on warning fails it)"),
-        indices={n: _unravel(at, first[n].shape) for n, at in bad.items()})
+    if worst is None or worst > 1:
+        kind, hint = "nondeterministic_backward", (
+            "backward must not depend on random numbers, on the call, or on state it changes "
+            "(a cache or workspace reused from an earlier call)")
+    else:
+        kind, hint = REPEATABILITY, ("where it is expected, accept it as gradcheck does: "
+                                     "--nondet-tol (beyond it, --fail-on warning fails it)")
+        said += (f", by at most {worst:.2g} of the comparison's tolerance: both answers agree "
+                 "with the references at it, so this is a warning (atomics reordering a sum, "
+                 "an iterative solve), not a failure")
+    return Diagnostic(kind=kind, op="backward", where=target, inputs=sorted(bad), count=count,
+                      message=said, hint=hint,
+                      indices={n: _unravel(at, first[n].shape) for n, at in bad.items()})
 
 
 REPEATABILITY = "nondeterministic_within_tolerance"

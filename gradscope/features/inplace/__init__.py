@@ -101,15 +101,13 @@ class InPlace(Feature):
                  ) -> tuple[dict[str, Status], dict[str, str]]:
         """A model at scale: the tensor a pointed projection's drill-down placed a wrong
         gradient at is a mismatch (the target's own evidence, as the projections' is); so is
-        one the wrong Functions' derivatives would move beyond its tolerance (none declared
-        a surrogate)."""
+        one the wrong Functions' derivatives would move beyond its tolerance (unless every
+        input was declared a surrogate)."""
         facts = ctx.of(self.name)
         out = dict(statuses)
         if facts is not None:
             out.update(pointed.placed(facts.pointed))
-            surrogates = ctx.of("surrogates")
-            if facts.reach is not None and facts.reach.reaches and not (
-                    surrogates is not None and surrogates.declared):
+            if facts.reach is not None and facts.reach.reaches and not _all_declared(ctx):
                 out.update({n: Status.MISMATCH for n in facts.reach.moved
                             if out.get(n) in (Status.OK, Status.INCONCLUSIVE)})
         return out, {}
@@ -124,10 +122,9 @@ class InPlace(Feature):
             return []
         aimed = pointed.rows(facts.pointed)
         decided = replace(decided, checks=(*decided.checks, *aimed))
-        names = set(ctx.evidence.backward.grads or {})
         surrogates = ctx.of("surrogates")
         declared = set(surrogates.declared) if surrogates is not None else set()
-        excused = (bool(names) and names <= declared) or bool(declared & set(decided.surrogate))
+        excused = _all_declared(ctx) or bool(declared & set(decided.surrogate))
         moved = facts.reach is not None and facts.reach.reaches and not excused
         failing = decided.failing or moved
         out = [_moved(facts, facts.reach)] if moved else []
@@ -181,6 +178,13 @@ class InPlace(Feature):
             return Said()  # (a backward not linear in its upstream is said so, not as a factor)
         first = next(n for n, s in failing.statuses.items() if s == Status.MISMATCH)
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
+
+
+def _all_declared(ctx: Context) -> bool:
+    """Whether the user declared every input a surrogate (then a wrong Function is theirs)."""
+    names = set(ctx.evidence.backward.grads or {})
+    surrogates = ctx.of("surrogates")
+    return bool(names) and surrogates is not None and names <= set(surrogates.declared)
 
 
 SEEN = ("it was not asked: the target's raw comparisons disagreed before their excuses "
