@@ -251,3 +251,70 @@ def die_with_parent(parent: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
     if os.getppid() != parent:
         os._exit(1)
+
+
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def subreaper() -> None:
+    """This process adopts its descendants orphaned below it (a rank's child that started a
+    session of its own, whose parent ended): they stay in reach. Linux only."""
+    if sys.platform.startswith("linux"):
+        import contextlib
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def tagged(key: str, value: str) -> list[int]:
+    """Every process (but this one) whose environment has `key=value`: what a launch started,
+    and all that inherited its environment — whatever session, group or parent each has now
+    (a process that forked, started its own session, or was orphaned keeps the variable)."""
+    wanted = f"{key}={value}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:  # gone, or another user's
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def end_tagged(key: str, value: str, rounds: int = 5) -> None:
+    """Every process tagged `key=value` killed (SIGKILL, with its process group where it
+    leads one) and, where it is this process's child, reaped; again until none is left (a
+    process may fork while it is being ended)."""
+    import time
+
+    for _ in range(rounds):
+        found = tagged(key, value)
+        if not found:
+            return
+        for pid in found:
+            for kill in (os.kill, os.killpg):
+                try:
+                    if kill is os.killpg and os.getpgid(pid) != pid:
+                        continue
+                    kill(pid, signal.SIGKILL)
+                except (OSError, ProcessLookupError):
+                    pass
+        _reap(found)
+        time.sleep(0.05)
+
+
+def _reap(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except (ChildProcessError, OSError):  # not ours to reap: its own parent (or init) does
+            pass

@@ -39,9 +39,21 @@ def reported(values: dict[str, Any] | None = None, command: str = "") -> Iterato
     try:
         yield
     except GradscopeError as exc:
+        if _other_rank():  # (rank 0 says it; every rank exits with its code)
+            raise typer.Exit(exc.exit_code) from None
         if values is not None and _format(values) == "json":
             _error_document(exc, values, command)
         raise fail(str(exc), exc.exit_code) from None
+
+
+def _other_rank() -> bool:
+    """Whether this process is a rank other than 0 of a distributed check (under torchrun or
+    srun every rank runs the command, and rank 0 alone writes the report)."""
+    if "gradscope.targets.distributed.world" not in sys.modules:
+        return False
+    from gradscope.targets.distributed.world import quiet
+
+    return quiet()
 
 
 def _error_document(exc: GradscopeError, values: dict[str, Any], command: str) -> None:
@@ -161,7 +173,7 @@ def checker(command: str) -> Callable[..., None]:
                 if Path(plot).suffix.lower() != ".svg":  # (SVG is drawn without matplotlib)
                     plotter(Path(plot))  # before the check: a missing extra costs nothing
             taken, note = configured(values, command)
-            options = options_from(values, taken)
+            options = _ranked(options_from(values, taken), values["target"])
             from gradscope import api
 
             progress = Progress(f"gradscope {command} {values['target'][:60]}")
@@ -172,6 +184,8 @@ def checker(command: str) -> Callable[..., None]:
                                              notes=(note,) if note else ()))
             finally:
                 progress.stop()
+            if _other_rank():
+                raise typer.Exit(1 if outcome.fails(report) else 0)
             verdict = "passed" if report.passed else "FAILED"
             emit(report, _format(values), output,
                  f"gradscope {report.command}: {verdict}; report written to {output}")
@@ -181,6 +195,19 @@ def checker(command: str) -> Callable[..., None]:
             raise typer.Exit(1)
 
     return action
+
+
+def _ranked(options: Options, target: str) -> Options:
+    """Under torchrun or srun (this process one of the ranks it started), a FILE.py:NAME
+    target is checked across them: --nproc is the world's size."""
+    from gradscope.targets.loading import is_python_target
+
+    if options.nproc or not is_python_target(target):
+        return options
+    from gradscope.targets.distributed import launched_world
+
+    size = launched_world()
+    return options if size is None else options.updated(nproc=size)
 
 
 def _flow_plot(report: Any, plot: str, stdout_is_json: bool) -> None:

@@ -35,7 +35,16 @@ MAX_USER_OUTPUT = 20_000  # characters of the target's own prints kept in a repo
 
 
 def run(request: Request) -> Report:
-    """One check, stage by stage."""
+    """One check: where a run mode runs it (the ranks of --nproc), there; else here."""
+    from gradscope import targets as registry
+    from gradscope.targets.mode import running
+
+    mode = running(registry.MODES, request.options)
+    return _here(request) if mode is None else mode.run(request, _here)
+
+
+def _here(request: Request) -> Report:
+    """One check in this process, stage by stage."""
     printed = io.StringIO()
     started = time.perf_counter()
     with contained(), redirect_stdout(printed), seeded(request.options.seed):

@@ -9,7 +9,7 @@ cannot be combined with and what means nothing without it, and it either wraps t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gradscope.errors import UsageError
@@ -17,6 +17,7 @@ from gradscope.options import SPECS, Options
 
 if TYPE_CHECKING:
     from gradscope.inputs.bind import Bound
+    from gradscope.report.model import Report
     from gradscope.targets.base import Target
 
 
@@ -35,6 +36,7 @@ class Mode:
     # whether a model too large for a float64 check may be checked in its own dtype under it
     fits: ClassVar[bool] = True
     builds: ClassVar[bool] = False  # it builds its own target and binding (`build`)
+    runs: ClassVar[bool] = False  # it runs the whole check itself, elsewhere too (`run`)
 
     @property
     def flag(self) -> str:
@@ -64,6 +66,16 @@ class Mode:
     def wrap(self, target: Target, options: Options) -> Target:
         """`target` as the mode calls it."""
         return target
+
+    def run(self, request: Any, here: Callable[[Any], Report]) -> Report:
+        """The check's report, where the mode runs it (`runs`): `here` runs its stages in this
+        process (the ranks' mode runs them on rank 0, every rank taking part)."""
+        return here(request)
+
+
+def running(modes: Sequence[Mode], options: Options) -> Mode | None:
+    """The mode the options ask for that runs the whole check itself, if any."""
+    return next((m for m in modes if m.runs and m.asked(options)), None)
 
 
 def asked(modes: Sequence[Mode], options: Options) -> list[Mode]:

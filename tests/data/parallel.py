@@ -511,28 +511,27 @@ def sleeps_on_every_rank(x):
     return x * 2
 
 
-def _into_the_channel(data: bytes) -> None:
-    """Write into the rank's own channel to gradscope (its last-but-one argument), as code
-    that writes to a descriptor it inherited would."""
+def starts_a_session(x):
+    """Leaves a child behind in a session of its own (no process group of the rank's holds
+    it): a file named by the environment gets its pid."""
     import os
+    import subprocess
     import sys
 
-    os.write(int(sys.argv[3]), data)
-
-
-def writes_a_huge_header(x):
-    import struct
-    import time
-
-    if dist.get_rank() == 1:
-        _into_the_channel(struct.pack("!Q", 1 << 62))
-        time.sleep(600)
+    if not _SLEEPERS:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                 start_new_session=True)
+        _SLEEPERS.append(child)
+        with open(os.environ["GRADSCOPE_TEST_SLEEPERS"], "a") as handle:
+            handle.write(f"{child.pid}\n")
     return x * 2
 
 
-def writes_garbage(x):
-    import struct
+def dies_on_rank_one(x):
+    """Rank 1's process is killed outright (a segfault, the OOM killer)."""
+    import os
+    import signal
 
     if dist.get_rank() == 1:
-        _into_the_channel(struct.pack("!Q", 4096) + b"\xab" * 4096)
+        os.kill(os.getpid(), signal.SIGKILL)
     return x * 2

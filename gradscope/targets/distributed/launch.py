@@ -1,169 +1,162 @@
-"""The ranks of a distributed check, started and ended by the coordinator (gradscope's own
-process): N processes of this Python (`python -c`: channel.py says why not multiprocessing),
-each on a channel of its own, a free port on 127.0.0.1 chosen for their rendezvous. Every
-command goes to every rank and every rank's reply is awaited with a deadline; a rank that
-raises, dies or hangs ends the check on all of them (exit 3 naming the rank and its error),
-and the others are stopped and reaped — no process outlives the check."""
+"""`--nproc N` from a plain process: the ranks started through torch's elastic launch (the API
+behind torchrun), in an agent process of their own (agent.py: its signal handlers and its
+environment are torch's, never the caller's), each rank a worker (worker.py) that joins the
+world and runs the job it is given — rank 0 the check itself, the others its evaluations — and
+rank 0's outcome (the report, or the error) read back from a folder of the launch's own.
+
+Nothing outlives a launch: every process it starts carries a tag in its environment
+(TAG=<this pid>:<nonce>), inherited by all they start; when the launch ends — done, failed, at
+--timeout, SIGTERM or Ctrl-C, while the ranks still start — the agent is told to stop (it ends
+its workers' process groups), then every process still tagged is killed wherever it went (a
+child in a session of its own, an orphan). The agent and its workers die with their parent
+(PR_SET_PDEATHSIG), and the agent adopts its orphans (a subreaper)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
-from contextlib import closing, suppress
-from multiprocessing.connection import wait
+import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from gradscope.errors import TargetError, UsageError
-from gradscope.process import shielded
-from gradscope.targets.distributed.channel import Channel, NotAMessage, get, put
-from gradscope.targets.distributed.rank import LOOPBACK, Described, RankSpec
+import torch
 
-MOST_RANKS = 16  # a check's ranks share one machine's cores
-START_SECONDS = 120.0  # importing torch and the target, and the rendezvous, per rank
-GRACE = 5.0  # seconds a stopped rank gets before it is killed
-# (the parent's pid first: a rank dies with its coordinator, before it even imports torch)
-ENTRY = ("import gradscope.process as p, sys; p.die_with_parent(int(sys.argv[4])); "
-         "from gradscope.targets.distributed.rank import main; main()")
+from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.process import end_tagged, shielded
+from gradscope.targets.distributed.world import TAG
+
+MOST_RANKS = 16  # a check's ranks on one machine share its cores
+GRACE = 5.0  # seconds the agent gets to end its workers before it is killed
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # where `import gradscope` finds us
+AGENT = "from gradscope.targets.distributed.agent import main; main()"
+JOB, OUTCOME, FAILURES = "job.pt", "outcome.pt", "failures.pt"
 
 
-INSIDE = "GRADSCOPE_RANK_OF"  # set in each rank: the coordinator's pid
+def inside() -> bool:
+    """Whether this process belongs to a launch (a rank, or what a rank started)."""
+    return bool(os.environ.get(TAG))
 
 
-def free_port() -> int:
-    """A port nobody listens on now, on the loopback address."""
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
-
-
-class Ranks:
-    """N running ranks and their channels."""
-
-    def __init__(self, spec: RankSpec) -> None:
-        if not 1 <= spec.world <= MOST_RANKS:
-            raise UsageError(f"--nproc {spec.world}: give a number of processes from 1 to "
-                             f"{MOST_RANKS}")
-        self.spec = spec
-        self.pipes: list[Channel] = []
-        self.processes: list[subprocess.Popen] = []
+def launched(job: tuple, nproc: int, internal: bool = False) -> Any:
+    """`job` run on `nproc` ranks started here; rank 0's outcome: its report or answer (an
+    error of the check raised here as it was raised there). `internal`: gradscope's own launch
+    from inside a rank (--compare-single's world of one)."""
+    if not 1 <= nproc <= MOST_RANKS:
+        raise UsageError(f"--nproc {nproc}: give a number of processes from 1 to {MOST_RANKS} "
+                         "(more, or across machines: start gradscope with torchrun)")
+    if inside() and not internal:
+        raise UsageError(f"--nproc {nproc}: this process is a rank of a distributed check "
+                         "already, and a check inside a rank cannot start ranks of its own "
+                         "(each rank would start more); run it under `if __name__ == "
+                         "\"__main__\":`, not at import")
+    with tempfile.TemporaryDirectory(prefix="gradscope-ranks-") as folder:
+        torch.save(job, Path(folder) / JOB)
+        agent = Agent(Path(folder), nproc)
         try:
-            for rank in range(spec.world):
-                self._start(rank)
-            for pipe in self.pipes:
-                put(pipe, spec)
-            # (a --timeout or Ctrl-C while the ranks start up ends them too: on a loaded
-            # machine that is where a short limit lands, and ranks left behind waited forever)
-            self.described: list[Described] = self._replies(START_SECONDS, "ready")
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self, rank: int) -> None:
-        """One rank's process, its channel's far ends passed to it and closed here."""
-        to_rank, from_us = os.pipe()
-        to_us, from_rank = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p),
-            INSIDE: str(os.getpid())}
-        self.pipes.append(Channel(to_us, from_us))  # (closed by stop() whatever happens)
-        try:
-            # (each rank leads a process group of its own: what it forks is ended with it;
-            # shielded: a stop between the fork and the record would leave the rank running)
-            with shielded():
-                process = subprocess.Popen(
-                    [sys.executable, "-c", ENTRY, str(rank), str(to_rank), str(from_rank),
-                     str(os.getpid())],
-                    pass_fds=(to_rank, from_rank), stdin=subprocess.DEVNULL, env=env,
-                    start_new_session=True)
-                self.processes.append(process)
+            agent.wait()
         finally:
-            os.close(to_rank)
-            os.close(from_rank)
+            agent.stop()
+        return _outcome(Path(folder), nproc)
 
-    def ask(self, commands: Sequence[tuple]) -> list[Any]:
-        """Send each rank its command (the same kind for all) and return the replies in rank
-        order; the ranks are ended and a TargetError raised where any fails."""
-        for pipe, command in zip(self.pipes, commands, strict=True):
-            try:
-                put(pipe, command)
-            except (OSError, EOFError):
-                break  # (its reply, or its death, says why)
-        return self._replies(self.spec.timeout + GRACE, "ok")
 
-    def _replies(self, seconds: float, expected: str) -> list[Any]:
-        """Every rank's reply, taken as each arrives (a rank that dies wakes the wait too);
-        a rank that fails, dies or outlasts `seconds` ends the check."""
-        deadline = time.monotonic() + seconds
-        replies: list[Any] = [None] * len(self.pipes)
-        waiting = set(range(len(self.pipes)))
-        while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                ranks = ", ".join(str(r) for r in sorted(waiting))
-                self._failed(min(waiting), f"rank(s) {ranks} did not answer within "
-                                           f"{seconds:g} s (a collective waiting for a rank "
-                                           "that never joined it, or a hang)")
-            # (a rank that dies closes its end: its channel turns readable, and reading it
-            # says so)
-            ready = wait([self.pipes[r] for r in waiting], timeout=min(left, 1.0))
-            for rank in sorted(waiting):
-                if self.pipes[rank] in ready:
-                    replies[rank] = self._reply(rank, expected, deadline)
-                    waiting.discard(rank)
-        return replies
+class Agent:
+    """The elastic agent's process and the tag of everything it starts."""
 
-    def _reply(self, rank: int, expected: str, deadline: float) -> Any:
-        try:
-            kind, payload = get(self.pipes[rank], deadline)
-        except NotAMessage as exc:  # (an EOFError: before it)
-            self._failed(rank, f"rank {rank} wrote into its channel to gradscope ({exc}): "
-                               "the target's own code writes to a descriptor it inherited")
-        except TimeoutError as exc:
-            self._failed(rank, f"rank {rank} stalled in the middle of a reply ({exc})")
-        except (EOFError, OSError):
-            process = self.processes[rank]
+    def __init__(self, folder: Path, nproc: int) -> None:
+        self.folder = folder
+        self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
+        env = {**os.environ, TAG: self.tag, "PYTHONPATH": os.pathsep.join(
+            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+        # (stopped between the fork and the record, an agent would be left running)
+        with shielded():
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", AGENT, str(folder), str(nproc), str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=_stderr(), env=env, start_new_session=True)
+
+    def wait(self) -> None:
+        """Until the agent ends, or rank 0's outcome is written and the agent had GRACE
+        seconds more to end its workers."""
+        written: float | None = None
+        while self.process.poll() is None:
+            if written is None and (self.folder / OUTCOME).exists():
+                written = time.monotonic()
+            if written is not None and time.monotonic() - written > GRACE:
+                return
             with suppress(subprocess.TimeoutExpired):
-                process.wait(GRACE)
-            self._failed(rank, f"rank {rank} died without a reply (exit code "
-                               f"{process.returncode})")
-        except (ValueError, TypeError) as exc:  # (a reply of another shape than (kind, payload))
-            self._failed(rank, f"rank {rank} sent no reply of gradscope's ({exc})")
-        if kind != expected:
-            message, code = payload
-            if code == UsageError.exit_code:  # the request, not the code: said as it is
-                self.stop()
-                raise UsageError(message)
-            self._failed(rank, f"rank {rank}: {message}")
-        return payload
-
-    def _failed(self, rank: int, message: str) -> None:
-        self.stop()
-        raise TargetError(f"the distributed target failed on {message}", during="forward",
-                          error="rank", detail=message)
+                self.process.wait(0.05)
 
     def stop(self) -> None:
-        """Every rank told to stop, given GRACE seconds, then killed; all reaped."""
-        with shielded():  # (a --timeout or Ctrl-C during the grace period: after it)
-            for pipe in self.pipes:
-                with suppress(OSError, EOFError, ValueError):  # (a rank already gone)
-                    put(pipe, ("stop",))
-            deadline = time.monotonic() + GRACE
-            for process in self.processes:
+        """The agent told to end its workers (SIGTERM), killed after GRACE; then every
+        process of the launch still alive killed, wherever it is."""
+        with shielded():  # (a --timeout or Ctrl-C now: after it)
+            if self.process.poll() is None:
+                with suppress(OSError):
+                    self.process.terminate()
                 with suppress(subprocess.TimeoutExpired):
-                    process.wait(max(0.0, deadline - time.monotonic()))
-            for process in self.processes:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                with suppress(OSError):  # what the rank forked and left in its group
-                    os.killpg(process.pid, signal.SIGKILL)
-            for pipe in self.pipes:
-                pipe.close()
-            self.pipes, self.processes = [], []
+                    self.process.wait(GRACE + 1.0)
+            with suppress(OSError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            end_tagged(TAG, self.tag)
+
+
+def _stderr() -> int | None:
+    """What the ranks print goes to stderr (stdout may be the report's JSON document)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # (a captured stderr with no descriptor)
+        return subprocess.DEVNULL
+
+
+def _outcome(folder: Path, nproc: int) -> Any:
+    """Rank 0's outcome, or why there is none (the ranks that failed and how)."""
+    written = folder / OUTCOME
+    if written.exists():
+        kind, payload = torch.load(written, weights_only=False)
+        if kind == "error":
+            raise payload
+        if kind == "crash":
+            raise RuntimeError(f"a rank of the distributed check failed inside gradscope:\n"
+                               f"{payload}")
+        return payload
+    said = _said(folder, nproc)
+    raise TargetError(f"the distributed target failed on {said}", during="forward",
+                      error="rank", detail=said)
+
+
+def _said(folder: Path, nproc: int) -> str:
+    """The first rank that said why it failed, else the first the agent saw end badly."""
+    for rank in range(nproc):
+        own = folder / f"rank{rank}.error"
+        if own.exists():
+            return f"rank {rank}: {own.read_text(errors='replace')}"
+    failures = folder / FAILURES
+    if failures.exists():
+        ended: dict[int, int] = torch.load(failures, weights_only=False)
+        for rank, code in sorted(ended.items()):
+            how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in
+                   signal.Signals._value2member_map_ else f"exit code {code}")
+            return f"rank {rank}: it died without a reply ({how})"
+    return "its ranks: they ended before rank 0 wrote its outcome"
+
+
+def write_outcome(folder: Path, outcome: tuple) -> None:
+    """Rank 0's outcome, written whole or not at all (the launcher reads it once it exists)."""
+    part = folder / (OUTCOME + ".part")
+    try:
+        torch.save(outcome, part)
+    except Exception as exc:  # (a report that does not pickle: said, never lost silently)
+        if isinstance(outcome[1], GradscopeError):
+            raise
+        torch.save(("crash", f"the outcome could not be written: {exc}"), part)
+    part.replace(folder / OUTCOME)
+
+
+__all__ = ["MOST_RANKS", "TAG", "inside", "launched", "write_outcome"]

@@ -1,39 +1,28 @@
-"""One rank of a distributed check, in a process of its own: the environment torchrun gives
-(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT), the default process group
-initialised (gloo on the loopback interface, a short timeout), then the target built from
-FILE.py and its inputs bound as a single-process check binds them (the same seed on every rank:
-the same drawn values). It then serves the coordinator's evaluations one at a time, each an
-ordinary call of the user's own objects in grad mode — a module's parameters written into it in
-place, backward through `y.backward(upstream)`, gradients read from `.grad` — so that DDP's and
-FSDP's hooks and every collective run exactly as in training. Every rank receives the same
-sequence of evaluations, so the target's collectives match.
-
-Replies: ("ready", Described) once, then ("ok", payload) per command, or ("error", (message,
-exit code)) where the user's code raised (the message shows their frames) or the request was
-wrong (exit 2), after which the rank ends."""
+"""One rank's part of a distributed check, in the rank's own process (world.py joined it to
+the others): the target built from FILE.py and its inputs bound as a single-process check binds
+them (the same seed on every rank: the same drawn values), then rank 0's evaluations answered
+one at a time, each an ordinary call of the user's own objects in grad mode — a module's
+parameters written into it in place, backward through `y.backward(upstream)`, gradients read
+from `.grad` — so that DDP's and FSDP's hooks and every collective run exactly as in training.
+Every rank receives the same sequence of evaluations, so the target's collectives match.
+Values arrive and leave on the CPU; a rank on a GPU (nccl) computes on its own device."""
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from collections.abc import Callable, Mapping
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gradscope.errors import GradscopeError, UsageError
+from gradscope.errors import UsageError
 from gradscope.options import Options
-from gradscope.targets.distributed.channel import Channel, get, put
 from gradscope.targets.oldstyle import forward_names
 from gradscope.targets.outputs import picked
-from gradscope.usercode import backward_location, user_code, user_error
-
-LOOPBACK = "127.0.0.1"
+from gradscope.usercode import backward_location, contained, user_code
 
 
 @dataclass(frozen=True)
@@ -44,7 +33,6 @@ class RankSpec:
     base: str | None
     options: Options
     world: int
-    port: int
     timeout: float  # seconds a collective may wait for the other ranks
 
 
@@ -76,84 +64,50 @@ class CallSeen:
     arguments: tuple[str, ...] = ()  # forward's parameter names, as a culprit line says them
 
 
-def environment(rank: int, spec: RankSpec) -> None:
-    """What torchrun sets for each of its processes, and gloo held to the loopback."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(spec.world),
-                      LOCAL_WORLD_SIZE=str(spec.world), MASTER_ADDR=LOOPBACK,
-                      MASTER_PORT=str(spec.port))
-    names = {name for _, name in socket.if_nameindex()}
-    if "lo" in names:
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+class Server:
+    """A rank's side of the check: its commands answered — `build` makes the target as one
+    process would (under the check's seed, so that every rank draws the same values), the
+    evaluations go to it, `release` lets it go."""
 
+    def __init__(self, device: str = "cpu") -> None:
+        self.served: Served | None = None
+        self.device = device
 
-def main() -> None:
-    """A rank process's entry (`python -c`, argv: its rank and the two descriptors of its
-    channel): its prints go to stderr (stdout may be the coordinator's JSON document), the
-    spec comes first on the channel, then it serves."""
-    rank, inbound, outbound = (int(a) for a in sys.argv[1:4])
-    os.dup2(2, 1)
-    channel = Channel(inbound, outbound)
-    try:
-        spec = get(channel)
-    except (EOFError, OSError):
-        return
-    serve(rank, spec, channel)
+    def handle(self, command: tuple) -> Any:
+        from gradscope.runner import seeded
 
-
-def serve(rank: int, spec: RankSpec, conn: Any) -> None:
-    """A rank's whole life."""
-    import torch.distributed as dist
-
-    try:
-        environment(rank, spec)
-        torch.set_num_threads(1)  # N ranks share the machine's cores
-        dist.init_process_group("gloo", rank=rank, world_size=spec.world,
-                                timeout=timedelta(seconds=spec.timeout))
-        served = Served.build(spec)
-        put(conn, ("ready", served.described()))
-        while True:
-            command = get(conn)
-            if command[0] == "stop":
-                break
-            put(conn, ("ok", served.answer(command)))
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
-        pass  # the coordinator is gone: end quietly
-    except BaseException as exc:
-        _send(conn, ("error", (_message(exc), getattr(exc, "exit_code", 3))))
-    finally:
-        if dist.is_initialized():
-            with suppress(Exception):
-                dist.destroy_process_group()
-        conn.close()
-
-
-def _send(conn: Any, reply: tuple) -> None:
-    with suppress(OSError, EOFError):  # (the coordinator is gone)
-        put(conn, reply)
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, GradscopeError):
-        return str(exc)
-    return str(user_error(exc, "the distributed call"))
+        with contained("the distributed call"):
+            if command[0] == "build":
+                spec: RankSpec = command[1]
+                self.served = None
+                with seeded(spec.options.seed):
+                    self.served = Served.build(spec, self.device)
+                return self.served.described()
+            if command[0] == "release":
+                self.served = None
+                return None
+            if self.served is None:
+                raise UsageError(f"the rank was asked {command[0]!r} before it built a target")
+            return self.served.answer(command)
 
 
 class Served:
     """The target as built on this rank, and its evaluations."""
 
-    def __init__(self, target: Any, bound: Any) -> None:
+    def __init__(self, target: Any, bound: Any, device: str = "cpu") -> None:
         self.target, self.bound = target, bound
+        self.device = torch.device(device)
         self.said: dict[str, str] = {}
         self.calls: list[Any] = []  # the last recorded custom Function calls
         self.context: Callable[[], Any] = nullcontext  # --context: around forward and backward
         self.after: Callable[[], Any] | None = None  # --after-backward: completes the grads
 
     @classmethod
-    def build(cls, spec: RankSpec) -> Served:
+    def build(cls, spec: RankSpec, device: str = "cpu") -> Served:
         from gradscope.inputs.bind import DTYPES, bind, device_of
         from gradscope.targets import resolve
 
-        options = spec.options
+        options = spec.options.updated(device=device)  # (a GPU rank: its own GPU)
         target = resolve(spec.target, args=options.arg, init=options.init,
                          imports=options.imports,
                          base=Path(spec.base) if spec.base else None)
@@ -165,7 +119,7 @@ class Served:
         said = _said(getattr(target, "module", None), target.parameters)
         if target.parameters:  # a DTensor's values are its local part (sharing its storage)
             target.parameters = {n: local(t) for n, t in target.parameters.items()}
-        served = cls(target, bind(options, target))
+        served = cls(target, bind(options, target), device)
         served.said = said
         served.context = _context(target, options.context)
         served.after = _after(target, options.after_backward)
@@ -177,7 +131,7 @@ class Served:
         return Described(
             names=tuple(bound.cast), parameters=tuple(n for n in bound.cast
                                                       if n in target.parameters),
-            values={n: t.detach().clone() for n, t in bound.cast.items()},
+            values={n: settled(t) for n, t in bound.cast.items()},
             origins={n: v.said for n, v in bound.values.items()},
             said=self.said, kind=target.kind, wrapper=_wrapper(module))
 
@@ -186,17 +140,23 @@ class Served:
             return self._answer(command)
 
     def _answer(self, command: tuple) -> Any:
-        kind, values = command[0], command[1]
+        kind, values = command[0], self._here(command[1])
         if kind == "value":
             with torch.enable_grad():
                 return settled(self._call(values)[1])
         if kind == "grad":
-            return self._grad(values, command[2])
+            return self._grad(values, command[2].to(self.device))
         if kind == "record":
-            return self._record(values, command[2], command[3])
+            return self._record(values, command[2].to(self.device), command[3])
         if kind == "probe":
             return self._probe(*command[1:])
         raise ValueError(f"unknown command {kind!r}")
+
+    def _here(self, values: Any) -> Any:
+        """Values from rank 0 (on the CPU) on this rank's device."""
+        if not isinstance(values, Mapping) or self.device.type == "cpu":
+            return values
+        return {n: v.to(self.device) for n, v in values.items()}
 
     def _record(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
                 recorder: Callable[..., Any]) -> list[CallSeen]:
@@ -271,15 +231,17 @@ class Served:
         for name in values:
             source = params.get(name, leaves.get(name))
             grad = None if source is None else source.grad
-            grads[name] = torch.zeros_like(values[name]) if grad is None else \
-                settled(local(grad))
+            grads[name] = settled(torch.zeros_like(values[name]) if grad is None else
+                                  local(grad))
         return settled(out), grads
 
 
 def settled(t: torch.Tensor) -> torch.Tensor:
-    """A tensor's values, computed: a functional collective's result (DTensor's) is a
-    promise until an op reads it, and a copy is such an op."""
-    return t.detach().clone()
+    """A tensor's values, computed, on the CPU (what travels to rank 0): a functional
+    collective's result (DTensor's) is a promise until an op reads it, and a copy is such an
+    op."""
+    t = t.detach()
+    return t.clone() if t.device.type == "cpu" else t.cpu()
 
 
 def local(t: torch.Tensor) -> torch.Tensor:

@@ -22,15 +22,16 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gradscope.errors import UsageError
+from gradscope.errors import GradscopeError, UsageError
 from gradscope.targets.base import Target
-from gradscope.targets.distributed.launch import Ranks
-from gradscope.targets.distributed.rank import CallSeen, Described, RankSpec
+from gradscope.targets.distributed.rank import CallSeen, Described, RankSpec, Server
+from gradscope.targets.distributed.world import BUILD_SECONDS, World
 
 ROUNDOFF = 64  # ulps (of the largest magnitude) within which ranks' values are the same
 
@@ -45,6 +46,43 @@ class Disagreement:
     scale: float
     elements: int
     factor: float | None = None  # the other rank's gradient is this × rank 0's, where it is
+
+
+class Ranks:
+    """The world's ranks as the target asks them: every rank's part built at once (`build`),
+    then each command sent to every rank and rank 0's own answered by its server."""
+
+    def __init__(self, world: World, server: Server, spec: RankSpec) -> None:
+        self.world, self.server, self.spec = world, server, spec
+        self.described: list[Described] = []
+        self._broken = False  # a rank failed: the check is over, nothing more is asked
+
+    def build(self) -> None:
+        self.described = self._asked([("build", self.spec)] * self.world.size, BUILD_SECONDS)
+
+    def ask(self, commands: list[tuple]) -> list[Any]:
+        return self._asked(commands)
+
+    def _asked(self, commands: list[tuple], seconds: float | None = None) -> list[Any]:
+        try:
+            if seconds is None:
+                return self.world.ask(commands, self.server.handle)
+            return self.world.ask(commands, self.server.handle, seconds)
+        except BaseException:
+            self._broken = True
+            raise
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.world.device.startswith("cuda") else "gloo"
+
+    def stop(self) -> None:
+        """Every rank lets its part go (the user's objects; the world stays for the report)."""
+        if self._broken:
+            return
+        self._broken = True
+        with suppress(GradscopeError):
+            self.world.ask([("release",)] * self.world.size, self.server.handle)
 
 
 def same(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
@@ -95,7 +133,7 @@ class DistributedTarget(Target):
         # each rank's gradient of every replicated tensor under the first upstream asked
         # (the table's): what a missing reduction is recognised by
         self._first: dict[str, list[torch.Tensor]] = {}
-        self.notes.append(_layout_note(self._layout, self.world))
+        self.notes.append(_layout_note(self._layout, self.world, ranks))
         if self._partial:
             self.notes.append("--partial-grad: the gradients of " + ", ".join(sorted(
                 self._partial)) + " are each rank's part; their sum over ranks is compared")
@@ -321,7 +359,7 @@ def _origin(described: Described, base: str, sharded: bool, rank: int, world: in
     return f"{made} · the same on all {world} ranks" if made else f"the same on all {world} ranks"
 
 
-def _layout_note(layout: Mapping[str, Layout], world: int) -> str:
+def _layout_note(layout: Mapping[str, Layout], world: int, ranks: Ranks) -> str:
     sharded = [n for n, lay in layout.items() if lay.sharded]
     replicated = [n for n, lay in layout.items() if not lay.sharded]
     parts = []
@@ -333,4 +371,7 @@ def _layout_note(layout: Mapping[str, Layout], world: int) -> str:
         parts.append("sharded (each rank's part an input of its own, NAME@rankR): "
                      + ", ".join(f"{n} ({layout[n].why})" for n in sharded[:6])
                      + (" …" if len(sharded) > 6 else ""))
-    return f"{world} ranks (gloo on 127.0.0.1); " + "; ".join(parts)
+    how = {"gradscope": "started by torch's elastic launch", "torchrun": "under torchrun",
+           "srun": "under srun", "env": "placed by the environment"}.get(
+        ranks.world.launcher, ranks.world.launcher)
+    return f"{world} ranks ({ranks.backend}, {how}); " + "; ".join(parts)
