@@ -313,8 +313,9 @@ def end_tagged(key: str, value: str, rounds: int = 5) -> None:
 
 
 def _reap(pids: list[int]) -> None:
+    import contextlib
+
     for pid in pids:
-        try:
+        # (not ours to reap: its own parent, or init, does)
+        with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
-        except (ChildProcessError, OSError):  # not ours to reap: its own parent (or init) does
-            pass

@@ -39,7 +39,7 @@ LAYERS = [
     ("gradscope.suite",),
     ("gradscope.testing",),
     ("gradscope.cli",),
-    ("gradscope._launch",),
+    ("gradscope._launch", "gradscope._rank"),
     ("gradscope.__main__", "gradscope"),
 ]
 # The one deliberate exception: the contract's `report.to_json()/to_markdown()/to_text()`

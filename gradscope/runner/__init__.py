@@ -11,13 +11,9 @@ everything from the seed, and counts the target leaving through sys.exit as its 
 from __future__ import annotations
 
 import io
-import random
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stdout
+from contextlib import redirect_stdout
 from dataclasses import replace
-
-import torch
 
 from gradscope.evidence.gather import gather
 from gradscope.evidence.prepare import Prepared, prepare
@@ -25,6 +21,7 @@ from gradscope.inputs.bind import Bound
 from gradscope.memory import released
 from gradscope.options import Request
 from gradscope.report.model import Report
+from gradscope.rng import seeded
 from gradscope.runner.assemble import assemble
 from gradscope.runner.diagnoses import diagnose
 from gradscope.runner.excuses import excuse
@@ -35,7 +32,8 @@ MAX_USER_OUTPUT = 20_000  # characters of the target's own prints kept in a repo
 
 
 def run(request: Request) -> Report:
-    """One check: where a run mode runs it (the ranks of --nproc), there; else here."""
+    """One check: where a run mode runs the whole check itself (in other processes too),
+there; else here."""
     from gradscope import targets as registry
     from gradscope.targets.mode import running
 
@@ -100,21 +98,6 @@ def _with_prints(report: Report, printed: str) -> Report:
     note = (f"the target printed {len(lines)} line(s) to stdout (kept out of the report, in "
             f"`user_output`): {' | '.join(lines[:3])[:200]}")
     return replace(report, user_output=printed[:MAX_USER_OUTPUT], notes=[*report.notes, note])
-
-
-@contextmanager
-def seeded(seed: int) -> Iterator[None]:
-    """Everything gradscope creates or calls draws from `seed`: module construction, the
-    user's code using torch's or Python's global generator; both are restored afterwards, so
-    a check neither depends on nor changes the caller's random state."""
-    state = random.getstate()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        random.seed(seed)
-        try:
-            yield
-        finally:
-            random.setstate(state)
 
 
 __all__ = ["Prepared", "prepare", "run", "seeded"]

@@ -159,7 +159,7 @@ def start(target: str, base: str | None, options: Options, timeout: float
 def launched_world() -> int | None:
     """The size of the world torchrun or srun made this process a rank of (the CLI's
     --nproc where none is given), or None."""
-    from gradscope.targets.distributed.world import TAG, place
+    from gradscope.targets.distributed.place import TAG, place
 
     if os.environ.get(TAG):
         return None  # (gradscope's own ranks are given their request)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gradscope import process
 
-WORKER = "from gradscope.targets.distributed.worker import main; main()"
+WORKER = "from gradscope._rank import main; main()"
 START_SECONDS = 180  # the rendezvous: every worker's start (importing torch) on a loaded machine
 SHUTDOWN_SECONDS = 5  # what a worker gets after SIGTERM before SIGKILL
 

@@ -28,7 +28,7 @@ import torch
 
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.process import end_tagged, shielded
-from gradscope.targets.distributed.world import TAG
+from gradscope.targets.distributed.place import RANK_PID, TAG
 
 MOST_RANKS = 16  # a check's ranks on one machine share its cores
 GRACE = 5.0  # seconds the agent gets to end its workers before it is killed
@@ -70,8 +70,11 @@ class Agent:
     def __init__(self, folder: Path, nproc: int) -> None:
         self.folder = folder
         self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
-        env = {**os.environ, TAG: self.tag, "PYTHONPATH": os.pathsep.join(
-            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+        # (a launch from inside a rank, --compare-single's: its ranks are no children of
+        # that rank's, and the agent gives them their world anew)
+        env = {k: v for k, v in os.environ.items() if k != RANK_PID}
+        env.update({TAG: self.tag, "PYTHONPATH": os.pathsep.join(
+            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)})
         # (stopped between the fork and the record, an agent would be left running)
         with shielded():
             self.process = subprocess.Popen(

@@ -74,7 +74,7 @@ class Server:
         self.device = device
 
     def handle(self, command: tuple) -> Any:
-        from gradscope.runner import seeded
+        from gradscope.rng import seeded
 
         with contained("the distributed call"):
             if command[0] == "build":

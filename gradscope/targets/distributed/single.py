@@ -75,7 +75,7 @@ def answered(spec: RankSpec, ours: dict[str, torch.Tensor | None], upstream: tor
              shape: tuple[int, ...], rtol: float, atol: float) -> Alone:
     """On the world of one's rank: the target built, compared with the ranks' wholes `ours`,
     and evaluated at them where every one is the same here."""
-    from gradscope.runner import seeded
+    from gradscope.rng import seeded
     from gradscope.targets.distributed import world as worlds
     from gradscope.targets.distributed.rank import Server
 

@@ -1,10 +1,8 @@
 """The world of ranks this process is one of, as torch's launchers make it: its place read from
-the environment (torchrun and torch's elastic launch set RANK, WORLD_SIZE, LOCAL_RANK,
-MASTER_ADDR and MASTER_PORT; SLURM's srun sets SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID),
-the default process group joined (gloo on the CPU, nccl for --device cuda: the *work* group,
-the one the user's code reduces over) and two gloo groups of gradscope's own beside it (the
-*control* groups), over which rank 0 — which runs the check — sends every other rank its
-commands and reads their replies.
+the environment (place.py), the default process group joined (gloo on the CPU, nccl for
+--device cuda: the *work* group, the one the user's code reduces over) and two gloo groups of
+gradscope's own beside it (the *control* groups), over which rank 0 — which runs the check —
+sends every other rank its commands and reads their replies.
 
 A check is collective: every rank calls it (every process torchrun starts runs `gradscope
 check`; every worker of `--nproc`'s launch runs the request it was given); rank 0 runs the
@@ -22,20 +20,18 @@ import atexit
 import io
 import os
 import queue
-import re
-import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 
 from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.targets.distributed.place import RANK_PID, TAG, Place, environment, place
 
 # seconds a rank may take over one command (an evaluation: its forward and backward with
 # their collectives) before rank 0 ends the check naming it; building the target (importing
@@ -47,9 +43,6 @@ BUILD_SECONDS = 180.0
 # ends the wait at once
 IDLE_SECONDS = 24 * 3600.0
 GRACE = 5.0  # seconds the last message (stop) may take to reach a rank
-# every process of a launch carries it (launch.py): the launching process's pid and a nonce
-TAG = "GRADSCOPE_RANK_OF"
-RANK_PID = "GRADSCOPE_RANK_PID"  # a rank's own pid, set as it joins (its children inherit it)
 
 
 def _memory() -> int:
@@ -63,61 +56,6 @@ def _memory() -> int:
 MAX_MESSAGE = _memory() // 2
 
 
-@dataclass(frozen=True)
-class Place:
-    """Where the environment puts this process: its rank of `size`, its local rank (its GPU),
-    the rendezvous address, and who launched it."""
-
-    rank: int
-    size: int
-    local_rank: int
-    addr: str
-    port: int
-    launcher: str  # "torchrun" (torch's elastic launch, ours too), "srun", "env"
-
-
-def place(environ: Mapping[str, str] | None = None) -> Place | None:
-    """This process's place in a world from its launcher's environment, or None (a plain
-    process)."""
-    env = os.environ if environ is None else environ
-    if "RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env \
-            and "MASTER_PORT" in env:
-        launcher = "gradscope" if env.get(TAG) and not env.get(RANK_PID) else \
-            "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
-        return Place(_int(env, "RANK"), _int(env, "WORLD_SIZE"),
-                     _int(env, "LOCAL_RANK", env.get("RANK", "0")), env["MASTER_ADDR"],
-                     _int(env, "MASTER_PORT"), launcher)
-    tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
-    if "SLURM_PROCID" in env and tasks and tasks.isdigit() and int(tasks) > 1:
-        nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or \
-            env.get("SLURM_NODELIST") or ""
-        addr = env.get("MASTER_ADDR") or first_host(nodes)
-        if not addr:
-            raise UsageError("srun started this process, but neither MASTER_ADDR nor "
-                             "SLURM_JOB_NODELIST says where rank 0 is: export MASTER_ADDR")
-        job = env.get("SLURM_JOB_ID", "0")
-        port = env.get("MASTER_PORT") or str(10000 + int(job if job.isdigit() else 0) % 20000)
-        return Place(_int(env, "SLURM_PROCID"), int(tasks),
-                     _int(env, "SLURM_LOCALID", "0"), addr, int(port), "srun")
-    return None
-
-
-def _int(env: Mapping[str, str], key: str, default: str | None = None) -> int:
-    value = env.get(key, default)
-    if value is None or not value.strip().isdigit():
-        raise UsageError(f"the launcher's {key}={value!r} is not a number (torchrun and srun "
-                         "set it to one)")
-    return int(value)
-
-
-def first_host(nodes: str) -> str:
-    """The first host of a SLURM host list (`gpu[03-05,9],cpu1` → `gpu03`)."""
-    found = re.match(r"([^,\[]+)(?:\[([^\],-]+))?", nodes.strip())
-    if not found:
-        return ""
-    return found.group(1) + (found.group(2) or "")
-
-
 class World:
     """This process's world, joined: its rank, size and control groups."""
 
@@ -129,7 +67,7 @@ class World:
         self.device = device
         self._ours = not dist.is_initialized()
         if self._ours:
-            _environment(where)
+            environment(where)
             backend = "nccl" if device.startswith("cuda") else "gloo"
             if backend == "nccl":
                 torch.cuda.set_device(where.local_rank)
@@ -354,18 +292,6 @@ def _on_rank(rank: int, error: TargetError) -> TargetError:
     return named
 
 
-def _environment(where: Place) -> None:
-    """What torchrun sets for each of its processes, for a launcher that sets less (srun):
-    the user's code may read them; gloo held to the loopback where rank 0 is on it."""
-    os.environ.update(RANK=str(where.rank), WORLD_SIZE=str(where.size),
-                      LOCAL_RANK=str(where.local_rank), MASTER_ADDR=where.addr,
-                      MASTER_PORT=str(where.port))
-    if where.addr in ("127.0.0.1", "localhost") and "GLOO_SOCKET_IFNAME" not in os.environ:
-        names = {name for _, name in socket.if_nameindex()}
-        if "lo" in names:
-            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-
-
 _joined: World | None = None
 
 
@@ -404,6 +330,6 @@ def quiet() -> bool:
     return _joined is not None and _joined.rank != 0
 
 
-__all__ = ["ANSWER_SECONDS", "BUILD_SECONDS", "MAX_MESSAGE", "Place", "World", "current",
-           "first_host", "joined", "place", "quiet"]
+__all__ = ["ANSWER_SECONDS", "BUILD_SECONDS", "MAX_MESSAGE", "RANK_PID", "TAG", "World",
+           "current", "joined", "quiet"]
 

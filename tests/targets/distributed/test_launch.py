@@ -76,7 +76,7 @@ def test_a_planted_bug_exits_1_from_the_command_line(capsys):
 def test_a_world_beyond_the_limit_is_refused_before_any_process_starts():
     from gradscope.targets.distributed.launch import launched
 
-    with pytest.raises(UsageError, match="from 1 to 16.*torchrun"):
+    with pytest.raises(UsageError, match=r"from 1 to 16.*torchrun"):
         launched(("check", None), 17)
     assert not children()
 

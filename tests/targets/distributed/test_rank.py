@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from gradscope.errors import UsageError
+from gradscope.targets.distributed.place import first_host, place
 from gradscope.targets.distributed.rank import _said, _wrapper
-from gradscope.targets.distributed.world import first_host, place
 
 TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.2",
             "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "abc"}
