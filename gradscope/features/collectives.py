@@ -190,7 +190,9 @@ def _factor_how(ratio: float, world: int) -> tuple[str, str]:
         return (f"1/{world} × the derivative on every rank ({world}, the world size): a mean "
                 "where the sum belongs (ReduceOp.AVG or a division by the world size)",
                 "sum the ranks' parts (ReduceOp.SUM): each holds a part of one gradient")
-    return (f"{ratio:.4g} × the derivative on every rank",
+    # (one seeded direction: a ratio read there, not a factor shown to hold elsewhere)
+    return (f"its backward departs from the derivative on every rank (along a seeded "
+            f"direction it gives {ratio:.4g} × the forward's difference quotient)",
             "compare the backward's formula with the forward's derivative across ranks")
 
 

@@ -34,7 +34,8 @@ class RankAgreement(Feature):
 
 
 def _factor(d: Disagreement) -> str:
-    return f"; rank {d.rank}'s is {d.factor:.6g} × rank 0's" if d.factor is not None else ""
+    return (f"; rank {d.rank}'s is {d.factor:.6g} × rank {d.against}'s" if d.factor is not None
+            else "")
 
 
 def _partial(ctx: Context, found: Diagnostic) -> Diagnostic:
@@ -59,8 +60,9 @@ def _partial(ctx: Context, found: Diagnostic) -> Diagnostic:
 
 def _diagnostic(d: Disagreement) -> Diagnostic:
     name, rank = d.name, d.rank
-    message = (f"{name}'s gradient on rank {rank} differs from rank 0's at {d.elements} "
-               f"element(s), by up to {d.apart:.6g} (largest |gradient| on rank 0: "
+    message = (f"{name}'s gradient on rank {rank} differs from rank {d.against}'s at "
+               f"{d.elements} element(s), by up to {d.apart:.6g} (largest |gradient| on rank "
+               f"{d.against}: "
                f"{d.scale:.6g}){_factor(d)}; a replicated tensor gets the same gradient on every "
                "rank.")
     hint = ("a backward collective that runs on some ranks only, a rank-dependent scale, or a "

@@ -10,9 +10,9 @@ Values arrive and leave on the CPU; a rank on a GPU (nccl) computes on its own d
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
-from contextlib import nullcontext
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ class Described:
     said: dict[str, str]  # name → "sharded: …" / "replicated: …" where the code says so
     kind: str
     wrapper: str  # "DistributedDataParallel" / "FullyShardedDataParallel" / ""
+    empty: tuple[str, ...] = ()  # DTensor shards with no elements on this rank (not inputs)
+    parts: dict[str, tuple] = field(default_factory=dict)  # the DTensor parts it holds
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class Served:
         self.calls: list[Any] = []  # the last recorded custom Function calls
         self.context: Callable[[], Any] = nullcontext  # --context: around forward and backward
         self.after: Callable[[], Any] | None = None  # --after-backward: completes the grads
+        self.empty: tuple[str, ...] = ()  # shards with no elements on this rank
+        self.parts: dict[str, tuple] = {}  # which part of each DTensor this rank holds
 
     @classmethod
     def build(cls, spec: RankSpec, device: str = "cpu") -> Served:
@@ -117,10 +121,15 @@ class Served:
             target.pick_output(options.output_index if options.output_index is not None
                                else options.output_key)
         said = _said(getattr(target, "module", None), target.parameters)
+        parts = _parts(getattr(target, "module", None), target.parameters)
+        empty: tuple[str, ...] = ()
         if target.parameters:  # a DTensor's values are its local part (sharing its storage)
-            target.parameters = {n: local(t) for n, t in target.parameters.items()}
-        served = cls(target, bind(options, target), device)
-        served.said = said
+            locals_ = {n: local(t) for n, t in target.parameters.items()}
+            # (a shard with no elements on this rank: an uneven split's last ranks)
+            empty = tuple(n for n, t in locals_.items() if not t.numel() and n in said)
+            target.parameters = {n: t for n, t in locals_.items() if n not in empty}
+        served = cls(target, _own_draws(options, target, bind(options, target)), device)
+        served.said, served.empty, served.parts = said, empty, parts
         served.context = _context(target, options.context)
         served.after = _after(target, options.after_backward)
         return served
@@ -133,7 +142,8 @@ class Served:
                                                       if n in target.parameters),
             values={n: settled(t) for n, t in bound.cast.items()},
             origins={n: v.said for n, v in bound.values.items()},
-            said=self.said, kind=target.kind, wrapper=_wrapper(module))
+            said=self.said, kind=target.kind, wrapper=_wrapper(module), empty=self.empty,
+            parts=self.parts)
 
     def answer(self, command: tuple) -> Any:
         with user_code("--context"), self.context():
@@ -165,7 +175,8 @@ class Served:
         def forward(leaves: Mapping[str, torch.Tensor]) -> torch.Tensor:
             return self._call(leaves, fresh=False)[1]
 
-        self.calls = list(recorder(forward, values, upstream).calls)
+        with _unsynced(getattr(self.target, "module", None)):
+            self.calls = list(recorder(forward, values, upstream).calls)
         return [CallSeen(c.cls.__qualname__, backward_location(c.cls),
                          tuple(settled(a) if isinstance(a, torch.Tensor) else None
                                for a in c.args),
@@ -199,6 +210,7 @@ class Served:
         leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point()) if fresh else v
                   for n, v in values.items() if not (own and n in target.parameters)}
         if own:
+            _resharded(module)
             with torch.no_grad():
                 for name, tensor in target.parameters.items():
                     tensor.copy_(values[name])
@@ -232,8 +244,33 @@ class Served:
             source = params.get(name, leaves.get(name))
             grad = None if source is None else source.grad
             grads[name] = settled(torch.zeros_like(values[name]) if grad is None else
-                                  local(grad))
+                                  reduced(grad, source))
         return settled(out), grads
+
+
+def _own_draws(options: Options, target: Any, bound: Any) -> Any:
+    """The binding with each input that is every rank's own part (--sharded) drawn anew on
+    every rank but 0 (its own seed): parts alike on every rank would pass for one replicated
+    output where they are pieces of the whole. Values the user gave stay as given."""
+    import fnmatch
+    from dataclasses import replace
+
+    import torch.distributed as dist
+
+    from gradscope.inputs.bind import bind
+    from gradscope.rng import seed_for
+
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    own = [n for n, v in bound.values.items() if v.chosen and n not in target.parameters
+           and any(fnmatch.fnmatchcase(n, p) for p in options.sharded)]
+    if not rank or not own:
+        return bound
+    again = bind(options.updated(seed=seed_for(options.seed, f":rank{rank}") % (1 << 31)),
+                 target)
+    values = {**bound.values, **{n: again.values[n].noted(f"rank {rank}'s own draw")
+                                 for n in own}}
+    cast = {**bound.cast, **{n: again.cast[n] for n in own}}
+    return replace(bound, values=values, cast=cast)
 
 
 def settled(t: torch.Tensor) -> torch.Tensor:
@@ -242,6 +279,50 @@ def settled(t: torch.Tensor) -> torch.Tensor:
     op."""
     t = t.detach()
     return t.clone() if t.device.type == "cpu" else t.cpu()
+
+
+def reduced(grad: torch.Tensor, param: Any) -> torch.Tensor:
+    """A DTensor gradient's local part as the optimiser steps with it: a partial sum (a
+    Replicate parameter used on each rank's rows: sequence parallelism) reduced to the
+    parameter's placements first (every rank does it, in the same order: a collective)."""
+    placements = getattr(grad, "placements", None)
+    if type(grad).__name__ != "DTensor" or placements is None or not any(
+            type(p).__name__ == "Partial" for p in placements):
+        return local(grad)
+    from torch.distributed.tensor import Partial, Replicate
+
+    wanted = getattr(param, "placements", None) or [
+        Replicate() if isinstance(p, Partial) else p for p in placements]
+    with user_code("backward"):
+        return local(grad.redistribute(grad.device_mesh, wanted))
+
+
+@contextmanager
+def _unsynced(module: Any) -> Iterator[None]:
+    """A data-parallel wrapper's gradient reduction off while the calls are recorded (DDP's
+    `no_sync()`, FSDP2's `set_requires_gradient_sync(False)`): the recording's backward
+    reaches the inputs, not the parameters, so a reduction waiting for the parameters'
+    gradients would wait across the next call; what a Function receives and returns is the
+    same without it (a wrapper reduces its parameters' gradients only)."""
+    with ExitStack() as stack:
+        for sub in [] if module is None else module.modules():
+            names = {c.__name__ for c in type(sub).__mro__}
+            if "DistributedDataParallel" in names:
+                stack.enter_context(sub.no_sync())
+            elif "FSDPModule" in names:
+                sub.set_requires_gradient_sync(False, recurse=False)
+                stack.callback(sub.set_requires_gradient_sync, True, recurse=False)
+        yield
+
+
+def _resharded(module: Any) -> None:
+    """FSDP2's modules with their unsharded parameters let go (`reshard()`), so that the next
+    forward gathers the values just written into the shards (a root module keeps what it
+    gathered after a forward until its backward)."""
+    for sub in module.modules():
+        if "FSDPModule" in {c.__name__ for c in type(sub).__mro__}:
+            with user_code("forward"):
+                sub.reshard()
 
 
 def local(t: torch.Tensor) -> torch.Tensor:
@@ -312,6 +393,31 @@ def _wrapper(module: Any) -> str:
     return ""
 
 
+def _parts(module: Any, parameters: Mapping[str, torch.Tensor]) -> dict[str, tuple]:
+    """Which part of each DTensor parameter this rank holds: its coordinates on the mesh dims
+    the tensor is sharded along (ranks that differ only on a replicating dim — the tensor-
+    parallel ranks of one data-parallel shard — hold the same part)."""
+    if module is None:
+        return {}
+    named = dict(module.named_parameters(remove_duplicate=False))
+    out = {}
+    for name in parameters:
+        p = named.get(name)
+        placements, mesh = getattr(p, "placements", None), getattr(p, "device_mesh", None)
+        if placements is None or mesh is None:
+            continue
+        coordinate = mesh.get_coordinate()
+        if coordinate is not None:
+            out[name] = tuple(coordinate[i] for i, x in enumerate(placements) if _splits(x))
+    return out
+
+
+def _splits(placement: Any) -> bool:
+    """A placement that splits the tensor: Shard, and FSDP2's strided shard on a 2-D mesh
+    (neither Replicate nor Partial)."""
+    return not placement.is_replicate() and not placement.is_partial()
+
+
 def _said(module: Any, parameters: Mapping[str, torch.Tensor]) -> dict[str, str]:
     """What the code says about each parameter: Megatron's `tensor_model_parallel` attribute,
     a DTensor's placements."""
@@ -329,7 +435,7 @@ def _said(module: Any, parameters: Mapping[str, torch.Tensor]) -> dict[str, str]
                 f", partition_dim {dim}" if isinstance(dim, int) else "")
         placements = getattr(p, "placements", None)
         if placements is not None:
-            shards = [str(x) for x in placements if type(x).__name__ == "Shard"]
+            shards = [str(x) for x in placements if _splits(x)]
             said[name] = (f"sharded: DTensor placements {', '.join(shards)}" if shards else
                           "replicated: DTensor placements " +
                           ", ".join(str(x) for x in placements))

@@ -46,6 +46,7 @@ class Disagreement:
     scale: float
     elements: int
     factor: float | None = None  # the other rank's gradient is this × rank 0's, where it is
+    against: int = 0  # the rank it is compared with (the first that holds the tensor)
 
 
 class Ranks:
@@ -113,17 +114,16 @@ class DistributedTarget(Target):
         self._ranks = ranks
         self.world = ranks.spec.world
         self._layout = _layout(ranks.described, sharded, replicated)
-        # --partial-grad: replicated tensors each rank holds a part of the gradient of
-        self._partial = {n for n, lay in self._layout.items() if not lay.sharded
-                         and any(fnmatch.fnmatchcase(n, p) for p in partial)}
-        self._names = tuple(n for base in first.names for n in self._layout[base].names)
+        self._names = tuple(n for layout in self._layout.values() for n in layout.names)
         values = {}
         for base, layout in self._layout.items():
             for rank_, name in zip(layout.ranks, layout.names, strict=True):
                 values[name] = ranks.described[rank_].values[base]
         self.given = values
-        self.parameters = {n: values[n] for base in first.parameters
-                           for n in self._layout[base].names}
+        owned = {b for d in ranks.described for b in d.parameters}
+        self._parts = _parts(self._layout, partial, first.wrapper, owned)
+        self.parameters = {n: values[n] for base, layout in self._layout.items()
+                           if base in owned for n in layout.names}
         self.origins = {name: _origin(ranks.described[rank_], base, layout.sharded, rank_,
                                       self.world)
                         for base, layout in self._layout.items()
@@ -134,9 +134,7 @@ class DistributedTarget(Target):
         # (the table's): what a missing reduction is recognised by
         self._first: dict[str, list[torch.Tensor]] = {}
         self.notes.append(_layout_note(self._layout, self.world, ranks))
-        if self._partial:
-            self.notes.append("--partial-grad: the gradients of " + ", ".join(sorted(
-                self._partial)) + " are each rank's part; their sum over ranks is compared")
+        self.notes.extend(_parts_notes(self._parts, first.wrapper))
         self.dtype = first.values[first.names[0]].dtype if first.names else torch.float64
         self._wrapper = first.wrapper
 
@@ -177,12 +175,9 @@ class DistributedTarget(Target):
         """Each rank's own values: a replicated tensor everywhere, a shard on its rank."""
         out: list[dict[str, torch.Tensor]] = [{} for _ in range(self.world)]
         for base, layout in self._layout.items():
-            if layout.sharded:
-                for rank_, name in zip(layout.ranks, layout.names, strict=True):
+            for name, holders in layout.held():
+                for rank_ in holders:
                     out[rank_][base] = values[name].detach()
-            else:
-                for rank_ in range(self.world):
-                    out[rank_][base] = values[layout.names[0]].detach()
         return out
 
     def value(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -195,12 +190,18 @@ class DistributedTarget(Target):
                                    for v in self.per_rank(values)])
         grads: dict[str, torch.Tensor] = {}
         for base, layout in self._layout.items():
-            if layout.sharded:
-                for rank_, name in zip(layout.ranks, layout.names, strict=True):
-                    grads[name] = replies[rank_][1][base]
+            if layout.sharded:  # (a part several ranks hold: the same gradient on each)
+                for name, holders in layout.held():
+                    grads[name] = replies[holders[0]][1][base]
+                    for rank_ in holders[1:]:
+                        if not same(grads[name], replies[rank_][1][base], self.dtype):
+                            self._disagree(name, rank_, grads[name], replies[rank_][1][base],
+                                           holders[0])
                 continue
-            if base in self._partial:  # (declared: the parts' sum is the gradient)
-                grads[layout.names[0]] = torch.stack([r[1][base] for r in replies]).sum(0)
+            if base in self._parts:  # (each rank's part: their sum, or mean, is the gradient)
+                parts = torch.stack([r[1][base] for r in replies])
+                grads[layout.names[0]] = parts.sum(0) if self._parts[base] == "sum" else \
+                    parts.mean(0)
                 continue
             first = replies[0][1][base]
             grads[layout.names[0]] = first
@@ -214,9 +215,7 @@ class DistributedTarget(Target):
     def record(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
                recorder: Callable[..., Any]) -> list[list[CallSeen]] | None:
         """Each rank's custom Function calls in one forward and backward at `values`, recorded
-        by `recorder` on the rank; None under DDP or FSDP (their hooks expect .backward())."""
-        if self._wrapper:
-            return None
+        by `recorder` on the rank (a data-parallel wrapper's reduction off meanwhile)."""
         return self._ranks.ask([("record", v, upstream.detach(), recorder)
                                 for v in self.per_rank(values)])
 
@@ -226,12 +225,13 @@ class DistributedTarget(Target):
         step × its rank's direction (all ranks at once)."""
         return self._ranks.ask([("probe", index, argument, d, step) for d in directions])
 
-    def _disagree(self, name: str, rank: int, first: torch.Tensor, other: torch.Tensor
-                  ) -> None:
+    def _disagree(self, name: str, rank: int, first: torch.Tensor, other: torch.Tensor,
+                  against: int = 0) -> None:
         first, other = first.double(), other.double()
         diff, scale = (first - other).abs(), float(first.abs().max())
         found = Disagreement(name, rank, float(diff.max()), scale,
-                             int((diff > roundoff(self.dtype, scale)).sum()), ratio(first, other))
+                             int((diff > roundoff(self.dtype, scale)).sum()), ratio(first, other),
+                             against)
         kept = self._disagreements.get((name, rank))
         if kept is None or found.apart > kept.apart:
             self._disagreements[(name, rank)] = found
@@ -303,8 +303,14 @@ class Layout:
 
     sharded: bool
     names: tuple[str, ...]
-    ranks: tuple[int, ...]
+    ranks: tuple[int, ...]  # the first rank holding each part (whose values it takes)
     why: str
+    holders: tuple[tuple[int, ...], ...] = ()  # every rank holding each part
+
+    def held(self) -> list[tuple[str, tuple[int, ...]]]:
+        """Each part's name and the ranks that hold it."""
+        return list(zip(self.names, self.holders or tuple((r,) for r in self.ranks),
+                        strict=True))
 
     @property
     def dim(self) -> int | None:
@@ -315,22 +321,77 @@ class Layout:
         return int(found.group(1) or found.group(2)) if found else None
 
 
+def _parts(layout: Mapping[str, Layout], partial: tuple[str, ...], wrapper: str,
+           owned: set[str]) -> dict[str, str]:
+    """The replicated tensors whose gradient each rank holds a part of, and how the parts
+    make the gradient: --partial-grad's are summed; under DDP or FSDP each input the wrapper
+    does not reduce (data, not its parameters) is each rank's own part, and the output being
+    the ranks' mean, so is its gradient."""
+    out = {}
+    for name, lay in layout.items():
+        if lay.sharded:
+            continue
+        if any(fnmatch.fnmatchcase(name, p) for p in partial):
+            out[name] = "sum"
+        elif wrapper and name not in owned:
+            out[name] = "mean"
+    return out
+
+
+def _parts_notes(parts: Mapping[str, str], wrapper: str) -> list[str]:
+    summed = sorted(n for n, how in parts.items() if how == "sum")
+    averaged = sorted(n for n, how in parts.items() if how == "mean")
+    notes = []
+    if summed:
+        notes.append("--partial-grad: the gradients of " + ", ".join(summed) + " are each "
+                     "rank's part; their sum over ranks is compared")
+    if averaged:
+        notes.append(f"under {wrapper} the gradients of " + ", ".join(averaged) + " (inputs it "
+                     "does not reduce: each rank's data) are each rank's part; their mean over "
+                     "ranks is compared, as the output is the ranks' mean")
+    return notes
+
+
 def _layout(described: list[Described], sharded: tuple[str, ...],
             replicated: tuple[str, ...]) -> dict[str, Layout]:
-    first, world = described[0], len(described)
-    for other in described[1:]:
-        if other.names != first.names:
-            raise UsageError("the ranks built targets with different inputs (rank 0: "
-                             f"{', '.join(first.names)}; another: {', '.join(other.names)})")
+    """Each tensor's layout over the ranks; a DTensor shard with no elements on some ranks (an
+    uneven split) is an input on the ranks that hold some of it."""
+    first = described[0]
+    held = [set(d.names) for d in described]
+    everywhere = [held[r] | set(d.empty) for r, d in enumerate(described)]
+    if any(e != everywhere[0] for e in everywhere[1:]):
+        other = next(d for d, e in zip(described, everywhere, strict=True) if e != everywhere[0])
+        raise UsageError("the ranks built targets with different inputs (rank 0: "
+                         f"{', '.join(first.names)}; another: {', '.join(other.names)})")
+    order = list(dict.fromkeys(n for d in described for n in d.names))
     out = {}
-    for name in first.names:
+    for name in order:
         is_sharded, why = _decided(name, described, sharded, replicated)
+        ranks = tuple(r for r in range(len(described)) if name in held[r])
         if is_sharded:
-            out[name] = Layout(True, tuple(f"{name}@rank{r}" for r in range(world)),
-                               tuple(range(world)), why)
+            groups = _holders(name, ranks, described)
+            out[name] = Layout(True, tuple(f"{name}@rank{'+'.join(map(str, g))}"
+                                           for g in groups),
+                               tuple(g[0] for g in groups), why, groups)
+        elif len(ranks) < len(described):
+            raise UsageError(f"{name} has no elements on some ranks, yet nothing says it is "
+                             "sharded: give --sharded " + name)
         else:
-            out[name] = Layout(False, (name,), (0,), why)
+            out[name] = Layout(False, (name,), (0,), why, (ranks,))
     return out
+
+
+def _holders(name: str, ranks: tuple[int, ...], described: list[Described]
+             ) -> tuple[tuple[int, ...], ...]:
+    """The ranks that hold each part of a sharded tensor: grouped by the DTensor part each
+    holds (a tensor sharded on one mesh dim and replicated on another), else each its own."""
+    keys = [described[r].parts.get(name) for r in ranks]
+    if any(k is None for k in keys):
+        return tuple((r,) for r in ranks)
+    groups: dict[tuple, list[int]] = {}
+    for rank, key in zip(ranks, keys, strict=True):
+        groups.setdefault(key, []).append(rank)
+    return tuple(tuple(g) for g in groups.values())
 
 
 def _decided(name: str, described: list[Described], sharded: tuple[str, ...],
@@ -346,8 +407,8 @@ def _decided(name: str, described: list[Described], sharded: tuple[str, ...],
         return said.startswith("sharded"), said.split(": ", 1)[1]
     if first.wrapper and name in first.parameters:
         return False, f"{first.wrapper} keeps it the same on every rank"
-    values = [d.values[name] for d in described]
-    if all(same(values[0], v) for v in values[1:]):
+    values = [d.values[name] for d in described if name in d.values]
+    if len(values) == len(described) and all(same(values[0], v) for v in values[1:]):
         return False, "its values are the same on every rank"
     return True, "its values differ between ranks"
 
