@@ -64,6 +64,7 @@ class Distributed(Mode):
         if joined is None:
             from gradscope.targets.distributed.launch import launched
 
+            _gpus_for(options)
             return launched(("check", _sendable(request)), options.nproc)
         return collective(joined, request, here)
 
@@ -88,6 +89,19 @@ class Distributed(Mode):
 def _refuse_other(request: Any) -> None:
     if request.command not in COMMANDS or not isinstance(request.target, str):
         raise UsageError("--nproc runs FILE.py:NAME targets of check, jvp and jacobian")
+
+
+def _gpus_for(options: Options) -> None:
+    """--device cuda on this machine: a GPU for each rank (nccl), or why not."""
+    if not options.device.startswith("cuda"):
+        return
+    from gradscope.inputs.bind import device_of
+
+    device_of("cuda")  # (no GPU at all: said as one process says it)
+    count = torch.cuda.device_count()
+    if options.nproc > count:
+        raise UsageError(f"--nproc {options.nproc} --device cuda: each rank needs a GPU of its "
+                         f"own (nccl), and this machine has {count}")
 
 
 def _sendable(request: Any) -> Any:

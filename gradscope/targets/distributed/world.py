@@ -64,13 +64,14 @@ class World:
 
         self.rank, self.size, self.local_rank = where.rank, where.size, where.local_rank
         self.launcher = where.launcher
-        self.device = device
+        # (one GPU a rank: the one its local rank names, as torchrun's users pick it)
+        self.device = f"cuda:{where.local_rank}" if device.startswith("cuda") else "cpu"
         self._ours = not dist.is_initialized()
         if self._ours:
             environment(where)
-            backend = "nccl" if device.startswith("cuda") else "gloo"
+            backend = "nccl" if self.device != "cpu" else "gloo"
             if backend == "nccl":
-                torch.cuda.set_device(where.local_rank)
+                _gpu_for(where)
             from gradscope.targets.distributed import COLLECTIVE_TIMEOUT
 
             dist.init_process_group(backend, rank=where.rank, world_size=where.size,
@@ -197,6 +198,16 @@ class World:
         if self._ours and dist.is_initialized():
             with suppress(Exception):
                 dist.destroy_process_group()
+
+
+def _gpu_for(where: Place) -> None:
+    """This rank's GPU (its local rank's), or why there is none."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if where.local_rank >= count:
+        raise UsageError(f"--device cuda: rank {where.rank} (local rank {where.local_rank}) "
+                         f"has no GPU of its own: this machine has {count}; start at most "
+                         f"{count} rank(s) a node")
+    torch.cuda.set_device(where.local_rank)
 
 
 class Local:
