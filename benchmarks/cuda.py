@@ -68,7 +68,7 @@ def feature_specs() -> list[dict[str, Any]]:
     comp, func = str(DATA / "compiled.py"), str(DATA / "functional.py")
     amp = str(HERE / "cuda_targets.py")
     rev, calls = str(DATA / "reversible.py"), str(DATA / "call_dependent.py")
-    rules = str(DATA / "batch_rules.py")
+    rules, par = str(DATA / "batch_rules.py"), str(DATA / "parallel.py")
     return [
         _spec("expression", "3*a + 2*b*b + log(c)", True, shape={"a": [1000]}),
         _spec("expression 3 × 1,000,000", "3*a + 2*b*b + log(c)", True,
@@ -113,6 +113,13 @@ def feature_specs() -> list[dict[str, Any]]:
               shape={"x": [4, 6]}),
         _spec("wrong vmap rule, right backward", f"{rules}:wrong_rule_rows", True,
               shape={"x": [4, 6]}),
+        # the nccl path (gloo with --device cpu): one rank, as one GPU allows (nccl refuses
+        # two ranks on one device); its launch, work group and control groups all run
+        _spec("--nproc 1: Megatron regions on the work group", f"{par}:ParallelMLP", True,
+              nproc=1),
+        _spec("--nproc 1: DDP", f"{par}:DataParallel", True, nproc=1),
+        _spec("--nproc 1: DDP, the loss all-reduced in place", f"{par}:DataParallelDoubleReduce",
+              True, nproc=1),
     ]
 
 

@@ -168,11 +168,12 @@ class Options:
         "gradscope falls back to it by itself where a shortcut does not fit.", bool, (bool,),
         "true or false", commands=RUNS))
     nproc: int = field(default=0, metadata=_about(
-        "--nproc", "Run the target on N processes with torch.distributed (gloo on "
-        "127.0.0.1, the environment torchrun gives; 1 is one such process); its collectives "
-        "run as in training and its gradients are compared on every rank "
-        "(docs/distributed.md). 0, the default: no process group.", int, *_WHOLE,
-        commands=RUNS, minimum=0, maximum=16, metavar="N"))
+        "--nproc", "Run the target on N ranks with torch.distributed, started here by torch's "
+        "elastic launch (at most 16; gloo on the CPU, nccl with --device cuda); its collectives "
+        "run as in training and its gradients are compared on every rank. Under torchrun or "
+        "srun, leave it out: every rank runs the check (docs/distributed.md). 0, the default: "
+        "no process group.", int, *_WHOLE,
+        commands=RUNS, minimum=0, maximum=1 << 20, metavar="N"))
     sharded: tuple[str, ...] = field(default=(), metadata=_about(
         "--sharded", "With --nproc: tensors (globs) that are each rank's own part, perturbed "
         "on that rank only (by default: what the code says, else values that differ between "

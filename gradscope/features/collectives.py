@@ -29,10 +29,6 @@ from gradscope.features.inplace.calls import record
 from gradscope.report.model import Diagnostic
 from gradscope.rng import generator
 
-NOT_UNDER = ("the custom Functions were not checked in place across ranks: under DDP or FSDP "
-             "the ranks' backward must run through .backward(), whose hooks a recording "
-             "backward would leave waiting")
-
 
 @dataclass(frozen=True)
 class Found:
@@ -55,8 +51,6 @@ class Collectives(Feature):
         if recorded is None or not verdict.failures or back.grads is None:
             return Said()
         seen = recorded(ctx.prepared.bound.cast, back.upstream, record)
-        if seen is None:
-            return Said(notes=(NOT_UNDER,))
         failing = [n for n, s in verdict.statuses.items() if s.fails] or list(target.names)
         found = [f for k in range(min(len(s) for s in seen))
                  for f in _checked(ctx, seen, k)]

@@ -87,7 +87,10 @@ class Distributed(Mode):
 
 
 def _refuse_other(request: Any) -> None:
-    if request.command not in COMMANDS or not isinstance(request.target, str):
+    from gradscope.targets.loading import is_python_target
+
+    if request.command not in COMMANDS or not isinstance(request.target, str) \
+            or not is_python_target(request.target):
         raise UsageError("--nproc runs FILE.py:NAME targets of check, jvp and jacobian")
 
 

@@ -201,7 +201,7 @@ class DistributedTarget(Target):
         return grads
 
     def record(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
-               recorder: Callable[..., Any]) -> list[list[CallSeen]] | None:
+               recorder: Callable[..., Any]) -> list[list[CallSeen]]:
         """Each rank's custom Function calls in one forward and backward at `values`, recorded
         by `recorder` on the rank (a data-parallel wrapper's reduction off meanwhile)."""
         return self._ranks.ask([("record", v, upstream.detach(), recorder)
