@@ -1,8 +1,8 @@
-"""A worker of a launch (launch.py): one rank, started by torch's elastic agent with torchrun's
-environment. It joins the world (world.py), runs the job of the launch — a check (rank 0 runs
-its stages, the others its evaluations) or a world of one's answer (--compare-single) — and
-rank 0 writes the outcome for the launcher. What the rank prints goes to stderr; a rank ends
-with its launcher (PR_SET_PDEATHSIG) and ends what it started."""
+"""A worker of a launch (targets/distributed/launch.py): one rank, started by torch's elastic
+agent with torchrun's environment, tagged with the launch's tag. It joins the world (world.py),
+runs the job of the launch — a check (rank 0 runs its stages, the others its evaluations) or a
+world of one's answer (--compare-single) — and rank 0 writes the outcome for the launcher.
+What the rank prints goes to stderr; a rank ends with its launcher (PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from gradscope import process
 
 
 def main() -> None:
-    folder = Path(sys.argv[1])
+    folder, tag = Path(sys.argv[1]), sys.argv[2]
+    _tagged(tag)
     process.die_with_parent(os.getppid())
     os.dup2(2, 1)  # (its prints never reach the launcher's stdout)
     process.install()
@@ -37,6 +38,19 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     process.leave(0)
+
+
+def _tagged(tag: str) -> None:
+    """This process started again with the launch's tag in its environment, before anything
+    else runs: all it starts inherits it, forks that never exec too (what /proc shows of a
+    process's environment is what it was started with). Not a rank of another check's: the
+    launcher's rank pid is not its own."""
+    from gradscope.targets.distributed.place import RANK_PID, TAG
+
+    if os.environ.get(TAG) != tag or RANK_PID in os.environ:
+        env = {k: v for k, v in os.environ.items() if k != RANK_PID}
+        env[TAG] = tag
+        os.execve(sys.executable, sys.orig_argv, env)
 
 
 def _performed(job: tuple) -> tuple[str, Any]:

@@ -267,11 +267,13 @@ def subreaper() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
-def tagged(key: str, value: str) -> list[int]:
-    """Every process (but this one) whose environment has `key=value`: what a launch started,
-    and all that inherited its environment — whatever session, group or parent each has now
-    (a process that forked, started its own session, or was orphaned keeps the variable)."""
+def tagged(key: str, value: str, argv: str | None = None) -> list[int]:
+    """Every process (but this one) whose environment has `key=value`, or whose arguments
+    include `argv`: what a launch started, and all that inherited its environment — whatever
+    session, group or parent each has now (a process that forked, started its own session, or
+    was orphaned keeps the variable)."""
     wanted = f"{key}={value}".encode()
+    mark = argv.encode() if argv else None
     found = []
     try:
         entries = os.listdir("/proc")
@@ -283,21 +285,24 @@ def tagged(key: str, value: str) -> list[int]:
         try:
             with open(f"/proc/{entry}/environ", "rb") as handle:
                 environ = handle.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                arguments = handle.read()
         except OSError:  # gone, or another user's
             continue
-        if wanted in environ.split(b"\0"):
+        if wanted in environ.split(b"\0") or (mark is not None
+                                                and mark in arguments.split(b"\0")):
             found.append(int(entry))
     return found
 
 
-def end_tagged(key: str, value: str, rounds: int = 5) -> None:
-    """Every process tagged `key=value` killed (SIGKILL, with its process group where it
-    leads one) and, where it is this process's child, reaped; again until none is left (a
-    process may fork while it is being ended)."""
+def end_tagged(key: str, value: str, rounds: int = 5, argv: str | None = None) -> None:
+    """Every process tagged `key=value` (or with `argv` among its arguments) killed (SIGKILL,
+    with its process group where it leads one) and, where it is this process's child, reaped;
+    again until none is left (a process may fork while it is being ended)."""
     import time
 
     for _ in range(rounds):
-        found = tagged(key, value)
+        found = tagged(key, value, argv)
         if not found:
             return
         for pid in found:

@@ -1,26 +1,27 @@
 """`--nproc N` from a plain process: the ranks started through torch's elastic launch (the API
-behind torchrun), in an agent process of their own (agent.py: its signal handlers and its
-environment are torch's, never the caller's), each rank a worker (worker.py) that joins the
-world and runs the job it is given — rank 0 the check itself, the others its evaluations — and
-rank 0's outcome (the report, or the error) read back from a folder of the launch's own.
+behind torchrun), its agent on a thread of this process, each rank a worker of this Python
+(gradscope/_rank.py) that joins the world and runs the job it is given — rank 0 the check
+itself, the others its evaluations — and rank 0's outcome (the report, or the error) read back
+from a folder of the launch's own. The agent's rendezvous is on 127.0.0.1 (torch's c10d store
+on a port it picks), with no restarts (a check that failed once has its answer); on a thread of
+its own it installs no signal handler (gradscope's stay).
 
-Nothing outlives a launch: every process it starts carries a tag in its environment
-(TAG=<this pid>:<nonce>), inherited by all they start; when the launch ends — done, failed, at
---timeout, SIGTERM or Ctrl-C, while the ranks still start — the agent is told to stop (it ends
-its workers' process groups), then every process still tagged is killed wherever it went (a
-child in a session of its own, an orphan). The agent and its workers die with their parent
-(PR_SET_PDEATHSIG), and the agent adopts its orphans (a subreaper)."""
+Nothing outlives a launch: every worker carries the launch's folder in its arguments and sets
+its tag in its environment before anything of the user's runs (TAG=<this pid>:<nonce>), which
+all it starts inherit; when the launch ends — done, failed, at --timeout, SIGTERM or Ctrl-C,
+while the ranks still start — every process of it still alive is killed wherever it went (a
+child in a session of its own, an orphan), and each worker dies with its launcher
+(PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
 
+import logging
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
+import threading
 import uuid
-from contextlib import suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,15 @@ import torch
 
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.process import end_tagged, shielded
-from gradscope.targets.distributed.place import RANK_PID, TAG
+from gradscope.targets.distributed.place import TAG
 
 MOST_RANKS = 16  # a check's ranks on one machine share its cores
-GRACE = 5.0  # seconds the agent gets to end its workers before it is killed
+GRACE = 5.0  # seconds the agent gets to notice its workers' end before it is left
+START_SECONDS = 180  # the rendezvous: every worker's start (importing torch) on a loaded machine
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # where `import gradscope` finds us
-AGENT = "from gradscope.targets.distributed.agent import main; main()"
-JOB, OUTCOME, FAILURES = "job.pt", "outcome.pt", "failures.pt"
+WORKER = (f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); "
+          "from gradscope._rank import main; main()")
+JOB, OUTCOME = "job.pt", "outcome.pt"
 
 
 def inside() -> bool:
@@ -61,66 +64,76 @@ def launched(job: tuple, nproc: int, internal: bool = False) -> Any:
             agent.wait()
         finally:
             agent.stop()
-        return _outcome(Path(folder), nproc)
+        return _outcome(agent)
 
 
 class Agent:
-    """The elastic agent's process and the tag of everything it starts."""
+    """torch's elastic agent on a thread of this process, and the tag of all it starts."""
 
     def __init__(self, folder: Path, nproc: int) -> None:
         self.folder = folder
         self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
-        # (a launch from inside a rank, --compare-single's: its ranks are no children of
-        # that rank's, and the agent gives them their world anew)
-        env = {k: v for k, v in os.environ.items() if k != RANK_PID}
-        env.update({TAG: self.tag, "PYTHONPATH": os.pathsep.join(
-            p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)})
-        # (stopped between the fork and the record, an agent would be left running)
-        with shielded():
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", AGENT, str(folder), str(nproc), str(os.getpid())],
-                stdin=subprocess.DEVNULL, stdout=_stderr(), env=env, start_new_session=True)
+        self.failures: dict[int, int] = {}  # rank → exit code, of the ranks that ended badly
+        self.error: BaseException | None = None  # the launch's own failure (the rendezvous)
+        self.thread = threading.Thread(target=self._run, args=(nproc,), daemon=True,
+                                       name="gradscope-elastic-agent")
+        with shielded():  # (stopped between its start and the record: it would go on)
+            self.thread.start()
+
+    def _run(self, nproc: int) -> None:
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+        config = LaunchConfig(
+            min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=uuid.uuid4().hex,
+            rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1",
+            rdzv_configs={"timeout": START_SECONDS}, max_restarts=0, monitor_interval=0.05,
+            shutdown_timeout=int(GRACE))
+        try:
+            with _quiet_launcher():
+                elastic_launch(config, sys.executable)("-c", WORKER, str(self.folder), self.tag)
+        except ChildFailedError as exc:
+            self.failures = {int(r): int(f.exitcode) for r, f in exc.failures.items()}
+        except Exception as exc:  # (said by the launcher, whatever it is)
+            self.error = exc
 
     def wait(self) -> None:
-        """Until the agent ends, or rank 0's outcome is written and the agent had GRACE
-        seconds more to end its workers."""
-        written: float | None = None
-        while self.process.poll() is None:
-            if written is None and (self.folder / OUTCOME).exists():
-                written = time.monotonic()
-            if written is not None and time.monotonic() - written > GRACE:
-                return
-            with suppress(subprocess.TimeoutExpired):
-                self.process.wait(0.05)
+        """Until the agent ends, or rank 0's outcome is written (the ranks are done with)."""
+        while self.thread.is_alive() and not (self.folder / OUTCOME).exists():
+            self.thread.join(0.05)
 
     def stop(self) -> None:
-        """The agent told to end its workers (SIGTERM), killed after GRACE; then every
-        process of the launch still alive killed, wherever it is."""
+        """Every process of the launch still alive killed, wherever it is; the agent, whose
+        workers are then gone, given GRACE seconds to notice and end."""
         with shielded():  # (a --timeout or Ctrl-C now: after it)
-            if self.process.poll() is None:
-                with suppress(OSError):
-                    self.process.terminate()
-                with suppress(subprocess.TimeoutExpired):
-                    self.process.wait(GRACE + 1.0)
-            with suppress(OSError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            if self.process.poll() is None:
-                self.process.kill()
-            self.process.wait()
-            end_tagged(TAG, self.tag)
+            end_tagged(TAG, self.tag, argv=str(self.folder))
+            self.thread.join(GRACE)
 
 
-def _stderr() -> int | None:
-    """What the ranks print goes to stderr (stdout may be the report's JSON document)."""
+@contextmanager
+def _quiet_launcher() -> Any:
+    """torch's launcher, quiet (it logs each worker's failure; the launch says it in one line
+    of its own), and the environment it writes into put back."""
+    loggers = [logging.getLogger(n) for n in ("torch.distributed.elastic",
+                                              "torch.distributed.launcher")]
+    levels = [lg.level for lg in loggers]
+    saved = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
     try:
-        return sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):  # (a captured stderr with no descriptor)
-        return subprocess.DEVNULL
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        if saved is None:
+            os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
+        else:
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = saved
 
 
-def _outcome(folder: Path, nproc: int) -> Any:
+def _outcome(agent: Agent) -> Any:
     """Rank 0's outcome, or why there is none (the ranks that failed and how)."""
-    written = folder / OUTCOME
+    written = agent.folder / OUTCOME
     if written.exists():
         kind, payload = torch.load(written, weights_only=False)
         if kind == "error":
@@ -129,24 +142,24 @@ def _outcome(folder: Path, nproc: int) -> Any:
             raise RuntimeError(f"a rank of the distributed check failed inside gradscope:\n"
                                f"{payload}")
         return payload
-    said = _said(folder, nproc)
+    said = _said(agent)
     raise TargetError(f"the distributed target failed on {said}", during="forward",
                       error="rank", detail=said)
 
 
-def _said(folder: Path, nproc: int) -> str:
-    """The first rank that said why it failed, else the first the agent saw end badly."""
-    for rank in range(nproc):
-        own = folder / f"rank{rank}.error"
-        if own.exists():
-            return f"rank {rank}: {own.read_text(errors='replace')}"
-    failures = folder / FAILURES
-    if failures.exists():
-        ended: dict[int, int] = torch.load(failures, weights_only=False)
-        for rank, code in sorted(ended.items()):
-            how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in
-                   signal.Signals._value2member_map_ else f"exit code {code}")
-            return f"rank {rank}: it died without a reply ({how})"
+def _said(agent: Agent) -> str:
+    """The first rank that said why it failed, else the first that ended badly."""
+    import signal
+
+    for own in sorted(agent.folder.glob("rank*.error"), key=lambda p: int(p.stem[4:])):
+        return f"rank {own.stem[4:]}: {own.read_text(errors='replace')}"
+    for rank, code in sorted(agent.failures.items()):
+        how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in
+               signal.Signals._value2member_map_ else f"exit code {code}")
+        return f"rank {rank}: it died without a reply ({how})"
+    if agent.error is not None:
+        first = (str(agent.error).strip().splitlines() or [type(agent.error).__name__])[0]
+        return f"its ranks: torch's launcher failed ({type(agent.error).__name__}: {first})"
     return "its ranks: they ended before rank 0 wrote its outcome"
 
 
@@ -162,4 +175,4 @@ def write_outcome(folder: Path, outcome: tuple) -> None:
     part.replace(folder / OUTCOME)
 
 
-__all__ = ["MOST_RANKS", "TAG", "inside", "launched", "write_outcome"]
+__all__ = ["MOST_RANKS", "WORKER", "inside", "launched", "write_outcome"]
