@@ -3,6 +3,11 @@ same block in one process: gradscope on the whole block, and torch's gradcheck (
 on it — gradcheck cannot run the collectives, so its row is the single-process block only.
 
     python benchmarks/distributed.py [--threads 2] [--repeat 3]
+    python benchmarks/distributed.py --fsdp [--width 256] [--nproc 2]
+
+`--fsdp`: a stack of MLP blocks under FSDP2 (benchmarks/fsdp_model.py) checked with --nproc,
+each rank's peak resident memory (VmHWM, sampled from /proc while the check runs) printed
+beside 16 bytes × the model's parameters / the world size.
 
 The block is examples/distributed.py:ParallelMLP (4 features, hidden 8 split over the ranks;
 80 elements checked across ranks); the single-process block is the same shape unsplit (72
@@ -43,12 +48,64 @@ def _best(run: object, repeat: int) -> tuple[float, object]:
     return min(times), out
 
 
+def fsdp(width: int, nproc: int) -> None:
+    """Each rank's peak memory in a check of an FSDP2 model, beside 16 B × parameters / N."""
+    import os
+    import threading
+    from pathlib import Path
+
+    os.environ["GRADSCOPE_FSDP_WIDTH"] = str(width)
+    params = 4 * (2 * 4 * width * width + 5 * width) + width + 1
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for proc in Path("/proc").iterdir():
+                try:
+                    if b"gradscope-ranks-" not in (proc / "cmdline").read_bytes():
+                        continue
+                    env = dict(e.split(b"=", 1) for e in (proc / "environ").read_bytes()
+                               .split(b"\0") if b"=" in e)
+                    status = (proc / "status").read_text()
+                except OSError:
+                    continue
+                rank = int(env.get(b"RANK", b"-1"))
+                hwm = [int(line.split()[1]) for line in status.splitlines()
+                       if line.startswith("VmHWM:")]
+                if rank >= 0 and hwm:
+                    peaks[rank] = max(peaks.get(rank, 0), hwm[0] * 1024)
+            done.wait(0.05)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    started = time.perf_counter()
+    report = gradscope.check(str(Path(__file__).parent / "fsdp_model.py") + ":Stack",
+                             nproc=nproc, shape={"x": (4, width)})
+    seconds = time.perf_counter() - started
+    done.set()
+    watcher.join()
+    floor = 16 * params / nproc
+    print(json.dumps({"parameters": params, "nproc": nproc, "passed": report.passed,
+                      "seconds": round(seconds, 2), "floor_bytes_per_rank": int(floor),
+                      "peak_bytes": {r: peaks[r] for r in sorted(peaks)},
+                      "peak_over_floor": {r: round(peaks[r] / floor, 2) for r in sorted(peaks)},
+                      "bytes_per_parameter": {r: round(peaks[r] / params, 1)
+                                              for r in sorted(peaks)}}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--fsdp", action="store_true")
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--nproc", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.fsdp:
+        fsdp(args.width, args.nproc)
+        return
     block = Block()
     x = torch.randn(2, 4, dtype=torch.float64)
     leaves = [x.clone().requires_grad_()] + [p.detach().clone().requires_grad_()

@@ -115,7 +115,8 @@ def _quiet_launcher() -> Any:
     """torch's launcher, quiet (it logs each worker's failure; the launch says it in one line
     of its own), and the environment it writes into put back."""
     loggers = [logging.getLogger(n) for n in ("torch.distributed.elastic",
-                                              "torch.distributed.launcher")]
+                                              "torch.distributed.launcher",
+                                              "torchelastic-events-null")]
     levels = [lg.level for lg in loggers]
     saved = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")
     for lg in loggers:
