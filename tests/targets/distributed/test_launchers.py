@@ -119,3 +119,17 @@ def test_nproc_that_is_not_the_launchers_world_is_refused_on_every_rank():
     assert [t.returncode for t in tasks] == [2, 2]
     said = "gradscope: error: --nproc 3: this process is one of 2 ranks srun started"
     assert said in outs[0][1] and said not in outs[1][1]  # (rank 0 says it)
+
+
+@pytest.mark.slow
+def test_a_script_torchrun_started_checks_on_every_rank_and_every_rank_gets_the_report(
+        tmp_path):
+    script = tmp_path / "check_ranks.py"
+    script.write_text("import gradscope, torch.distributed as dist\n"
+                      f"right = gradscope.check({PAR + ':ParallelMLP'!r}, nproc=2)\n"
+                      f"wrong = gradscope.check({PAR + ':MLPReducesTwice'!r}, nproc=2)\n"
+                      "print('rank', dist.get_rank(), right.passed, wrong.passed, flush=True)\n")
+    done = subprocess.run(_torchrun("--standalone", "--nproc-per-node", "2", str(script)),
+                          capture_output=True, text=True, timeout=300, env=_env(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(done.stdout.split("\n")[:2]) == ["rank 0 True False", "rank 1 True False"]
