@@ -173,11 +173,11 @@ def differing(first: torch.Tensor, again: torch.Tensor | None) -> tuple[torch.Te
 
 
 def gap(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
-    """max |got − want| (NaN in both places counting as agreement, NaN in one as infinite) and
-    the scale it is read against: max(1, max |want|) — what a shortcut's answer is judged by
-    beside the plain call's."""
+    """max |got − want| (NaN in both places, or the same infinity, counting as agreement; NaN
+    in one as infinite) and the scale it is read against: max(1, max |want|) — what a
+    shortcut's answer is judged by beside the plain call's."""
     a, b = got.detach().to(torch.float64), want.detach().to(torch.float64).to(got.device)
-    diff = (a - b).abs().masked_fill_(torch.isnan(a) & torch.isnan(b), 0.0)
+    diff = (a - b).abs().masked_fill_((torch.isnan(a) & torch.isnan(b)) | (a == b), 0.0)
     top = float(diff.nan_to_num(nan=math.inf).max()) if diff.numel() else 0.0
     scale = float(b.abs().nan_to_num(0.0, 0.0, 0.0).max()) if b.numel() else 0.0
     return top, max(scale, 1.0)

@@ -237,3 +237,12 @@ def test_gap_reads_a_difference_against_the_larger_of_one_and_the_wanted_scale()
     assert gap(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5])) == (0.5, 2.5)
     top, scale = gap(torch.tensor([float("nan")]), torch.tensor([0.1]))
     assert top == float("inf") and scale == 1.0
+
+
+def test_the_same_infinity_in_both_places_is_agreement_opposite_ones_are_not():
+    from gradscope.tensors import gap
+
+    inf = float("inf")
+    assert gap(torch.tensor([-inf, 1.0]), torch.tensor([-inf, 1.0]))[0] == 0.0
+    assert gap(torch.tensor([inf]), torch.tensor([-inf]))[0] > 1e300
+    assert gap(torch.tensor([inf]), torch.tensor([1.0]))[0] > 1e300

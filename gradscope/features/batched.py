@@ -61,7 +61,9 @@ class Batched(Feature):
                     "rule that disagrees with them is no wrong backward, and it is what vmap "
                     "and torch.func transforms of this code would compute",
             hint="make the Function's vmap staticmethod return, batch by batch, what forward "
-                 "returns (or set generate_vmap_rule = True and drop it)"),))
+                 "returns (or set generate_vmap_rule = True and drop it)" if rules else
+                 "an op's batching rule computes another value than its plain call here: "
+                 "compare torch.func.vmap of the target with a loop of calls"),))
 
 
 FEATURE = Batched()
