@@ -73,7 +73,8 @@ class Agent:
     def __init__(self, folder: Path, nproc: int) -> None:
         self.folder = folder
         self.tag = f"{os.getpid()}:{uuid.uuid4().hex}"
-        self.failures: dict[int, int] = {}  # rank → exit code, of the ranks that ended badly
+        # rank → (exit code, when), of the ranks that ended badly
+        self.failures: dict[int, tuple[int, float]] = {}
         self.error: BaseException | None = None  # the launch's own failure (the rendezvous)
         self.thread = threading.Thread(target=self._run, args=(nproc,), daemon=True,
                                        name="gradscope-elastic-agent")
@@ -93,7 +94,8 @@ class Agent:
             with _quiet_launcher():
                 elastic_launch(config, sys.executable)("-c", WORKER, str(self.folder), self.tag)
         except ChildFailedError as exc:
-            self.failures = {int(r): int(f.exitcode) for r, f in exc.failures.items()}
+            self.failures = {int(r): (int(f.exitcode), float(f.timestamp))
+                             for r, f in exc.failures.items()}
         except Exception as exc:  # (said by the launcher, whatever it is)
             self.error = exc
 
@@ -154,7 +156,10 @@ def _said(agent: Agent) -> str:
 
     for own in sorted(agent.folder.glob("rank*.error"), key=lambda p: int(p.stem[4:])):
         return f"rank {own.stem[4:]}: {own.read_text(errors='replace')}"
-    for rank, code in sorted(agent.failures.items()):
+    # (the first to end, before the ranks torch's agent then ended with SIGTERM itself)
+    first = sorted(agent.failures.items(),
+                   key=lambda f: (f[1][0] == -signal.SIGTERM, f[1][1], f[0]))
+    for rank, (code, _) in first:
         how = (f"killed by {signal.Signals(-code).name}" if code < 0 and -code in
                signal.Signals._value2member_map_ else f"exit code {code}")
         return f"rank {rank}: it died without a reply ({how})"

@@ -37,9 +37,11 @@ def none_left(seconds: float = 10.0) -> bool:
     """No process of a launch alive within `seconds` (a killed parent's death signal, the
     kernel's reaping, take a moment)."""
     deadline = time.monotonic() + seconds
-    while leftover() and time.monotonic() < deadline:
+    while (leftover() or children()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return not leftover() and not children()
+    left = [(p, Path(f"/proc/{p}/cmdline").read_bytes()[:120]) for p in leftover()]
+    assert not left and not children(), (left, children())
+    return True
 
 
 def _alive(pid: int) -> bool:
