@@ -117,12 +117,11 @@ def _sendable(request: Any) -> Any:
 def collective(world: World, request: Any, here: Callable[[Any], Report]) -> Report:
     """One check on every rank of `world`: rank 0 runs `here` and tells the others its
     outcome, which every rank returns (or raises)."""
+    from gradscope.targets.distributed.place import nested
+
     nproc = request.options.nproc
     if world.claimed:  # (a target file that runs a check of its own at import)
-        raise UsageError(f"--nproc {nproc}: this process is a rank of a distributed check "
-                         "already, and a check inside a rank cannot start ranks of its own "
-                         "(each rank would start more); run it under `if __name__ == "
-                         "\"__main__\":`, not at import")
+        raise nested(nproc)
     if nproc != world.size:
         raise UsageError(f"--nproc {nproc}: this process is one of {world.size} ranks "
                          f"{world.launcher} started; give --nproc {world.size}, or leave it "

@@ -29,7 +29,7 @@ import torch
 
 from gradscope.errors import GradscopeError, TargetError, UsageError
 from gradscope.process import end_tagged, shielded
-from gradscope.targets.distributed.place import TAG
+from gradscope.targets.distributed.place import TAG, nested
 
 MOST_RANKS = 16  # a check's ranks on one machine share its cores
 GRACE = 5.0  # seconds the agent gets to notice its workers' end before it is left
@@ -53,10 +53,7 @@ def launched(job: tuple, nproc: int, internal: bool = False) -> Any:
         raise UsageError(f"--nproc {nproc}: give a number of processes from 1 to {MOST_RANKS} "
                          "(more, or across machines: start gradscope with torchrun)")
     if inside() and not internal:
-        raise UsageError(f"--nproc {nproc}: this process is a rank of a distributed check "
-                         "already, and a check inside a rank cannot start ranks of its own "
-                         "(each rank would start more); run it under `if __name__ == "
-                         "\"__main__\":`, not at import")
+        raise nested(nproc)
     with tempfile.TemporaryDirectory(prefix="gradscope-ranks-") as folder:
         torch.save(job, Path(folder) / JOB)
         agent = Agent(Path(folder), nproc)

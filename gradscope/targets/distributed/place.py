@@ -84,3 +84,12 @@ def environment(where: Place) -> None:
         names = {name for _, name in socket.if_nameindex()}
         if "lo" in names:
             os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+
+
+def nested(nproc: int) -> UsageError:
+    """The refusal of a distributed check asked for inside a rank of one (a target file that
+    runs a check of its own at import: each rank would start, or join, ranks of its own)."""
+    return UsageError(f"--nproc {nproc}: this process is a rank of a distributed check "
+                      "already, and a check inside a rank cannot start ranks of its own (each "
+                      "rank would start more); run it under `if __name__ == \"__main__\":`, "
+                      "not at import")
