@@ -77,6 +77,7 @@ def parts_of(layout: Mapping[str, Layout], partial: tuple[str, ...], wrapper: st
     make the gradient: --partial-grad's are summed; under DDP or FSDP each input the wrapper
     does not reduce (data, not its parameters) is each rank's own part, and the output being
     the ranks' mean, so is its gradient."""
+    _matching(list(layout), partial, "--partial-grad")
     out = {}
     for name, lay in layout.items():
         if lay.sharded:
@@ -114,6 +115,8 @@ def layout_of(described: list[Described], sharded: tuple[str, ...],
         raise UsageError("the ranks built targets with different inputs (rank 0: "
                          f"{', '.join(first.names)}; another: {', '.join(other.names)})")
     order = list(dict.fromkeys(n for d in described for n in d.names))
+    _matching(order, sharded, "--sharded")
+    _matching(order, replicated, "--replicated")
     out = {}
     for name in order:
         is_sharded, why = _decided(name, described, sharded, replicated)
@@ -129,6 +132,15 @@ def layout_of(described: list[Described], sharded: tuple[str, ...],
         else:
             out[name] = Layout(False, (name,), (0,), why, (ranks,))
     return out
+
+
+def _matching(names: list[str], patterns: tuple[str, ...], flag: str) -> None:
+    """Each pattern the user gave matches some tensor (a typo is said, not ignored)."""
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            listed = ", ".join(names[:12]) + (" …" if len(names) > 12 else "")
+            raise UsageError(f"{flag} {pattern}: matches no tensor of the target; its tensors "
+                             f"are: {listed}")
 
 
 def _holders(name: str, ranks: tuple[int, ...], described: list[Described]

@@ -54,3 +54,10 @@ def test_data_under_a_wrapper_is_each_ranks_part_averaged_and_declared_parts_are
     layout = layout_of(ranks, (), ())
     assert parts_of(layout, (), "DistributedDataParallel", {"w"}) == {"x": "mean"}
     assert parts_of(layout, ("w",), "", {"w"}) == {"w": "sum"}
+
+
+def test_a_pattern_that_matches_no_tensor_is_said_with_the_tensors():
+    a = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(UsageError, match=r"--sharded nosuch: matches no tensor.*x, w"):
+        layout_of([_rank({"x": a, "w": a})] * 2, ("nosuch",), ())
+    assert layout_of([_rank({"x": a, "w": a})] * 2, ("w*",), ())["w"].sharded
