@@ -143,7 +143,7 @@ def _outcome(agent: Agent) -> Any:
                                f"{payload}")
         return payload
     said = _said(agent)
-    raise TargetError(f"the distributed target failed on {said}", during="forward",
+    raise TargetError(f"the distributed target failed: {said}", during="forward",
                       error="rank", detail=said)
 
 

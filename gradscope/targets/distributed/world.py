@@ -116,8 +116,8 @@ class World:
                 rank, f"rank {rank} did not answer within {seconds:g} s (a collective waiting "
                       "for a rank that never joined it, or a hang)", hang=True))
         except (RuntimeError, EOFError) as exc:
-            return ("error", _rank_failed(rank, f"rank {rank} died without a reply "
-                                                f"({_first(exc)})", hang=True))
+            return ("error", _rank_failed(rank, f"rank {rank} died without a reply (its "
+                                                f"connection: {_first(exc)})", hang=True))
 
     def stop(self, outcome: tuple[str, Any]) -> None:
         """Every other rank told the check is over, with its outcome (each gets what the
@@ -262,7 +262,7 @@ def _first(exc: BaseException) -> str:
 
 
 def _rank_failed(rank: int, message: str, hang: bool = False) -> TargetError:
-    error = TargetError(f"the distributed target failed on {message}", during="forward",
+    error = TargetError(f"the distributed target failed: {message}", during="forward",
                         error="rank", detail=message)
     error.rank, error.consequence = rank, hang  # type: ignore[attr-defined]
     return error
