@@ -1,8 +1,8 @@
 """Where a launcher put this process: its place in a world read from the environment —
 torchrun and torch's elastic launch set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
-MASTER_PORT; SLURM's srun sets SLURM_PROCID, SLURM_NTASKS (SLURM_STEP_NUM_TASKS) and
-SLURM_LOCALID, and rank 0's host is MASTER_ADDR or the first of the job's nodes — and the
-environment torchrun gives its processes, set for a launcher that gives less."""
+MASTER_PORT; SLURM's srun sets SLURM_PROCID, SLURM_STEP_NUM_TASKS and SLURM_LOCALID, and rank
+0's host is MASTER_ADDR or the first of the job's nodes — and the environment torchrun gives
+its processes, set for a launcher that gives less."""
 
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def place(environ: Mapping[str, str] | None = None) -> Place | None:
         return Place(_int(env, "RANK"), _int(env, "WORLD_SIZE"),
                      _int(env, "LOCAL_RANK", env.get("RANK", "0")), env["MASTER_ADDR"],
                      _int(env, "MASTER_PORT"), launcher)
-    tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
+    # (srun's, for each task of a step; a batch script's shell has SLURM_NTASKS for the whole
+    # allocation but runs alone: taking it for a world would wait for ranks never started)
+    tasks = env.get("SLURM_STEP_NUM_TASKS")
     if "SLURM_PROCID" in env and tasks and tasks.isdigit() and int(tasks) > 1:
         nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or \
             env.get("SLURM_NODELIST") or ""

@@ -112,8 +112,9 @@ def test_nproc_that_is_not_the_launchers_world_is_refused_on_every_rank():
     tasks = [subprocess.Popen([sys.executable, "-m", "gradscope", "check", f"{PAR}:ParallelMLP",
                                "--nproc", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, cwd=ROOT,
-                              env={**_env(), "SLURM_PROCID": str(rank), "SLURM_NTASKS": "2",
-                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+                              env={**_env(), "SLURM_PROCID": str(rank),
+                                   "SLURM_STEP_NUM_TASKS": "2", "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": port})
              for rank in range(2)]
     outs = [t.communicate(timeout=300) for t in tasks]
     assert [t.returncode for t in tasks] == [2, 2]

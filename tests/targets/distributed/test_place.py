@@ -21,7 +21,8 @@ def test_torchruns_environment_places_the_process():
 def test_a_plain_process_has_no_place():
     assert place({}) is None
     assert place({"RANK": "0"}) is None  # (half an environment: no launcher made it)
-    assert place({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}) is None  # a batch script's
+    assert place({"SLURM_PROCID": "0", "SLURM_NTASKS": "8"}) is None  # a batch script's shell
+    assert place({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"}) is None  # one task
 
 
 def test_sruns_environment_places_the_process_with_rank_0s_host_from_the_node_list():
@@ -36,7 +37,7 @@ def test_sruns_environment_places_the_process_with_rank_0s_host_from_the_node_li
 
 def test_srun_without_a_node_list_or_master_addr_is_a_usage_error():
     with pytest.raises(UsageError, match="MASTER_ADDR"):
-        place({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+        place({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2"})
 
 
 def test_a_launcher_value_that_is_no_number_is_said():
