@@ -239,10 +239,10 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def die_with_parent(parent: int) -> None:
-    """This process is killed (SIGKILL) when its parent ends — a rank whose coordinator was
+    """This process is killed (SIGKILL) when its parent ends — a rank whose launcher was
     killed by `gradscope run`'s timeout would otherwise wait on forever. Linux only (elsewhere
-    the ranks' channel closing ends them where they read it); a parent already gone ends this
-    process at once."""
+    a rank's peers closing their connections ends it where it waits on them); a parent
+    already gone ends this process at once."""
     if sys.platform.startswith("linux"):
         import contextlib
         import ctypes

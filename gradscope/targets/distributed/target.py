@@ -259,7 +259,7 @@ class DistributedTarget(Target):
 
 
 class _Remote(torch.autograd.Function):
-    """The ranks' evaluation as one autograd node of the coordinator: forward asks every rank
+    """The ranks' evaluation as one autograd node of rank 0's check: forward asks every rank
     for its output; backward asks every rank for `y.backward(upstream)` at the same values."""
 
     @staticmethod
