@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from gradscope import process
 from gradscope.errors import GradscopeError, Stopped, TargetError
@@ -193,31 +194,117 @@ def known_hint(exc: BaseException) -> str | None:
 IN_PLACE = "modified by an inplace operation"
 # a frame of a traceback as anomaly mode prints it, with its source line
 TRACED = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*([^\n]*)')
+# torch's words for the tensor changed: "[torch.FloatTensor [4]], which is output 0 of Sigmoid,
+# is at version 1; expected version 0 instead"
+CHANGED = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\](?:, which is output \d+ of (\w+),)? "
+                     r"is at version \d+; expected version (\d+)")
+# in-place calls that are no method ending in "_"
+IN_PLACE_CALLS = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__",
+                            "__ifloordiv__", "__ipow__", "__imod__", "__iand__", "__ior__",
+                            "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
+                            "__setitem__"})
 
 
 def changed_in_place(exc: BaseException, again: Callable[[], object]) -> str | None:
     """The hint for torch's "modified by an inplace operation", with the user's line whose
-    op saved the tensor that was changed: `again` (a fresh forward and backward) run under
-    anomaly detection, whose warning carries the forward's traceback (torch's message names
-    only the op's class: "output 0 of Sigmoid"). Other errors: their known hint."""
+    op saved the tensor that was changed and the line that changed it: `again` (a fresh
+    forward and backward) run under anomaly detection, whose warning carries the forward's
+    traceback (torch's message names only the op's class: "output 0 of Sigmoid"), and with
+    each in-place call of the forward watched (the version it found the tensor at, the node
+    that made it, the user's line). Other errors: their known hint."""
     hint = known_hint(exc)
     if IN_PLACE not in str(exc):
         return hint
+    changes: list[_Change] = []
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
-            with torch.autograd.detect_anomaly(check_nan=False):
+            with torch.autograd.detect_anomaly(check_nan=False), _InPlaceCalls(changes):
                 again()
         except Exception:  # (the same error again: its warning is what was wanted)
             pass
     frames = [m for w in seen for m in TRACED.findall(str(w.message))
               if not m[0].startswith(OURS) and f"{os.sep}torch{os.sep}" not in m[0]]
+    changer = _changer(str(exc), changes)
+    by = (f" and changed by `{changer.code}` (in {changer.function}, "
+          f"{place(changer.path, changer.line)})") if changer is not None else ""
     if not frames:
-        return hint
+        return hint if changer is None else \
+            f"the tensor saved for backward was changed{by[12:]}; clone it before changing it"
     path, line, name, code = frames[-1]
     return (f"the tensor changed in place was saved for backward by `{code.strip()}` (in "
-            f"{name}, {place(path, int(line))}); clone it before changing it, or change a "
+            f"{name}, {place(path, int(line))}){by}; clone it before changing it, or change a "
             "copy")
+
+
+class _Change:
+    """One in-place call of the user's forward: the tensor's shape, the version it found it
+    at and the node that made it (None: a leaf), and the user's line."""
+
+    def __init__(self, tensor: torch.Tensor, frame: traceback.FrameSummary) -> None:
+        self.shape = tuple(tensor.shape)
+        self.version = tensor._version
+        node = tensor.grad_fn
+        self.node = re.sub(r"Backward\d*$", "", type(node).__name__) if node is not None \
+            else None
+        self.path, self.line, self.function = frame.filename, frame.lineno or 0, frame.name
+        self.code = _without_comment((frame.line or "").strip())
+
+
+def _without_comment(line: str) -> str:
+    """A source line without its trailing comment (the first `#` before which it parses)."""
+    for at in (i for i, ch in enumerate(line) if ch == "#"):
+        try:
+            ast.parse(line[:at])
+        except SyntaxError:
+            continue
+        return line[:at].rstrip()
+    return line
+
+
+class _InPlaceCalls(TorchFunctionMode):
+    """Each in-place call on a tensor (a method ending in "_", an augmented assignment, an
+    item assignment) made from the user's own lines."""
+
+    def __init__(self, changes: list[_Change]) -> None:
+        super().__init__()
+        self.changes = changes
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        name = getattr(func, "__name__", "")
+        first = args[0] if args else None
+        if isinstance(first, torch.Tensor) and len(self.changes) < MAX_CHANGES and (
+                name in IN_PLACE_CALLS or (name.endswith("_") and not name.startswith("_"))):
+            frame = _user_frame()
+            if frame is not None:
+                self.changes.append(_Change(first, frame))
+        return func(*args, **(kwargs or {}))
+
+
+MAX_CHANGES = 10_000  # in-place calls watched in one forward (a model's every relu_)
+
+
+def _user_frame() -> traceback.FrameSummary | None:
+    """The innermost frame of the stack that is the user's (not gradscope's, torch's or a
+    library's it runs on)."""
+    for frame in reversed(traceback.extract_stack()):
+        if not frame.filename.startswith((*OURS, *LIBRARIES)) \
+                and f"{os.sep}torch{os.sep}" not in frame.filename:
+            return frame
+    return None
+
+
+def _changer(message: str, changes: list[_Change]) -> _Change | None:
+    """The in-place call that took the tensor torch names from the version autograd saved
+    it at: the same shape, the same node that made it, found at that version."""
+    found = CHANGED.search(message)
+    if found is None:
+        return None
+    shape = tuple(int(d) for d in found.group(1).replace(" ", "").split(",") if d)
+    node, version = found.group(2), int(found.group(3))
+    return next((c for c in changes if c.shape == shape and c.version == version
+                 and c.node == node), None)
 
 
 @contextmanager

@@ -458,3 +458,34 @@ def sizes_of(output: Sequence[int], inputs: Mapping[str, Sequence[int]]) -> dict
     if count > 1 and count not in sizes.values():
         sizes["the output's element count"] = count
     return sizes
+
+
+# a common factor found must account for this share of the change at the elements it was not
+# fitted to, and the fit there must agree with it to this share of its distance from 1
+EXPLAINS, AGREES = 0.5, 0.25
+
+
+def common_factor(ag: torch.Tensor, ref: torch.Tensor, beyond: float) -> float | None:
+    """The factor c of `ag` ≈ c · `ref` where there is one, |c − 1| past `beyond` (rule 4: fitted
+    by least squares on every other element where both are finite and `ref` is not 0, it
+    accounts for EXPLAINS of the difference at the others, and a fit on those agrees); else
+    None. Rounding errors have no common sign and size across a tensor: a half-precision path
+    wrong by 5 % is one, bfloat16's rounding of a right one is not."""
+    ag, ref = ag.reshape(-1).double(), ref.reshape(-1).double()
+    usable = torch.isfinite(ag) & torch.isfinite(ref) & ref.ne(0)
+    a, t = ag[usable], ref[usable]
+    if a.numel() < 4:
+        return None
+    fit, held = slice(0, None, 2), slice(1, None, 2)
+
+    def fitted(part: slice) -> float:
+        return float((a[part] * t[part]).sum() / (t[part] * t[part]).sum())
+
+    c, again = fitted(fit), fitted(held)
+    if abs(c - 1) <= beyond or abs(again - 1) <= beyond or (c - 1) * (again - 1) <= 0:
+        return None
+    change = float((a[held] - t[held]).norm())
+    if not change or float((a[held] - c * t[held]).norm()) > EXPLAINS * change \
+            or abs(again - c) > AGREES * abs(c - 1):
+        return None
+    return c

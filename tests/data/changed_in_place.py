@@ -1,5 +1,8 @@
 """User code that changes a tensor autograd saved for backward: torch's error names only the
-op's class ("output 0 of Sigmoid"); the user's line that saved it is what to look at."""
+op's class ("output 0 of Sigmoid"); the user's line that saved it is what to look at,
+and the line that changed it."""
+
+import torch
 
 
 def clobbered(x):
@@ -13,3 +16,10 @@ def cloned(x):
     z = x.sigmoid()
     y.mul_(2)  # its own copy: nothing saved is changed
     return (y + z).sum()
+
+
+def shifted(x):
+    w = torch.full_like(x, 2.0)
+    y = x * w
+    w += 1  # mul's backward needs w for x's gradient
+    return y.sum()

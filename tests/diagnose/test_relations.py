@@ -3,6 +3,7 @@ that follow none), and the readings of factors."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -224,3 +225,17 @@ def test_a_shift_is_not_said_where_a_factor_reads_the_numbers():
     status = torch.full(r.shape, MISMATCH, dtype=torch.int8)
     rel = find("w", Arrays(ag, r, err, status), wide, SIZES)
     assert rel is None or rel.kind != "additive"
+
+
+def test_a_common_factor_is_said_only_where_it_holds_on_the_elements_it_was_not_fitted_to():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(64, generator=g, dtype=torch.float64)
+    noise = 1 + 0.004 * torch.randn(64, generator=g, dtype=torch.float64)  # bf16 rounding
+    assert relations.common_factor(ref * 1.05 * noise, ref, 0.0156) == pytest.approx(1.05,
+                                                                                     rel=1e-2)
+    assert relations.common_factor(ref * noise, ref, 0.0156) is None  # rounding alone
+    assert relations.common_factor(ref * 1.01, ref, 0.0156) is None  # within two units
+    half = ref.clone()
+    half[::2] *= 1.05  # the even elements only: the fit there predicts nothing of the odd
+    assert relations.common_factor(half, ref, 0.0156) is None
+    assert relations.common_factor(ref[:3] * 2, ref[:3], 0.0156) is None  # too few

@@ -80,6 +80,15 @@ def test_a_step_in_float32_between_float64_ends_sets_the_precision(capsys):
     assert code == 1 and culprits and culprits[0].startswith("Sin32Bug.backward")
 
 
+def test_a_tensor_changed_in_place_after_an_op_saved_it_names_the_line_that_changed_it():
+    # no node made it (torch's message says no "output of"): the shape and version decide
+    with pytest.raises(TargetError) as raised:
+        backward(_prepared(f"{DATA}/changed_in_place.py:shifted", shape={"x": (4,)}))
+    line = next(k for k, code in enumerate((DATA / "changed_in_place.py").read_text()
+                                           .splitlines(), 1) if "w += 1" in code)
+    assert f"changed by `w += 1` (in shifted, changed_in_place.py:{line})" in str(raised.value)
+
+
 def test_a_saved_tensor_changed_in_place_names_the_users_line_that_saved_it():
     with pytest.raises(TargetError) as raised:
         backward(_prepared(f"{DATA}/changed_in_place.py:clobbered", shape={"x": (4,)}))
@@ -88,6 +97,6 @@ def test_a_saved_tensor_changed_in_place_names_the_users_line_that_saved_it():
     line = next(k for k, code in enumerate((DATA / "changed_in_place.py").read_text()
                                            .splitlines(), 1) if "= x.sigmoid()" in code)
     assert f"saved for backward by `y = x.sigmoid()` (in clobbered, changed_in_place.py:{line})" \
-        in text
+        f" and changed by `y.mul_(2)` (in clobbered, changed_in_place.py:{line + 1})" in text
     assert backward(_prepared(f"{DATA}/changed_in_place.py:cloned",
                               shape={"x": (4,)})).grads is not None

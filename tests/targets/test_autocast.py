@@ -80,3 +80,29 @@ def test_what_autocast_is_not_combined_with(options, said):
         return
     with pytest.raises(UsageError, match=said):
         gradscope.check("x * 2", autocast="bfloat16", **options)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_custom_bwd_5_percent_wrong_only_in_half_precision_fails_naming_it(dtype):
+    # right in float32 (the autocast-free twin agrees with finite differences), 5 % too large
+    # on its half-precision path: within what autocast's widening believes of bfloat16, so
+    # only its call under autocast, checked in place, shows it — a common factor that held
+    # on a fresh gradient — and its derivative in its place moves the target's gradient
+    for seed in range(2):
+        report = gradscope.check(f"{MIXED}:HalfOnlyHeadSlight", shape={"x": (3, 8)},
+                                 autocast=dtype, seed=seed)
+        assert not report.passed, report.to_text()
+        culprit = next(d for d in report.diagnostics if d.kind == "culprit")
+        assert "SquareHalfBugSlight.backward (mixed.py:" in culprit.message
+        assert culprit.factor == pytest.approx(1.05, rel=0.01)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_right_function_computing_in_half_precision_passes_with_nothing_said(dtype):
+    # its own rounding (and its bfloat16 scale's) is no culprit and no departure
+    for seed in range(3):
+        report = gradscope.check(f"{MIXED}:HalfRightHead", shape={"x": (3, 8)},
+                                 autocast=dtype, seed=seed)
+        assert report.passed, report.to_text()
+        assert not [d for d in report.diagnostics
+                    if d.kind in ("culprit", "inner_departure")], report.to_text()

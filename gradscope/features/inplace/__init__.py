@@ -27,7 +27,7 @@ from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
-from gradscope.features.inplace import culprits, custom_ops, pointed, reach
+from gradscope.features.inplace import culprits, custom_ops, pointed, reach, saturated
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
@@ -74,7 +74,9 @@ class InPlace(Feature):
             raise StepAside("the target calls torch.compile'd code, whose Functions dynamo "
                             "traced into its graph")
         eps = finite.fd.eps if finite is not None and finite.fd is not None else None
-        found = culprits.check_in_place(target.forward, prepared.bound.cast, back.upstream,
+        # (the evaluation autograd differentiated: under --autocast its custom_bwd paths)
+        found = culprits.check_in_place(target.autograd_forward, prepared.bound.cast,
+                                        back.upstream,
                                         ctx.evidence.tol, eps or options.eps or DEFAULT_EPS,
                                         options.max_fd, options.sample, options.seed)
         if not found:
@@ -160,7 +162,8 @@ class InPlace(Feature):
             found = culprits.diagnostics(facts.checks)
             said = (_reached(d, facts.reach) for d in found) if verdict.failures else \
                 (_noted(d, facts.reach) for d in found)
-            return Said((*self.target_checks(ctx), *said, *culprits.saturation(facts.checks)))
+            return Said((*self.target_checks(ctx), *said, *saturated.diagnostics(
+                [c for c in facts.checks if isinstance(c, ClassCheck)])))
         own = ctx.prepared.target.own_function
         if own is None:
             return Said()
@@ -187,6 +190,8 @@ def _all_declared(ctx: Context) -> bool:
     return bool(names) and surrogates is not None and names <= set(surrogates.declared)
 
 
+LOWERED = ("a run mode lowered autograd's precision, and the call is wrong only beyond its own "
+           "precision's tolerance, which its rounding may explain")
 SEEN = ("it was not asked: the target's raw comparisons disagreed before their excuses "
         "(a declared surrogate, a documented departure) were applied")
 
@@ -199,9 +204,18 @@ def _reach(ctx: Context, wrong: list[ClassCheck]) -> reach.Reach:
         return reach.Reach({}, unproven=SEEN)
     prepared, back = ctx.prepared, ctx.evidence.backward
     assert back.grads is not None
+    if prepared.target.twin is not None:
+        # (a run mode lowered autograd's precision: a call wrong only at its half precision's
+        # tolerance may be its rounding, and the target's tolerance is widened by what the
+        # mode changed; a common factor held on fresh data is no rounding: its move through
+        # the mode's own evaluation is judged at the target's tolerance)
+        wrong = [replace(c, wrong=tuple(w for w in c.wrong if w.systematic)) for c in wrong]
+        wrong = [c for c in wrong if c.wrong]
+        if not wrong:
+            return reach.Reach({}, unproven=LOWERED)
     try:
-        return reach.moved(prepared.target.forward, prepared.bound.cast, wrong, back.grads,
-                           ctx.evidence.tol)
+        return reach.moved(prepared.target.autograd_forward, prepared.bound.cast, wrong,
+                           back.grads, ctx.evidence.tol)
     except Exception as exc:  # (a second forward or its backward refused: nothing proven,
         # the culprits found stay)
         return reach.Reach({}, unproven=f"its second forward and backward raised "

@@ -20,7 +20,7 @@ from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.engines.fd.result import Estimate
-from gradscope.features.inplace import reach, saturated
+from gradscope.features.inplace import precision, reach, saturated
 from gradscope.features.inplace.calls import (
     FunctionCall,
     applied_values,
@@ -61,6 +61,9 @@ class Wrong:
     # per argument: its derivative's VJP − its backward's, with the gradient it got (None:
     # not known at every element; reach.py)
     departure: reach.Departure | None = None
+    # found as a common factor of a half-precision call's answer, within its precision's
+    # tolerance (`_factor`): what reach.py proves under --autocast
+    systematic: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
         by_class.setdefault(call.cls, []).append(call)
     out = []
     for cls, mine in by_class.items():
-        results = [_check(c, k, tol, eps, max_fd, sample, seed) for k, c in enumerate(mine)]
+        results = [_check(c, k, precision.judged_at(c, tol), eps, max_fd, sample, seed)
+                   for k, c in enumerate(mine)]
         quiet = all(flat and w is None for w, _, flat in results)
         active = saturated.active(mine[0], lambda c: _check(c, 0, tol, eps, max_fd, sample,
                                                             seed), seed) if quiet else None
@@ -135,36 +139,6 @@ def find(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     """A `culprit` diagnostic per Function class whose backward is wrong on some call."""
     calls = record(forward, values, upstream).calls
     return diagnostics(_classes(calls, tol, eps, max_fd, sample, seed))
-
-
-def saturation(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
-    """A `saturation` warning per Function class every checked call of which was saturated
-    (and found no wrong backward): what the drawn inputs left unexercised, and how its
-    backward is where it is active (saturated.py)."""
-    return [Diagnostic(
-        kind="saturation", op=f"{c.cls.__name__}.backward", where=c.where, inputs=[],
-        count=c.calls,
-        message=(f"{c.label}: on each of its {c.calls} call(s) its backward and its forward's "
-                 f"derivative were ~0 at {saturated.SATURATED:.0%} of the elements or more: "
-                 "the inputs saturate it, so a wrong gradient where it is active would go "
-                 f"unseen{_active(c.active)}"),
-        hint=("give inputs with --at that reach its active region (moderate values), or "
-              "check the Function alone: gradscope check FILE:CLASS"),
-        relation=rel.kind if rel else None, factor=rel.factor if rel else None)
-        for c in checks if isinstance(c, ClassCheck) and not c.wrong and c.calls
-        and c.saturated == c.calls
-        for rel in [c.active.wrong.relation if c.active and c.active.wrong else None]]
-
-
-def _active(found: saturated.Active | None) -> str:
-    if found is None:
-        return ""
-    where = f"; with its arguments scaled by {found.factor:g}, where it is active,"
-    if found.wrong is None:
-        return f"{where} its backward agrees with its forward"
-    how = HOW.format(count=found.wrong.count) if found.wrong.nonlinear else \
-        _how(found.wrong.relation, f"{found.wrong.count} element(s) disagree")
-    return f"{where} its backward is wrong for its argument {found.wrong.argument}: {how}"
 
 
 def diagnostics(checks: Sequence[ClassCheck | HookCheck]) -> list[Diagnostic]:
@@ -264,14 +238,35 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
         compared = _another_upstream(call, names, fd, checked, tol, max_fd, sample, seed) \
             or compared
         wrong = next((n for n, (_, count) in compared.items() if count), None)
-    def kept() -> dict[str, Any]:  # (only a wrong call's: a forward and backward more)
-        return {"index": index, "names": tuple(names),
-                "departure": reach.departure(call, names, checked, v, received, tol)}
+    factor = precision.factor(call, compared, lambda: _another_upstream(
+        call, names, fd, checked, tol, max_fd, sample, seed + 2))
 
+    def kept(systematic: bool = False) -> dict[str, Any]:  # (only a wrong call's: a forward
+        # and backward more)
+        return {"index": index, "names": tuple(names), "systematic": systematic,
+                "departure": reach.departure(call, names, checked, v, received, tol,
+                                             every=systematic)}
+
+    if wrong is None and factor is not None:
+        return Wrong(call, factor[0], factor[1], factor[2], **kept(True)), elements, flat
     if wrong is None:
         off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, joined, tol, seed)
         return (Wrong(call, off.argument, None, off.count, nonlinear=True, **kept())
                 if off is not None else None), elements, flat
+    rel = _relation(call, names, fd, checked, wrong, compared, tol,
+                    lambda: _another_upstream(call, names, fd, checked, tol, max_fd, sample,
+                                              seed + 1))
+    return (Wrong(call, wrong, rel, compared[wrong][1],
+                  **kept(factor is not None and factor[0] == wrong)), elements, flat)
+
+
+def _relation(call: FunctionCall, names: list[str], fd: FiniteDifferences,
+              checked: Mapping[str, torch.Tensor], wrong: str,
+              compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance,
+              again: Callable[[], Mapping[str, tuple[relations.Arrays, int]]]
+              ) -> relations.Relation | None:
+    """How the wrong argument's answer relates to its derivative; a located rule only where
+    `again` (a fresh gradient from above) finds the same (rule 4)."""
     arrays = {n: a for n, (a, _) in compared.items()}
     variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
     sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
@@ -279,13 +274,12 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
     rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
                          written(call.cls))
     if rel is not None and relations.located(rel):  # (rule 4: a place held on a fresh draw)
-        again = _another_upstream(call, names, fd, checked, tol, max_fd, sample, seed + 1)
-        fresh = {n: a for n, (a, _) in again.items()}
+        fresh = {n: a for n, (a, _) in again().items()}
         if wrong not in fresh or not relations.same_rule(relations.find(
                 wrong, fresh[wrong], tol, sizes, fresh, None, variables, written(call.cls)),
                 rel):
-            rel = None
-    return Wrong(call, wrong, rel, compared[wrong][1], **kept()), elements, flat
+            return None
+    return rel
 
 
 def _blind(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:

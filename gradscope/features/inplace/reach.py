@@ -57,17 +57,18 @@ class Reach:
 
 
 def departure(call: FunctionCall, names: Sequence[str], checked: Mapping[str, torch.Tensor],
-              v: torch.Tensor, compared: Mapping[str, relations.Arrays], tol: Tolerance
-              ) -> Departure | None:
+              v: torch.Tensor, compared: Mapping[str, relations.Arrays], tol: Tolerance,
+              every: bool = False) -> Departure | None:
     """Per argument compared, the derivative's VJP with `v` minus the backward's answer (0
     where the comparison found agreement or a kink; a flat forward's departure counted, since
-    it reaches the target as any other); None where neither full finite differences nor a
-    proven autograd of the forward give it at every element."""
+    it reaches the target as any other; `every`: at every element judged, a common factor
+    within the tolerance too); None where neither full finite differences nor a proven
+    autograd of the forward give it at every element."""
     derived = _derivative(call, names, checked, v)
     out = {}
     for name, arrays in compared.items():
         judged = (arrays.status == Status.OK.code) | (arrays.status == Status.MISMATCH.code)
-        wrong = judged & _disagrees(arrays.autograd, arrays, judged, tol)
+        wrong = judged if every else judged & _disagrees(arrays.autograd, arrays, judged, tol)
         agreed = judged & ~wrong
         own = derived.get(name) if derived is not None else None
         if own is not None and bool(judged.any()) and not bool(

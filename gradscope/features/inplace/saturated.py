@@ -11,16 +11,21 @@ failure of the target checked at its own inputs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gradscope.diagnose import relations
 from gradscope.features.inplace.calls import FunctionCall, applied, backward_again, joined
+from gradscope.features.inplace.linearity import HOW
+from gradscope.report.model import Diagnostic
 from gradscope.rng import generator
 from gradscope.verdict.tolerance import Tolerance
+
+if TYPE_CHECKING:
+    from gradscope.features.inplace.culprits import ClassCheck
 
 SATURATED = 0.95  # a call is saturated where this share of its argument elements is ~0
 SHRINKS = (0.1, 0.01, 0.001)  # the arguments' scale tried for the active region
@@ -87,3 +92,34 @@ def _scaled(call: FunctionCall, factor: float, seed: int) -> FunctionCall | None
     moved.returned = tuple(g for a, g in zip(args, returned, strict=True)
                            if isinstance(a, torch.Tensor))
     return moved
+
+
+def diagnostics(checks: Sequence[ClassCheck]) -> list[Diagnostic]:
+    """A `saturation` warning per Function class every checked call of which was saturated
+    (and found no wrong backward): what the drawn inputs left unexercised, and how its
+    backward is where it is active (saturated.py)."""
+    return [Diagnostic(
+        kind="saturation", op=f"{c.cls.__name__}.backward", where=c.where, inputs=[],
+        count=c.calls,
+        message=(f"{c.label}: on each of its {c.calls} call(s) its backward and its forward's "
+                 f"derivative were ~0 at {SATURATED:.0%} of the elements or more: "
+                 "the inputs saturate it, so a wrong gradient where it is active would go "
+                 f"unseen{_active(c.active)}"),
+        hint=("give inputs with --at that reach its active region (moderate values), or "
+              "check the Function alone: gradscope check FILE:CLASS"),
+        relation=rel.kind if rel else None, factor=rel.factor if rel else None)
+        for c in checks if not c.wrong and c.calls
+        and c.saturated == c.calls
+        for rel in [c.active.wrong.relation if c.active and c.active.wrong else None]]
+
+
+def _active(found: Active | None) -> str:
+    if found is None:
+        return ""
+    where = f"; with its arguments scaled by {found.factor:g}, where it is active,"
+    if found.wrong is None:
+        return f"{where} its backward agrees with its forward"
+    how = HOW.format(count=found.wrong.count) if found.wrong.nonlinear else \
+        (found.wrong.relation.text if found.wrong.relation is not None
+         else f"{found.wrong.count} element(s) disagree")
+    return f"{where} its backward is wrong for its argument {found.wrong.argument}: {how}"
