@@ -162,3 +162,13 @@ class RaisesInBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _solve(grad)
+
+
+class SquaredUpstream(SolvedSquare):
+    """x² whose backward squares its gradient's magnitude: right for the 0/1 upstreams torch's
+    gradcheck builds each Jacobian column with, wrong for any other upstream."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * grad.abs() * 2 * x

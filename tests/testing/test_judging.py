@@ -221,6 +221,21 @@ def test_a_check_memory_cuts_short_is_no_full_pass_torch_decides_the_rest(monkey
     assert judged
 
 
+def test_a_backward_nonlinear_at_the_calls_tolerance_fails_explained_though_torch_passes():
+    # torch's Jacobian columns come from 0/1 upstreams, for which |g|·g = g: it passes; at the
+    # call's own tolerance gradscope's random upstreams and the linearity probe still see it
+    from tests.data.backwards import SquaredUpstream
+
+    x = torch.randn(6, dtype=torch.float64, generator=torch.Generator().manual_seed(0),
+                    requires_grad=True)
+    assert torch.autograd.gradcheck(SquaredUpstream.apply, (x,))
+    with pytest.raises(gradscope.GradcheckError) as raised:
+        gradscope.gradcheck(SquaredUpstream.apply, (x,))
+    assert raised.value.report is not None
+    kinds = {d.kind for d in raised.value.report.diagnostics}
+    assert "nonlinear_backward" in kinds, raised.value.report.to_text()
+
+
 def test_a_backward_linear_to_the_calls_tolerance_passes_where_torch_passes():
     # a solver stopped at 1e-5: gradscope's own tolerance sees it wrong and not linear, the
     # call's 1e-3 sees neither: a warning where torch passes, a failure in strict mode
