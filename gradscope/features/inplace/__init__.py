@@ -27,7 +27,14 @@ from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
-from gradscope.features.inplace import culprits, custom_ops, pointed, reach, saturated
+from gradscope.features.inplace import (
+    culprits,
+    custom_ops,
+    pointed,
+    reach,
+    saturated,
+    sole,
+)
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic, UpstreamCheck
@@ -160,6 +167,11 @@ class InPlace(Feature):
         explained = value_of(said, "relations") or {}
         if facts is not None:
             found = culprits.diagnostics(facts.checks)
+            if verdict.failures:
+                found += sole.culprits(facts.checks, {
+                    n: verdict.table[n].counts().get(Status.MISMATCH, 0)
+                    for n, s in verdict.statuses.items()
+                    if s == Status.MISMATCH and n in verdict.table}, explained)
             said = (_reached(d, facts.reach) for d in found) if verdict.failures else \
                 (_noted(d, facts.reach) for d in found)
             return Said((*self.target_checks(ctx), *said, *saturated.diagnostics(

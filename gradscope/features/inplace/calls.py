@@ -269,6 +269,7 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
         with wrapped(users(found), calls), vmapped_calls(found, calls), \
                 _DispatcherOps(op_calls if ops_seen.seen else None, calls), _Hooks(hooks):
             out = forward(leaves)
+        _sole_ways(out, calls, leaves)
         handles = [c.node.register_hook(_keeper(c)) for c in calls if c.node is not None]
         try:
             wanted = [v for v in leaves.values() if v.requires_grad]
@@ -285,6 +286,41 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
                 c.returned = _op_returned(c)
     every = sorted([*calls, *op_calls], key=lambda c: c.order)
     return Recorded([c for c in every if c.ran], [h for h in hooks if h.received is not None])
+
+
+def _sole_ways(out: Any, calls: list[FunctionCall], leaves: Mapping[str, torch.Tensor]
+               ) -> None:
+    """Per call, the target's inputs passed to it as an argument (the leaf itself) whose only
+    way into the output's graph is that call's node: `extra["sole"]`, argument index → input
+    name. Such an input's gradient is that call's backward's answer alone (a parameter its
+    forward reaches through a callable, passed beside it only so that backward can return its
+    gradient)."""
+    if not isinstance(out, torch.Tensor) or out.grad_fn is None or not calls:
+        return
+    consumers: dict[int, int] = {}
+    for node in grad_nodes(out.grad_fn):
+        for child, _ in node.next_functions:
+            if child is not None:
+                consumers[id(child)] = consumers.get(id(child), 0) + 1
+    # (a leaf's node holds the tensor the gradient accumulates into: a module's parameter
+    # slot holds the input's leaf, or a tensor on its storage)
+    names: dict[Any, str | None] = {}
+    for n, t in leaves.items():
+        if t.numel():  # (two inputs on one place: neither is told apart)
+            names[_where(t)] = n if _where(t) not in names else None
+    for c in calls:
+        if c.node is None:
+            continue
+        tensors = [i for i, a in enumerate(c.args) if isinstance(a, torch.Tensor)]
+        for i, (child, _) in zip(tensors, c.node.next_functions, strict=False):
+            leaf = getattr(child, "variable", None)
+            name = names.get(_where(leaf)) if isinstance(leaf, torch.Tensor) else None
+            if name is not None and consumers.get(id(child)) == 1:
+                c.extra.setdefault("sole", {})[i] = name
+
+
+def _where(t: torch.Tensor) -> tuple[int, tuple[int, ...], torch.dtype]:
+    return t.data_ptr(), tuple(t.shape), t.dtype
 
 
 # where torch generates the class that runs a Function inside vmap (generate_vmap_rule)

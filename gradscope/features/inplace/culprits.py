@@ -81,6 +81,9 @@ class ClassCheck:
     active: saturated.Active | None = None
     written: tuple[str, ...] = ()  # a custom op's arguments written, its schema silent
     unread: tuple[str, ...] = ()  # arguments its forward never reads (not compared)
+    # (unread argument, the target's input passed as it whose only way into the gradient is
+    # this Function's node): that input's gradient is this backward's answer alone
+    sole: tuple[tuple[str, str], ...] = ()
 
     @property
     def where(self) -> str:
@@ -125,11 +128,14 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
         op = registered(cls)
         written = undeclared(op, {argument_names(c)[i] for c in mine
                                   for i in c.extra.get("written", ())}) if op else ()
+        unread = tuple(dict.fromkeys(n for c in mine for n in c.extra.get("unread", ())))
+        sole = tuple(dict.fromkeys((argument_names(c)[i], name) for c in mine
+                                   for i, name in c.extra.get("sole", {}).items()
+                                   if argument_names(c)[i] in unread))
         out.append(ClassCheck(cls, len(mine), sum(n for _, n, _ in results),
                               tuple(w for w, _, _ in results if w is not None),
                               sum(1 for *_, flat in results if flat), written=written,
-                              active=active, unread=tuple(dict.fromkeys(
-                                  n for c in mine for n in c.extra.get("unread", ())))))
+                              active=active, unread=unread, sole=sole))
     return out
 
 

@@ -225,3 +225,16 @@ def test_vmapped_calls_are_not_recorded_while_the_user_profiles():
     finally:
         sys.setprofile(None)
     assert calls == []
+
+
+def test_an_input_whose_one_way_into_the_graph_is_a_call_is_that_calls_alone():
+    def alone(v):
+        return branches.LeakySwish.apply(v["x"]).sum() + (v["y"] * 2).sum()
+
+    def shared(v):
+        return branches.LeakySwish.apply(v["x"]).sum() + v["x"].sum()
+
+    (call,) = record(alone, {"x": X, "y": X.clone()}, torch.ones(())).calls
+    assert call.extra["sole"] == {0: "x"}
+    (call,) = record(shared, {"x": X}, torch.ones(())).calls
+    assert "sole" not in call.extra  # (a second way in: its gradient is not the call's alone)

@@ -247,5 +247,13 @@ def test_an_argument_the_forward_reads_another_way_is_not_compared_and_not_calle
         (row,) = [c for c in report.upstream_checks if "checked in place" in c.label]
         assert "not compared: params, which its forward never reads" in row.label
         assert row.result == "inconclusive"
+        culprits = [d for d in report.diagnostics if d.kind == "culprit"]
+        # its gradient is the Function's answer alone (the one way into the graph): the
+        # Function is named for it where it is wrong, and nothing is named where it is right
+        assert len(culprits) == (0 if passed else 1), report.to_text()
     # the target's own comparison still finds the parameter's flipped sign
     assert report["fn.a"].status == "mismatch"
+    (culprit,) = culprits
+    assert culprit.message.startswith("RootFindBug.backward (implicit.py:")
+    assert "for its argument params: fn.a's gradient is its answer alone" in culprit.message
+    assert culprit.factor == pytest.approx(-1.0) and culprit.inputs == ["fn.a"]
