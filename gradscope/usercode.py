@@ -248,10 +248,10 @@ class _Change:
         self.node = re.sub(r"Backward\d*$", "", type(node).__name__) if node is not None \
             else None
         self.path, self.line, self.function = frame.filename, frame.lineno or 0, frame.name
-        self.code = _without_comment((frame.line or "").strip())
+        self.code = without_comment((frame.line or "").strip())
 
 
-def _without_comment(line: str) -> str:
+def without_comment(line: str) -> str:
     """A source line without its trailing comment (the first `#` before which it parses)."""
     for at in (i for i, ch in enumerate(line) if ch == "#"):
         try:
@@ -276,7 +276,7 @@ class _InPlaceCalls(TorchFunctionMode):
         first = args[0] if args else None
         if isinstance(first, torch.Tensor) and len(self.changes) < MAX_CHANGES and (
                 name in IN_PLACE_CALLS or (name.endswith("_") and not name.startswith("_"))):
-            frame = _user_frame()
+            frame = user_frame()
             if frame is not None:
                 self.changes.append(_Change(first, frame))
         return func(*args, **(kwargs or {}))
@@ -285,7 +285,7 @@ class _InPlaceCalls(TorchFunctionMode):
 MAX_CHANGES = 10_000  # in-place calls watched in one forward (a model's every relu_)
 
 
-def _user_frame() -> traceback.FrameSummary | None:
+def user_frame() -> traceback.FrameSummary | None:
     """The innermost frame of the stack that is the user's (not gradscope's, torch's or a
     library's it runs on)."""
     for frame in reversed(traceback.extract_stack()):
@@ -303,8 +303,11 @@ def _changer(message: str, changes: list[_Change]) -> _Change | None:
         return None
     shape = tuple(int(d) for d in found.group(1).replace(" ", "").split(",") if d)
     node, version = found.group(2), int(found.group(3))
-    return next((c for c in changes if c.shape == shape and c.version == version
-                 and c.node == node), None)
+    alike = [c for c in changes if c.shape == shape and c.version == version]
+    exact = [c for c in alike if c.node == node]
+    # (an alias sharing its version counter — `y.detach().mul_(2)` — was made by no node)
+    aliases = [c for c in alike if c.node is None]
+    return exact[0] if exact else aliases[0] if len(aliases) == 1 else None
 
 
 @contextmanager

@@ -100,3 +100,13 @@ def test_a_saved_tensor_changed_in_place_names_the_users_line_that_saved_it():
         f" and changed by `y.mul_(2)` (in clobbered, changed_in_place.py:{line + 1})" in text
     assert backward(_prepared(f"{DATA}/changed_in_place.py:cloned",
                               shape={"x": (4,)})).grads is not None
+
+
+def test_a_saved_tensor_changed_through_an_alias_that_shares_its_version_is_named():
+    # `y.detach().mul_(2)`: the alias has no node of its own; its shape and version decide
+    with pytest.raises(TargetError) as raised:
+        backward(_prepared(f"{DATA}/changed_in_place.py:through_detach", shape={"x": (4,)}))
+    line = next(k for k, code in enumerate((DATA / "changed_in_place.py").read_text()
+                                           .splitlines(), 1) if "y.detach().mul_(2)" in code)
+    assert f"changed by `y.detach().mul_(2)` (in through_detach, changed_in_place.py:{line})" \
+        in str(raised.value)

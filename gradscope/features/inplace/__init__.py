@@ -34,6 +34,7 @@ from gradscope.features.inplace import (
     reach,
     saturated,
     sole,
+    unseen,
 )
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
@@ -57,6 +58,8 @@ class InPlaceFacts:
     # a model at scale: projections over the target's tensors a wrong Function received
     pointed: tuple[pointed.Pointed, ...] = ()
     reach: reach.Reach | None = None  # what the wrong Functions' derivatives would move
+    # saved tensors changed in place where no version check sees it (unseen.py)
+    changed: tuple[unseen.Unseen, ...] = ()
 
 
 class InPlace(Feature):
@@ -82,11 +85,13 @@ class InPlace(Feature):
                             "traced into its graph")
         eps = finite.fd.eps if finite is not None and finite.fd is not None else None
         # (the evaluation autograd differentiated: under --autocast its custom_bwd paths)
-        found = culprits.check_in_place(target.autograd_forward, prepared.bound.cast,
-                                        back.upstream,
-                                        ctx.evidence.tol, eps or options.eps or DEFAULT_EPS,
-                                        options.max_fd, options.sample, options.seed)
-        if not found:
+        found, changed = culprits.checked_in_place(target.autograd_forward,
+                                                   prepared.bound.cast, back.upstream,
+                                                   ctx.evidence.tol,
+                                                   eps or options.eps or DEFAULT_EPS,
+                                                   options.max_fd, options.sample,
+                                                   options.seed)
+        if not found and not changed:
             return None
         wrong = [c for c in found if isinstance(c, ClassCheck) and c.wrong]
         aimed = ()
@@ -94,7 +99,8 @@ class InPlace(Feature):
             tol = ctx.evidence.tol
             aimed = pointed.projected(wrong, prepared.bound.cast, finite.fd, back.grads,
                                       back.upstream, tol.atol, tol.rtol, options.seed)
-        return InPlaceFacts(tuple(found), aimed, _reach(ctx, wrong) if wrong else None)
+        return InPlaceFacts(tuple(found), aimed, _reach(ctx, wrong) if wrong else None,
+                            changed)
 
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
         """A custom op whose forward wrote into an argument its schema declares unchanged
@@ -168,6 +174,7 @@ class InPlace(Feature):
         if facts is not None:
             found = culprits.diagnostics(facts.checks)
             if verdict.failures:
+                found += [u.diagnostic() for u in facts.changed]
                 found += sole.culprits(facts.checks, {
                     n: verdict.table[n].counts().get(Status.MISMATCH, 0)
                     for n, s in verdict.statuses.items()

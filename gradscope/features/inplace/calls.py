@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradscope.features.inplace import unseen
 from gradscope.features.inplace.custom_ops import CUSTOM_OPS
 from gradscope.targets.oldstyle import has_setup_context, own_static, patched, values_only
 from gradscope.targets.registered import WatchedHook, reporting
@@ -85,6 +86,8 @@ class Recorded:
 
     calls: list[FunctionCall] = field(default_factory=list)
     hooks: list[HookCall] = field(default_factory=list)
+    # in-place changes of a saved tensor that no version check sees (unseen.py)
+    changed: tuple[unseen.Unseen, ...] = ()
 
 
 class _Hooks(TorchFunctionMode):
@@ -256,10 +259,14 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
     # a model's parameters copied twice more would be two more copies of the model)
     leaves = as_leaves(values)
     with torch.enable_grad():
-        with _DispatcherOps(None, []) as ops_seen, _Hooks(None) as looking:
-            found = classes(forward(leaves))
+        with _DispatcherOps(None, []) as ops_seen, _Hooks(None) as looking, \
+                unseen.Watch() as watch:
+            first = forward(leaves)
+            found = classes(first)
+        changed = unseen.unseen(first, watch.changes)
+        del first
         if not found and not looking.seen and not ops_seen.seen:  # (a module hook's
-            return Recorded()  # identity Function is found)
+            return Recorded(changed=changed)  # identity Function is found)
         leaves = as_leaves(values)
         calls: list[FunctionCall] = []
         op_calls: list[FunctionCall] = []
@@ -285,7 +292,8 @@ def record(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
             if c.received:
                 c.returned = _op_returned(c)
     every = sorted([*calls, *op_calls], key=lambda c: c.order)
-    return Recorded([c for c in every if c.ran], [h for h in hooks if h.received is not None])
+    return Recorded([c for c in every if c.ran], [h for h in hooks if h.received is not None],
+                    changed)
 
 
 def _sole_ways(out: Any, calls: list[FunctionCall], leaves: Mapping[str, torch.Tensor]

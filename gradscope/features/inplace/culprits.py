@@ -33,6 +33,7 @@ from gradscope.features.inplace.calls import (
 from gradscope.features.inplace.custom_ops import registered, undeclared
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
+from gradscope.features.inplace.unseen import Unseen
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.rng import generator
@@ -108,9 +109,18 @@ def check_in_place(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
                    ) -> list[ClassCheck | HookCheck]:
     """Every custom Function class and every gradient hook on the run, each call checked in
     place (one watched forward and backward records them all)."""
+    return checked_in_place(forward, values, upstream, tol, eps, max_fd, sample, seed)[0]
+
+
+def checked_in_place(forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+                     values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+                     tol: Tolerance, eps: float, max_fd: int, sample: int, seed: int
+                     ) -> tuple[list[ClassCheck | HookCheck], tuple[Unseen, ...]]:
+    """`check_in_place`'s checks, and the in-place changes of saved tensors no version check
+    saw in the same watched forward (unseen.py)."""
     recorded = record(forward, values, upstream)
-    return [*_classes(recorded.calls, tol, eps, max_fd, sample, seed),
-            *check_hooks(recorded.hooks, tol)]
+    return ([*_classes(recorded.calls, tol, eps, max_fd, sample, seed),
+             *check_hooks(recorded.hooks, tol)], recorded.changed)
 
 
 def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
