@@ -14,6 +14,10 @@ from gradscope.tensors import any_to_shape, branch_changed
 # input's scale max(1, |x|); None: the element's own value negated).
 PROBES = (None, 0.0, 0.5, -0.5, 2.0, -2.0, 10.0, -10.0, 100.0, -100.0)
 PROBED_ELEMENTS = 128  # elements probed one by one; the rest in groups of PROBE_GROUP
+# a far move of some elements may move the others by round-off only (a solver iterating every
+# element together stops at another step): the square root of the precision, of their scale
+FAR_ROUNDOFF = {torch.float64: 1.5e-8, torch.float32: 3.5e-4, torch.float16: 3e-2,
+                torch.bfloat16: 9e-2}
 PROBE_GROUP = 128  # (at most 10 forward calls per element or group: bounded for models)
 
 
@@ -55,6 +59,40 @@ class Prober:
                                          point.out.expand(point.out_shape))
                 if bool((changed & ~chosen.expand(point.out_shape)).any()):
                     return False
+        return self._far_alone(fn, name, index)
+
+    def _far_alone(self, fn: Traced, name: str, index: torch.Tensor) -> bool:
+        """The claim verified before it changes what is checked: the even elements, then the
+        odd ones, moved far (past every other element) leave the other outputs where they were
+        but for round-off (a top-k's mask, a sort's order, change then; an elementwise
+        function's other outputs do not, and a solver iterating all elements together moves
+        them by its last digits: FAR_ROUNDOFF of their scale). A target that rejects such
+        points keeps what the steps showed. Two forward calls."""
+        point = self.point
+        x = point.values[name]
+        if x.numel() < 2 or not x.is_floating_point():
+            return True
+        far = torch.add(x, 10 * max(1.0, float(x.detach().abs().max().nan_to_num(0.0))))
+        base = point.out.expand(point.out_shape)
+        finite = torch.isfinite(base)
+        scale = float(base[finite].abs().max()) if bool(finite.any()) else 1.0
+        allowed = FAR_ROUNDOFF[base.dtype] * max(1.0, scale) if base.is_floating_point() \
+            else 0.0
+        for chosen in ((index & 1).bool(), ~(index & 1).bool()):
+            vals = dict(point.values)
+            vals[name] = torch.where(chosen, far, x)
+            try:
+                out, _ = fn(vals)
+            except TargetError:
+                return True
+            self.calls[name] += 1
+            out = out.expand(point.out_shape)
+            others = ~chosen.expand(point.out_shape) & finite
+            # (NaN where it was finite moved too)
+            moved = ~((out - base).abs() <= allowed) if out.is_floating_point() \
+                else out != base
+            if bool((moved & others).any()):
+                return False
         return True
 
     def depends(self, name: str, flat: torch.Tensor, elementwise: bool,

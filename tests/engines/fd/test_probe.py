@@ -13,7 +13,8 @@ from tests.engines.fd import python_fd_of as _python_fd
 def test_probe_finds_elementwise_python_code_in_two_log_n_calls():
     x = torch.linspace(-2, 2, 5000, dtype=torch.float64)
     fd = _python_fd(lambda t: t * torch.sigmoid(t), x)
-    assert fd.is_elementwise("x") and fd.probed["x"] == 2 * 13  # 5000 < 2**13
+    # 5000 < 2**13: each bit group moved by its step, then the even and odd elements moved far
+    assert fd.is_elementwise("x") and fd.probed["x"] == 2 * 13 + 2
     col = fd.estimate("x")
     assert col.mode == "elementwise" and col.forward_calls == 4
     s = torch.sigmoid(x)
@@ -69,3 +70,31 @@ def test_a_probe_that_saturated_points_fool_defers_to_autograds_jacobian():
     assert not fd.is_elementwise("x") and asked == ["x"]
     assert _python_fd(lambda t: t * torch.sigmoid(t), x, diagonal=lambda n: True) \
         .is_elementwise("x")
+
+
+def test_a_top_k_mask_is_not_taken_for_elementwise_where_a_far_move_reorders_it():
+    # a small step reorders nothing, so each mask element moves with its own input only;
+    # moved past every other element, half of them push the others out of the top k
+    x = torch.linspace(-2, 2, 40, dtype=torch.float64)[
+        torch.randperm(40, generator=torch.Generator().manual_seed(0))]
+
+    def top_half(t):
+        return (t >= t.sort(descending=True).values[19]).to(t.dtype) * t
+
+    assert not _python_fd(top_half, x).is_elementwise("x")
+    assert _python_fd(lambda t: t.clamp(-1, 1) ** 2, x).is_elementwise("x")
+
+
+def test_a_solver_iterating_every_element_together_stays_elementwise():
+    # its far-moved elements take it more Newton steps: the others move by their last digits
+    def cube_root(x):
+        y = x.detach().clone()
+        for _ in range(50):
+            step = (y**3 + y - x) / (3 * y**2 + 1)
+            y = y - step
+            if float(step.abs().max()) < 1e-13:
+                break
+        return y
+
+    x = torch.linspace(-2, 2, 40, dtype=torch.float64)
+    assert _python_fd(cube_root, x).is_elementwise("x")
