@@ -182,7 +182,7 @@ class Largest:
     value: float
 
 
-class SmallGradients(Feature):
+class SmallGradients(Feature["Largest"]):
     """A house rule as a feature: every gradient below 10 in size — its facts, a named check
     on the target (evidence about it: it may fail the run) and a diagnosis."""
 
@@ -193,13 +193,13 @@ class SmallGradients(Feature):
         return Largest(max(float(g.abs().max()) for g in grads.values()))
 
     def checks(self, ctx, decided) -> list[UpstreamCheck]:
-        worst = ctx.of(self.name).value
+        worst = ctx.of(self).value
         word = Status.OK if worst < 10 else Status.MISMATCH
         return [UpstreamCheck("gradients below 10", worst < 10, worst, int(worst >= 10), {},
                               word)]
 
     def diagnose(self, ctx, verdict, said) -> Said:
-        worst = ctx.of(self.name).value
+        worst = ctx.of(self).value
         return Said((Diagnostic(kind="large_gradient", op="backward", where="", inputs=[],
                                 count=1, message=f"the largest gradient is {worst:g}", hint=""),)
                     if worst >= 10 else ())

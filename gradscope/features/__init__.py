@@ -3,11 +3,12 @@ gathers, what it excuses (with the evidence that earns it), the checks it adds, 
 it writes and the report fields it fills. The stages (runner/) visit `FEATURES` in this order,
 each hook under `base.Guard`: a feature that raises or does not fit steps aside with a note.
 
-Order matters where a feature reads another's facts or said value: the backward checks before
-surrogates (never excuse a backward that is not linear), projections before departures (which
-re-run the disagreeing ones), relations before the culprits in place and the surrogates that
-name them; departures explain before surrogates do. Adding a feature: one module with a
-`FEATURE`, and its line here.
+A feature declares the features it reads, by module: `needs` (read in the same stage — their
+facts while gathering its own, their said value while diagnosing: they run first) and `reads`
+(a later stage only). `ordered` keeps the listed order and moves a feature after what it needs;
+it refuses a declaration of a feature not registered here, and tests/features/test_registry.py
+holds every lookup of another feature (`ctx.of(M.FEATURE)`, `value_of(said, M.FEATURE)`) to a
+declaration. Adding a feature: one module with a `FEATURE`, and its line here.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from gradscope.features import (
     surrogates,
     vanishing,
 )
-from gradscope.features.base import Context, Decided, Feature, Guard, Said, StepAside
+from gradscope.features.base import Context, Decided, Feature, Guard, Said, StepAside, ordered
 
-FEATURES: tuple[Feature, ...] = (
+FEATURES: tuple[Feature, ...] = ordered((
     backwards.FEATURE,
     projections.FEATURE,
     kinks.FEATURE,
@@ -51,6 +52,6 @@ FEATURES: tuple[Feature, ...] = (
     compiled.FEATURE,
     opchecks.FEATURE,
     batched.FEATURE,
-)
+))
 
 __all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]

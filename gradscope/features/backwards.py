@@ -37,7 +37,7 @@ class BackwardFacts:
 ROUNDOFF_ULPS = 256  # a compiled backward's round-off between two calls, in its dtype's eps
 
 
-class Backwards(Findings):
+class Backwards(Findings["BackwardFacts"]):
     name = "backward checks"
 
     def facts(self, ctx: Context) -> BackwardFacts | None:
@@ -70,7 +70,7 @@ class Backwards(Findings):
             "a failure",))
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return Said()
         return Said((*facts.findings, *facts.warned), facts.notes)

@@ -32,9 +32,11 @@ evidence says without it.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import torch
 
@@ -47,6 +49,9 @@ from gradscope.verdict.compare import Comparison
 
 if TYPE_CHECKING:
     from gradscope.report.model import InputReport
+
+
+F = TypeVar("F")
 
 
 class StepAside(Exception):
@@ -62,8 +67,11 @@ class Context:
     evidence: Evidence
     facts: Mapping[str, Any] = field(default_factory=dict)
 
-    def of(self, name: str) -> Any:
-        return self.facts.get(name)
+    def of(self, feature: Feature[F]) -> F | None:
+        """The facts `feature` gathered (None: none, or it stepped aside). A feature reads its
+        own, and those of the features it declares (`needs`, `reads`: tests/features/
+        test_registry.py holds every lookup to that)."""
+        return self.facts.get(feature.name)
 
 
 @dataclass(frozen=True)
@@ -94,15 +102,22 @@ class Said:
     value: Any = None
 
 
-class Feature:
-    """One analysis. Subclasses set `name` and override the hooks they need."""
+class Feature(Generic[F]):
+    """One analysis, whose facts are an F. Subclasses set `name` and override the hooks they
+    need, and declare the features they read: `needs` — read in the same stage (their facts in
+    `facts`, their said value in `diagnose`), so they run first (`ordered`); `reads` — read in a
+    later stage only, in any order. Both by module (a feature module's `FEATURE`); where the
+    module imports this one (two features reading each other across stages), by `later`, and
+    the lookup imports it where it runs (no import cycle at the top)."""
 
     name: ClassVar[str] = ""
+    needs: ClassVar[tuple[ModuleType | Later, ...]] = ()
+    reads: ClassVar[tuple[ModuleType | Later, ...]] = ()
     # whether the elements `explain` re-marks `surrogate` are the user's surrogate (a step's
     # surrogate is; torch's own documented departure is not)
     users: ClassVar[bool] = True
 
-    def facts(self, ctx: Context) -> Any:
+    def facts(self, ctx: Context) -> F | None:
         return None
 
     def explain(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
@@ -131,16 +146,16 @@ class Feature:
         return {}
 
 
-class Findings(Feature):
+class Findings(Feature[F]):
     """A feature whose facts carry `findings` — diagnostics of named checks on the target (a
     failing kind fails the run) — and, where it has them, `notes`: both said as they are."""
 
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
-        facts = ctx.of(self.name)
+        facts: Any = ctx.of(self)
         return facts.findings if facts is not None else ()
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
-        facts = ctx.of(self.name)
+        facts: Any = ctx.of(self)
         if facts is None:
             return Said()
         return Said(tuple(facts.findings), tuple(getattr(facts, "notes", ())))
@@ -179,10 +194,69 @@ class Guard:
                      "without it" for name, why in self.aside.items())
 
 
-def value_of(said: Mapping[str, Said], name: str) -> Any:
-    """The value the feature `name` said (None: it said none, or did not run)."""
-    found = said.get(name)
+def value_of(said: Mapping[str, Said], feature: Feature[Any]) -> Any:
+    """The value `feature` said (None: it said none, or did not run)."""
+    found = said.get(feature.name)
     return found.value if found is not None else None
+
+
+@dataclass(frozen=True)
+class Later:
+    """A feature module declared by its name in this package, imported when first asked: the
+    declaration of a feature that imports the declaring one (the registry checks it is one)."""
+
+    name: str
+
+    @property
+    def module(self) -> ModuleType:
+        return importlib.import_module(f"gradscope.features.{self.name}")
+
+
+def later(name: str) -> Later:
+    """The feature module `name` of this package, for `needs`/`reads` (see `Later`)."""
+    return Later(name)
+
+
+def module_of(declared: ModuleType | Later) -> ModuleType:
+    return declared.module if isinstance(declared, Later) else declared
+
+
+def ordered(features: Sequence[Feature[Any]]) -> tuple[Feature[Any], ...]:
+    """`features` in their listed order, moved only where one needs another listed after it
+    (a stable topological order by `needs`); ValueError where a feature needs or reads one
+    that is not listed, or the needs make a cycle."""
+    listed = {f.name: f for f in features}
+    out: list[Feature[Any]] = []
+    placing: set[str] = set()
+
+    def place(feature: Feature[Any]) -> None:
+        if feature in out:
+            return
+        if feature.name in placing:
+            raise ValueError(f"features that need each other: {feature.name!r}")
+        placing.add(feature.name)
+        for declared in feature.reads:
+            _registered(feature, declared, "reads")
+        for declared in feature.needs:
+            place(_registered(feature, declared, "needs"))
+        placing.discard(feature.name)
+        out.append(feature)
+
+    def _registered(feature: Feature[Any], declared: ModuleType | Later, how: str
+                    ) -> Feature[Any]:
+        try:
+            found = getattr(module_of(declared), "FEATURE", None)
+        except ImportError:
+            found = None
+        if found is None or listed.get(found.name) is not found:
+            what = declared.name if isinstance(declared, Later) else declared.__name__
+            raise ValueError(f"feature {feature.name!r} {how} {what}, which is not "
+                             "registered")
+        return found
+
+    for feature in features:
+        place(feature)
+    return tuple(out)
 
 
 def wrong_inputs(evidence: Evidence) -> set[str]:

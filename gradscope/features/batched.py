@@ -41,7 +41,7 @@ def inspect_vmap(cls: type) -> Any:
     return getattr(rule, "__func__", rule)
 
 
-class Batched(Feature):
+class Batched(Feature[None]):
     name = "batched"
 
     def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Said:

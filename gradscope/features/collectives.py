@@ -41,7 +41,7 @@ class Found:
     hint: str
 
 
-class Collectives(Feature):
+class Collectives(Feature[None]):
     name = "collectives"
 
     def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Said:

@@ -41,7 +41,7 @@ class CompiledFacts:
     columns: dict[str, torch.Tensor]  # input → the compiled gradient for the table's question
 
 
-class CompiledTarget(Findings):
+class CompiledTarget(Findings["CompiledFacts"]):
     name = "compiled"
 
     def facts(self, ctx: Context) -> CompiledFacts | None:
@@ -80,7 +80,7 @@ class CompiledTarget(Findings):
         return CompiledFacts(tuple(findings), _notes(compiled), columns)
 
     def reported(self, ctx: Context, inputs: Sequence[InputReport]) -> dict[str, Any]:
-        compiled, facts = ctx.evidence.alongside, ctx.of(self.name)
+        compiled, facts = ctx.evidence.alongside, ctx.of(self)
         if compiled is None or facts is None or compiled.stats is None:
             return {}
         return {"compile": compiled.stats.to_dict(),

@@ -189,15 +189,16 @@ class DepartureFacts:
     projections: tuple[projections.Along, ...] = ()
 
 
-class Departures(Feature):
+class Departures(Feature["DepartureFacts"]):
     name = "departures"
+    needs = (projections,)
     users = False  # (torch's departure, not the user's surrogate)
 
     def facts(self, ctx: Context) -> DepartureFacts | None:
         prepared, evidence = ctx.prepared, ctx.evidence
         if evidence.backward.grads is None:
             return None
-        found = ctx.of(projections.FEATURE.name) or projections.ProjectionFacts()
+        found = ctx.of(projections.FEATURE) or projections.ProjectionFacts()
         wrong = wrong_inputs(evidence)
         projected_wrong = {(p.names[0], p.index) for p in found.projections
                            if not p.kinked and not p.rejected and not p.difference <= p.slack}
@@ -229,14 +230,14 @@ class Departures(Feature):
                      again if again is not None and again.agrees else None, agreeing)
 
     def explain(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         mask = facts.departed.get(name, {}).get(view.label) if facts is not None else None
         return cmp if mask is None else cmp.surrogate(mask)
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
         """The `documented_departure` diagnostic: the elements where autograd is torch's own
         documented departure from the derivative (each counted once, over every view)."""
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return Said()
         counts = {}

@@ -18,8 +18,9 @@ from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 
 
-class GradientFlow(Feature):
+class GradientFlow(Feature[None]):
     name = "flow"
+    reads = (vanishing,)
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
         if ctx.evidence.backward.grads is None:
@@ -41,7 +42,7 @@ def _traced(ctx: Context) -> list[Diagnostic]:
     traced, prepared = ctx.evidence.backward.flow, ctx.prepared
     if traced is None:
         return []
-    below = ctx.of(vanishing.FEATURE.name)
+    below = ctx.of(vanishing.FEATURE)
     return [*findings.diagnostics(traced, prepared.bound.cast,
                                   set(below.confirmed) if below is not None else set(),
                                   ctx.evidence.backward.grads),

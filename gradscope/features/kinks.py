@@ -75,7 +75,7 @@ def from_estimates(sites: Sequence[Any], estimates: Mapping[str, Any]) -> list[D
     return kink_diagnostics(sites, masks, unexplained)
 
 
-class Kinks(Feature):
+class Kinks(Feature[None]):
     name = "kinks"
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:

@@ -70,7 +70,7 @@ def quiet_layers(inputs: Iterable[LayerStats]) -> list[Diagnostic]:
     return found
 
 
-class Layers(Feature):
+class Layers(Feature[None]):
     name = "layers"
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:

@@ -31,7 +31,7 @@ class OpChecks:
     results: tuple[tuple[str, str | None], ...]  # (test, None: passed, else its finding)
 
 
-class OpcheckFeature(Feature):
+class OpcheckFeature(Feature["OpChecks"]):
     name = "opcheck"
 
     def facts(self, ctx: Context) -> OpChecks | None:
@@ -50,7 +50,7 @@ class OpcheckFeature(Feature):
         return OpChecks(str(getattr(op, "_name", op)), results)
 
     def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return []
         # (a test of the op's registration: no number compared, no element apart)
@@ -59,7 +59,7 @@ class OpcheckFeature(Feature):
                 for test, why in facts.results]
 
     def diagnose(self, ctx: Context, verdict: object, said: object) -> Said:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return Said()
         failed = tuple(Diagnostic(

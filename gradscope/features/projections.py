@@ -34,7 +34,8 @@ from gradscope.errors import TargetError
 from gradscope.evidence.backward import Backward
 from gradscope.evidence.prepare import Prepared
 from gradscope.evidence.references import PROJECTIONS, Finite
-from gradscope.features.base import Context, Decided, Feature
+from gradscope.features import surrogates
+from gradscope.features.base import Context, Decided, Feature, later
 from gradscope.report.model import UpstreamCheck
 from gradscope.report.modules import TOGETHER, in_forward_order
 from gradscope.report.status import Status
@@ -134,8 +135,9 @@ class ProjectionFacts:
 
 
 # ------------------------------------------------------------------ the feature
-class Projections(Feature):
+class Projections(Feature["ProjectionFacts"]):
     name = "projections"
+    reads = (surrogates, later("inplace"), later("departures"))
 
     def facts(self, ctx: Context) -> ProjectionFacts | None:
         evidence = ctx.evidence
@@ -172,12 +174,12 @@ class Projections(Feature):
                      if ok is None and n in finite.projected_only}
 
     def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return []
-        declared = ctx.of("surrogates")
+        declared = ctx.of(surrogates.FEATURE)
         excused = set(decided.surrogate) | set(declared.declared if declared else ())
-        departed = ctx.of("departures")
+        departed = _departures(ctx)
         undone = {(p.names[0], p.index) for p in departed.projections} if departed else set()
         out = [_departed(_projection(p, p.names[0] in excused))
                if (p.names[0], p.index) in undone else _projection(p, p.names[0] in excused)
@@ -190,10 +192,12 @@ class Projections(Feature):
         if found is None:
             return {}
         total = sum(i.total for i in inputs)
-        in_place = ctx.of("in place")
+        from gradscope.features import inplace  # (its pointed projections import this)
+
+        in_place = ctx.of(inplace.FEATURE)
         said = coverage(found, total, sum(i.checked for i in inputs),
                         in_place.checks if in_place is not None else ())
-        departed = ctx.of("departures")
+        departed = _departures(ctx)
         return {"coverage": said + (
             "; the projections against autograd with torch's documented departures undone"
             if departed is not None and departed.composition is not None else "")}
@@ -202,10 +206,17 @@ class Projections(Feature):
 FEATURE = Projections()
 
 
+def _departures(ctx: Context) -> Any:
+    """The departures feature's facts (it imports this module: imported here, when asked)."""
+    from gradscope.features import departures  # (it imports this module)
+
+    return ctx.of(departures.FEATURE)
+
+
 def judged_by(ctx: Context) -> Composition | None:
     """The composition a model at scale is judged by: the one against autograd with torch's
     departures undone where only that one agrees, else autograd's own."""
-    departed, facts = ctx.of("departures"), ctx.of(FEATURE.name)
+    departed, facts = _departures(ctx), ctx.of(FEATURE)
     if departed is not None and departed.composition is not None:
         return departed.composition
     return facts.composition if facts is not None else None
@@ -233,7 +244,7 @@ def _composition_checks(ctx: Context) -> list[UpstreamCheck]:
         word = Status.OK if p.agrees else Status.MISMATCH
         out.append(UpstreamCheck(label, p.agrees, p.difference, 0 if p.agrees else 1,
                                  {} if p.agrees else {found.start or p.names[-1]: word}, word))
-    departed = ctx.of("departures")
+    departed = _departures(ctx)
     return [_departed(c) for c in out] if departed is not None and \
         departed.composition is not None else out
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from gradscope.targets.distributed.target import Disagreement
 
 
-class RankAgreement(Feature):
+class RankAgreement(Feature[None]):
     name = "ranks"
 
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:

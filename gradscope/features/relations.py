@@ -19,14 +19,15 @@ from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 
 
-class Relations(Feature):
+class Relations(Feature[None]):
     name = "relations"
+    reads = (surrogates,)
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
         if ctx.evidence.backward.grads is None:
             return Said()
         found = _found(ctx, verdict)
-        declared = ctx.of(surrogates.FEATURE.name)
+        declared = ctx.of(surrogates.FEATURE)
         declared = declared.declared if declared is not None else {}
         return Said(tuple(_pattern(ctx, verdict, n, rel) for n, rel in found.items()
                           if n not in declared), value=found)
@@ -47,7 +48,7 @@ def _found(ctx: Context, verdict: Any) -> dict[str, relations.Relation]:
     output = ctx.evidence.backward.engine.output
     sizes = relations.sizes_of(tuple(output.shape), {n: tuple(prepared.bound.cast[n].shape)
                                                      for n in prepared.target.names})
-    facts = ctx.of(surrogates.FEATURE.name)
+    facts = ctx.of(surrogates.FEATURE)
     found = {}
     numbers = prepared.target.numbers()
     for name, arrays in first.items():

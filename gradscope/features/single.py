@@ -18,7 +18,7 @@ class SingleFacts:
     notes: tuple[str, ...]
 
 
-class CompareSingle(Findings):
+class CompareSingle(Findings["SingleFacts"]):
     name = "compare single"
 
     def facts(self, ctx: Context) -> SingleFacts | None:

@@ -60,7 +60,7 @@ class SubgradientFacts:
     ties: dict[str, int]
 
 
-class Subgradients(Feature):
+class Subgradients(Feature["SubgradientFacts"]):
     name = "subgradients"
 
     def facts(self, ctx: Context) -> SubgradientFacts | None:
@@ -79,7 +79,7 @@ class Subgradients(Feature):
         return SubgradientFacts(sides, {}, {}, {}) if sides else None
 
     def explain(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
-        facts: SubgradientFacts | None = ctx.of(self.name)
+        facts: SubgradientFacts | None = ctx.of(self)
         if facts is None or name not in facts.sides or view.jacobian or \
                 view.upstream is None or not cmp.has(Status.NONDIFFERENTIABLE):
             return cmp
@@ -101,7 +101,7 @@ class Subgradients(Feature):
         return cmp.at_kink(flat[outside.to(flat.device)], beyond[outside])
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
-        facts: SubgradientFacts | None = ctx.of(self.name)
+        facts: SubgradientFacts | None = ctx.of(self)
         if facts is None or not facts.compared:
             return Said()
         notes = []

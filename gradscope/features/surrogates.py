@@ -3,16 +3,13 @@ looks like; diagnose/sweep.py and coarse.py read the lines a coarse-scale check 
 
 * Declared: `--surrogate` (read once into `options.Surrogates`), a marker on the target, a
   marked Function in the graph. A declared input's mismatches are `surrogate`; with an intended
-  form, only where autograd is that form's gradient (compared element by element in every
-  view: a named check).
+  form, only where autograd is that form's gradient (element by element in every view).
 * Behavioural: where the forward is flat (finite differences zero, no kink in the stencil) and
-  a raw comparison found autograd wrong, the forward is probed at other values: a forward that
-  moves there is a step, and its gradient a surrogate — if that surrogate is consistent with
-  the forward at a coarse scale (lines of values through seeded elements). The flatness, the
-  move and the coarse-scale agreement are the excuse's proof; an inconsistent surrogate, or
-  one where backward is not linear, is never excused. A forward that ignores the elements at
-  every value tried is no step: its relation says so.
-"""
+  a raw comparison found autograd wrong, the forward is probed at other values: one that moves
+  there is a step, its gradient a surrogate — if consistent with the forward at a coarse scale
+  (lines of values through seeded elements). The flatness, the move and the coarse agreement
+  are the excuse's proof; an inconsistent surrogate, or one where backward is not linear, is
+  never excused. A forward that ignores the elements at every value is no step."""
 
 from __future__ import annotations
 
@@ -39,7 +36,7 @@ from gradscope.engines.base import Answer
 from gradscope.errors import UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.expr.parse import parse
-from gradscope.features import backwards
+from gradscope.features import backwards, base
 from gradscope.features.base import Context, Decided, Feature, Said, value_of, wrong_inputs
 from gradscope.report.model import UpstreamCheck
 from gradscope.report.status import Status
@@ -66,15 +63,16 @@ class SurrogateFacts:
     unswept: tuple[str, ...] = ()  # inputs with surrogate elements past MAX_INPUTS: unchecked
 
 
-class Surrogates(Feature):
+class Surrogates(Feature["SurrogateFacts"]):
     name = "surrogates"
+    needs = (backwards, base.later("relations"))
 
     def facts(self, ctx: Context) -> SurrogateFacts:
         declared = _declared(ctx)
         if ctx.evidence.backward.grads is None:
             return SurrogateFacts(declared)
         forms, intended, astray = _intended(ctx, declared)
-        checks = ctx.of(backwards.FEATURE.name)
+        checks = ctx.of(backwards.FEATURE)
         nonlinear = checks.nonlinear if checks is not None else {}
         wrong = wrong_inputs(ctx.evidence)  # only there can flatness excuse anything
         flat = {n: _flat(ctx.evidence, n, nonlinear) if n in wrong else None
@@ -89,7 +87,7 @@ class Surrogates(Feature):
     def explain(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
         """A step's surrogate: mismatches where the forward is flat and moves elsewhere, but
         never those whose coarse-scale check failed (unless declared)."""
-        facts: SurrogateFacts = ctx.of(self.name)
+        facts: SurrogateFacts = ctx.of(self)
         flat = facts.flat.get(name)
         if flat is None or not cmp.has(Status.MISMATCH) or name not in facts.stepped:
             return cmp
@@ -104,7 +102,7 @@ class Surrogates(Feature):
     def declared(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
         """A declared input's mismatches: everywhere, or, with an intended form, where
         autograd is that form's gradient."""
-        facts: SurrogateFacts = ctx.of(self.name)
+        facts: SurrogateFacts = ctx.of(self)
         if name not in facts.declared or not cmp.has(Status.MISMATCH):
             return cmp
         intended = facts.intended.get(name)
@@ -115,7 +113,7 @@ class Surrogates(Feature):
     def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
         """Each declared surrogate's intended form, compared element by element in every
         view."""
-        facts: SurrogateFacts = ctx.of(self.name)
+        facts: SurrogateFacts = ctx.of(self)
         out = []
         for name, views in facts.intended.items():
             bad = sum(int((c.status == Status.MISMATCH.code).sum()) for c in views.values())
@@ -130,11 +128,13 @@ class Surrogates(Feature):
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
         """The `surrogate_gradient` diagnostic (what each surrogate looks like, or the
         relation a declared one follows), and a note for a declaration that was not needed."""
-        facts: SurrogateFacts = ctx.of(self.name)
+        facts: SurrogateFacts = ctx.of(self)
         # every element judged surrogate in any comparison (the random upstreams and the
         # Jacobian can show one the ones upstream hides, as a hard Gumbel-softmax's)
         counts = {n: int(m.sum()) for n, m in verdict.surrogate_elements.items()}
-        explained: Mapping[str, Relation] = value_of(said, "relations") or {}
+        from gradscope.features import relations as related  # (it imports this one)
+
+        explained: Mapping[str, Relation] = value_of(said, related.FEATURE) or {}
         found = []
         if any(counts.values()):
             shapes = {n: _looks(ctx, facts, verdict, n) for n, c in counts.items()
@@ -154,7 +154,7 @@ class Surrogates(Feature):
         return Said(tuple(found), tuple(notes))
 
     def reported(self, ctx: Context, inputs: Any) -> dict[str, Any]:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         return {"declared": dict(facts.declared)} if facts is not None else {}
 
 
@@ -164,7 +164,7 @@ FEATURE = Surrogates()
 def inconsistency(ctx: Context, name: str) -> Relation | None:
     """How the surrogate of `name` fails the coarse-scale check, if it does (and is not
     declared): the relation its mismatches follow."""
-    facts: SurrogateFacts | None = ctx.of(FEATURE.name)
+    facts: SurrogateFacts | None = ctx.of(FEATURE)
     if facts is None or name in facts.declared:
         return None
     coarse, bad = facts.coarse.get(name), facts.inconsistent.get(name)

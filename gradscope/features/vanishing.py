@@ -96,7 +96,7 @@ class VanishingFacts:
     refused: dict[str, str] = field(default_factory=dict)
 
 
-class Vanishing(Feature):
+class Vanishing(Feature["VanishingFacts"]):
     name = "vanishing"
 
     def facts(self, ctx: Context) -> VanishingFacts | None:
@@ -116,13 +116,13 @@ class Vanishing(Feature):
         return VanishingFacts(confirmed.names, confirmed.names & below, confirmed.refused)
 
     def relabel(self, ctx: Context, name: str, view: View, cmp: Comparison) -> Comparison:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None or name not in facts.vanishing or view.jacobian:
             return cmp  # (zero Jacobian entries are ordinary)
         return cmp.vanishing(view.autograd[name])
 
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return Said()
         return Said(notes=tuple(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gradscope import features
 from gradscope.evidence.gather import gather
 from gradscope.evidence.prepare import prepare
-from gradscope.features import Feature
+from gradscope.features import Feature, surrogates
 from gradscope.options import Options, Request
 from gradscope.runner.excuses import Excuses, excuse
 from tests.paths import DATA
@@ -31,7 +31,7 @@ class _Reads(Feature):
     name = "reads"
 
     def facts(self, ctx):
-        if ctx.of("surrogates") is None:
+        if ctx.of(surrogates.FEATURE) is None:
             raise features.StepAside("no surrogates facts")
         return sorted(ctx.facts)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
+from gradscope.features import backwards, relations, surrogates
 from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
 from gradscope.features.inplace import (
     culprits,
@@ -62,8 +63,10 @@ class InPlaceFacts:
     changed: tuple[unseen.Unseen, ...] = ()
 
 
-class InPlace(Feature):
+class InPlace(Feature["InPlaceFacts"]):
     name = "in place"
+    needs = (relations,)
+    reads = (surrogates, backwards)
 
     def facts(self, ctx: Context) -> InPlaceFacts | None:
         """Each custom Function class and gradient hook on the run, checked call by call
@@ -105,7 +108,7 @@ class InPlace(Feature):
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
         """A custom op whose forward wrote into an argument its schema declares unchanged
         (a failing kind: the op is the target's own code, wrong whatever its gradient)."""
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return ()
         return tuple(custom_ops.mutation(op, c.written) for c in facts.checks
@@ -118,7 +121,7 @@ class InPlace(Feature):
         gradient at is a mismatch (the target's own evidence, as the projections' is); so is
         one the wrong Functions' derivatives would move beyond its tolerance (unless every
         input was declared a surrogate)."""
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         out = dict(statuses)
         if facts is not None:
             out.update(pointed.placed(facts.pointed))
@@ -132,13 +135,13 @@ class InPlace(Feature):
         `surrogate` only where the user declared it (every input declared, or a declared
         input whose mismatches the declaration excused); otherwise it fails only beside the
         target's own failing evidence, which it explains."""
-        facts = ctx.of(self.name)
+        facts = ctx.of(self)
         if facts is None:
             return []
         aimed = pointed.rows(facts.pointed)
         decided = replace(decided, checks=(*decided.checks, *aimed))
-        surrogates = ctx.of("surrogates")
-        declared = set(surrogates.declared) if surrogates is not None else set()
+        declaring = ctx.of(surrogates.FEATURE)
+        declared = set(declaring.declared) if declaring is not None else set()
         excused = _all_declared(ctx) or bool(declared & set(decided.surrogate))
         moved = facts.reach is not None and facts.reach.reaches and not excused
         failing = decided.failing or moved
@@ -169,8 +172,8 @@ class InPlace(Feature):
     def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
         """The wrong classes and hooks named: culprits where the target fails, notes where it
         does not; a target that is one Function is its own culprit."""
-        facts = ctx.of(self.name)
-        explained = value_of(said, "relations") or {}
+        facts = ctx.of(self)
+        explained = value_of(said, relations.FEATURE) or {}
         if facts is not None:
             found = culprits.diagnostics(facts.checks)
             if verdict.failures:
@@ -194,9 +197,9 @@ class InPlace(Feature):
         # ones a zero VJP whatever backward scales): that check's failing input, its relation
         failing = next((c for c in verdict.checks if not c.passed and c.mismatches
                         and Status.MISMATCH in c.statuses.values()), None)
-        backwards = ctx.of("backward checks")
-        if failing is None or not verdict.failures or (backwards is not None and any(
-                bool(m.any()) for m in backwards.nonlinear.values())):
+        backward = ctx.of(backwards.FEATURE)
+        if failing is None or not verdict.failures or (backward is not None and any(
+                bool(m.any()) for m in backward.nonlinear.values())):
             return Said()  # (a backward not linear in its upstream is said so, not as a factor)
         first = next(n for n, s in failing.statuses.items() if s == Status.MISMATCH)
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
@@ -205,8 +208,8 @@ class InPlace(Feature):
 def _all_declared(ctx: Context) -> bool:
     """Whether the user declared every input a surrogate (then a wrong Function is theirs)."""
     names = set(ctx.evidence.backward.grads or {})
-    surrogates = ctx.of("surrogates")
-    return bool(names) and surrogates is not None and names <= set(surrogates.declared)
+    declaring = ctx.of(surrogates.FEATURE)
+    return bool(names) and declaring is not None and names <= set(declaring.declared)
 
 
 LOWERED = ("a run mode lowered autograd's precision, and the call is wrong only beyond its own "
