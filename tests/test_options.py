@@ -4,6 +4,7 @@ validated with the name the user typed."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -128,3 +129,15 @@ def test_torch_spelled_dtypes_are_read():
     assert from_values({"dtype": torch.bfloat16}).validate().dtype == "bfloat16"
     with pytest.raises(UsageError, match="unknown --dtype 'float8'"):
         from_values({"dtype": "torch.float8"}).validate()
+
+
+def test_every_flag_is_documented():
+    # a feature's option is no option until a user can read about it: its flag in README.md
+    # or docs/ (beside its help text, tested above)
+    from tests.paths import ROOT
+
+    docs = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.md")) \
+        + (ROOT / "README.md").read_text()
+    missing = [spec.flag for spec in SPECS.values()
+               if not re.search(rf"{re.escape(spec.flag)}(?![\w-])", docs)]
+    assert not missing, f"flags no document names: {', '.join(missing)}"
