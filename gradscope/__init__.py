@@ -20,6 +20,7 @@ __all__ = [
     "GradcheckError",
     "GradscopeError",
     "GradscopeWarning",
+    "Report",
     "TargetError",
     "UsageError",
     "__version__",
@@ -55,6 +56,10 @@ def __getattr__(name: str) -> Any:
         from gradscope.testing import gradcheck
 
         return getattr(gradcheck, name)
+    if name == "Report":  # (the report model imports no torch)
+        from gradscope.report.model import Report
+
+        return Report
     if name == "run_config":
         from gradscope.suite.run import run_config
 

@@ -46,7 +46,8 @@ class Column:
 
 def _columns_dict(columns: dict[str, Column], modes: bool) -> dict[str, Any]:
     """The contract's keys for some engine columns: `name` (values) first, then
-    `name_skipped` (and `name_mode`; `name_error` where an engine has an error bound)."""
+    `name_skipped` (and `name_mode`; `name_error` where an engine has an error bound,
+    `name_failed` where it failed), and `column_labels`: each column's heading."""
     out: dict[str, Any] = {name: c.values for name, c in columns.items()}
     for name, c in columns.items():
         out[f"{name}_skipped"] = c.skipped
@@ -54,7 +55,11 @@ def _columns_dict(columns: dict[str, Column], modes: bool) -> dict[str, Any]:
             out[f"{name}_mode"] = c.mode
         if c.error is not None:
             out[f"{name}_error"] = c.error
+        if c.failed:
+            out[f"{name}_failed"] = True
+    out["column_labels"] = {name: c.label for name, c in columns.items()}
     return out
+
 
 
 class ByName(list):
@@ -140,7 +145,13 @@ class InputReport(_Columns):
         data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
                 if f.name not in ("columns", "rows")}
         head = {k: data.pop(k) for k in ("name", "role", "shape", "values")}
-        return head | _columns_dict(self.columns, modes=True) | data
+        return head | _columns_dict(self.columns, modes=True) | data | {"rows": self.rows}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InputReport:
+        from gradscope.report.read import with_columns
+
+        return with_columns(cls, data)
 
 
 @dataclass(frozen=True)
@@ -189,6 +200,12 @@ class ForwardReport(_Columns):
         data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
                 if f.name != "columns"}
         return {"tangent": data.pop("tangent")} | _columns_dict(self.columns, modes=False) | data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ForwardReport:
+        from gradscope.report.read import with_columns
+
+        return with_columns(cls, data)
 
 
 @dataclass(frozen=True)
@@ -287,6 +304,21 @@ class Report:
         # schema and version first, so a reader sees what it is reading before anything else
         head = {"schema": data.pop("schema"), "version": data.pop("version")}
         return head | data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """The report `to_dict` wrote (or its JSON, read back: `from_json`), whole: what
+        every renderer reads, without running a check again (report/read.py)."""
+        from gradscope.report.read import report
+
+        return report(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        """The report `to_json` (`--format json`) wrote."""
+        import json
+
+        return cls.from_dict(json.loads(text))
 
     # The contract's conveniences (`report.to_json()`, ...): the one place `report` reaches
     # into `render`, lazily (tests/test_layout.py allows exactly these imports).

@@ -43,7 +43,9 @@ def test_engine_columns_are_read_by_name_and_laid_out_under_the_contracts_keys()
     data = item.to_dict()
     assert list(data)[:7] == ["name", "role", "shape", "values", "autograd", "symbolic",
                               "finite_difference"]
-    assert data["finite_difference_error"] and "columns" not in data and "rows" not in data
+    assert data["finite_difference_error"] and "columns" not in data
+    # (what a renderer needs to draw it again: each column's heading, the rows a table shows)
+    assert data["column_labels"]["finite_difference"] == "finite diff" and "rows" in data
     python_item = gradscope.check("tests/data/functions.py:cumulative", x="1,2").inputs[0]
     assert python_item.symbolic is None
     assert python_item.symbolic_skipped.startswith("Python code has no symbolic form")
