@@ -35,6 +35,7 @@ from gradscope.features.inplace import (
     reach,
     saturated,
     sole,
+    source,
     unseen,
 )
 from gradscope.features.inplace.culprits import ClassCheck
@@ -178,6 +179,7 @@ class InPlace(Feature["InPlaceFacts"]):
             found = culprits.diagnostics(facts.checks)
             if verdict.failures:
                 found += [u.diagnostic() for u in facts.changed]
+                found += source.culprits(facts.checks, _inconsistent(ctx, verdict), explained)
                 found += sole.culprits(facts.checks, {
                     n: verdict.table[n].counts().get(Status.MISMATCH, 0)
                     for n, s in verdict.statuses.items()
@@ -203,6 +205,17 @@ class InPlace(Feature["InPlaceFacts"]):
             return Said()  # (a backward not linear in its upstream is said so, not as a factor)
         first = next(n for n, s in failing.statuses.items() if s == Status.MISMATCH)
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
+
+
+def _inconsistent(ctx: Context, verdict: Any) -> dict[str, int]:
+    """The failing inputs whose surrogate the surrogate checks found against the forward (not
+    declared: a declared one's form is the user's), with their mismatching elements."""
+    facts = ctx.of(surrogates.FEATURE)
+    if facts is None:
+        return {}
+    return {n: verdict.table[n].counts().get(Status.MISMATCH, 0)
+            for n, s in verdict.statuses.items() if s == Status.MISMATCH
+            and n in facts.inconsistent and n not in facts.declared and n in verdict.table}
 
 
 def _all_declared(ctx: Context) -> bool:

@@ -10,7 +10,7 @@ Function whose backward agrees on every call is not named, whatever else is wron
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -85,6 +85,9 @@ class ClassCheck:
     # (unread argument, the target's input passed as it whose only way into the gradient is
     # this Function's node): that input's gradient is this backward's answer alone
     sole: tuple[tuple[str, str], ...] = ()
+    # whether some call's forward was flat where its backward passed gradient on: the
+    # surrogate the run's surrogate checks judge is this Function's
+    surrogate: bool = False
 
     @property
     def where(self) -> str:
@@ -145,7 +148,8 @@ def _classes(calls: list[FunctionCall], tol: Tolerance, eps: float, max_fd: int,
         out.append(ClassCheck(cls, len(mine), sum(n for _, n, _ in results),
                               tuple(w for w, _, _ in results if w is not None),
                               sum(1 for *_, flat in results if flat), written=written,
-                              active=active, unread=unread, sole=sole))
+                              active=active, unread=unread, sole=sole,
+                              surrogate=any(c.extra.get("surrogate") for c in mine)))
     return out
 
 
@@ -237,11 +241,12 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
         fd = FiniteDifferences(_as_function(call, names), checked, elementwise=set(), eps=eps,
                                probe=True)
         v = received_upstream(call, fd.out)
-        unread: list[str] = []
+        seen = _Seen()
         compared = {names[i]: _compared(fd, names[i], grads[i].double().reshape(
-            checked[names[i]].shape), v, tol, max_fd, sample, seed, unread)
+            checked[names[i]].shape), v, tol, max_fd, sample, seed, seen)
                     for i in tensors if names[i] in checked}
-        call.extra["unread"] = tuple(unread)
+        call.extra["surrogate"] = seen.surrogate
+        call.extra["unread"] = tuple(seen.names)
     except Exception:  # the Function refuses perturbed arguments: this call tells nothing
         return None, 0, False
     elements = sum(int(a.status.ne(Status.UNCHECKED.code).sum()) for a, _ in compared.values())
@@ -329,14 +334,23 @@ def _another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifference
         return {}
 
 
+@dataclass
+class _Seen:
+    """What the comparisons of one call saw besides their arrays: the arguments its forward
+    never reads, and whether its forward was flat where its backward was not (a surrogate)."""
+
+    names: list[str] = field(default_factory=list)
+    surrogate: bool = False
+
+
 def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tensor,
               tol: Tolerance, max_fd: int, sample: int, seed: int,
-              unread: list[str] | None = None) -> tuple[relations.Arrays, int]:
+              unread: _Seen | None = None) -> tuple[relations.Arrays, int]:
     """The backward's answer for `name` against finite differences of the forward, as
-    relation arrays (a flat forward's elements, a surrogate's, counted as agreeing), and how
-    many elements disagree. An argument the forward never reads (flat everywhere, moved by
-    no value tried: the Function reaches what it stands for another way, a callable's
-    parameter) is not compared at all, and its name goes into `unread`."""
+    relation arrays (a flat forward's elements, a surrogate's, counted as agreeing — and
+    said in `unread`), and how many elements disagree. An argument the forward never reads
+    (flat everywhere, moved by no value tried: the Function reaches what it stands for
+    another way, a callable's parameter) is not compared at all, its name in `unread`."""
     def against(est: Estimate) -> tuple[torch.Tensor, torch.Tensor, Comparison, torch.Tensor]:
         values, error = est.vjp(v)
         cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
@@ -356,8 +370,10 @@ def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tens
     status = torch.where(mismatch & flat, torch.full_like(cmp.status, Status.OK.code),
                          cmp.status)
     if unread is not None and count is None and _unread(fd, name, flat, mismatch):
-        unread.append(name)
+        unread.names.append(name)
         status = torch.full_like(cmp.status, Status.UNCHECKED.code)
+    elif unread is not None and bool((mismatch & flat).any()):
+        unread.surrogate = True
     return relations.Arrays(got, values, error, status), int((mismatch & ~flat).sum())
 
 
