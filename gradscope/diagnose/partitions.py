@@ -13,6 +13,7 @@ Index partitions (a row, a head) are relations.py's, tried after.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -133,3 +134,25 @@ def _round(x: float, a: float, b: float) -> float:
 
 def _n(x: float) -> str:
     return (f"{x:g}" if math.isfinite(x) else str(x)).replace("-", "\u2212")
+
+
+# a predicate as `Partition.text` writes it: `x < 0`, `|x| ≥ 1.5`, `mask == 0`, `x ≠ 0`
+PREDICATE = re.compile(r"^(\|?)([^\s|]+)\1 (<|≤|>|≥|==|≠) (\S+)$")
+COMPARE = {"<": torch.lt, "≤": torch.le, ">": torch.gt, "≥": torch.ge, "==": torch.eq,
+           "≠": torch.ne}
+
+
+def holds(text: str, variables: Mapping[str, torch.Tensor]) -> torch.Tensor | None:
+    """Where the predicate `text` (a `Partition.text`) holds at other values of its variable:
+    what the partition predicts, to test it on data it was not fitted to (rule 4). None where
+    the text is no predicate this module writes or its variable is not given."""
+    found = PREDICATE.match(text)
+    if found is None or found.group(2) not in variables:
+        return None
+    try:
+        threshold = float(found.group(4).replace("\u2212", "-"))
+    except ValueError:
+        return None
+    values = variables[found.group(2)].detach().double()
+    values = values.abs() if found.group(1) else values
+    return COMPARE[found.group(3)](values, threshold)

@@ -60,6 +60,7 @@ class Relation:
     reading: str  # what it likely means
     covers: int  # elements the relation explains
     factor: float | None = None
+    predicate: str | None = None  # a value partition's (`|x| < 3`): what it predicts
 
     @property
     def message(self) -> str:
@@ -165,7 +166,8 @@ def _partitioned(found: partitions.Partition, ag, ref, err, judged, wrong, tol,
         said = _reading(factor, scales)
         reading += f" ({said})" if said else ""
     return Relation("partition", f"wrong exactly where {found.said} ({n} of {total} "
-                    f"element(s)){there}; autograd agrees elsewhere", reading, n, factor)
+                    f"element(s)){there}; autograd agrees elsewhere", reading, n, factor,
+                    found.text)
 
 
 def _local(ag, ref, err, wrong, tol, scales) -> tuple[str, float | None]:

@@ -202,3 +202,46 @@ def rows_weighted_first_bug(x):
     """FirstRowBug, every row used (the weights shifted by one): wrong in its first row on
     every draw."""
     return (FirstRowBug.apply(x) * (_row_weights(x) + 1)).sum()
+
+
+class FirstHalfDouble(torch.autograd.Function):
+    """sin, whose backward doubles the first half of its elements by position: on sorted
+    inputs the wrong half is also the negative half, a value partition a fresh draw refutes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        scale = torch.ones_like(x)
+        scale[: x.numel() // 2] = 2.0
+        return g * torch.cos(x) * scale
+
+
+def first_half_bug(x):
+    return FirstHalfDouble.apply(x)
+
+
+class HardSwishMiddleBug(torch.autograd.Function):
+    """hard-swish whose backward's middle case is 2× the derivative: wrong exactly where
+    |x| < 3, by value, at any values."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.clamp(x + 3, 0, 6) / 6
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        middle = (2 * x + 3) / 3  # should be / 6
+        slope = torch.where(x <= -3, torch.zeros_like(x),
+                            torch.where(x >= 3, torch.ones_like(x), middle))
+        return g * slope
+
+
+def hard_swish_bug(x):
+    return HardSwishMiddleBug.apply(x)

@@ -10,12 +10,12 @@ Function whose backward agrees on every call is not named, whatever else is wron
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.diagnose import partitions, relations
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
@@ -277,6 +277,10 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
     rel = _relation(call, names, fd, checked, wrong, compared, tol,
                     lambda: _another_upstream(call, names, fd, checked, tol, max_fd, sample,
                                               seed + 1))
+    if rel is not None and rel.predicate is not None and not _predicted(
+            rel.predicate, *(_elsewhere(call, names, checked, wrong, tol, eps, max_fd,
+                                        sample, seed) or (None, None))):
+        rel = None  # (rule 4: a partition by value that a fresh draw of values refutes)
     return (Wrong(call, wrong, rel, compared[wrong][1],
                   **kept(factor is not None and factor[0] == wrong)), elements, flat)
 
@@ -301,6 +305,52 @@ def _relation(call: FunctionCall, names: list[str], fd: FiniteDifferences,
                 rel):
             return None
     return rel
+
+
+def _elsewhere(call: FunctionCall, names: list[str], checked: Mapping[str, torch.Tensor],
+               wrong: str, tol: Tolerance, eps: float, max_fd: int, sample: int, seed: int
+               ) -> tuple[relations.Arrays, dict[str, torch.Tensor]] | None:
+    """The call checked again at other values: its floating arguments moved by half their
+    spread (seeded), a seeded random gradient from above; the comparison of `wrong` there and
+    the moved values. None where the Function refuses them."""
+    gen = generator(seed, ":in place, elsewhere")
+    args, moved = list(call.args), {}
+    for i, a in enumerate(call.args):
+        if i < len(names) and names[i] in checked:
+            x = checked[names[i]]
+            spread = max(float(x.std()) if x.numel() > 1 else 1.0, 1e-3)
+            noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
+            args[i] = (x + 0.5 * spread * noise).to(a.dtype)
+            moved[names[i]] = args[i].double()
+    other = replace(call, args=tuple(args))
+    try:
+        fd = FiniteDifferences(_as_function(other, names), moved, elementwise=set(), eps=eps,
+                               probe=True)
+        v = torch.rand(fd.out.shape, generator=gen, dtype=torch.float64).mul_(2).sub_(1)
+        v = v.to(fd.out.device)
+        grads = backward_again(other, lambda out: v.reshape(out.shape).to(out.dtype), joined)
+        at = names.index(wrong)
+        if grads is None or grads[at] is None:
+            return None
+        arrays, _ = _compared(fd, wrong, grads[at].double().reshape(moved[wrong].shape), v, tol,
+                              max_fd, sample, seed)
+    except Exception:  # (the Function refuses those values: nothing predicted, nothing held)
+        return None
+    return arrays, moved
+
+
+def _predicted(predicate: str, arrays: relations.Arrays | None,
+               values: Mapping[str, torch.Tensor] | None) -> bool:
+    """Whether the partition `predicate` holds at the values it was not fitted to: exactly
+    the elements it names disagree there, among those judged."""
+    if arrays is None or values is None:
+        return False
+    where = partitions.holds(predicate, values)
+    if where is None or where.shape != arrays.status.shape:
+        return False
+    judged = (arrays.status == Status.OK.code) | (arrays.status == Status.MISMATCH.code)
+    wrong = arrays.status == Status.MISMATCH.code
+    return bool(judged.any()) and bool((where.to(wrong.device)[judged] == wrong[judged]).all())
 
 
 def _blind(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:

@@ -238,6 +238,29 @@ def test_a_place_is_said_only_where_a_fresh_draw_finds_it_too():
     assert culprit.factor == pytest.approx(2.0)
 
 
+SORTED = "-2.5,-2,-1.5,-1,-0.6,-0.3,0.3,0.6,1,1.5,2,2.5"
+
+
+def test_a_value_partition_is_said_only_where_the_call_at_fresh_values_follows_it():
+    # wrong in its first half by position: on sorted inputs that half is the negative one,
+    # and "x < 0" separates it exactly — at the call's arguments moved by half their spread
+    # the same positions are wrong, not the negative values: counts, no rule
+    coincidence = gradscope.check(f"{DATA}/culprits.py:first_half_bug", at={"x": SORTED})
+    (culprit,) = [d for d in coincidence.diagnostics if d.kind == "culprit"]
+    assert "6 element(s) disagree" in culprit.message and "exactly where" not in culprit.message
+    # a case of backward taken by value (hard-swish's middle piece): it holds there too
+    by_value = gradscope.check(f"{DATA}/culprits.py:hard_swish_bug", shape={"x": (4, 6)})
+    (culprit,) = [d for d in by_value.diagnostics if d.kind == "culprit"]
+    assert "wrong exactly where |x| < 3" in culprit.message
+    from gradscope.diagnose import partitions
+
+    x = torch.tensor([-4.0, -1.0, 0.0, 2.0, 5.0])
+    assert partitions.holds("|x| < 3", {"x": x}).tolist() == [False, True, True, True, False]
+    assert partitions.holds("x \u2265 \u22121.5", {"x": x}).tolist() == [False, True, True,
+                                                                          True, True]
+    assert partitions.holds("y < 0", {"x": x}) is None
+
+
 def test_an_argument_the_forward_reads_another_way_is_not_compared_and_not_called_ok():
     # the residual's parameter reaches the bisection through the callable; perturbing the
     # argument passed beside it moves nothing, so the check in place cannot judge it
