@@ -10,13 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gradscope.diagnose import relations
+import torch
+
+from gradscope.diagnose import partitions, relations
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.base import Answer
+from gradscope.engines.fd import FiniteDifferences
+from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features import surrogates
 from gradscope.features.base import Context, Feature, Said
 from gradscope.features.flow import variables
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
+from gradscope.rng import generator
+from gradscope.verdict.compare import compare
 
 
 class Relations(Feature[None]):
@@ -60,6 +68,9 @@ def _found(ctx: Context, verdict: Any) -> dict[str, relations.Relation]:
                                  values, numbers) or rel
         if rel is not None and relations.located(rel):
             rel = _held_elsewhere(ctx, verdict, name, rel, sizes, first, values, numbers)
+        if rel is not None and rel.predicate is not None \
+                and not _held_at_other_values(ctx, name, rel.predicate):
+            rel = None  # (rule 4: a partition by value that fresh values refute)
         if rel is not None:
             found[name] = rel
     return found
@@ -90,6 +101,49 @@ def _held_elsewhere(ctx: Context, verdict: Any, name: str, rel: relations.Relati
             return None
         tested = True
     return rel if tested else None
+
+
+# inputs past this many elements get no second comparison at other values: their value
+# partitions are not said (counts are)
+MAX_ELSEWHERE = 100_000
+
+
+def _held_at_other_values(ctx: Context, name: str, predicate: str) -> bool:
+    """Whether the value partition `predicate` of `name` holds at values it was not fitted
+    to: `name` moved by half its spread (seeded), autograd's VJP there with the table's
+    upstream beside finite differences' (refined where a two-point estimate disagrees), and
+    exactly the elements the predicate names disagree. False where that comparison cannot be
+    made (the target refuses the values, the input is past MAX_ELSEWHERE)."""
+    prepared, back = ctx.prepared, ctx.evidence.backward
+    cast = prepared.bound.cast
+    x = cast[name]
+    if x.numel() > MAX_ELSEWHERE or not x.is_floating_point() or back.grads is None:
+        return False
+    gen = generator(prepared.options.seed, f":elsewhere:{name}")
+    spread = max(float(x.double().std()) if x.numel() > 1 else 1.0, 1e-3)
+    noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
+    moved = {**cast, name: (x.double() + 0.5 * spread * noise).to(x.dtype)}
+    forward = prepared.target.forward
+    try:
+        got = AutogradEngine(forward, moved).vjp(back.upstream, [name])[name]
+        fd = FiniteDifferences(lambda vals: (forward({**moved, **vals}), []),
+                               {name: moved[name]}, elementwise=set(), probe=True,
+                               eps=prepared.options.eps or DEFAULT_EPS)
+        v = back.upstream.double()
+        est = fd.estimate(name)
+        cmp = compare(got, [Answer(*est.vjp(v), est.kink, est.checked)], ctx.evidence.tol)
+        wrong = cmp.status == Status.MISMATCH.code
+        if bool(wrong.any()) and est.points is not None:
+            est, _ = fd.refine(est, wrong.reshape(est.points.shape))
+            cmp = compare(got, [Answer(*est.vjp(v), est.kink, est.checked)], ctx.evidence.tol)
+    except Exception:  # (the target refuses those values: nothing held)
+        return False
+    judged = (cmp.status == Status.OK.code) | (cmp.status == Status.MISMATCH.code)
+    wrong = cmp.status == Status.MISMATCH.code
+    where = partitions.holds(predicate, moved)
+    if where is None or where.shape != wrong.shape or not bool(judged.any()):
+        return False
+    return bool((where.to(wrong.device)[judged] == wrong[judged]).all())
 
 
 def _pattern(ctx: Context, verdict: Any, name: str, rel: relations.Relation) -> Diagnostic:

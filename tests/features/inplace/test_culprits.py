@@ -248,10 +248,14 @@ def test_a_value_partition_is_said_only_where_the_call_at_fresh_values_follows_i
     coincidence = gradscope.check(f"{DATA}/culprits.py:first_half_bug", at={"x": SORTED})
     (culprit,) = [d for d in coincidence.diagnostics if d.kind == "culprit"]
     assert "6 element(s) disagree" in culprit.message and "exactly where" not in culprit.message
+    # the target's own relation too: its input moved by half its spread, compared again
+    assert not any("exactly where" in d.message for d in coincidence.diagnostics)
     # a case of backward taken by value (hard-swish's middle piece): it holds there too
     by_value = gradscope.check(f"{DATA}/culprits.py:hard_swish_bug", shape={"x": (4, 6)})
     (culprit,) = [d for d in by_value.diagnostics if d.kind == "culprit"]
     assert "wrong exactly where |x| < 3" in culprit.message
+    assert any(d.kind == "mismatch_pattern" and "wrong exactly where |x| < 3" in d.message
+               for d in by_value.diagnostics)
     from gradscope.diagnose import partitions
 
     x = torch.tensor([-4.0, -1.0, 0.0, 2.0, 5.0])
