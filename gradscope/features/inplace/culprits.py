@@ -10,37 +10,38 @@ Function whose backward agrees on every call is not named, whatever else is wron
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gradscope.diagnose import partitions, relations
-from gradscope.engines.base import Answer
+from gradscope.diagnose import relations
 from gradscope.engines.fd import FiniteDifferences
-from gradscope.engines.fd.budget import sample_size
-from gradscope.engines.fd.result import Estimate
 from gradscope.features.inplace import precision, reach, saturated
 from gradscope.features.inplace.calls import (
     FunctionCall,
-    applied_values,
-    backward_again,
     backward_of,
     joined,
     received_upstream,
     record,
 )
+from gradscope.features.inplace.compared import (
+    ComparedAlso,
+    another_upstream,
+    as_function,
+    compared_with,
+    elsewhere,
+    predicted,
+)
+from gradscope.features.inplace.compared import relation as rule_held
 from gradscope.features.inplace.custom_ops import registered, undeclared
 from gradscope.features.inplace.hooks import HOOK_HINT, HookCheck, check_hooks
 from gradscope.features.inplace.linearity import HOW, nonlinear
 from gradscope.features.inplace.unseen import Unseen
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
-from gradscope.rng import generator
-from gradscope.targets.numbers import written
 from gradscope.targets.oldstyle import forward_names
 from gradscope.usercode import backward_location, place, returns
-from gradscope.verdict.compare import Comparison, compare
 from gradscope.verdict.tolerance import Tolerance
 
 HINT = ("checked in place, on the arguments this call received and the gradient it got from "
@@ -238,11 +239,11 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
     if not checked:
         return None, 0, False
     try:
-        fd = FiniteDifferences(_as_function(call, names), checked, elementwise=set(), eps=eps,
+        fd = FiniteDifferences(as_function(call, names), checked, elementwise=set(), eps=eps,
                                probe=True)
         v = received_upstream(call, fd.out)
-        seen = _Seen()
-        compared = {names[i]: _compared(fd, names[i], grads[i].double().reshape(
+        seen = ComparedAlso()
+        compared = {names[i]: compared_with(fd, names[i], grads[i].double().reshape(
             checked[names[i]].shape), v, tol, max_fd, sample, seed, seen)
                     for i in tensors if names[i] in checked}
         call.extra["surrogate"] = seen.surrogate
@@ -256,10 +257,10 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
     if wrong is None and _blind(compared, tol):  # (the gradient it got shows nothing:
         # sparsemax's rows sum to one, so an upstream of ones has a zero VJP whatever
         # backward scales)
-        compared = _another_upstream(call, names, fd, checked, tol, max_fd, sample, seed) \
+        compared = another_upstream(call, names, fd, checked, tol, max_fd, sample, seed) \
             or compared
         wrong = next((n for n, (_, count) in compared.items() if count), None)
-    factor = precision.factor(call, compared, lambda: _another_upstream(
+    factor = precision.factor(call, compared, lambda: another_upstream(
         call, names, fd, checked, tol, max_fd, sample, seed + 2))
 
     def kept(systematic: bool = False) -> dict[str, Any]:  # (only a wrong call's: a forward
@@ -274,83 +275,15 @@ def _check(call: FunctionCall, index: int, tol: Tolerance, eps: float, max_fd: i
         off = nonlinear(call.cls, tuple(call.args), dict(call.kwargs), names, joined, tol, seed)
         return (Wrong(call, off.argument, None, off.count, nonlinear=True, **kept())
                 if off is not None else None), elements, flat
-    rel = _relation(call, names, fd, checked, wrong, compared, tol,
-                    lambda: _another_upstream(call, names, fd, checked, tol, max_fd, sample,
+    rel = rule_held(call, names, fd, checked, wrong, compared, tol,
+                    lambda: another_upstream(call, names, fd, checked, tol, max_fd, sample,
                                               seed + 1))
-    if rel is not None and rel.predicate is not None and not _predicted(
-            rel.predicate, *(_elsewhere(call, names, checked, wrong, tol, eps, max_fd,
+    if rel is not None and rel.predicate is not None and not predicted(
+            rel.predicate, *(elsewhere(call, names, checked, wrong, tol, eps, max_fd,
                                         sample, seed) or (None, None))):
         rel = None  # (rule 4: a partition by value that a fresh draw of values refutes)
     return (Wrong(call, wrong, rel, compared[wrong][1],
                   **kept(factor is not None and factor[0] == wrong)), elements, flat)
-
-
-def _relation(call: FunctionCall, names: list[str], fd: FiniteDifferences,
-              checked: Mapping[str, torch.Tensor], wrong: str,
-              compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance,
-              again: Callable[[], Mapping[str, tuple[relations.Arrays, int]]]
-              ) -> relations.Relation | None:
-    """How the wrong argument's answer relates to its derivative; a located rule only where
-    `again` (a fresh gradient from above) finds the same (rule 4)."""
-    arrays = {n: a for n, (a, _) in compared.items()}
-    variables = {n: t for n, t in checked.items() if t.shape == checked[wrong].shape}
-    sizes = relations.sizes_of(tuple(fd.out.shape), {n: tuple(t.shape)
-                                                     for n, t in checked.items()})
-    rel = relations.find(wrong, arrays[wrong], tol, sizes, arrays, None, variables,
-                         written(call.cls))
-    if rel is not None and relations.located(rel):  # (rule 4: a place held on a fresh draw)
-        fresh = {n: a for n, (a, _) in again().items()}
-        if wrong not in fresh or not relations.same_rule(relations.find(
-                wrong, fresh[wrong], tol, sizes, fresh, None, variables, written(call.cls)),
-                rel):
-            return None
-    return rel
-
-
-def _elsewhere(call: FunctionCall, names: list[str], checked: Mapping[str, torch.Tensor],
-               wrong: str, tol: Tolerance, eps: float, max_fd: int, sample: int, seed: int
-               ) -> tuple[relations.Arrays, dict[str, torch.Tensor]] | None:
-    """The call checked again at other values: its floating arguments moved by half their
-    spread (seeded), a seeded random gradient from above; the comparison of `wrong` there and
-    the moved values. None where the Function refuses them."""
-    gen = generator(seed, ":in place, elsewhere")
-    args, moved = list(call.args), {}
-    for i, a in enumerate(call.args):
-        if i < len(names) and names[i] in checked:
-            x = checked[names[i]]
-            spread = max(float(x.std()) if x.numel() > 1 else 1.0, 1e-3)
-            noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
-            args[i] = (x + 0.5 * spread * noise).to(a.dtype)
-            moved[names[i]] = args[i].double()
-    other = replace(call, args=tuple(args))
-    try:
-        fd = FiniteDifferences(_as_function(other, names), moved, elementwise=set(), eps=eps,
-                               probe=True)
-        v = torch.rand(fd.out.shape, generator=gen, dtype=torch.float64).mul_(2).sub_(1)
-        v = v.to(fd.out.device)
-        grads = backward_again(other, lambda out: v.reshape(out.shape).to(out.dtype), joined)
-        at = names.index(wrong)
-        if grads is None or grads[at] is None:
-            return None
-        arrays, _ = _compared(fd, wrong, grads[at].double().reshape(moved[wrong].shape), v, tol,
-                              max_fd, sample, seed)
-    except Exception:  # (the Function refuses those values: nothing predicted, nothing held)
-        return None
-    return arrays, moved
-
-
-def _predicted(predicate: str, arrays: relations.Arrays | None,
-               values: Mapping[str, torch.Tensor] | None) -> bool:
-    """Whether the partition `predicate` holds at the values it was not fitted to: exactly
-    the elements it names disagree there, among those judged."""
-    if arrays is None or values is None:
-        return False
-    where = partitions.holds(predicate, values)
-    if where is None or where.shape != arrays.status.shape:
-        return False
-    judged = (arrays.status == Status.OK.code) | (arrays.status == Status.MISMATCH.code)
-    wrong = arrays.status == Status.MISMATCH.code
-    return bool(judged.any()) and bool((where.to(wrong.device)[judged] == wrong[judged]).all())
 
 
 def _blind(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance) -> bool:
@@ -362,93 +295,6 @@ def _blind(compared: Mapping[str, tuple[relations.Arrays, int]], tol: Tolerance)
         if bool((ref.abs() > bound).nan_to_num(False).any()):
             return False
     return bool(compared)
-
-
-def _another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifferences,
-                      checked: Mapping[str, torch.Tensor], tol: Tolerance, max_fd: int,
-                      sample: int, seed: int) -> dict[str, tuple[relations.Arrays, int]]:
-    """The call checked again with a seeded random gradient from above (where the one it got
-    is `_blind`): its backward run on a fresh call with the recorded arguments, against the
-    same finite differences (their VJP with the new gradient costs no evaluation). Empty
-    where the Function refuses a second call or a backward."""
-    v = torch.rand(fd.out.shape, generator=generator(seed, ":in place"), dtype=torch.float64)
-    v = v.mul_(2).sub_(1).to(fd.out.device)
-    grads = backward_again(call, lambda out: v.reshape(out.shape).to(out.dtype), joined)
-    if grads is None:  # (the Function refuses: the gradient it got stays the only check)
-        return {}
-    try:
-        return {names[i]: _compared(fd, names[i], g.double().reshape(checked[names[i]].shape),
-                                    v, tol, max_fd, sample, seed)
-                for i, g in enumerate(grads) if g is not None and names[i] in checked}
-    except Exception:  # (its refinement refuses perturbed arguments: as above)
-        return {}
-
-
-@dataclass
-class _Seen:
-    """What the comparisons of one call saw besides their arrays: the arguments its forward
-    never reads, and whether its forward was flat where its backward was not (a surrogate)."""
-
-    names: list[str] = field(default_factory=list)
-    surrogate: bool = False
-
-
-def _compared(fd: FiniteDifferences, name: str, got: torch.Tensor, v: torch.Tensor,
-              tol: Tolerance, max_fd: int, sample: int, seed: int,
-              unread: _Seen | None = None) -> tuple[relations.Arrays, int]:
-    """The backward's answer for `name` against finite differences of the forward, as
-    relation arrays (a flat forward's elements, a surrogate's, counted as agreeing — and
-    said in `unread`), and how many elements disagree. An argument the forward never reads
-    (flat everywhere, moved by no value tried: the Function reaches what it stands for
-    another way, a callable's parameter) is not compared at all, its name in `unread`."""
-    def against(est: Estimate) -> tuple[torch.Tensor, torch.Tensor, Comparison, torch.Tensor]:
-        values, error = est.vjp(v)
-        cmp = compare(got, [Answer(values, error, est.kink, est.checked)], tol)
-        return values, error, cmp, cmp.status == Status.MISMATCH.code
-
-    count = sample_size(fd, name, max_fd, sample)
-    est = fd.estimate(name) if count is None else fd.sampled(name, count, seed)
-    values, error, cmp, mismatch = against(est)
-    if bool(mismatch.any()) and est.points is not None:
-        # a two-point difference carries a round-off bound only: where it disagrees, it is
-        # extrapolated with an error estimate before anything is called wrong (a step that
-        # is large beside small activations — 1e-4 against an RMSNorm input of 0.01 — has
-        # a truncation error far above round-off), as the target's own comparison does
-        est, _ = fd.refine(est, mismatch.reshape(est.points.shape))
-        values, error, cmp, mismatch = against(est)
-    flat = (~est.nonconstant(tol.atol) & ~est.kink).reshape(mismatch.shape)
-    status = torch.where(mismatch & flat, torch.full_like(cmp.status, Status.OK.code),
-                         cmp.status)
-    if unread is not None and count is None and _unread(fd, name, flat, mismatch):
-        unread.names.append(name)
-        status = torch.full_like(cmp.status, Status.UNCHECKED.code)
-    elif unread is not None and bool((mismatch & flat).any()):
-        unread.surrogate = True
-    return relations.Arrays(got, values, error, status), int((mismatch & ~flat).sum())
-
-
-def _unread(fd: FiniteDifferences, name: str, flat: torch.Tensor, mismatch: torch.Tensor
-            ) -> bool:
-    """Whether the forward never reads the argument it was given, while backward returns a
-    gradient for it: flat at every element, and no probed value of a few of them moves it
-    (a step's surrogate moves somewhere: it is read)."""
-    if not bool(flat.all()) or not bool(mismatch.any()):
-        return False
-    at = torch.nonzero(mismatch.reshape(-1)).reshape(-1)[:8]
-    return not bool(fd.depends(name, at).any())
-
-
-def _as_function(call: FunctionCall, names: list[str]) -> Callable[[Mapping[str, torch.Tensor]],
-                                                             tuple[torch.Tensor, list]]:
-    """The call's forward as a function of its checked arguments (the others as received),
-    its tensor outputs flattened into one."""
-    def fn(values: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, list]:
-        args = [values.get(names[i], a) if isinstance(a, torch.Tensor) else a
-                for i, a in enumerate(call.args)]
-        with torch.no_grad():
-            out = applied_values(call.cls, args, call.kwargs)
-        return joined(out), []
-    return fn
 
 
 def named(cls: type, argument: str, relation: relations.Relation | None,

@@ -3,7 +3,9 @@ not, the run's surrogate checks judge the surrogate (checked in place, such a ca
 culprit: its flat forward has no derivative to depart from); where those checks find it against
 the forward (its rise at a coarse scale points the other way, a scale far off), the Functions
 whose calls were flat where their backward passed gradient on are where it comes from, and are
-named with the finding — one Function certainly, several as the candidates they are."""
+named with the finding — one Function certainly, several as the candidates they are; none
+where a Function or hook checked in place is wrong (that one is the culprit, and may be what
+makes the surrogate look inconsistent)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ def culprits(checks: Sequence[ClassCheck | HookCheck], inconsistent: Mapping[str
     the surrogate of the failing inputs `inconsistent` (name → mismatching elements) against
     the forward."""
     sources = [c for c in checks if isinstance(c, ClassCheck) and c.surrogate and not c.wrong]
-    if not sources or not inconsistent:
-        return []
+    if not sources or not inconsistent or any(c.wrong for c in checks):
+        return []  # (a Function or hook wrong in place explains the failure: it is named)
     first = next(iter(inconsistent))
     relation = explained.get(first)
     how = relation.text if relation is not None else "its surrogate fails the coarse-scale check"
