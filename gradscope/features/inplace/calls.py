@@ -22,6 +22,7 @@ receives them (`vmapped_calls`) and checked as the user's Function vmapped the s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -305,6 +306,12 @@ def _sole_ways(out: Any, calls: list[FunctionCall], leaves: Mapping[str, torch.T
     gradient)."""
     if not isinstance(out, torch.Tensor) or out.grad_fn is None or not calls:
         return
+    with contextlib.suppress(Exception):  # (a tensor subclass without storage: none found)
+        _find_sole_ways(out, calls, leaves)
+
+
+def _find_sole_ways(out: torch.Tensor, calls: list[FunctionCall],
+                    leaves: Mapping[str, torch.Tensor]) -> None:
     consumers: dict[int, int] = {}
     for node in grad_nodes(out.grad_fn):
         for child, _ in node.next_functions:

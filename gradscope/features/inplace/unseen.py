@@ -11,7 +11,10 @@ the target's own comparison fails (rule 1: it explains a failure, the line and t
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +23,16 @@ from torch.overrides import TorchFunctionMode
 
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes, own_work
-from gradscope.usercode import IN_PLACE_CALLS, place, user_frame, without_comment
+from gradscope.usercode import (
+    IN_PLACE_CALLS,
+    LIBRARIES,
+    OURS,
+    place,
+    without_comment,
+)
+
+# torch's own frame between a Python-level call and a mode's handler
+TORCH_DISPATCH = f"torch{os.sep}overrides.py"
 
 MAX_WATCHED = 10_000  # in-place calls watched in one forward (a model's every relu_)
 
@@ -80,23 +92,51 @@ class Watch(TorchFunctionMode):
             self.newest = max(self.newest, node._sequence_nr())
         name = getattr(func, "__name__", "")
         first = args[0] if args else None
-        if isinstance(first, torch.Tensor) and not first.requires_grad \
+        if type(first) is torch.Tensor and not first.requires_grad \
                 and len(self.changes) < MAX_WATCHED and first.numel() and (
                     name in IN_PLACE_CALLS or (name.endswith("_") and not name.startswith("_"))):
-            frame = user_frame()
-            if frame is not None:
-                self.changes.append(Change(first.untyped_storage().data_ptr(), self.newest,
-                                           without_comment((frame.line or "").strip()),
-                                           frame.name,
-                                           frame.filename, frame.lineno or 0))
+            with contextlib.suppress(Exception):  # (watching never changes the forward)
+                self._seen(first)
         return out
+
+    def _seen(self, tensor: torch.Tensor) -> None:
+        """The change, where the user's own line made it (not a library's in-place work on
+        its buffers: FSDP's all-gather copies, an optimizer's): the call's caller is theirs."""
+        frame = caller_frame()
+        if frame is not None:
+            self.changes.append(Change(tensor.untyped_storage().data_ptr(), self.newest,
+                                       without_comment((frame.line or "").strip()),
+                                       frame.name, frame.filename, frame.lineno or 0))
+
+
+def caller_frame() -> traceback.FrameSummary | None:
+    """The frame that made the torch call being handled, where it is the user's (None where a
+    library — torch itself, FSDP — made it)."""
+    for frame in reversed(traceback.extract_stack()):
+        if frame.filename.startswith(OURS[0]) or frame.filename.endswith(TORCH_DISPATCH):
+            continue  # (gradscope's own handler, torch's handle_torch_function)
+        return frame if _users(frame) else None
+    return None
+
+
+def _users(frame: traceback.FrameSummary) -> bool:
+    return not frame.filename.startswith((*OURS, *LIBRARIES)) \
+        and f"{os.sep}torch{os.sep}" not in frame.filename
 
 
 def unseen(out: Any, changes: list[Change]) -> tuple[Unseen, ...]:
     """Each change of a tensor a node made before it saved (on the same storage), which the
-    node still reads without complaint (its saved version is the tensor's)."""
+    node still reads without complaint (its saved version is the tensor's); none where that
+    cannot be read (it never stops the check)."""
     if not changes or not isinstance(out, torch.Tensor) or out.grad_fn is None:
         return ()
+    try:
+        return _unseen(out, changes)
+    except Exception:
+        return ()
+
+
+def _unseen(out: torch.Tensor, changes: list[Change]) -> tuple[Unseen, ...]:
     by_storage: dict[int, list[Change]] = {}
     for c in changes:
         by_storage.setdefault(c.storage, []).append(c)
@@ -121,5 +161,5 @@ def _saved(node: Any) -> list[torch.Tensor]:
         except Exception:  # (a saved tensor changed where autograd saw it, or freed)
             continue
         values = value if isinstance(value, tuple | list) else (value,)
-        out += [v for v in values if isinstance(v, torch.Tensor) and v.numel()]
+        out += [v for v in values if type(v) is torch.Tensor and v.numel()]
     return out
