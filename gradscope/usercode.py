@@ -223,15 +223,15 @@ def changed_in_place(exc: BaseException, again: Callable[[], object]) -> str | N
                 again()
         except Exception:  # (the same error again: its warning is what was wanted)
             pass
-    frames = [m for w in seen for m in TRACED.findall(str(w.message))
-              if not m[0].startswith(OURS) and f"{os.sep}torch{os.sep}" not in m[0]]
+    frames = [m for w in seen for m in TRACED.findall(str(w.message)) if users_file(m[0])]
     changer = _changer(str(exc), changes)
-    by = (f" and changed by `{changer.code}` (in {changer.function}, "
-          f"{place(changer.path, changer.line)})") if changer is not None else ""
+    changed = (f"by `{changer.code}` (in {changer.function}, "
+               f"{place(changer.path, changer.line)})") if changer is not None else ""
     if not frames:
         return hint if changer is None else \
-            f"the tensor saved for backward was changed{by[12:]}; clone it before changing it"
+            f"the tensor saved for backward was changed {changed}; clone it before changing it"
     path, line, name, code = frames[-1]
+    by = f" and changed {changed}" if changed else ""
     return (f"the tensor changed in place was saved for backward by `{code.strip()}` (in "
             f"{name}, {place(path, int(line))}){by}; clone it before changing it, or change a "
             "copy")
@@ -244,11 +244,21 @@ class _Change:
     def __init__(self, tensor: torch.Tensor, frame: traceback.FrameSummary) -> None:
         self.shape = tuple(tensor.shape)
         self.version = tensor._version
-        node = tensor.grad_fn
-        self.node = re.sub(r"Backward\d*$", "", type(node).__name__) if node is not None \
-            else None
+        self.node = op_of(tensor.grad_fn) if tensor.grad_fn is not None else None
         self.path, self.line, self.function = frame.filename, frame.lineno or 0, frame.name
         self.code = without_comment((frame.line or "").strip())
+
+
+def op_of(node: Any) -> str:
+    """The op an autograd node is the backward of, as torch's messages name it ("Sigmoid")."""
+    return re.sub(r"Backward\d*$", "", type(node).__name__)
+
+
+def in_place(func: Any) -> bool:
+    """Whether a torch function changes its first argument in place (a method ending in "_",
+    an augmented assignment, an item assignment)."""
+    name = getattr(func, "__name__", "")
+    return name in IN_PLACE_CALLS or (name.endswith("_") and not name.startswith("_"))
 
 
 def without_comment(line: str) -> str:
@@ -272,10 +282,9 @@ class _InPlaceCalls(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
                            ) -> Any:
-        name = getattr(func, "__name__", "")
         first = args[0] if args else None
-        if isinstance(first, torch.Tensor) and len(self.changes) < MAX_CHANGES and (
-                name in IN_PLACE_CALLS or (name.endswith("_") and not name.startswith("_"))):
+        if isinstance(first, torch.Tensor) and len(self.changes) < MAX_CHANGES \
+                and in_place(func):
             frame = user_frame()
             if frame is not None:
                 self.changes.append(_Change(first, frame))
@@ -288,11 +297,14 @@ MAX_CHANGES = 10_000  # in-place calls watched in one forward (a model's every r
 def user_frame() -> traceback.FrameSummary | None:
     """The innermost frame of the stack that is the user's (not gradscope's, torch's or a
     library's it runs on)."""
-    for frame in reversed(traceback.extract_stack()):
-        if not frame.filename.startswith((*OURS, *LIBRARIES)) \
-                and f"{os.sep}torch{os.sep}" not in frame.filename:
-            return frame
-    return None
+    return next((f for f in reversed(traceback.extract_stack()) if users_file(f.filename)),
+                None)
+
+
+def users_file(path: str) -> bool:
+    """Whether a frame's file is the user's (not gradscope's, torch's or a library's it runs
+    on)."""
+    return not path.startswith((*OURS, *LIBRARIES)) and f"{os.sep}torch{os.sep}" not in path
 
 
 def _changer(message: str, changes: list[_Change]) -> _Change | None:

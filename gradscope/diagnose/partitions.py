@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from gradscope.report.status import MISMATCH, OK
+
 # thresholds people write, simplest first (a branch on x < 0 before one on x < 0.5)
 SIMPLE = (0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 6.0, -6.0, 0.1, -0.1, 1.5, -1.5,
           4.0, -4.0, 5.0, -5.0, 10.0, -10.0, 0.25, -0.25)
@@ -156,3 +158,23 @@ def holds(text: str, variables: Mapping[str, torch.Tensor]) -> torch.Tensor | No
     values = variables[found.group(2)].detach().double()
     values = values.abs() if found.group(1) else values
     return COMPARE[found.group(3)](values, threshold)
+
+
+def elsewhere(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Other values to test a partition of `x` at: `x` moved by half its spread (seeded
+    normal noise), in its own dtype — many elements cross a threshold, a position stays."""
+    spread = max(float(x.double().std()) if x.numel() > 1 else 1.0, 1e-3)
+    noise = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(x.device)
+    return (x.double() + 0.5 * spread * noise).to(x.dtype)
+
+
+def predicts(text: str, variables: Mapping[str, torch.Tensor], status: torch.Tensor) -> bool:
+    """Whether the predicate `text` names exactly the elements `status` (element statuses of
+    a comparison at `variables`, values it was not fitted to) found wrong, among those it
+    judged: the partition held (rule 4)."""
+    where = holds(text, variables)
+    if where is None or where.shape != status.shape:
+        return False
+    judged = (status == OK) | (status == MISMATCH)
+    wrong = status == MISMATCH
+    return bool(judged.any()) and bool((where.to(wrong.device)[judged] == wrong[judged]).all())

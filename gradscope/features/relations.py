@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-
 from gradscope.diagnose import partitions, relations
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
@@ -120,9 +118,7 @@ def _held_at_other_values(ctx: Context, name: str, predicate: str) -> bool:
     if x.numel() > MAX_ELSEWHERE or not x.is_floating_point() or back.grads is None:
         return False
     gen = generator(prepared.options.seed, f":elsewhere:{name}")
-    spread = max(float(x.double().std()) if x.numel() > 1 else 1.0, 1e-3)
-    noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
-    moved = {**cast, name: (x.double() + 0.5 * spread * noise).to(x.dtype)}
+    moved = {**cast, name: partitions.elsewhere(x, gen)}
     forward = prepared.target.forward
     try:
         got = AutogradEngine(forward, moved).vjp(back.upstream, [name])[name]
@@ -138,12 +134,7 @@ def _held_at_other_values(ctx: Context, name: str, predicate: str) -> bool:
             cmp = compare(got, [Answer(*est.vjp(v), est.kink, est.checked)], ctx.evidence.tol)
     except Exception:  # (the target refuses those values: nothing held)
         return False
-    judged = (cmp.status == Status.OK.code) | (cmp.status == Status.MISMATCH.code)
-    wrong = cmp.status == Status.MISMATCH.code
-    where = partitions.holds(predicate, moved)
-    if where is None or where.shape != wrong.shape or not bool(judged.any()):
-        return False
-    return bool((where.to(wrong.device)[judged] == wrong[judged]).all())
+    return partitions.predicts(predicate, moved, cmp.status)
 
 
 def _pattern(ctx: Context, verdict: Any, name: str, rel: relations.Relation) -> Diagnostic:

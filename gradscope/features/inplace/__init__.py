@@ -179,11 +179,10 @@ class InPlace(Feature["InPlaceFacts"]):
             found = culprits.diagnostics(facts.checks)
             if verdict.failures:
                 found += [u.diagnostic() for u in facts.changed]
-                found += source.culprits(facts.checks, _inconsistent(ctx, verdict), explained)
-                found += sole.culprits(facts.checks, {
-                    n: verdict.table[n].counts().get(Status.MISMATCH, 0)
-                    for n, s in verdict.statuses.items()
-                    if s == Status.MISMATCH and n in verdict.table}, explained)
+                mismatched = _mismatched(verdict)
+                found += source.culprits(facts.checks, _inconsistent(ctx, mismatched),
+                                         explained)
+                found += sole.culprits(facts.checks, mismatched, explained)
             said = (_reached(d, facts.reach) for d in found) if verdict.failures else \
                 (_noted(d, facts.reach) for d in found)
             return Said((*self.target_checks(ctx), *said, *saturated.diagnostics(
@@ -207,15 +206,20 @@ class InPlace(Feature["InPlaceFacts"]):
         return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
 
 
-def _inconsistent(ctx: Context, verdict: Any) -> dict[str, int]:
-    """The failing inputs whose surrogate the surrogate checks found against the forward (not
-    declared: a declared one's form is the user's), with their mismatching elements."""
+def _mismatched(verdict: Any) -> dict[str, int]:
+    """The inputs whose status is mismatch, with their mismatching elements."""
+    return {n: verdict.table[n].counts().get(Status.MISMATCH, 0)
+            for n, s in verdict.statuses.items() if s == Status.MISMATCH and n in verdict.table}
+
+
+def _inconsistent(ctx: Context, mismatched: Mapping[str, int]) -> dict[str, int]:
+    """Those of the `mismatched` inputs whose surrogate the surrogate checks found against the
+    forward (not declared: a declared one's form is the user's)."""
     facts = ctx.of(surrogates.FEATURE)
     if facts is None:
         return {}
-    return {n: verdict.table[n].counts().get(Status.MISMATCH, 0)
-            for n, s in verdict.statuses.items() if s == Status.MISMATCH
-            and n in facts.inconsistent and n not in facts.declared and n in verdict.table}
+    return {n: k for n, k in mismatched.items()
+            if n in facts.inconsistent and n not in facts.declared}
 
 
 def _all_declared(ctx: Context) -> bool:

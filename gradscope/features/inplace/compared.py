@@ -57,11 +57,8 @@ def elsewhere(call: FunctionCall, names: list[str], checked: Mapping[str, torch.
     args, moved = list(call.args), {}
     for i, a in enumerate(call.args):
         if i < len(names) and names[i] in checked:
-            x = checked[names[i]]
-            spread = max(float(x.std()) if x.numel() > 1 else 1.0, 1e-3)
-            noise = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.device)
-            args[i] = (x + 0.5 * spread * noise).to(a.dtype)
-            moved[names[i]] = args[i].double()
+            args[i] = partitions.elsewhere(checked[names[i]], gen).to(a.dtype)
+            moved[names[i]] = args[i].double()  # (differenced where backward is asked)
     other = replace(call, args=tuple(args))
     try:
         fd = FiniteDifferences(as_function(other, names), moved, elementwise=set(), eps=eps,
@@ -83,14 +80,8 @@ def predicted(predicate: str, arrays: relations.Arrays | None,
                values: Mapping[str, torch.Tensor] | None) -> bool:
     """Whether the partition `predicate` holds at the values it was not fitted to: exactly
     the elements it names disagree there, among those judged."""
-    if arrays is None or values is None:
-        return False
-    where = partitions.holds(predicate, values)
-    if where is None or where.shape != arrays.status.shape:
-        return False
-    judged = (arrays.status == Status.OK.code) | (arrays.status == Status.MISMATCH.code)
-    wrong = arrays.status == Status.MISMATCH.code
-    return bool(judged.any()) and bool((where.to(wrong.device)[judged] == wrong[judged]).all())
+    return arrays is not None and values is not None \
+        and partitions.predicts(predicate, values, arrays.status)
 
 
 def another_upstream(call: FunctionCall, names: list[str], fd: FiniteDifferences,

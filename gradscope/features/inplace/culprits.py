@@ -64,7 +64,7 @@ class Wrong:
     # not known at every element; reach.py)
     departure: reach.Departure | None = None
     # found as a common factor of a half-precision call's answer, within its precision's
-    # tolerance (`_factor`): what reach.py proves under --autocast
+    # tolerance (`precision.factor`): what reach.py proves under --autocast
     systematic: bool = False
 
 

@@ -61,10 +61,12 @@ def factor(call: FunctionCall, compared: Mapping[str, tuple[relations.Arrays, in
         return None
     beyond = FACTOR_UNITS * float(torch.finfo(low).eps)
 
+    def judged(arrays: relations.Arrays) -> torch.Tensor:
+        return (arrays.status == Status.OK.code) | (arrays.status == Status.MISMATCH.code)
+
     def fitted(arrays: relations.Arrays) -> float | None:
-        judged = (arrays.status == Status.OK.code) | (arrays.status == Status.MISMATCH.code)
-        return relations.common_factor(arrays.autograd[judged], arrays.reference[judged],
-                                       beyond)
+        at = judged(arrays)
+        return relations.common_factor(arrays.autograd[at], arrays.reference[at], beyond)
 
     fresh: Mapping[str, tuple[relations.Arrays, int]] | None = None
     for name, (arrays, _) in compared.items():
@@ -75,8 +77,7 @@ def factor(call: FunctionCall, compared: Mapping[str, tuple[relations.Arrays, in
         other = fitted(fresh[name][0]) if name in fresh else None
         if other is None or abs(other - c) > relations.AGREES * abs(c - 1):
             continue
-        count = int(((arrays.status == Status.OK.code)
-                     | (arrays.status == Status.MISMATCH.code)).sum())
+        count = int(judged(arrays).sum())
         text = (f"autograd ≈ {relations.number(c)} × the derivative at every element (a common "
                 f"factor in {str(low).removeprefix('torch.')}, fitted on every other element, "
                 "held on the rest and with another gradient from above: no rounding makes "

@@ -16,7 +16,7 @@ from gradscope.report.model import Diagnostic
 
 
 def culprits(checks: Sequence[ClassCheck | HookCheck], mismatched: Mapping[str, int],
-                  explained: Mapping[str, relations.Relation]) -> list[Diagnostic]:
+            explained: Mapping[str, relations.Relation]) -> list[Diagnostic]:
     """A culprit per Function class whose unread argument carries a target input whose
     gradient is that Function's backward's answer alone (`ClassCheck.sole`) and disagrees
     (`mismatched`: input → mismatching elements): no other op could have made it wrong."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -24,17 +23,17 @@ from torch.overrides import TorchFunctionMode
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes, own_work
 from gradscope.usercode import (
-    IN_PLACE_CALLS,
-    LIBRARIES,
+    MAX_CHANGES,
     OURS,
+    in_place,
+    op_of,
     place,
+    users_file,
     without_comment,
 )
 
 # torch's own frame between a Python-level call and a mode's handler
 TORCH_DISPATCH = f"torch{os.sep}overrides.py"
-
-MAX_WATCHED = 10_000  # in-place calls watched in one forward (a model's every relu_)
 
 
 @dataclass(frozen=True)
@@ -90,11 +89,9 @@ class Watch(TorchFunctionMode):
         node = getattr(out, "grad_fn", None) if isinstance(out, torch.Tensor) else None
         if node is not None:
             self.newest = max(self.newest, node._sequence_nr())
-        name = getattr(func, "__name__", "")
         first = args[0] if args else None
         if type(first) is torch.Tensor and not first.requires_grad \
-                and len(self.changes) < MAX_WATCHED and first.numel() and (
-                    name in IN_PLACE_CALLS or (name.endswith("_") and not name.startswith("_"))):
+                and len(self.changes) < MAX_CHANGES and first.numel() and in_place(func):
             with contextlib.suppress(Exception):  # (watching never changes the forward)
                 self._seen(first)
         return out
@@ -115,13 +112,8 @@ def caller_frame() -> traceback.FrameSummary | None:
     for frame in reversed(traceback.extract_stack()):
         if frame.filename.startswith(OURS[0]) or frame.filename.endswith(TORCH_DISPATCH):
             continue  # (gradscope's own handler, torch's handle_torch_function)
-        return frame if _users(frame) else None
+        return frame if users_file(frame.filename) else None
     return None
-
-
-def _users(frame: traceback.FrameSummary) -> bool:
-    return not frame.filename.startswith((*OURS, *LIBRARIES)) \
-        and f"{os.sep}torch{os.sep}" not in frame.filename
 
 
 def unseen(out: Any, changes: list[Change]) -> tuple[Unseen, ...]:
@@ -145,7 +137,7 @@ def _unseen(out: torch.Tensor, changes: list[Change]) -> tuple[Unseen, ...]:
         for saved in _saved(node):
             for c in by_storage.get(saved.untyped_storage().data_ptr(), ()):
                 if c not in found and node._sequence_nr() <= c.after:
-                    found[c] = Unseen(c, re.sub(r"Backward\d*$", "", type(node).__name__))
+                    found[c] = Unseen(c, op_of(node))
     return tuple(found.values())
 
 
