@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gradscope.compare.tolerance import tolerance_help
 from gradscope.engines.fd.policy import DEFAULT_EPS, MAX_EPS, MIN_EPS
 from gradscope.errors import UsageError
 from gradscope.option_text import MAX_ELEMENTS, parse_assignment, parse_literal, parse_shape
-from gradscope.verdict.tolerance import tolerance_help
 
 COMMANDS = ("check", "jvp", "jacobian")
 DTYPES = ("float64", "float32", "float16", "bfloat16")

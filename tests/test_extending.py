@@ -19,10 +19,10 @@ from gradscope.api import graph
 from gradscope.engines.base import Answer
 from gradscope.evidence import references
 from gradscope.evidence.references import Reference, Setup
-from gradscope.features import Feature, Said
+from gradscope.features import Diagnosis, Feature
 from gradscope.options import Options, Request
 from gradscope.report.kinds import CHECK
-from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.report.model import Diagnostic, NamedCheck
 from gradscope.report.status import Status
 from gradscope.targets.base import Target, Twin
 from gradscope.targets.mode import Mode
@@ -192,15 +192,14 @@ class SmallGradients(Feature["Largest"]):
         grads = ctx.evidence.backward.grads or {}
         return Largest(max(float(g.abs().max()) for g in grads.values()))
 
-    def checks(self, ctx, decided) -> list[UpstreamCheck]:
+    def checks(self, ctx, decided) -> list[NamedCheck]:
         worst = ctx.of(self).value
         word = Status.OK if worst < 10 else Status.MISMATCH
-        return [UpstreamCheck("gradients below 10", worst < 10, worst, int(worst >= 10), {},
-                              word)]
+        return [NamedCheck("gradients below 10", word, worst, int(worst >= 10))]
 
-    def diagnose(self, ctx, verdict, said) -> Said:
+    def diagnose(self, ctx, verdict, said) -> Diagnosis:
         worst = ctx.of(self).value
-        return Said((Diagnostic(kind="large_gradient", op="backward", where="", inputs=[],
+        return Diagnosis((Diagnostic(kind="large_gradient", op="backward", where="", inputs=[],
                                 count=1, message=f"the largest gradient is {worst:g}", hint=""),)
                     if worst >= 10 else ())
 

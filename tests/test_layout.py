@@ -22,16 +22,16 @@ LAYERS = [
     ("gradscope._version", "gradscope.errors", "gradscope.markers", "gradscope.escape"),
     ("gradscope.process", "gradscope.memory"),
     ("gradscope.tensors", "gradscope.option_text", "gradscope.report.status",
-     "gradscope.report.kinds", "gradscope.verdict.tolerance", "gradscope.rng",
+     "gradscope.report.kinds", "gradscope.compare.tolerance", "gradscope.rng",
      "gradscope.engines.fd.policy", "gradscope.usercode"),
     ("gradscope.report.model",),
     ("gradscope.report.modules", "gradscope.report.read"),
     ("gradscope.report.headline", "gradscope.report.build"),
     ("gradscope.options", "gradscope.render", "gradscope.expr"),
     ("gradscope.inputs", "gradscope.engines"),
-    ("gradscope.targets", "gradscope.verdict"),
-    ("gradscope.diagnose",),
+    ("gradscope.targets", "gradscope.compare"),
     ("gradscope.evidence",),
+    ("gradscope.explain",),
     ("gradscope.features",),
     ("gradscope.runner",),
     ("gradscope.tools",),
@@ -138,7 +138,7 @@ def _engine(module: str) -> str | None:
                  if module == prefix or module.startswith(prefix + ".")), None)
 
 
-def test_engines_never_import_each_other_or_the_verdict():
+def test_engines_never_import_each_other_or_the_comparison():
     for name, path in MODULES.items():
         mine = _engine(name)
         if mine is None:
@@ -146,7 +146,7 @@ def test_engines_never_import_each_other_or_the_verdict():
         for target in _imports(name, path):
             theirs = _engine(target)
             assert theirs in (None, mine), f"{name} imports another engine: {target}"
-            assert not target.startswith("gradscope.verdict"), f"{name} imports {target}"
+            assert not target.startswith("gradscope.compare"), f"{name} imports {target}"
 
 
 def test_renderers_read_reports_only():
@@ -225,7 +225,7 @@ def test_a_long_file_says_why():
 # The values the stages of a run pass on (and the report they build) are frozen: no stage can
 # change what another made.
 FROZEN = ("gradscope.runner", "gradscope.report.model", "gradscope.engines.base",
-          "gradscope.engines.fd.result", "gradscope.verdict.compare", "gradscope.inputs.bind",
+          "gradscope.engines.fd.result", "gradscope.compare.elements", "gradscope.inputs.bind",
           "gradscope.targets.base", "gradscope.render")
 
 

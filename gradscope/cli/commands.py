@@ -158,7 +158,7 @@ def checker(command: str) -> Callable[..., None]:
     """check / jvp / jacobian: the runner, then the report, then exit 1 if it failed."""
 
     def action(**values: Any) -> None:
-        from gradscope.verdict import outcome
+        from gradscope.compare import outcome
 
         output: Path | None = values["output"]
         progress = None

@@ -8,7 +8,7 @@ engine's answer for one input, which the comparison lays beside autograd.
 * `FiniteDifferences` — central differences with Richardson extrapolation and error bounds.
 
 The runner turns each reference engine's answers into `Answer`s (evidence/references.py, one
-adapter and one registration per engine); `verdict/` judges them.
+adapter and one registration per engine); `compare/` judges them.
 """
 
 from __future__ import annotations

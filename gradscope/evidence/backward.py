@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import custom_backward, flow
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import GradscopeError, TargetError, UsageError
+from gradscope.evidence import custom_backward, flow
 from gradscope.evidence.prepare import Prepared
 from gradscope.evidence.refused import at_chosen
 from gradscope.report.model import Diagnostic

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose.custom_backward import CallsApart
+from gradscope.compare.elements import Comparison, compare, undefined_alone
+from gradscope.compare.tolerance import FD_ERROR_FACTOR, Tolerance
 from gradscope.engines.base import Answer
 from gradscope.engines.fd.batcher import rejection
 from gradscope.errors import GradscopeError, TargetError, UsageError
@@ -36,6 +37,7 @@ from gradscope.evidence.backward import (
     precision_note,
     with_flow,
 )
+from gradscope.evidence.custom_backward import CallsApart
 from gradscope.evidence.prepare import Prepared, shape_hint
 from gradscope.evidence.references import Finite, Reference, Setup
 from gradscope.inputs.bind import tangents_for
@@ -43,8 +45,6 @@ from gradscope.memory import gpu_peak
 from gradscope.report.status import Status
 from gradscope.rng import generator, seed_for
 from gradscope.tensors import all_finite
-from gradscope.verdict.compare import Comparison, compare, undefined_alone
-from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 RANDOM_UPSTREAMS = 2  # extra seeded upstream vectors behind every `check` verdict...
 ONE_RANDOM_UPSTREAM_FROM = 1 << 16  # ...one for outputs this large: a single vector already

@@ -37,13 +37,13 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose.custom_backward import CallsApart
+from gradscope.compare.tolerance import FD_ERROR_FACTOR, Tolerance
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
+from gradscope.evidence.custom_backward import CallsApart
 from gradscope.memory import released
 from gradscope.targets.base import Twin
 from gradscope.tensors import broadcast, gap, moved_by
-from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 Noise = dict[str, torch.Tensor]  # input → the round-off of autograd's answer for it
 # input → the flat indices of the elements compared (None: all of them; an input not named:

@@ -32,7 +32,15 @@ from gradscope.features import (
     surrogates,
     vanishing,
 )
-from gradscope.features.base import Context, Decided, Feature, Guard, Said, StepAside, ordered
+from gradscope.features.base import (
+    Context,
+    Diagnosis,
+    Feature,
+    Guard,
+    Interim,
+    StepAside,
+    ordered,
+)
 
 FEATURES: tuple[Feature, ...] = ordered((
     backwards.FEATURE,
@@ -54,4 +62,4 @@ FEATURES: tuple[Feature, ...] = ordered((
     batched.FEATURE,
 ))
 
-__all__ = ["FEATURES", "Context", "Decided", "Feature", "Guard", "Said", "StepAside"]
+__all__ = ["FEATURES", "Context", "Diagnosis", "Feature", "Guard", "Interim", "StepAside"]

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import custom_backward
-from gradscope.features.base import Context, Findings, Said
+from gradscope.compare.elements import compare
+from gradscope.evidence import custom_backward
+from gradscope.features.base import Context, Diagnosis, Findings
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
-from gradscope.verdict.compare import compare
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,11 @@ class Backwards(Findings["BackwardFacts"]):
             "warning (a backward linear only to its own precision, an iterative solve), not "
             "a failure",))
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         facts = ctx.of(self)
         if facts is None:
-            return Said()
-        return Said((*facts.findings, *facts.warned), facts.notes)
+            return Diagnosis()
+        return Diagnosis((*facts.findings, *facts.warned), facts.notes)
 
 
 NONLINEAR = "nonlinear_backward"

@@ -19,7 +19,7 @@ hooks, each a no-op here:
   its check unless the target's own evidence already fails (`decided.failing`).
 * `target_checks(ctx)` — diagnostics of named checks on the target itself (linearity in
   grad_output, determinism, in-place writes); those of a failing kind fail the run.
-* `diagnose(ctx, verdict, said)` — diagnostics and notes (`Said`), reading earlier features'
+* `diagnose(ctx, verdict, said)` — diagnostics and notes (`Diagnosis`), reading earlier features'
   `said` by name.
 * `reported(ctx, inputs)` — fields of the report the feature fills (`declared`, `coverage`).
 
@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import torch
 
+from gradscope.compare.elements import Comparison
 from gradscope.errors import Stopped, UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
-from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.report.model import Diagnostic, NamedCheck
 from gradscope.report.status import Status
-from gradscope.verdict.compare import Comparison
 
 if TYPE_CHECKING:
     from gradscope.report.model import InputReport
@@ -75,14 +75,14 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Decided:
+class Interim:
     """What the judge stage has decided before the features' checks: each input's status,
     the named checks so far, the elements judged the user's surrogate, and whether anything
     else of the target's own evidence fails the run (a backward's named check, NaN or inf at
     the given inputs); `failing` — whether the target's own evidence fails it."""
 
     statuses: Mapping[str, Status]
-    checks: Sequence[UpstreamCheck]
+    checks: Sequence[NamedCheck]
     surrogate: Mapping[str, torch.Tensor]
     otherwise: bool = False
 
@@ -93,7 +93,7 @@ class Decided:
 
 
 @dataclass(frozen=True)
-class Said:
+class Diagnosis:
     """What a feature's diagnosis adds: diagnostics, notes, and any value later features
     read (the relations found)."""
 
@@ -133,14 +133,14 @@ class Feature(Generic[F]):
                  ) -> tuple[dict[str, Status], dict[str, str]]:
         return dict(statuses), {}
 
-    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Interim) -> list[NamedCheck]:
         return []
 
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
         return ()
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
-        return Said()
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
+        return Diagnosis()
 
     def reported(self, ctx: Context, inputs: Sequence[InputReport]) -> dict[str, Any]:
         return {}
@@ -154,11 +154,11 @@ class Findings(Feature[F]):
         facts: Any = ctx.of(self)
         return facts.findings if facts is not None else ()
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         facts: Any = ctx.of(self)
         if facts is None:
-            return Said()
-        return Said(tuple(facts.findings), tuple(getattr(facts, "notes", ())))
+            return Diagnosis()
+        return Diagnosis(tuple(facts.findings), tuple(getattr(facts, "notes", ())))
 
 
 T = TypeVar("T")
@@ -194,7 +194,7 @@ class Guard:
                      "without it" for name, why in self.aside.items())
 
 
-def value_of(said: Mapping[str, Said], feature: Feature[Any]) -> Any:
+def value_of(said: Mapping[str, Diagnosis], feature: Feature[Any]) -> Any:
     """The value `feature` said (None: it said none, or did not run)."""
     found = said.get(feature.name)
     return found.value if found is not None else None

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.report.model import Diagnostic
 from gradscope.tensors import grad_nodes
 from gradscope.usercode import def_location
@@ -44,17 +44,17 @@ def inspect_vmap(cls: type) -> Any:
 class Batched(Feature[None]):
     name = "batched"
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Diagnosis:
         evidence = ctx.evidence
         finite = evidence.finite
         found = [why for why in (getattr(getattr(finite, "fd", None), "batched_apart", None),
                                  evidence.backward.engine.batched_apart) if why]
         if not found:
-            return Said()
+            return Diagnosis()
         rules = vmap_rules(evidence.backward.engine.output)
         named = f": {', '.join(rules)} computes another value batched than forward does " \
             "unbatched" if rules else ""
-        return Said((Diagnostic(
+        return Diagnosis((Diagnostic(
             kind="batched_differs", op=rules[0] if rules else "vmap",
             where=ctx.prepared.target.text, inputs=[], count=1,
             message=f"{'; '.join(found)}{named}. The plain calls decided the verdict; a batched "

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.features.inplace.calls import record
 from gradscope.report.model import Diagnostic
 from gradscope.rng import generator
@@ -44,17 +44,17 @@ class Found:
 class Collectives(Feature[None]):
     name = "collectives"
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Diagnosis:
         target = ctx.prepared.target
         recorded = getattr(target, "record", None)
         back = ctx.evidence.backward
         if recorded is None or not verdict.failures or back.grads is None:
-            return Said()
+            return Diagnosis()
         seen = recorded(ctx.prepared.bound.cast, back.upstream, record)
         failing = [n for n, s in verdict.statuses.items() if s.fails] or list(target.names)
         found = [f for k in range(min(len(s) for s in seen))
                  for f in _checked(ctx, seen, k)]
-        return Said(tuple(_diagnostic(f, failing) for f in found))
+        return Diagnosis(tuple(_diagnostic(f, failing) for f in found))
 
 
 def _checked(ctx: Context, seen: list[list[Any]], k: int) -> list[Found]:

@@ -21,15 +21,15 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.compare.elements import compare
+from gradscope.compare.tolerance import Tolerance
 from gradscope.evidence.gather import View
+from gradscope.explain import relations
 from gradscope.features.base import Context, Findings
 from gradscope.report import build
 from gradscope.report.model import Column, Diagnostic, InputReport
 from gradscope.report.status import MISMATCH, OK
 from gradscope.targets.compiled import Compiled
-from gradscope.verdict.compare import compare
-from gradscope.verdict.tolerance import Tolerance
 
 LISTED = 4  # indices a finding names
 

@@ -26,16 +26,16 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from gradscope.compare.elements import Comparison, compare
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.errors import TargetError, UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
 from gradscope.features import projections
-from gradscope.features.base import Context, Feature, Said, wrong_inputs
+from gradscope.features.base import Context, Diagnosis, Feature, wrong_inputs
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.tensors import from_triangle
-from gradscope.verdict.compare import Comparison, compare
 
 KIND = "documented_departure"
 
@@ -186,7 +186,7 @@ class DepartureFacts:
     departures: tuple[Departure, ...] = ()
     departed: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     composition: projections.Composition | None = None
-    projections: tuple[projections.Along, ...] = ()
+    projections: tuple[projections.Projection, ...] = ()
 
 
 class Departures(Feature["DepartureFacts"]):
@@ -234,12 +234,12 @@ class Departures(Feature["DepartureFacts"]):
         mask = facts.departed.get(name, {}).get(view.label) if facts is not None else None
         return cmp if mask is None else cmp.surrogate(mask)
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         """The `documented_departure` diagnostic: the elements where autograd is torch's own
         documented departure from the derivative (each counted once, over every view)."""
         facts = ctx.of(self)
         if facts is None:
-            return Said()
+            return Diagnosis()
         counts = {}
         views = {v.label: v for v in ctx.evidence.views}
         for name, masks in facts.departed.items():
@@ -250,8 +250,8 @@ class Departures(Feature["DepartureFacts"]):
             counts[name] = int(union.sum())
         projected = facts.composition is not None or bool(facts.projections)
         if not any(counts.values()) and not projected:
-            return Said()
-        return Said((diagnostic(ctx.prepared.target.text, facts.departures, counts,
+            return Diagnosis()
+        return Diagnosis((diagnostic(ctx.prepared.target.text, facts.departures, counts,
                                            projected),))
 
 

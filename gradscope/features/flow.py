@@ -1,4 +1,4 @@
-"""Where the gradient goes: what the gradient-flow trace shows (diagnose/findings.py) —
+"""Where the gradient goes: what the gradient-flow trace shows (explain/findings.py) —
 vanishing points and the tensors they starve, saturation, dead units, NaN origins, branch
 sites seen on one side only — and, where autograd is undefined (NaN) at elements, by value where
 (`exactly where x == 0`) when a predicate on the inputs separates them."""
@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import findings, partitions
+from gradscope.explain import findings, partitions
 from gradscope.features import kinks, vanishing
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 
@@ -22,9 +22,9 @@ class GradientFlow(Feature[None]):
     name = "flow"
     reads = (vanishing,)
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         if ctx.evidence.backward.grads is None:
-            return Said()
+            return Diagnosis()
         found = _traced(ctx)
         undefined = {n: c.status == Status.UNDEFINED.code for n, c in verdict.table.items()
                      if c.has(Status.UNDEFINED)  # (no mask of a million elements for none)
@@ -32,7 +32,7 @@ class GradientFlow(Feature[None]):
         if not any(d.kind == "nan" for d in found):
             nan = kinks.nan_diagnostic(ctx.prepared.target.text, undefined)
             found += [nan] if nan else []
-        return Said(tuple(_undefined_where(ctx, found, undefined)))
+        return Diagnosis(tuple(_undefined_where(ctx, found, undefined)))
 
 
 FEATURE = GradientFlow()

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from gradscope.expr.ops import OPS
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
 
@@ -78,11 +78,11 @@ def from_estimates(sites: Sequence[Any], estimates: Mapping[str, Any]) -> list[D
 class Kinks(Feature[None]):
     name = "kinks"
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         finite = ctx.evidence.finite
         if finite is None or ctx.evidence.backward.grads is None:
-            return Said()
-        return Said(tuple(from_estimates(ctx.prepared.target.branch_sites,
+            return Diagnosis()
+        return Diagnosis(tuple(from_estimates(ctx.prepared.target.branch_sites,
                                                finite.estimates)))
 
 

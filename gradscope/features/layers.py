@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.report.model import Diagnostic
 from gradscope.report.modules import is_model, module_of
 
@@ -73,10 +73,10 @@ def quiet_layers(inputs: Iterable[LayerStats]) -> list[Diagnostic]:
 class Layers(Feature[None]):
     name = "layers"
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         prepared, grads = ctx.prepared, ctx.evidence.backward.grads
         if grads is None or not is_model(prepared.target.roles()):
-            return Said()
+            return Diagnosis()
         roles = prepared.target.roles()
         stats = []
         for name in prepared.target.names:
@@ -84,7 +84,7 @@ class Layers(Feature[None]):
             norm = float(torch.linalg.vector_norm(g)) if g.numel() else 0.0
             stats.append(LayerStats(name, roles.get(name, "input"), tuple(g.shape), g.numel(),
                                     norm))
-        return Said(tuple(quiet_layers(stats)))
+        return Diagnosis(tuple(quiet_layers(stats)))
 
 
 FEATURE = Layers()

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.features.base import Context, Decided, Feature, Said
-from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.features.base import Context, Diagnosis, Feature, Interim
+from gradscope.report.model import Diagnostic, NamedCheck
 from gradscope.report.status import Status
 
 # what each of opcheck's tests is about, in the report's words
@@ -49,19 +49,18 @@ class OpcheckFeature(Feature["OpChecks"]):
                         for test, outcome in found.items())
         return OpChecks(str(getattr(op, "_name", op)), results)
 
-    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Interim) -> list[NamedCheck]:
         facts = ctx.of(self)
         if facts is None:
             return []
         # (a test of the op's registration: no number compared, no element apart)
-        return [UpstreamCheck(f"opcheck {test}", why is None, float("nan"), 0, {},
-                              Status.OK if why is None else Status.FAILED)
+        return [NamedCheck(f"opcheck {test}", Status.OK if why is None else Status.FAILED)
                 for test, why in facts.results]
 
-    def diagnose(self, ctx: Context, verdict: object, said: object) -> Said:
+    def diagnose(self, ctx: Context, verdict: object, said: object) -> Diagnosis:
         facts = ctx.of(self)
         if facts is None:
-            return Said()
+            return Diagnosis()
         failed = tuple(Diagnostic(
             "opcheck", "", f"opcheck {test}", [], 1,
             f"torch.library.opcheck's {test} fails for {facts.op} ({ABOUT.get(test, test)}): "
@@ -69,7 +68,7 @@ class OpcheckFeature(Feature["OpChecks"]):
             "implementation (register_fake), a schema that names what the op mutates, an "
             "autograd formula (register_autograd) for every tensor input")
             for test, why in facts.results if why is not None)
-        return Said(failed)
+        return Diagnosis(failed)
 
 
 def _finding(outcome: object) -> str:

@@ -1,6 +1,6 @@
 """Projections: autograd's gradient against finite differences along seeded random directions
 t — vᵀ(J·t) by finite differences beside (Jᵀv)·t from autograd — so that an element a sample
-missed still shows. Two uses, one idea (`Along`):
+missed still shows. Two uses, one idea (`Projection`):
 
 * a sampled input's projections over all its elements (PROJECTIONS of them);
 * a model checked at scale (docs/models.md, "Models at scale"): DIRECTIONS projections over
@@ -14,9 +14,9 @@ missed still shows. Two uses, one idea (`Along`):
 Both are evidence about the target: a projection that disagrees fails the run. One that agrees
 only against autograd with torch's documented departures undone (the departures feature
 re-runs them) is that departure, excused. (One module for both: the drill-down, the checks and
-the coverage sentence share `Along` and `Composition`; split, they were an import cycle.)"""
+the coverage sentence share `Projection` and `Composition`; split, they were an import cycle.)"""
 
-# Long: one analysis — the per-input projections and a model's composition share `Along`,
+# Long: one analysis — the per-input projections and a model's composition share `Projection`,
 # the judging of a projection and the coverage sentence; split, they were an import cycle.
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from gradscope.compare.tolerance import Tolerance
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.batcher import rejection
 from gradscope.engines.fd.result import Directional
@@ -35,13 +36,12 @@ from gradscope.evidence.backward import Backward
 from gradscope.evidence.prepare import Prepared
 from gradscope.evidence.references import PROJECTIONS, Finite
 from gradscope.features import surrogates
-from gradscope.features.base import Context, Decided, Feature, later
-from gradscope.report.model import UpstreamCheck
+from gradscope.features.base import Context, Feature, Interim, later
+from gradscope.report.model import NamedCheck
 from gradscope.report.modules import TOGETHER, in_forward_order
 from gradscope.report.status import Status
 from gradscope.rng import generator
 from gradscope.tensors import weighted
-from gradscope.verdict.tolerance import Tolerance
 
 DIRECTIONS = 3  # seeded random directions over every element of a model at scale
 SHRINK = 16.0  # a kinked stencil is tried again with steps this much smaller...
@@ -54,7 +54,7 @@ Z_SIGMA = 6.0  # autograd's tolerated error along a random direction, in standar
 
 
 @dataclass(frozen=True)
-class Along:
+class Projection:
     """vᵀJt by finite differences along one direction t over `names`, against (Jᵀv)·t from
     autograd, the slack the difference is allowed, and autograd's gradient norm over those
     tensors (what an error's size is measured against)."""
@@ -92,11 +92,11 @@ class Composition:
     last module in forward order; `agreed`, the tensors whose projections agreed on the way;
     `drilled`, the steps taken."""
 
-    projections: tuple[Along, ...]
+    projections: tuple[Projection, ...]
     order: tuple[str, ...]
     start: str | None = None
     agreed: tuple[str, ...] = ()
-    drilled: tuple[Along, ...] = ()
+    drilled: tuple[Projection, ...] = ()
 
     @property
     def compared(self) -> int:
@@ -130,7 +130,7 @@ class Composition:
 class ProjectionFacts:
     """The projections of each sampled input, or a model at scale's composition."""
 
-    projections: tuple[Along, ...] = ()
+    projections: tuple[Projection, ...] = ()
     composition: Composition | None = None
 
 
@@ -173,7 +173,7 @@ class Projections(Feature["ProjectionFacts"]):
         return out, {n: why for n, ok in covered.items()
                      if ok is None and n in finite.projected_only}
 
-    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Interim) -> list[NamedCheck]:
         facts = ctx.of(self)
         if facts is None:
             return []
@@ -222,7 +222,7 @@ def judged_by(ctx: Context) -> Composition | None:
     return facts.composition if facts is not None else None
 
 
-def _composition_checks(ctx: Context) -> list[UpstreamCheck]:
+def _composition_checks(ctx: Context) -> list[NamedCheck]:
     """A model at scale: each projection over every tensor at once, passing where it agrees
     within its slack; one whose stencil crossed a kink at every step tried is `not run`
     (nothing compared: never a pass for the tensors it alone covers); one that agrees only
@@ -238,49 +238,48 @@ def _composition_checks(ctx: Context) -> list[UpstreamCheck]:
                  f"tensors, {size:,} elements)")
         if not p.compared:
             why = p.rejected or "its stencil crossed a kink or jump at every step tried"
-            out.append(UpstreamCheck(f"{label}: not compared ({why})", True, float("nan"), 0,
-                                     {}, Status.NOT_RUN))
+            out.append(NamedCheck(f"{label}: not compared ({why})", Status.NOT_RUN))
             continue
         word = Status.OK if p.agrees else Status.MISMATCH
-        out.append(UpstreamCheck(label, p.agrees, p.difference, 0 if p.agrees else 1,
-                                 {} if p.agrees else {found.start or p.names[-1]: word}, word))
+        out.append(NamedCheck(label, word, p.difference, 0 if p.agrees else 1,
+                              {} if p.agrees else {found.start or p.names[-1]: word}))
     departed = _departures(ctx)
     return [_departed(c) for c in out] if departed is not None and \
         departed.composition is not None else out
 
 
-def _departed(check: UpstreamCheck) -> UpstreamCheck:
+def _departed(check: NamedCheck) -> NamedCheck:
     """A projection that agrees once torch's documented departures are undone (its error is
     the departure's): excused, and said so."""
     return replace(check, label=f"{check.label}: torch's documented departure (it agrees with "
-                   "the departure undone)", passed=True, mismatches=0,
+                   "the departure undone)", mismatches=0,
                    statuses=dict.fromkeys(check.statuses, Status.SURROGATE),
                    result=Status.SURROGATE)
 
 
-def _projection(p: Along, surrogate: bool) -> UpstreamCheck:
+def _projection(p: Projection, surrogate: bool) -> NamedCheck:
     """A sampled input's projection: passing where it agrees within its slack, and where a
     kink or a surrogate explains the difference."""
     name = p.names[0]
     label = f"random projection #{p.index + 1} of {name} (all {p.elements:,} elements)"
     if p.rejected:  # nothing compared: the sampled elements still judge the input
-        return UpstreamCheck(f"{label}: the target rejected its points ({p.rejected})", True,
-                             float("nan"), 0, {name: Status.NOT_RUN}, Status.NOT_RUN)
+        return NamedCheck(f"{label}: the target rejected its points ({p.rejected})",
+                          Status.NOT_RUN, statuses={name: Status.NOT_RUN})
     finite = math.isfinite(p.difference)
     if not finite and not p.kinked:  # NaN or inf along t (values near overflow, outputs
         # undefined there): nothing compared; the sampled elements still judge the input
-        return UpstreamCheck(f"{label}: undefined (NaN or infinite along it)", True,
-                             float("nan"), 0, {name: Status.UNDEFINED}, Status.UNDEFINED)
+        return NamedCheck(f"{label}: undefined (NaN or infinite along it)",
+                          Status.UNDEFINED, statuses={name: Status.UNDEFINED})
     ok = p.kinked or surrogate or p.difference <= p.slack
     word = Status.NONDIFFERENTIABLE if p.kinked else Status.SURROGATE if surrogate else (
         Status.OK if ok else Status.MISMATCH)
-    return UpstreamCheck(
-        label, ok, p.difference if finite else float("nan"), 0 if ok else 1, {name: word}, word)
+    return NamedCheck(label, word, p.difference if finite else float("nan"), 0 if ok else 1,
+                      {name: word})
 
 
 # ------------------------------------------------------------------ a sampled input's
 def projected(prepared: Prepared, back: Backward, finite: Finite, tol: Tolerance
-              ) -> tuple[Along, ...]:
+              ) -> tuple[Projection, ...]:
     """For each sampled input: vᵀJt from finite differences along random directions t over
     all its elements, against (Jᵀv)·t from autograd (`back.grads`)."""
     fd = finite.fd
@@ -300,7 +299,7 @@ def projected(prepared: Prepared, back: Backward, finite: Finite, tol: Tolerance
             try:
                 d = fd.directional({name: t})
             except TargetError as exc:  # the target rejects points along t: not run
-                out.append(Along((name,), k, float("nan"), 0.0, rejected=rejection(exc),
+                out.append(Projection((name,), k, float("nan"), 0.0, rejected=rejection(exc),
                                  elements=t.numel()))
                 continue
             gt = torch.mul(g, t)
@@ -308,7 +307,7 @@ def projected(prepared: Prepared, back: Backward, finite: Finite, tol: Tolerance
             norm = float(torch.linalg.vector_norm(g)) if statistical(fd) else None
             difference, slack = judged(d, v, dot, float(gt.abs_().sum()), norm, tol.atol,
                                        tol.rtol)
-            out.append(Along((name,), k, difference, slack, kinked=bool(d.kink.any()),
+            out.append(Projection((name,), k, difference, slack, kinked=bool(d.kink.any()),
                              elements=t.numel()))
     return tuple(out)
 
@@ -412,7 +411,7 @@ def _direction(fd: FiniteDifferences, names: Sequence[str], seed: int, k: int
 
 def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
            names: tuple[str, ...], index: int, two_first: bool = True,
-           scratch: dict[str, torch.Tensor] | None = None) -> Along:
+           scratch: dict[str, torch.Tensor] | None = None) -> Projection:
     """One projection over `names`, its stencil shrunk while it crosses a kink. `two_first`:
     a two-point difference first (the projections over every tensor, which agree on a correct
     model); the drill-down, already on a failure's path, extrapolates from the start."""
@@ -436,11 +435,11 @@ def _along(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
             if two_first and (difference > slack or bool(d.kink.any())):
                 d = fd.directional(moved, shrink=shrink, scratch=scratch)
         except TargetError as exc:
-            return Along(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
+            return Projection(names, index, float("nan"), 0.0, norm, rejected=str(exc)[:200])
         difference, slack = judged(d, side.v, dot, spread, along, side.atol, side.rtol)
         kinked = bool(d.kink.any())
         if not kinked or attempt == SHRINKS:
-            return Along(names, index, difference, slack, norm, kinked)
+            return Projection(names, index, difference, slack, norm, kinked)
         shrink *= SHRINK
     raise AssertionError("unreachable")  # (the loop returns on its last attempt)
 
@@ -459,7 +458,7 @@ def _sums(g: torch.Tensor, t: torch.Tensor) -> tuple[float, float]:
 
 def _drilled(fd: FiniteDifferences, side: _Side, t: Mapping[str, torch.Tensor],
              order: tuple[str, ...], index: int, scratch: dict[str, torch.Tensor]
-             ) -> tuple[str | None, tuple[str, ...], tuple[Along, ...]]:
+             ) -> tuple[str | None, tuple[str, ...], tuple[Projection, ...]]:
     """Down the module tree from the root: the children of the module reached (submodules and
     its own tensors), projected alone from the last in forward order back, until one
     disagrees; then into it. Each child's projection is as sensitive as its own gradient

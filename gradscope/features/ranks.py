@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradscope.engines.base import estimated
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.report.model import Diagnostic
 
 if TYPE_CHECKING:
@@ -28,9 +28,9 @@ class RankAgreement(Feature[None]):
             return ()
         return tuple(_diagnostic(d) for d in found())
 
-    def diagnose(self, ctx: Context, verdict: object, said: object) -> Said:
+    def diagnose(self, ctx: Context, verdict: object, said: object) -> Diagnosis:
         found = self.target_checks(ctx)
-        return Said(tuple(_partial(ctx, d) for d in found))
+        return Diagnosis(tuple(_partial(ctx, d) for d in found))
 
 
 def _factor(d: Disagreement) -> str:

@@ -1,5 +1,5 @@
-"""How a mismatch relates to the derivative (diagnose/relations.py): a factor, a transpose, a
-missing term, a sign, a subset of elements drawn by value (diagnose/partitions.py), with the
+"""How a mismatch relates to the derivative (explain/relations.py): a factor, a transpose, a
+missing term, a sign, a subset of elements drawn by value (explain/partitions.py), with the
 user's own numbers read where a factor is one of them. Read from the first comparison that
 showed the mismatch after the evidence's own explanations; a surrogate inconsistent at a
 coarse scale is said by how it fails that check. Explains, never decides: the relations found
@@ -10,32 +10,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gradscope.diagnose import partitions, relations
+from gradscope.compare.elements import compare
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.policy import DEFAULT_EPS
+from gradscope.explain import partitions, relations
 from gradscope.features import surrogates
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.features.flow import variables
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.rng import generator
-from gradscope.verdict.compare import compare
 
 
 class Relations(Feature[None]):
     name = "relations"
     reads = (surrogates,)
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         if ctx.evidence.backward.grads is None:
-            return Said()
+            return Diagnosis()
         found = _found(ctx, verdict)
         declared = ctx.of(surrogates.FEATURE)
         declared = declared.declared if declared is not None else {}
-        return Said(tuple(_pattern(ctx, verdict, n, rel) for n, rel in found.items()
+        return Diagnosis(tuple(_pattern(ctx, verdict, n, rel) for n, rel in found.items()
                           if n not in declared), value=found)
 
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
+from gradscope.compare.elements import Comparison
 from gradscope.errors import TargetError
 from gradscope.evidence.gather import View
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.report.status import Status
-from gradscope.verdict.compare import Comparison
 
 MAX_KINKS = 256  # kink elements measured per check (four evaluations each)
 MAX_ENTRIES = 1 << 22  # output entries kept per side over all measured elements (32 MB)
@@ -100,10 +100,10 @@ class Subgradients(Feature["SubgradientFacts"]):
             return cmp
         return cmp.at_kink(flat[outside.to(flat.device)], beyond[outside])
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         facts: SubgradientFacts | None = ctx.of(self)
         if facts is None or not facts.compared:
-            return Said()
+            return Diagnosis()
         notes = []
         for name, count in facts.compared.items():
             wrong, ties = facts.outside.get(name, 0), facts.ties.get(name, 0)
@@ -114,7 +114,7 @@ class Subgradients(Feature["SubgradientFacts"]):
                 f"{name}: {count} element(s) at a kink compared as subgradients (autograd "
                 "must lie between the one-sided derivatives there): "
                 + ("; ".join(said) if said else "every one lies inside"))
-        return Said(notes=tuple(notes))
+        return Diagnosis(notes=tuple(notes))
 
 
 def _measured(fd: Any, name: str, kink: torch.Tensor, explained: torch.Tensor, budget: int

@@ -1,5 +1,5 @@
-"""Surrogate gradients, by declaration and by behaviour (diagnose/surrogates.py writes what one
-looks like; diagnose/sweep.py and coarse.py read the lines a coarse-scale check runs).
+"""Surrogate gradients, by declaration and by behaviour (explain/surrogates.py writes what one
+looks like; explain/sweep.py and coarse.py read the lines a coarse-scale check runs).
 
 * Declared: `--surrogate` (read once into `options.Surrogates`), a marker on the target, a
   marked Function in the graph. A declared input's mismatches are `surrogate`; with an intended
@@ -19,10 +19,15 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import relations, surrogates
-from gradscope.diagnose.coarse import CONSISTENT, UNKNOWN, failing
-from gradscope.diagnose.relations import Relation
-from gradscope.diagnose.sweep import (
+from gradscope.compare.elements import Comparison, compare
+from gradscope.engines.autograd import AutogradEngine
+from gradscope.engines.base import Answer
+from gradscope.errors import UsageError
+from gradscope.evidence.gather import Evidence, View
+from gradscope.explain import relations, surrogates
+from gradscope.explain.coarse import CONSISTENT, UNKNOWN, failing
+from gradscope.explain.relations import Relation
+from gradscope.explain.sweep import (
     MAX_ELEMENTWISE_LINES,
     MAX_IGNORED_LINES,
     MAX_INPUTS,
@@ -31,17 +36,12 @@ from gradscope.diagnose.sweep import (
     Sweep,
     span,
 )
-from gradscope.engines.autograd import AutogradEngine
-from gradscope.engines.base import Answer
-from gradscope.errors import UsageError
-from gradscope.evidence.gather import Evidence, View
 from gradscope.expr.parse import parse
 from gradscope.features import backwards, base
-from gradscope.features.base import Context, Decided, Feature, Said, value_of, wrong_inputs
-from gradscope.report.model import UpstreamCheck
+from gradscope.features.base import Context, Diagnosis, Feature, Interim, value_of, wrong_inputs
+from gradscope.report.model import NamedCheck
 from gradscope.report.status import Status
 from gradscope.targets import ExpressionTarget
-from gradscope.verdict.compare import Comparison, compare
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Surrogates(Feature["SurrogateFacts"]):
             intended[view.label].status != Status.MISMATCH.code
         return cmp.surrogate(where)
 
-    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Interim) -> list[NamedCheck]:
         """Each declared surrogate's intended form, compared element by element in every
         view."""
         facts: SurrogateFacts = ctx.of(self)
@@ -120,12 +120,12 @@ class Surrogates(Feature["SurrogateFacts"]):
             worst = max((c.max_abs_error() for c in views.values()), default=0.0)
             word = Status.MISMATCH if bad else Status.SURROGATE
             how = facts.astray.get(name)
-            out.append(UpstreamCheck(f"{name} against its intended surrogate "
-                                     f"({facts.forms[name]})" + (f": {how.text}" if how else ""),
-                                     not bad, worst, bad, {name: word}, word))
+            out.append(NamedCheck(f"{name} against its intended surrogate "
+                                  f"({facts.forms[name]})" + (f": {how.text}" if how else ""),
+                                  word, worst, bad, {name: word}))
         return out
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         """The `surrogate_gradient` diagnostic (what each surrogate looks like, or the
         relation a declared one follows), and a note for a declaration that was not needed."""
         facts: SurrogateFacts = ctx.of(self)
@@ -151,7 +151,7 @@ class Surrogates(Feature["SurrogateFacts"]):
             notes.append(f"the surrogates of {', '.join(facts.unswept)} were not checked at a "
                          f"coarse scale (the {len(facts.coarse)} inputs with the most "
                          "surrogate elements were): check them on their own with --only NAME")
-        return Said(tuple(found), tuple(notes))
+        return Diagnosis(tuple(found), tuple(notes))
 
     def reported(self, ctx: Context, inputs: Any) -> dict[str, Any]:
         facts = ctx.of(self)

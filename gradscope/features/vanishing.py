@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import flow
+from gradscope.compare.elements import Comparison
+from gradscope.evidence import flow
 from gradscope.evidence.gather import View
-from gradscope.features.base import Context, Feature, Said
+from gradscope.features.base import Context, Diagnosis, Feature
 from gradscope.usercode import refusal
-from gradscope.verdict.compare import Comparison
 
 WIDE_STEP = 0.37  # "the user's sense" of not constant: a shift far beyond any FD stencil
 # where the target refuses a shift (its domain ends: an ODE solver's step underflows), a
@@ -121,11 +121,11 @@ class Vanishing(Feature["VanishingFacts"]):
             return cmp  # (zero Jacobian entries are ordinary)
         return cmp.vanishing(view.autograd[name])
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         facts = ctx.of(self)
         if facts is None:
-            return Said()
-        return Said(notes=tuple(
+            return Diagnosis()
+        return Diagnosis(notes=tuple(
             f"{name}: the target refused the wide shifts gradscope tries to see whether a zero "
             f"gradient hides a function that moves ({why}); not probed"
             for name, why in facts.refused.items()))

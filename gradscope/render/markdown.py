@@ -11,7 +11,7 @@ from gradscope.render.summary import (
     where_wrong,
 )
 from gradscope.report.headline import headline, no_gradient
-from gradscope.report.model import InputReport, Report, UpstreamCheck
+from gradscope.report.model import InputReport, NamedCheck, Report
 from gradscope.report.modules import grouped
 from gradscope.report.status import Status
 
@@ -59,7 +59,7 @@ def _input(item: InputReport) -> list[str]:
     return [*lines, ""]
 
 
-def _result(check: UpstreamCheck) -> str:
+def _result(check: NamedCheck) -> str:
     word = check.result
     return f"**{word}**" if word.fails else str(word)
 

@@ -173,17 +173,37 @@ class Diagnostic:
 
 
 @dataclass(frozen=True)
-class UpstreamCheck:
-    """One extra verdict of `check`: a random upstream vector, or the full Jacobian."""
+class NamedCheck:
+    """One extra verdict of `check`: a random upstream vector, the full Jacobian, or a
+    feature's own (a projection, a custom Function checked in place, an opcheck test).
+
+    `result`: ok, mismatch, surrogate, … (the worst over its inputs), "failed" (a test that
+    compares no numbers), or "not run": nothing compared (its max_abs_error then means
+    nothing). It passes unless its result is a mismatch or a failure — or it is `noted`: a
+    comparison of something other than the target (an inner Function's own backward) that the
+    target's own evidence does not bear out is said, and never fails the run (rule 1)."""
 
     label: str
-    passed: bool
-    max_abs_error: float
-    mismatches: int
-    statuses: dict[str, Status]
-    # ok, mismatch, surrogate, ... (the worst over its inputs), or "not run": no engine
-    # compared anything for it (its max_abs_error then means nothing)
     result: Status = Status.OK
+    max_abs_error: float = float("nan")
+    mismatches: int = 0
+    statuses: dict[str, Status] = field(default_factory=dict)
+    noted: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.noted or self.result not in (Status.MISMATCH, Status.FAILED)
+
+    def to_dict(self) -> dict[str, Any]:  # (the JSON's keys and order as they always were)
+        return {"label": self.label, "passed": self.passed,
+                "max_abs_error": self.max_abs_error, "mismatches": self.mismatches,
+                "statuses": _plain(self.statuses), "result": self.result}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NamedCheck:
+        from gradscope.report.read import check
+
+        return check(data)
 
 
 @dataclass(frozen=True)
@@ -239,7 +259,7 @@ class Report:
     seed: int = 0
     fail_on: str = "mismatch"
     tolerances: dict[str, float] = field(default_factory=dict)
-    upstream_checks: list[UpstreamCheck] = field(default_factory=list)
+    upstream_checks: list[NamedCheck] = field(default_factory=list)
     forward: ForwardReport | None = None
     accumulation: dict[str, Any] | None = None
     intermediates: list[dict[str, Any]] | None = None

@@ -14,13 +14,13 @@ from gradscope.report.model import (
     Failure,
     ForwardReport,
     InputReport,
+    NamedCheck,
     TensorSummary,
-    UpstreamCheck,
 )
 from gradscope.report.status import Status
 
 NESTED = {"output": TensorSummary, "upstream": TensorSummary, "forward": ForwardReport,
-          "inputs": InputReport, "diagnostics": Diagnostic, "upstream_checks": UpstreamCheck,
+          "inputs": InputReport, "diagnostics": Diagnostic, "upstream_checks": NamedCheck,
           "failures": Failure}
 
 
@@ -61,6 +61,15 @@ def _columns_of(data: dict[str, Any]) -> dict[str, Column]:
 
 
 _PARTS = ("_skipped", "_mode", "_error", "_failed")
+
+
+def check(data: dict[str, Any]) -> NamedCheck:
+    """A NamedCheck of its JSON: one that passed with a failing result was a note."""
+    fields = _fields(NamedCheck, data)
+    fields.setdefault("result", Status.OK)
+    passed = bool(data.get("passed", True))
+    fields["noted"] = passed and fields["result"] in (Status.MISMATCH, Status.FAILED)
+    return NamedCheck(**fields)
 
 
 def _built(kind: type, data: dict[str, Any]) -> Any:

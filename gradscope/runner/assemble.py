@@ -15,6 +15,8 @@ import torch
 
 from gradscope import features as registry
 from gradscope._version import __version__
+from gradscope.compare import outcome
+from gradscope.compare.elements import Comparison
 from gradscope.engines.base import Answer, estimated
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
@@ -27,8 +29,6 @@ from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
 from gradscope.tensors import max_abs, max_abs_difference
-from gradscope.verdict import outcome
-from gradscope.verdict.compare import Comparison
 
 AUTOGRAD = "autograd"  # the engine being checked: its column comes first
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from gradscope import features as registry
 from gradscope.evidence.gather import Evidence
 from gradscope.evidence.prepare import Prepared
-from gradscope.features import Guard, Said
+from gradscope.features import Diagnosis, Guard
 from gradscope.report.model import Diagnostic
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
@@ -33,9 +33,9 @@ def diagnose(prepared: Prepared, evidence: Evidence, excuses: Excuses,
         return Diagnoses((replace(failure, inputs=names, count=sum(
             prepared.bound.cast[n].numel() for n in names)),), aside=dict(verdict.aside))
     ctx, guard = excuses.context(prepared, evidence), Guard(registry.FEATURES, verdict.aside)
-    said: dict[str, Said] = {}
+    said: dict[str, Diagnosis] = {}
     for feature in guard.active:
-        said[feature.name] = guard.call(feature, feature.diagnose, Said(), ctx, verdict, said)
+        said[feature.name] = guard.call(feature, feature.diagnose, Diagnosis(), ctx, verdict, said)
     return Diagnoses(tuple(d for s in said.values() for d in s.diagnostics),
                      tuple(n for s in said.values() for n in s.notes), guard.aside)
 

@@ -13,19 +13,19 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope import features as registry
+from gradscope.compare import outcome
+from gradscope.compare.elements import Comparison, compare, named
 from gradscope.engines.base import estimated
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
-from gradscope.features import Context, Decided, Guard
-from gradscope.report.model import Failure, UpstreamCheck
+from gradscope.features import Context, Guard, Interim
+from gradscope.report.model import Failure, NamedCheck
 from gradscope.report.status import FAILING_KINDS, Status
 from gradscope.runner.excuses import Excuses
-from gradscope.verdict import outcome
-from gradscope.verdict.compare import Comparison, compare, named
 
 
 @dataclass(frozen=True)
-class Seen:
+class FirstMismatch:
     """The first comparison of an input that had a mismatch before a declaration excused it
     (the table's, else a random upstream's, else the Jacobian's): autograd, its reference
     (an exact one where it ran, with the reference's error bound) and the statuses. What the
@@ -43,12 +43,12 @@ class Seen:
 class Verdict:
     table: dict[str, Comparison] = field(default_factory=dict)  # per input, excused
     statuses: dict[str, Status] = field(default_factory=dict)  # per input
-    checks: tuple[UpstreamCheck, ...] = ()
+    checks: tuple[NamedCheck, ...] = ()
     forward: Comparison | None = None
     forward_status: Status | None = None
     accumulation_ok: bool | None = None
     surrogate_elements: dict[str, torch.Tensor] = field(default_factory=dict)
-    seen: dict[str, Seen] = field(default_factory=dict)
+    seen: dict[str, FirstMismatch] = field(default_factory=dict)
     failures: tuple[Failure, ...] = ()
     aside: dict[str, str] = field(default_factory=dict)  # features that stepped aside: why
 
@@ -57,7 +57,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
     if evidence.table is None:
         return _failed_backward(prepared, evidence, excuses)
     ctx, guard = excuses.context(prepared, evidence), Guard(registry.FEATURES, excuses.aside)
-    seen: dict[str, Seen] = {}
+    seen: dict[str, FirstMismatch] = {}
     surrogate: dict[str, torch.Tensor] = {}
     shapes = {n: tuple(t.shape) for n, t in prepared.bound.cast.items()}
     judged = [{n: _excused(guard, ctx, n, view, seen, surrogate, shapes[n]) for n in view.raw}
@@ -78,7 +78,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
               for view, cmps in zip(evidence.views[1:], judged[1:], strict=True)]
     for feature in guard.active:
         checks += guard.call(feature, feature.checks, [], ctx,
-                             Decided(statuses, tuple(checks), surrogate, otherwise))
+                             Interim(statuses, tuple(checks), surrogate, otherwise))
     forward, forward_status = _forward(evidence)
     acc = _accumulation(evidence)
     failures = outcome.failures(
@@ -91,7 +91,7 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
                    tuple(failures), guard.aside)
 
 
-def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, Seen],
+def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, FirstMismatch],
              surrogate: dict[str, torch.Tensor], shape: tuple[int, ...]) -> Comparison:
     """One input's raw comparison in one view, with the features' excuses applied: what the
     evidence explains, then (the first mismatch still standing kept for the relations) what
@@ -113,8 +113,9 @@ def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, 
         theirs = marked if theirs is None else theirs | marked
     if cmp.has(Status.MISMATCH) and name not in seen:
         reference = view.reference(name)
-        seen[name] = Seen(name, view.autograd[name], reference.values if reference else None,
-                          reference.error if reference else None, cmp, view.jacobian)
+        seen[name] = FirstMismatch(name, view.autograd[name],
+                                   reference.values if reference else None,
+                                   reference.error if reference else None, cmp, view.jacobian)
     for feature in guard.active:
         cmp = guard.call(feature, feature.declared, cmp, ctx, name, view, cmp)
     if cmp.has(Status.SURROGATE):

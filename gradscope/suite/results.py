@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope._version import __version__
+from gradscope.compare import outcome
 from gradscope.errors import TargetError, UsageError
 from gradscope.report import kinds
 from gradscope.report.model import Report
-from gradscope.verdict import outcome
 
 SCHEMA = kinds.RUN
 

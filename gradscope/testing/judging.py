@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose.custom_backward import REPEATABILITY
 from gradscope.engines.fd.policy import DEFAULT_EPS, clamped
+from gradscope.evidence.custom_backward import REPEATABILITY
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
 from gradscope.report.status import Status
@@ -86,7 +86,7 @@ def options(call: GradcheckCall, kw: dict[str, Any], tight: bool) -> dict[str, A
     dtype, or the call's where those are tighter (a step other than torch's default is the
     call's); else the call's tolerances and step (torch's defaults where left) — a staircase
     of fine steps (round to 3 decimals) judged at the scale the call chose."""
-    from gradscope.verdict.tolerance import DEFAULT_TOLERANCES
+    from gradscope.compare.tolerance import DEFAULT_TOLERANCES
 
     dtypes = {call.args[i].dtype for i in call.checked}
     dtype = str(dtypes.pop()).removeprefix("torch.") if len(dtypes) == 1 else "float64"
@@ -237,7 +237,7 @@ def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, ep
 
 
 def _tolerance(options: dict[str, Any]) -> tuple[float, float]:
-    from gradscope.verdict.tolerance import Tolerance
+    from gradscope.compare.tolerance import Tolerance
 
     tol = Tolerance.for_dtype(options["dtype"], options.get("rtol"), options.get("atol"))
     return tol.atol, tol.rtol

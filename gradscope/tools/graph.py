@@ -11,10 +11,12 @@ from typing import Any
 import torch
 
 from gradscope._version import __version__
-from gradscope.diagnose import findings, flow
+from gradscope.compare.tolerance import Tolerance
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.errors import UsageError
+from gradscope.evidence import flow
 from gradscope.evidence.backward import switched_off
+from gradscope.explain import findings
 from gradscope.features.inplace import culprits
 from gradscope.options import Request
 from gradscope.report import kinds
@@ -22,7 +24,6 @@ from gradscope.report.model import Diagnostic
 from gradscope.runner import prepare, seeded
 from gradscope.tensors import as_leaves
 from gradscope.usercode import OURS, contained, user_code
-from gradscope.verdict.tolerance import Tolerance
 
 
 @dataclass

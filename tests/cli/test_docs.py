@@ -10,10 +10,10 @@ import re
 import pytest
 
 from gradscope.cli import app, main
+from gradscope.compare.tolerance import DEFAULT_TOLERANCES
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.expr.ops import FUNCTIONS
 from gradscope.options import DEFAULTS, SPECS
-from gradscope.verdict.tolerance import DEFAULT_TOLERANCES
 from tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text()

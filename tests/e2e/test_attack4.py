@@ -244,12 +244,12 @@ def test_a_projection_undefined_along_its_direction_is_not_a_mismatch():
     # sampled elements judge, and a projection NaN along its direction compared nothing)
     import math
 
-    from gradscope.features.projections import Along, _projection
+    from gradscope.features.projections import Projection, _projection
     from gradscope.report.status import Status
 
-    check = _projection(Along(("x",), 0, math.nan, 1e-9, elements=600), surrogate=False)
+    check = _projection(Projection(("x",), 0, math.nan, 1e-9, elements=600), surrogate=False)
     assert check.passed and check.result == Status.UNDEFINED and "undefined" in check.label
-    wrong = _projection(Along(("x",), 1, 2.0, 1e-9, elements=600), surrogate=False)
+    wrong = _projection(Projection(("x",), 1, 2.0, 1e-9, elements=600), surrogate=False)
     assert not wrong.passed and wrong.result == Status.MISMATCH
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import gradscope
-from gradscope.diagnose import custom_backward
+from gradscope.evidence import custom_backward
 from gradscope.evidence.gather import gather
 from gradscope.evidence.prepare import prepare
 from gradscope.options import Options, Request

@@ -40,7 +40,7 @@ def test_autograd_is_allowed_its_tolerance_along_the_direction_not_in_the_worst_
     import torch
 
     from gradscope.engines.fd.result import Directional
-    from gradscope.features.projections import Along, judged
+    from gradscope.features.projections import Projection, judged
 
     zero = torch.zeros(())
     g = torch.randn(10**6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -52,7 +52,7 @@ def test_autograd_is_allowed_its_tolerance_along_the_direction_not_in_the_worst_
     difference, slack = judged(d, torch.ones(()), exact + float((e * t).sum()), spread, norm,
                                0.0, 5e-4)
     assert math.isclose(slack, 6 * 5e-4 * norm) and difference > slack
-    assert Along(("w",), 0, difference, slack, norm).miss(1e-2) < 0.5
+    assert Projection(("w",), 0, difference, slack, norm).miss(1e-2) < 0.5
     # few elements: the worst case is the smaller bound, and stays
     _, small = judged(d, torch.ones(()), exact, 3.0, 10.0, 0.0, 1e-3)
     assert math.isclose(small, 3e-3)

@@ -9,7 +9,7 @@ import pytest
 import gradscope
 from gradscope.engines.fd import budget
 from gradscope.features.inplace import reach
-from gradscope.features.projections import Along, Composition, _children
+from gradscope.features.projections import Composition, Projection, _children
 from gradscope.report.status import Status
 
 DATA = "tests/data/gpt.py"
@@ -98,8 +98,8 @@ def test_a_failing_models_report_says_the_tensors_only_projected_together_in_one
     assert all(i.status == Status.OK for i in reached.inputs if "norm" not in i.name)
 
 
-def _along(index: int, difference: float, slack: float, kinked: bool = False) -> Along:
-    return Along(("m.a", "m.b"), index, difference, slack, 1.0, kinked)
+def _along(index: int, difference: float, slack: float, kinked: bool = False) -> Projection:
+    return Projection(("m.a", "m.b"), index, difference, slack, 1.0, kinked)
 
 
 def test_a_kinked_projection_is_never_counted_as_agreeing():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from gradscope.compare.elements import Comparison
 from gradscope.report.build import WORST_ELEMENTS, worst_indices
 from gradscope.report.status import MISMATCH, NONDIFFERENTIABLE, OK
-from gradscope.verdict.compare import Comparison
 
 
 def _cmp(status, error):

@@ -317,7 +317,7 @@ def test_large_outputs_get_one_random_upstream_and_it_still_catches_a_backward()
 
 
 def test_large_elementwise_python_code_is_checked_at_every_element():
-    from tests.diagnose.test_custom_backward import SEEDS
+    from tests.evidence.test_custom_backward import SEEDS
 
     report = gradscope.check(f"{SEEDS}:RoundSTE", x="randn(100000)")
     (x,) = report.inputs

@@ -27,7 +27,7 @@ from typing import Any
 
 from gradscope.engines.fd.policy import DEFAULT_EPS
 from gradscope.features import backwards, relations, surrogates
-from gradscope.features.base import Context, Decided, Feature, Said, StepAside, value_of
+from gradscope.features.base import Context, Diagnosis, Feature, Interim, StepAside, value_of
 from gradscope.features.inplace import (
     culprits,
     custom_ops,
@@ -40,7 +40,7 @@ from gradscope.features.inplace import (
 )
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
-from gradscope.report.model import Diagnostic, UpstreamCheck
+from gradscope.report.model import Diagnostic, NamedCheck
 from gradscope.report.status import Status
 
 DEPARTS = "departs from its own forward's derivative on the arguments it received"
@@ -58,7 +58,7 @@ REACHES = ("with its forward's derivative in its place the target's gradient mov
 class InPlaceFacts:
     checks: tuple[ClassCheck | HookCheck, ...] = ()
     # a model at scale: projections over the target's tensors a wrong Function received
-    pointed: tuple[pointed.Pointed, ...] = ()
+    pointed: tuple[pointed.ArgumentProjections, ...] = ()
     reach: reach.Reach | None = None  # what the wrong Functions' derivatives would move
     # saved tensors changed in place where no version check sees it (unseen.py)
     changed: tuple[unseen.Unseen, ...] = ()
@@ -131,7 +131,7 @@ class InPlace(Feature["InPlaceFacts"]):
                             if out.get(n) in (Status.OK, Status.INCONCLUSIVE)})
         return out, {}
 
-    def checks(self, ctx: Context, decided: Decided) -> list[UpstreamCheck]:
+    def checks(self, ctx: Context, decided: Interim) -> list[NamedCheck]:
         """Each class checked in place, per element, on every call it made. A wrong one is
         `surrogate` only where the user declared it (every input declared, or a declared
         input whose mismatches the declaration excused); otherwise it fails only beside the
@@ -153,9 +153,8 @@ class InPlace(Feature["InPlaceFacts"]):
             label = (f"{c.label} checked in place: {c.calls} call(s), {c.elements:,} {what} "
                      "element(s) per element")
             if not c.elements:
-                out.append(UpstreamCheck(f"{label}: not compared (its forward refused "
-                                         "perturbed arguments)", True, float("nan"), 0, {},
-                                         Status.NOT_RUN))
+                out.append(NamedCheck(f"{label}: not compared (its forward refused "
+                                      "perturbed arguments)", Status.NOT_RUN))
                 continue
             word = Status.OK if not bad else Status.SURROGATE if excused else Status.MISMATCH
             if isinstance(c, ClassCheck) and c.unread:
@@ -166,11 +165,11 @@ class InPlace(Feature["InPlaceFacts"]):
                 label += " (a note: it does not reach the target's gradient)" if \
                     facts.reach is not None and facts.reach.unproven is None else \
                     " (a note: the target's own comparisons agree)"
-            out.append(UpstreamCheck(label, not bad or excused or not failing,
-                                     float("nan"), bad, {}, word))
+            out.append(NamedCheck(label, word, mismatches=bad,
+                                  noted=bool(bad) and not excused and not failing))
         return aimed + out
 
-    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Said]) -> Said:
+    def diagnose(self, ctx: Context, verdict: Any, said: Mapping[str, Diagnosis]) -> Diagnosis:
         """The wrong classes and hooks named: culprits where the target fails, notes where it
         does not; a target that is one Function is its own culprit."""
         facts = ctx.of(self)
@@ -185,15 +184,15 @@ class InPlace(Feature["InPlaceFacts"]):
                 found += sole.culprits(facts.checks, mismatched, explained)
             said = (_reached(d, facts.reach) for d in found) if verdict.failures else \
                 (_noted(d, facts.reach) for d in found)
-            return Said((*self.target_checks(ctx), *said, *saturated.diagnostics(
+            return Diagnosis((*self.target_checks(ctx), *said, *saturated.diagnostics(
                 [c for c in facts.checks if isinstance(c, ClassCheck)])))
         own = ctx.prepared.target.own_function
         if own is None:
-            return Said()
+            return Diagnosis()
         if Status.MISMATCH in verdict.statuses.values():
             first = next(n for n, s in verdict.statuses.items() if s == Status.MISMATCH)
             count = verdict.table[first].counts().get(Status.MISMATCH, 0)
-            return Said((culprits.named(own, first, explained.get(first), count),))
+            return Diagnosis((culprits.named(own, first, explained.get(first), count),))
         # the table agrees, another upstream fails (rows that sum to one give an upstream of
         # ones a zero VJP whatever backward scales): that check's failing input, its relation
         failing = next((c for c in verdict.checks if not c.passed and c.mismatches
@@ -201,9 +200,9 @@ class InPlace(Feature["InPlaceFacts"]):
         backward = ctx.of(backwards.FEATURE)
         if failing is None or not verdict.failures or (backward is not None and any(
                 bool(m.any()) for m in backward.nonlinear.values())):
-            return Said()  # (a backward not linear in its upstream is said so, not as a factor)
+            return Diagnosis()  # (a backward not linear in its upstream: said so, no factor)
         first = next(n for n, s in failing.statuses.items() if s == Status.MISMATCH)
-        return Said((culprits.named(own, first, explained.get(first), failing.mismatches),))
+        return Diagnosis((culprits.named(own, first, explained.get(first), failing.mismatches),))
 
 
 def _mismatched(verdict: Any) -> dict[str, int]:
@@ -261,15 +260,15 @@ def _reach(ctx: Context, wrong: list[ClassCheck]) -> reach.Reach:
                                         f"{type(exc).__name__}")
 
 
-def _moved(facts: InPlaceFacts, moved: reach.Reach | None) -> UpstreamCheck:
+def _moved(facts: InPlaceFacts, moved: reach.Reach | None) -> NamedCheck:
     """The named check of the target's own gradient with the wrong Functions' derivatives in
     place of their backwards: it fails (evidence about the target)."""
     assert moved is not None
     names = ", ".join(f"{n} ({k:,})" for n, k in moved.moved.items())
     labels = ", ".join(c.label for c in facts.checks if isinstance(c, ClassCheck) and c.wrong)
-    return UpstreamCheck(f"the target's gradient with {labels} replaced by its forward's "
-                         f"derivative: moves beyond the tolerance in {names}", False,
-                         moved.worst, sum(moved.moved.values()), {}, Status.MISMATCH)
+    return NamedCheck(f"the target's gradient with {labels} replaced by its forward's "
+                      f"derivative: moves beyond the tolerance in {names}", Status.MISMATCH,
+                      moved.worst, sum(moved.moved.values()))
 
 
 def _where(moved: reach.Reach) -> str:

@@ -12,17 +12,17 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from gradscope.diagnose import partitions, relations
+from gradscope.compare.elements import Comparison, compare
+from gradscope.compare.tolerance import Tolerance
 from gradscope.engines.base import Answer
 from gradscope.engines.fd import FiniteDifferences
 from gradscope.engines.fd.budget import sample_size
 from gradscope.engines.fd.result import Estimate
+from gradscope.explain import partitions, relations
 from gradscope.features.inplace.calls import FunctionCall, applied_values, backward_again, joined
 from gradscope.report.status import Status
 from gradscope.rng import generator
 from gradscope.targets.numbers import written
-from gradscope.verdict.compare import Comparison, compare
-from gradscope.verdict.tolerance import Tolerance
 
 
 def relation(call: FunctionCall, names: list[str], fd: FiniteDifferences,

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.compare.tolerance import Tolerance
 from gradscope.engines.fd import FiniteDifferences
+from gradscope.explain import relations
 from gradscope.features.inplace import precision, reach, saturated
 from gradscope.features.inplace.calls import (
     FunctionCall,
@@ -42,7 +43,6 @@ from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 from gradscope.targets.oldstyle import forward_names
 from gradscope.usercode import backward_location, place, returns
-from gradscope.verdict.tolerance import Tolerance
 
 HINT = ("checked in place, on the arguments this call received and the gradient it got from "
         "above (and a seeded random one): fix this backward first, the mismatches of the "

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain import relations
 from gradscope.features.inplace.calls import HookCall
 from gradscope.report.status import MISMATCH, OK
-from gradscope.verdict.tolerance import Tolerance
 
 HOOK_HINT = ("a gradient hook that returns another gradient makes autograd differ from the "
              "derivative from that tensor on: if that is intended (clipping, gradient "

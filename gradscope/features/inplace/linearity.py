@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from gradscope.diagnose.custom_backward import ALPHA, BETA
+from gradscope.compare.tolerance import Tolerance
+from gradscope.evidence.custom_backward import ALPHA, BETA
 from gradscope.features.inplace.calls import applied
 from gradscope.rng import generator
-from gradscope.verdict.tolerance import Tolerance
 
 HOW = ("not linear in grad_output at {count} element(s): backward(αv + βw) ≠ α·backward(v) + "
        "β·backward(w), so a constant (or a function of the input alone) was written where a "

@@ -19,12 +19,12 @@ import torch
 from gradscope.features.inplace.calls import storage
 from gradscope.features.inplace.culprits import ClassCheck, argument_names
 from gradscope.features.projections import Composition, composed
-from gradscope.report.model import UpstreamCheck
+from gradscope.report.model import NamedCheck
 from gradscope.report.status import Status
 
 
 @dataclass(frozen=True)
-class Pointed:
+class ArgumentProjections:
     """The projections over the target's tensors one wrong Function received as `argument`."""
 
     label: str  # the Function's backward, as the culprit names it
@@ -56,15 +56,15 @@ def suspects(checks: Sequence[ClassCheck], values: Mapping[str, torch.Tensor]
 
 def projected(checks: Sequence[ClassCheck], values: Mapping[str, torch.Tensor], fd, grads,
               upstream: torch.Tensor, atol: float, rtol: float, seed: int
-              ) -> tuple[Pointed, ...]:
+              ) -> tuple[ArgumentProjections, ...]:
     """The pointed projections of every wrong class's argument that is the target's own."""
-    return tuple(Pointed(check.label, argument,
+    return tuple(ArgumentProjections(check.label, argument,
                          composed(fd, grads, upstream, names, atol, rtol, seed,
                                   pointed=True))
                  for check, argument, names in suspects(checks, values))
 
 
-def rows(found: Sequence[Pointed]) -> list[UpstreamCheck]:
+def rows(found: Sequence[ArgumentProjections]) -> list[NamedCheck]:
     """One check per projection: failing where it disagrees (the target's own evidence)."""
     out = []
     for p in found:
@@ -75,18 +75,16 @@ def rows(found: Sequence[Pointed]) -> list[UpstreamCheck]:
                      f"{p.argument} ({what})")
             if not along.compared:
                 why = along.rejected or "its stencil crossed a kink or jump at every step tried"
-                out.append(UpstreamCheck(f"{label}: not compared ({why})", True, float("nan"),
-                                         0, {}, Status.NOT_RUN))
+                out.append(NamedCheck(f"{label}: not compared ({why})", Status.NOT_RUN))
                 continue
             word = Status.OK if along.agrees else Status.MISMATCH
             at = p.composition.start or tensors[-1]
-            out.append(UpstreamCheck(label, along.agrees, along.difference,
-                                     0 if along.agrees else 1,
-                                     {} if along.agrees else {at: word}, word))
+            out.append(NamedCheck(label, word, along.difference, 0 if along.agrees else 1,
+                                  {} if along.agrees else {at: word}))
     return out
 
 
-def placed(found: Sequence[Pointed]) -> dict[str, Status]:
+def placed(found: Sequence[ArgumentProjections]) -> dict[str, Status]:
     """The tensors the pointed drill-down placed a wrong gradient at."""
     return {p.composition.start: Status.MISMATCH for p in found
             if p.composition.start is not None}

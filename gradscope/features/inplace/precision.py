@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain import relations
 from gradscope.features.inplace.calls import FunctionCall
 from gradscope.report.status import Status
-from gradscope.verdict.tolerance import Tolerance
 
 HALVES = (torch.float16, torch.bfloat16)
 # a common factor this many units of a half precision away from 1 is no rounding of it (a

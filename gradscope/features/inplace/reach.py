@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.compare.elements import compare
+from gradscope.compare.tolerance import Tolerance
 from gradscope.engines.base import Answer
+from gradscope.explain import relations
 from gradscope.features.inplace.calls import FunctionCall, joined, wrapped
 from gradscope.report.status import Status
 from gradscope.targets.oldstyle import forward_itself
 from gradscope.tensors import as_leaves, grad_nodes
-from gradscope.verdict.compare import compare
-from gradscope.verdict.tolerance import Tolerance
 
 if TYPE_CHECKING:
     from gradscope.features.inplace.culprits import ClassCheck

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gradscope.diagnose import relations
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain import relations
 from gradscope.features.inplace.calls import FunctionCall, applied, backward_again, joined
 from gradscope.features.inplace.linearity import HOW
 from gradscope.report.model import Diagnostic
 from gradscope.rng import generator
-from gradscope.verdict.tolerance import Tolerance
 
 if TYPE_CHECKING:
     from gradscope.features.inplace.culprits import ClassCheck

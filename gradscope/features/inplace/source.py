@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gradscope.diagnose import relations
+from gradscope.explain import relations
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.hooks import HookCheck
 from gradscope.report.model import Diagnostic

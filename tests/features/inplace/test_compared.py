@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.diagnose.relations import Arrays
+from gradscope.explain.relations import Arrays
 from gradscope.features.inplace.compared import predicted
 from gradscope.report.status import Status
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import gradscope
+from gradscope.compare.tolerance import Tolerance
 from gradscope.features.inplace.culprits import find
 from gradscope.usercode import backward_location as location
-from gradscope.verdict.tolerance import Tolerance
 from tests.data import branches, culprits
 from tests.paths import DATA
 
@@ -256,7 +256,7 @@ def test_a_value_partition_is_said_only_where_the_call_at_fresh_values_follows_i
     assert "wrong exactly where |x| < 3" in culprit.message
     assert any(d.kind == "mismatch_pattern" and "wrong exactly where |x| < 3" in d.message
                for d in by_value.diagnostics)
-    from gradscope.diagnose import partitions
+    from gradscope.explain import partitions
 
     x = torch.tensor([-4.0, -1.0, 0.0, 2.0, 5.0])
     assert partitions.holds("|x| < 3", {"x": x}).tolist() == [False, True, True, True, False]

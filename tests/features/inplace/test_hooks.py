@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from gradscope.compare.tolerance import Tolerance
 from gradscope.features.inplace.calls import HookCall
 from gradscope.features.inplace.hooks import check_hooks
-from gradscope.verdict.tolerance import Tolerance
 
 TOL = Tolerance.for_dtype("float64")
 G = torch.tensor([0.5, -2.0, 3.0], dtype=torch.float64)

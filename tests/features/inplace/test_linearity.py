@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 import gradscope
+from gradscope.compare.tolerance import Tolerance
 from gradscope.features.inplace.calls import joined
 from gradscope.features.inplace.linearity import nonlinear
-from gradscope.verdict.tolerance import Tolerance
 from tests.data import seed_layers
 from tests.paths import DATA
 

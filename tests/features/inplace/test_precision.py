@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradscope.diagnose.relations import Arrays
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain.relations import Arrays
 from gradscope.features.inplace.calls import FunctionCall
 from gradscope.features.inplace.precision import computed_in, factor, judged_at
 from gradscope.report.status import Status
-from gradscope.verdict.tolerance import Tolerance
 
 F32 = Tolerance.for_dtype("float32")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.diagnose.relations import Arrays
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain.relations import Arrays
 from gradscope.features.inplace import reach
 from gradscope.features.inplace.calls import FunctionCall
 from gradscope.features.inplace.culprits import ClassCheck, Wrong
 from gradscope.report.status import Status
-from gradscope.verdict.tolerance import Tolerance
 
 TOL = Tolerance(1e-7, 1e-9)
 OK, MISMATCH, UNCHECKED = Status.OK.code, Status.MISMATCH.code, Status.UNCHECKED.code

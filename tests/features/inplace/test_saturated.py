@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gradscope.diagnose.relations import Arrays
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain.relations import Arrays
 from gradscope.features.inplace import saturated
 from gradscope.features.inplace.calls import FunctionCall
-from gradscope.verdict.tolerance import Tolerance
 
 TOL = Tolerance(1e-6, 1e-9)
 

@@ -3,7 +3,7 @@ target's comparison finds that input wrong, never where it agrees."""
 
 from __future__ import annotations
 
-from gradscope.diagnose.relations import Relation
+from gradscope.explain.relations import Relation
 from gradscope.features.inplace.culprits import ClassCheck
 from gradscope.features.inplace.sole import culprits
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 import gradscope
-from gradscope.diagnose.findings import dead_units, starved, unit_dim, zero_gradients
-from gradscope.diagnose.flow import FlowNode
+from gradscope.evidence.flow import FlowNode
+from gradscope.explain.findings import dead_units, starved, unit_dim, zero_gradients
 from gradscope.report.modules import grouped
 from tests.paths import DATA
 
@@ -100,8 +100,8 @@ def test_nan_made_by_a_models_backward_names_its_module():
 
 
 def test_one_sided_sites_are_warnings_naming_how_to_reach_the_other_side():
-    from gradscope.diagnose.findings import one_sided
-    from gradscope.diagnose.flow import Flow
+    from gradscope.evidence.flow import Flow
+    from gradscope.explain.findings import one_sided
     from gradscope.targets.base import BranchSite
 
     flow = Flow({}, None, branches=[BranchSite("f.py:3: x > 1", "gt", (("true", 0),

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from gradscope.report.model import Diagnostic, Report, TensorSummary, UpstreamCheck
+from gradscope.compare.outcome import fails, failures, nonfinite_failures, warnings
+from gradscope.report.model import Diagnostic, NamedCheck, Report, TensorSummary
 from gradscope.report.status import Status
-from gradscope.verdict.outcome import fails, failures, nonfinite_failures, warnings
 
 
 def _diag(kind: str) -> Diagnostic:
@@ -31,8 +31,8 @@ def _failures(status=Status.OK, diagnostics=(), checks=(), forward=None, nonfini
     ({"status": Status.NONDIFFERENTIABLE}, []),
     ({"diagnostics": [_diag("vanishing_gradient")]}, []),
     ({"diagnostics": [_diag("nonlinear_backward")]}, ["nonlinear_backward"]),
-    ({"checks": [UpstreamCheck("random upstream #1", False, 1.0, 1,
-                               {"x": Status.MISMATCH}, Status.MISMATCH)]}, ["check"]),
+    ({"checks": [NamedCheck("random upstream #1", Status.MISMATCH, 1.0, 1,
+                            {"x": Status.MISMATCH})]}, ["check"]),
     ({"forward": Status.MISMATCH}, ["forward"]),
     ({"forward": Status.NONDIFFERENTIABLE}, []),
     ({"nonfinite": ["output"]}, ["nonfinite"]),

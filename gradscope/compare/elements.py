@@ -7,7 +7,7 @@ a reference by more than `atol + rtol·|reference|` (plus FD_ERROR_FACTOR × the
 error bound, where it is an estimate); otherwise `ok`. A reference that answered only some
 elements (a sample) judges those; the others rest on the other references, or are `unchecked`
 when there is none. A named check (a random upstream, the full Jacobian) sums its inputs'
-comparisons up as one `UpstreamCheck` (`named`).
+comparisons up as one `NamedCheck` (`named`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from gradscope.compare.tolerance import FD_ERROR_FACTOR, Tolerance
 from gradscope.engines.base import Answer
-from gradscope.report.model import UpstreamCheck
+from gradscope.report.model import NamedCheck
 from gradscope.report.status import (
     ELEMENT,
     MISMATCH,
@@ -34,7 +35,6 @@ from gradscope.report.status import (
     worst,
 )
 from gradscope.tensors import all_finite
-from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 # a sample covering less than 1/SPARSE of a tensor is judged at its own elements only
 SPARSE = 8
@@ -288,7 +288,7 @@ def undefined_alone(cmp: Comparison, autograd: torch.Tensor, answers: Sequence[A
     return Comparison(cmp.status.masked_fill(alone, MISMATCH), cmp.error)
 
 
-def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
+def named(label: str, cmps: Mapping[str, Comparison]) -> NamedCheck:
     """The named check `label` over its inputs' comparisons: passing when no element
     mismatches, `not run` where no engine compared anything."""
     mismatches = sum(c.counts().get(Status.MISMATCH, 0) for c in cmps.values())
@@ -296,4 +296,4 @@ def named(label: str, cmps: Mapping[str, Comparison]) -> UpstreamCheck:
     statuses = {n: c.worst() if c.compared() else Status.NOT_RUN for n, c in cmps.items()}
     ran = [s for s in statuses.values() if s != Status.NOT_RUN]
     result = worst(ran) if ran else Status.NOT_RUN
-    return UpstreamCheck(label, mismatches == 0, largest, mismatches, statuses, result)
+    return NamedCheck(label, result, largest, mismatches, statuses)

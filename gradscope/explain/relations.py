@@ -15,7 +15,7 @@ judged, the first that holds named.
   `|x| > 1`, `x == 0`, a mask input: partitions.py), with what autograd is there;
 * `subset`: the disagreement lies in some indices of one dimension (a row, a head), possibly
   with a factor there;
-* `surrogate` (diagnose/surrogates.py): a surrogate gradient that does not integrate to what
+* `surrogate` (explain/surrogates.py): a surrogate gradient that does not integrate to what
   the forward does at a coarse scale; `sloped` the same module's word for a forward that is no
   step at all.
 """
@@ -34,9 +34,9 @@ from fractions import Fraction
 
 import torch
 
-from gradscope.diagnose import partitions
+from gradscope.compare.tolerance import FD_ERROR_FACTOR, Tolerance
+from gradscope.explain import partitions
 from gradscope.report.status import MISMATCH, OK
-from gradscope.verdict.tolerance import FD_ERROR_FACTOR, Tolerance
 
 MAX_PERMUTED_DIMS = 4  # axis permutations are tried up to this many dims (24 orders)
 MAX_LISTED = 6  # indices named in a subset relation

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gradscope
+from gradscope.compare.elements import compare as compare_answers
+from gradscope.compare.tolerance import DEFAULT_TOLERANCES, Tolerance
 from gradscope.engines.base import Answer
 from gradscope.report.status import (
     ELEMENT,
@@ -20,8 +22,6 @@ from gradscope.report.status import (
     UNDEFINED,
 )
 from gradscope.rng import seed_for
-from gradscope.verdict.compare import compare as compare_answers
-from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance
 from tests.paths import DATA
 
 
@@ -187,7 +187,7 @@ def test_projections_cover_the_elements_a_sample_missed():
 
 
 def test_a_sparse_sample_is_judged_at_its_elements_as_the_masked_way_judges_it(monkeypatch):
-    from gradscope.verdict import compare as module
+    from gradscope.compare import elements as module
 
     torch.manual_seed(0)
     autograd = torch.randn(6, 50, dtype=torch.float64)
@@ -210,8 +210,8 @@ def test_a_sparse_sample_is_judged_at_its_elements_as_the_masked_way_judges_it(m
 
 
 def test_a_kink_element_outside_its_interval_is_remarked_a_mismatch():
+    from gradscope.compare.elements import Comparison
     from gradscope.report.status import ELEMENT, Status
-    from gradscope.verdict.compare import Comparison
 
     codes = {s: k for k, s in enumerate(ELEMENT)}
     status = torch.tensor([codes[Status.NONDIFFERENTIABLE], codes[Status.OK],

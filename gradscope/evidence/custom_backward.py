@@ -10,7 +10,7 @@ what to change (the way torch's gradcheck names its failures, but pointing at el
   is wrong on some calls only;
 * `inplace_backward`: backward changed `grad_output` in place.
 
-(Surrogate gradients are found by behaviour, for any code: diagnose/surrogates.py.)
+(Surrogate gradients are found by behaviour, for any code: explain/surrogates.py.)
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any
 
 import torch
 
+from gradscope.compare.tolerance import Tolerance
 from gradscope.engines.autograd import AutogradEngine
 from gradscope.report.build import MAX_INDICES, mask_indices
 from gradscope.report.model import Diagnostic
 from gradscope.rng import generator
 from gradscope.tensors import differing, multi_index
-from gradscope.verdict.tolerance import Tolerance
 
 ALPHA, BETA = 0.75, -1.25
 # elements compared at a time: float64 temporaries of 16 MB, below glibc's largest mmap

@@ -1,5 +1,5 @@
 """Running a target along lines through one input, for the coarse-scale check of a surrogate
-(diagnose/coarse.py): at each position the input's elements take, vᵀf and autograd's gradient
+(explain/coarse.py): at each position the input's elements take, vᵀf and autograd's gradient
 of it, with v the run's upstream.
 
 Each line moves one element of the input over the same absolute range. An input whose output
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.diagnose.coarse import NEAR, Lines, Reading, read, with_edges
+from gradscope.explain.coarse import NEAR, Lines, Reading, read, with_edges
 from gradscope.tensors import sum_to_shape
 
 Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.diagnose import sweep as sweep_module
-from gradscope.diagnose.coarse import AGAINST, CONSISTENT, SCALED, UNKNOWN
-from gradscope.diagnose.sweep import ALONE_POINTS, MIN_POINTS, POINTS, Sweep, span
+from gradscope.explain import sweep as sweep_module
+from gradscope.explain.coarse import AGAINST, CONSISTENT, SCALED, UNKNOWN
+from gradscope.explain.sweep import ALONE_POINTS, MIN_POINTS, POINTS, Sweep, span
 from tests.data import branches
 
 X = torch.linspace(-3, 3, 13, dtype=torch.float64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import gradscope
-from gradscope.diagnose.surrogates import declared, marked_inputs, shape_of
+from gradscope.explain.surrogates import declared, marked_inputs, shape_of
 from gradscope.markers import MARKER, marker_of
 from gradscope.options import ANY_INPUT, SurrogateDeclaration
 from tests.data.corpus import RoundSTE

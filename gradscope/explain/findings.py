@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gradscope.diagnose.flow import Flow, FlowNode, inputs_below
+from gradscope.evidence.flow import Flow, FlowNode, inputs_below
 from gradscope.expr.ops import KNOWN
 from gradscope.report.build import mask_indices
 from gradscope.report.model import Diagnostic

@@ -8,10 +8,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradscope.diagnose import relations
-from gradscope.diagnose.relations import Arrays, find, number, sizes_of
+from gradscope.compare.tolerance import Tolerance
+from gradscope.explain import relations
+from gradscope.explain.relations import Arrays, find, number, sizes_of
 from gradscope.report.status import MISMATCH, OK
-from gradscope.verdict.tolerance import Tolerance
 
 TOL = Tolerance(1e-6, 1e-9)
 SIZES = sizes_of((4, 2), {"x": (4, 3), "w": (2, 3)})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from gradscope.report.model import Diagnostic, Failure, Report, UpstreamCheck
+from gradscope.report.model import Diagnostic, Failure, NamedCheck, Report
 from gradscope.report.status import FAILING_KINDS, Status
 
 NOTHING_COMPARED = "no engine compared any element"
@@ -15,7 +15,7 @@ NOTHING_COMPARED = "no engine compared any element"
 
 def failures(*, statuses: Mapping[str, Status], mismatches: Mapping[str, int],
              unjudged: Mapping[str, str], findings: Iterable[Diagnostic],
-             checks: Sequence[UpstreamCheck], forward: Status | None,
+             checks: Sequence[NamedCheck], forward: Status | None,
              nonfinite: Sequence[str], allow_nan: bool) -> list[Failure]:
     """The failures of a judged run, whatever --fail-on says (`unjudged`: input → why no
     engine compared it)."""

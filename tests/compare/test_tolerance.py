@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gradscope.verdict.tolerance import DEFAULT_TOLERANCES, Tolerance, tolerance_help
+from gradscope.compare.tolerance import DEFAULT_TOLERANCES, Tolerance, tolerance_help
 
 
 def test_tolerances_follow_the_dtype_and_explicit_values_win():

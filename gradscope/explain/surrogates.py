@@ -16,9 +16,9 @@ from collections.abc import Collection, Mapping
 
 import torch
 
-from gradscope.diagnose.coarse import AGAINST, SMOOTH, failing
-from gradscope.diagnose.relations import Relation
-from gradscope.diagnose.sweep import Coarse
+from gradscope.explain.coarse import AGAINST, SMOOTH, failing
+from gradscope.explain.relations import Relation
+from gradscope.explain.sweep import Coarse
 from gradscope.markers import marker_of
 from gradscope.options import ANY_INPUT, SurrogateDeclaration
 from gradscope.report.model import Diagnostic

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.diagnose.coarse import AGAINST, CONSISTENT, SCALED, UNKNOWN, Lines, read
+from gradscope.explain.coarse import AGAINST, CONSISTENT, SCALED, UNKNOWN, Lines, read
 
 T = torch.linspace(-8, 8, 1601, dtype=torch.float64)
 
@@ -83,7 +83,7 @@ def test_the_reading_reports_ratio_gate_and_constant():
 
 
 def test_a_gate_placed_between_grid_positions_makes_its_integral_exact():
-    from gradscope.diagnose.coarse import with_edges
+    from gradscope.explain.coarse import with_edges
 
     coarse_grid = torch.linspace(-8, 8, 65, dtype=torch.float64)  # spacing 0.25
     lines = Lines(coarse_grid, torch.sign(coarse_grid).unsqueeze(1),

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradscope.diagnose.partitions import find
+from gradscope.explain.partitions import find
 
 X = (torch.arange(25, dtype=torch.float64) - 12) * 0.53
 ALL = torch.ones(25, dtype=torch.bool)

@@ -115,8 +115,8 @@ def test_a_backward_the_flow_trace_saw_differ_is_judged_by_a_run_of_its_own():
             SecondCallOff.calls += 1
             return g * (4 if SecondCallOff.calls == 2 else 3)
 
-    from gradscope.diagnose.custom_backward import determinism
     from gradscope.engines.autograd import AutogradEngine
+    from gradscope.evidence.custom_backward import determinism
 
     x = torch.tensor([1.0, 2.0], dtype=torch.float64)
     engine = AutogradEngine(lambda v: SecondCallOff.apply(v["x"]), {"x": x})
@@ -161,8 +161,8 @@ def test_tensor_returned_for_a_non_tensor_argument_is_arity():
 def test_linearity_compares_a_block_at_a_time_with_the_same_masks(monkeypatch):
     import torch
 
-    from gradscope.diagnose import custom_backward
-    from gradscope.verdict.tolerance import Tolerance
+    from gradscope.compare.tolerance import Tolerance
+    from gradscope.evidence import custom_backward
 
     g = torch.linspace(-3, 3, 1001, dtype=torch.float64)
     other = g.clone()
