@@ -62,7 +62,7 @@ _NUMBER = ((int, float), "a number")
 _WHOLE = ((int,), "a whole number")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     """The options of one check, with their defaults. Inputs come already read: NAME → VALUE
     (text, number, list or tensor), shapes as tuples, non-tensor arguments as Python values."""
@@ -301,7 +301,7 @@ def _choice(flag: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise UsageError(f"unknown {flag} {value!r}; allowed: {', '.join(allowed)}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
     """One run of a command: what to check and how. The CLI, the API and the run config each
     build one from `Options`; `runner.run` and the tools take it."""

@@ -12,9 +12,10 @@ comparisons up as one `NamedCheck` (`named`).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -27,7 +28,6 @@ from gradscope.report.status import (
     NONDIFFERENTIABLE,
     OK,
     SEVERITY,
-    SURROGATE,
     UNCHECKED,
     UNDEFINED,
     VANISHING,
@@ -41,9 +41,23 @@ SPARSE = 8
 
 
 @dataclass(frozen=True)
+class Excuse:
+    """Elements of a comparison a feature re-marked: `where` (a bool mask shaped like its
+    statuses), the status they now have (`surrogate`: a mismatch the evidence or the user
+    explains; `mismatch`: a kink's excuse withdrawn) and `by`, the feature that said so (set
+    by the judge stage, which also knows whether the feature speaks for the user)."""
+
+    where: torch.Tensor
+    status: Status
+    by: str = ""
+
+
+@dataclass(frozen=True)
 class Comparison:
     status: torch.Tensor  # int8 codes (Status.code), shaped like the compared arrays
     error: torch.Tensor  # |autograd − reference|, the larger over the references present
+    # who re-marked what, in order: the raw comparison has none
+    excuses: tuple[Excuse, ...] = ()
     # count per status code, computed once when first asked (one pass serves counts(),
     # worst() and max_abs_error()); a memo, not state: it follows from `status`
     hist: list[int] | None = field(default=None, repr=False, compare=False)
@@ -73,31 +87,57 @@ class Comparison:
         hist = self._histogram()
         return next((s for s in SEVERITY if hist[s.code]), Status.OK)
 
+    def excused(self, where: torch.Tensor, status: Status,
+                error: torch.Tensor | None = None) -> Comparison:
+        """The elements under `where` re-marked `status` (their errors `error` where given),
+        the excuse recorded; itself where `where` holds no element."""
+        if not bool(where.any()):
+            return self
+        excuse = Excuse(where, status)
+        return Comparison(self.status.masked_fill(where, status.code),
+                          self.error if error is None else error,
+                          (*self.excuses, excuse))
+
+    def by(self, feature: str, since: int) -> Comparison:
+        """The excuses recorded after the first `since` said to be `feature`'s."""
+        if len(self.excuses) == since:
+            return self
+        mine = tuple(replace(e, by=feature) for e in self.excuses[since:])
+        return replace(self, excuses=(*self.excuses[:since], *mine), hist=self.hist)
+
     def surrogate(self, where: torch.Tensor) -> Comparison:
         """Re-mark as `surrogate` the mismatches under `where` (broadcast to the statuses):
         the forward is flat there (a straight-through estimator, a spiking surrogate) or the
         user declared the gradient a surrogate."""
-        status = self.status.clone()
-        status[(status == MISMATCH) & where.to(status.device).expand(status.shape)] = SURROGATE
-        return Comparison(status, self.error)
+        at = (self.status == MISMATCH) & where.to(self.status.device).expand(self.status.shape)
+        return self.excused(at, Status.SURROGATE)
 
     def at_kink(self, flat: torch.Tensor, beyond: torch.Tensor) -> Comparison:
         """Re-mark as `mismatch` the kink elements at these flat positions, whose autograd
-        value lies `beyond` the one-sided derivatives there (features/subgradients.py)."""
-        status, error = self.status.clone(), self.error.clone()
-        flat = flat.to(status.device)
-        kinked = status.view(-1)[flat] == NONDIFFERENTIABLE
-        flat = flat[kinked]
-        status.view(-1)[flat] = MISMATCH
-        error.view(-1)[flat] = beyond.to(error.device, error.dtype)[kinked.to(beyond.device)]
-        return Comparison(status, error)
+        value lies `beyond` the one-sided derivatives there (features/subgradients.py): the
+        kink's excuse withdrawn."""
+        error = self.error.clone()
+        flat = flat.to(self.status.device)
+        kinked = self.status.view(-1)[flat] == NONDIFFERENTIABLE
+        at = torch.zeros(self.status.numel(), dtype=torch.bool, device=self.status.device)
+        at[flat[kinked]] = True
+        error.view(-1)[flat[kinked]] = beyond.to(error.device, error.dtype)[
+            kinked.to(beyond.device)]
+        return self.excused(at.view(self.status.shape), Status.MISMATCH, error)
 
     def vanishing(self, autograd: torch.Tensor) -> Comparison:
         """Re-mark as `vanishing` the `ok` elements whose gradient is exactly zero: a vanishing
-        op (round, floor, ...) lies between them and the output."""
+        op (round, floor, ...) lies between them and the output. A label of agreements, not an
+        excuse: nothing is recorded (no mask of a model's size kept)."""
         status = self.status.clone()
         status[(status == OK) & (autograd.to(status.device) == 0)] = VANISHING
-        return Comparison(status, self.error)
+        return Comparison(status, self.error, self.excuses)
+
+    def surrogate_by(self, features: Collection[str]) -> torch.Tensor | None:
+        """The elements `features` excused as a surrogate (None: none)."""
+        masks = [e.where for e in self.excuses
+                 if e.status == Status.SURROGATE and e.by in features]
+        return functools.reduce(torch.logical_or, masks) if masks else None
 
     def max_abs_error(self) -> float:
         """Largest error over the elements that were judged (not kinks, not undefined)."""
@@ -112,7 +152,8 @@ class Comparison:
 
     def reshaped(self, shape: Sequence[int]) -> Comparison:
         return Comparison(self.status.reshape(tuple(shape)), self.error.reshape(tuple(shape)),
-                          self.hist)
+                          tuple(replace(e, where=e.where.reshape(tuple(shape)))
+                                for e in self.excuses), self.hist)
 
 
 def compare(autograd: torch.Tensor, answers: Sequence[Answer], tol: Tolerance,
@@ -237,7 +278,7 @@ def _statuses(ag: torch.Tensor, error: torch.Tensor, bad: torch.Tensor | None,
     if uniform:  # every element ok: the histogram is known without a pass
         hist = [0] * len(ELEMENT)
         hist[OK] = status.numel()
-    return Comparison(status, error, hist)
+    return Comparison(status, error, hist=hist)
 
 
 def _difference(ag: torch.Tensor, ref: torch.Tensor, first: torch.Tensor | None,

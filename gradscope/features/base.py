@@ -113,8 +113,9 @@ class Feature(Generic[F]):
     name: ClassVar[str] = ""
     needs: ClassVar[tuple[ModuleType | Later, ...]] = ()
     reads: ClassVar[tuple[ModuleType | Later, ...]] = ()
-    # whether the elements `explain` re-marks `surrogate` are the user's surrogate (a step's
-    # surrogate is; torch's own documented departure is not)
+    # whether the elements this feature's excuses re-mark `surrogate` (recorded by its name
+    # on the comparison) are the user's surrogate (a step's surrogate is; torch's own
+    # documented departure is not)
     users: ClassVar[bool] = True
 
     def facts(self, ctx: Context) -> F | None:

@@ -93,39 +93,33 @@ def judge(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
 
 def _excused(guard: Guard, ctx: Context, name: str, view: View, seen: dict[str, FirstMismatch],
              surrogate: dict[str, torch.Tensor], shape: tuple[int, ...]) -> Comparison:
-    """One input's raw comparison in one view, with the features' excuses applied: what the
-    evidence explains, then (the first mismatch still standing kept for the relations) what
-    the user declared, then the labels of agreements. The elements re-marked `surrogate` are
-    the user's surrogate unless a feature that is not the user's (torch's departure) marked
-    them."""
-    cmp = view.raw[name]
-    theirs: torch.Tensor | None = None  # (elements a feature not the user's marked)
-    for feature in guard.active:
-        if feature.users:  # (the common case: no mask of a million elements per feature)
-            cmp = guard.call(feature, feature.explain, cmp, ctx, name, view, cmp)
-            continue
-        before = cmp
-        cmp = guard.call(feature, feature.explain, cmp, ctx, name, view, cmp)
-        if cmp is before or not cmp.has(Status.SURROGATE):  # (it marked nothing: no masks)
-            continue
-        marked = ((cmp.status == Status.SURROGATE.code)
-                  & (before.status != Status.SURROGATE.code)).cpu()
-        theirs = marked if theirs is None else theirs | marked
+    """One input's raw comparison in one view, with the features' excuses applied and
+    recorded (`Comparison.excuses`, each by its feature): what the evidence explains, then (the
+    first mismatch still standing kept for the relations) what the user declared, then the
+    labels of agreements. The elements excused as a surrogate by a feature that speaks for the
+    user (a step's surrogate, a declaration; not torch's departure) are the user's surrogate."""
+    cmp = _applied(guard, ctx, name, view, view.raw[name], "explain")
     if cmp.has(Status.MISMATCH) and name not in seen:
         reference = view.reference(name)
         seen[name] = FirstMismatch(name, view.autograd[name],
                                    reference.values if reference else None,
                                    reference.error if reference else None, cmp, view.jacobian)
-    for feature in guard.active:
-        cmp = guard.call(feature, feature.declared, cmp, ctx, name, view, cmp)
-    if cmp.has(Status.SURROGATE):
-        marked = (cmp.status == Status.SURROGATE.code).cpu()
-        marked = marked & ~theirs if theirs is not None else marked
-        marked = view.elements(marked, shape)
+    cmp = _applied(guard, ctx, name, view, cmp, "declared")
+    users = cmp.surrogate_by({f.name for f in guard.active if f.users})
+    if users is not None:
+        marked = view.elements(users.cpu(), shape)
         before = surrogate.get(name)
         surrogate[name] = marked if before is None else before | marked
+    return _applied(guard, ctx, name, view, cmp, "relabel")
+
+
+def _applied(guard: Guard, ctx: Context, name: str, view: View, cmp: Comparison,
+             hook: str) -> Comparison:
+    """`cmp` through every active feature's `hook`, each excuse recorded as its feature's."""
     for feature in guard.active:
-        cmp = guard.call(feature, feature.relabel, cmp, ctx, name, view, cmp)
+        since = len(cmp.excuses)
+        cmp = guard.call(feature, getattr(feature, hook), cmp, ctx, name, view, cmp).by(
+            feature.name, since)
     return cmp
 
 

@@ -49,7 +49,7 @@ del CHECK_FIELDS["memory_limit"]  # one limit for all workers: a top-level key o
 TOP_FIELDS = {**FIELDS, "checks": ((list,), "[[tool.gradscope.checks]] tables")}
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckSpec:
     name: str
     request: Request

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,9 @@ def selected(specs: list[CheckSpec], config: Path, *, pattern: str | None = None
     if fail_on is not None:
         if fail_on not in FAIL_ON:
             raise UsageError(f"unknown --fail-on {fail_on!r}; allowed: {', '.join(FAIL_ON)}")
-        for spec in specs:
-            spec.request.options = spec.request.options.updated(fail_on=fail_on)
+        specs = [replace(spec, request=replace(
+            spec.request, options=spec.request.options.updated(fail_on=fail_on)))
+            for spec in specs]
     return specs, note
 
 

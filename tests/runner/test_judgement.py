@@ -57,6 +57,27 @@ def test_declared_inputs_have_their_mismatches_excused_but_recorded():
     assert verdict.seen["x"].comparison.counts() == {"mismatch": 2}
 
 
+def _excuses(verdict: Verdict, name: str) -> list[tuple[str, str, int]]:
+    return [(e.by, e.status.value, int(e.where.sum())) for e in verdict.table[name].excuses]
+
+
+def test_each_excuse_is_recorded_with_the_feature_that_made_it():
+    stepped = _verdict("check", f"{DATA}/corpus.py:RoundSTE", at={"x": "0.2,1.7,-0.6"})
+    assert _excuses(stepped, "x") == [("surrogates", "surrogate", 3)]
+    declared = _verdict("jvp", f"{DATA}/corpus.py:SignFlip", at={"x": "0.2,1.7"},
+                        surrogate=("x",))
+    assert _excuses(declared, "x") == [("surrogates", "surrogate", 2)]
+    plain = _verdict("jvp", "abs(x) + round(x)", at={"x": "0,1.2"})  # (a kink, vanishing: no
+    assert not plain.table["x"].excuses  # mismatch excused, nothing recorded)
+
+
+def test_torchs_departure_is_recorded_as_its_own_never_as_the_users_surrogate():
+    verdict = _verdict("check", f"{DATA}/padded.py:functional", shape={"w": (6, 3)},
+                       const={"ids": "[0,2,3,0,5]"})
+    assert _excuses(verdict, "w") == [("departures", "surrogate", 3)]
+    assert not verdict.surrogate_elements and not verdict.failures
+
+
 def test_a_named_check_that_fails_is_a_failure_of_its_own():
     verdict = _verdict("check", f"{DATA}/backwards.py:BlindSquare", at={"x": "linspace(1,2,5)"})
     assert verdict.statuses == {"x": Status.OK}
