@@ -20,9 +20,9 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from gradscope import process
+from gradscope import features, process
 from gradscope.errors import UnknownName, UsageError
-from gradscope.options import SPECS, Request, from_values
+from gradscope.options import Request, from_values
 from gradscope.report.model import Report
 
 T = TypeVar("T")
@@ -59,14 +59,15 @@ def request(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str
     if not isinstance(explicit, Mapping):
         raise UsageError(f"inputs= takes a mapping of input names to values, got "
                          f"{type(explicit).__name__}")
-    given = {k: v for k, v in keywords.items() if k in SPECS and v is not None}
-    inputs = {k: v for k, v in keywords.items() if k not in SPECS}
+    specs = features.every_spec()  # (the core's and the features' own options)
+    given = {k: v for k, v in keywords.items() if k in specs and v is not None}
+    inputs = {k: v for k, v in keywords.items() if k not in specs}
     twice = sorted(set(inputs) & set(explicit))
     if twice:
         raise UsageError(f"input `{twice[0]}` is given twice, as a keyword and in inputs=")
     _ambiguous(command, target, given, explicit)
     given["at"] = {**inputs, **explicit, **given.get("at", {})}
-    options = from_values(given, where=lambda name: name)
+    options = from_values(given, where=lambda name: name, owned=features.owned_options())
     return Request(command, target, options, positional=tuple(args))
 
 
@@ -193,7 +194,7 @@ def _run(command: str, target: Any, args: tuple[Any, ...], keywords: dict[str, A
 def _unknown_keyword(command: str, name: str, inputs: tuple[str, ...]) -> str:
     """An unknown keyword in the API's words: neither an option nor an input, and the
     closest names of either."""
-    close = difflib.get_close_matches(name, [*SPECS, *inputs], n=2)
+    close = difflib.get_close_matches(name, [*features.every_spec(), *inputs], n=2)
     hint = f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
     return (f"gradscope.{command}() got `{name}=`, which is neither one of its options nor an "
             f"input of the target (inputs: {', '.join(inputs) or 'none'}){hint}")
@@ -213,10 +214,11 @@ def _documented(fn: Any, command: str, *named: str) -> None:
                                 annotation="str | Callable"),
               inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL, annotation="Any")]
     lines = []
-    for name, spec in SPECS.items():
+    owned = features.owned_options()
+    for name, spec in features.every_spec().items():
         if command not in spec.commands:
             continue
-        default = getattr(DEFAULTS, name)
+        default = owned[name].default if name in owned else getattr(DEFAULTS, name)
         kind = "Any" if spec.value else kinds.get(spec.cli, "Any")
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                         default=None if name in named else default,

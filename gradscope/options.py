@@ -51,6 +51,24 @@ class Spec:
     bare: str | None = None  # what the flag means given without a value (`--surrogate`)
     shorthands: tuple[str, ...] = ()  # flags that mean the option with one of its choices
     # (`--eval` for `--mode eval`): `--CHOICE`
+    panel: str | None = None  # the section of --help it is listed in (a feature's option)
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option a feature owns (declared on the feature, merged by the feature registry into
+    the command line, the Python API and the run config): its name — the keyword and the
+    config key —, its default, its spec and, where the value needs one, a reader (raw value,
+    how to name it → the value; it refuses a wrong one with a UsageError)."""
+
+    name: str
+    default: Any
+    spec: Spec
+    reader: Callable[[Any, str], Any] | None = None
+
+    def value(self, options: Options) -> Any:
+        """Its value in `options` (the default where not given)."""
+        return options.owned.get(self.name, self.default)
 
 
 def _about(*args: Any, **kw: Any) -> dict[str, Spec]:
@@ -157,10 +175,6 @@ class Options:
         "--allow-nan", "Accept NaN or inf in the output or in autograd's gradient at the given "
         "inputs (by default that fails, as in gradcheck).", bool, (bool,), "true or false",
         commands=RUNS))
-    nondet_tol: float = field(default=0.0, metadata=_about(
-        "--nondet-tol", "How far two backward calls with the same upstream may differ before "
-        "backward counts as nondeterministic (gradcheck's nondet_tol).", float, *_NUMBER,
-        commands=RUNS))
     plain: bool = field(default=False, metadata=_about(
         "--plain", "Evaluate your code only the plain way: ordinary calls in grad mode, one "
         "evaluation at a time — no vmap batching, no stand-ins on Function classes, no watched "
@@ -241,6 +255,8 @@ class Options:
     sample: int = field(default=1_000, metadata=_about(
         "--sample", "How many elements of a sampled input get their own finite difference.",
         int, *_WHOLE, commands=RUNS, minimum=1))
+    # the values of the options features own (`Option`), by name: read through `Option.value`
+    owned: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self, name_of: Callable[[str], str] | None = None) -> Options:
         """Range checks needing no torch; a UsageError names the option (flag or name_of)."""
@@ -256,7 +272,7 @@ class Options:
             _choice(called("mode"), self.mode, MODES)
         if self.autocast is not None:
             _choice(called("autocast"), self.autocast, ("bfloat16", "float16"))
-        for name in ("eps", "atol", "rtol", "nondet_tol"):
+        for name in ("eps", "atol", "rtol"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < float("inf"):  # NaN fails both
                 raise UsageError(f"{called(name)} must be a finite number >= 0, got {value}")
@@ -265,23 +281,12 @@ class Options:
                              "relative step; smaller ones drown in round-off), got "
                              f"{self.eps}")
         for name, spec in SPECS.items():
-            value = getattr(self, name)
-            if spec.minimum is not None and value < spec.minimum:
-                raise UsageError(f"{called(name)} must be at least {spec.minimum}")
-            if spec.maximum is not None and value > spec.maximum:
-                raise UsageError(f"{called(name)} must be {spec.minimum} to {spec.maximum}, "
-                                 f"got {value}")
+            _ranged(spec, getattr(self, name), called(name))
         return self
 
     def _types(self, called: Callable[[str], str]) -> None:
-        """Each scalar option has its type (a string atol is refused here, not by torch)."""
         for name, spec in SPECS.items():
-            value = getattr(self, name)
-            if spec.cli is list or spec.value or value is None:
-                continue
-            kinds = (int, float) if spec.cli is float else (spec.cli,)
-            if isinstance(value, bool) != (spec.cli is bool) or not isinstance(value, kinds):
-                raise UsageError(f"{called(name)} must be {spec.expects}, got {value!r}")
+            _typed(spec, getattr(self, name), called(name))
 
     def updated(self, **changes: Any) -> Options:
         return replace(self, **changes)
@@ -292,7 +297,24 @@ class Options:
         return SurrogateDeclaration.of(self.surrogate)
 
 
-SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Options)}
+def _typed(spec: Spec, value: Any, flag: str) -> None:
+    """A scalar option has its type (a string atol is refused here, not by torch)."""
+    if spec.cli is list or spec.value or value is None:
+        return
+    kinds = (int, float) if spec.cli is float else (spec.cli,)
+    if isinstance(value, bool) != (spec.cli is bool) or not isinstance(value, kinds):
+        raise UsageError(f"{flag} must be {spec.expects}, got {value!r}")
+
+
+def _ranged(spec: Spec, value: Any, flag: str) -> None:
+    if spec.minimum is not None and value < spec.minimum:
+        raise UsageError(f"{flag} must be at least {spec.minimum}")
+    if spec.maximum is not None and value > spec.maximum:
+        raise UsageError(f"{flag} must be {spec.minimum} to {spec.maximum}, got {value}")
+
+
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Options)
+                          if "spec" in f.metadata}
 DEFAULTS = Options()
 
 
@@ -484,11 +506,35 @@ _READERS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
-def from_values(values: Mapping[str, Any], where: Callable[[str], str] | None = None
-                ) -> Options:
-    """Options from raw values by option name (missing ones keep their defaults), validated."""
-    unknown = sorted(set(values) - set(SPECS))
+def from_values(values: Mapping[str, Any], where: Callable[[str], str] | None = None,
+                owned: Mapping[str, Option] | None = None) -> Options:
+    """Options from raw values by option name (missing ones keep their defaults), validated;
+    `owned`: the options features own (the registry's), which the values may give too."""
+    owned = owned or {}
+    unknown = sorted(set(values) - set(SPECS) - set(owned))
     if unknown:
-        raise UsageError(f"unknown option {unknown[0]!r}; options are: {', '.join(SPECS)}")
-    read_values = {k: read(k, v, where(k) if where else None) for k, v in values.items()}
-    return Options(**read_values).validate((lambda n: f"`{where(n)}`") if where else None)
+        raise UsageError(f"unknown option {unknown[0]!r}; options are: "
+                         f"{', '.join([*SPECS, *owned])}")
+    read_values = {k: read(k, v, where(k) if where else None) for k, v in values.items()
+                   if k in SPECS}
+    mine = {k: _owned(owned[k], v, f"`{where(k)}`" if where else owned[k].spec.flag)
+            for k, v in values.items() if k in owned}
+    return Options(**read_values, owned=mine).validate(
+        (lambda n: f"`{where(n)}`") if where else None)
+
+
+def _owned(option: Option, raw: Any, flag: str) -> Any:
+    """A feature's option's value, read and checked by its spec (and its reader)."""
+    value = option.reader(raw, flag) if option.reader is not None else raw
+    _typed(option.spec, value, flag)
+    if value is not None:
+        _ranged(option.spec, value, flag)
+    return value
+
+
+def finite_at_least_zero(raw: Any, flag: str) -> Any:
+    """A reader: a finite number >= 0 (a tolerance)."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool) and \
+            not 0 <= raw < float("inf"):  # (NaN fails both)
+        raise UsageError(f"{flag} must be a finite number >= 0, got {raw}")
+    return raw

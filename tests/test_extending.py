@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -20,13 +21,14 @@ from gradscope.engines.base import Answer
 from gradscope.evidence import references
 from gradscope.evidence.references import Reference, Setup
 from gradscope.features import Diagnosis, Feature
-from gradscope.options import Options, Request
+from gradscope.options import Option, Options, Request, Spec
 from gradscope.report.kinds import CHECK
 from gradscope.report.model import Diagnostic, NamedCheck
 from gradscope.report.status import Status
 from gradscope.targets.base import Target, Twin
 from gradscope.targets.mode import Mode
 from gradscope.targets.wrapper import Wrapper
+from tests.command import run
 
 
 # ------------------------------------------------------------------ a new engine
@@ -182,26 +184,38 @@ class Largest:
     value: float
 
 
+LIMIT = Option("max_gradient", 10.0, Spec(
+    "--max-gradient", "The largest gradient element the house rule allows.", float,
+    (int, float), "a number", commands=("check", "jvp")))
+
+
 class SmallGradients(Feature["Largest"]):
-    """A house rule as a feature: every gradient below 10 in size — its facts, a named check
-    on the target (evidence about it: it may fail the run) and a diagnosis."""
+    """A house rule as a feature: every gradient below a limit in size — its own option
+    (`--max-gradient`, `max_gradient=`, `max_gradient = …` in a run config), its facts, a named
+    check on the target (evidence about it: it may fail the run), a diagnosis and its own
+    report field (`largest_gradient`)."""
 
     name = "small gradients"
+    options = (LIMIT,)
+    fields: ClassVar[Mapping[str, Any]] = {"largest_gradient": None}
 
     def facts(self, ctx) -> Largest:
         grads = ctx.evidence.backward.grads or {}
         return Largest(max(float(g.abs().max()) for g in grads.values()))
 
     def checks(self, ctx, decided) -> list[NamedCheck]:
-        worst = ctx.of(self).value
-        word = Status.OK if worst < 10 else Status.MISMATCH
-        return [NamedCheck("gradients below 10", word, worst, int(worst >= 10))]
+        worst, limit = ctx.of(self).value, LIMIT.value(ctx.prepared.options)
+        word = Status.OK if worst < limit else Status.MISMATCH
+        return [NamedCheck(f"gradients below {limit:g}", word, worst, int(worst >= limit))]
 
     def diagnose(self, ctx, verdict, said) -> Diagnosis:
-        worst = ctx.of(self).value
+        worst, limit = ctx.of(self).value, LIMIT.value(ctx.prepared.options)
         return Diagnosis((Diagnostic(kind="large_gradient", op="backward", where="", inputs=[],
                                 count=1, message=f"the largest gradient is {worst:g}", hint=""),)
-                    if worst >= 10 else ())
+                    if worst >= limit else ())
+
+    def reported(self, ctx, inputs) -> dict[str, Any]:
+        return {"largest_gradient": ctx.of(self).value}
 
 
 def test_a_new_feature_is_one_module_and_one_registration(monkeypatch):
@@ -212,3 +226,31 @@ def test_a_new_feature_is_one_module_and_one_registration(monkeypatch):
     assert "gradients below 10" in failing.to_text()
     assert [d.kind for d in failing.diagnostics] == ["large_gradient"]
     assert "small gradients" in failing.timings  # its gathering timed like the others
+
+
+@pytest.mark.slow
+def test_a_new_features_option_and_report_field_come_with_its_registration(
+        monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(features, "FEATURES", (*features.FEATURES, SmallGradients()))
+    # its option, by keyword (the Python API), by flag (the command line), by key (a config)
+    allowed = gradscope.check("x * 20", x="1,2", max_gradient=100)
+    assert allowed.passed and allowed.upstream_checks[-1].label == "gradients below 100"
+    code, out, _ = run(capsys, "check", "x * 20", "--at", "x=1,2", "--max-gradient", "100",
+                       "--json")
+    assert code == 0 and json.loads(out)["largest_gradient"] == 20.0
+    code, _, err = run(capsys, "check", "x * 20", "--at", "x=1,2", "--max-gradient", "big")
+    assert code == 2 and "--max-gradient" in err
+    code, out, _ = run(capsys, "check", "--help")
+    assert code == 0 and "--max-gradient" in out and "house rule" in out
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[tool.gradscope]\nmax_gradient = 100\n[[tool.gradscope.checks]]\n'
+                      'target = "x * 20"\nat = {x = "1,2"}\n')
+    code, out, _ = run(capsys, "run", str(config), "--show-config")
+    assert code == 0 and "max_gradient" in out and "100" in out
+    config.write_text(config.read_text().replace("100", '"big"'))
+    code, _, err = run(capsys, "run", str(config))
+    assert code == 2 and "max_gradient" in err  # (refused before any check runs)
+    # its report field: in the JSON at the top level, an attribute, read back from the JSON
+    assert allowed.largest_gradient == 20.0 and allowed.to_dict()["largest_gradient"] == 20.0
+    again = gradscope.Report.from_json(allowed.to_json())
+    assert again.largest_gradient == 20.0 and again.to_text() == allowed.to_text()

@@ -5,6 +5,7 @@ API and the run config can never disagree; each command hands its values to `com
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -42,7 +43,7 @@ PANELS = {
     INPUTS: ("at", "const", "shape", "grad", "tangent", "dtype", "device", "seed"),
     COMPARED: ("only", "skip", "order", "intermediates", "repeat", "max_fd", "sample",
                "max_elements_total"),
-    TOLERANCES: ("eps", "atol", "rtol", "fail_on", "surrogate", "allow_nan", "nondet_tol"),
+    TOLERANCES: ("eps", "atol", "rtol", "fail_on", "surrogate", "allow_nan"),
     MODES: ("compile", "compile_fallback", "autocast", "plain", "nproc", "sharded",
             "replicated", "context", "after_backward", "partial_grad", "compare_single"),
     OUTPUTS: ("max_elements", "full"),
@@ -100,9 +101,9 @@ def _param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
                              annotation=annotation)
 
 
-def _spec_param(name: str, spec: Spec) -> inspect.Parameter:
+def _spec_param(name: str, spec: Spec, default: Any) -> inspect.Parameter:
     """A typer option from an option's spec; repeatable ones default to None (not given)."""
-    default = None if spec.cli is list else getattr(DEFAULTS, name)
+    default = None if spec.cli is list else default
     if spec.choices:
         kind: Any = Enum(name.title().replace("_", ""), {c: c for c in spec.choices}, type=str)
         if default is None:  # no default: each module's own mode, say
@@ -115,7 +116,7 @@ def _spec_param(name: str, spec: Spec) -> inspect.Parameter:
         kind = spec.cli if default is not None else spec.cli | None
     info = typer.Option(spec.flag, help=spec.help, metavar=spec.metavar, min=spec.minimum,
                         max=spec.maximum, show_default=default is not None and default is not False,
-                        rich_help_panel=PANEL_OF.get(name))
+                        rich_help_panel=PANEL_OF.get(name, spec.panel))
     return _param(name, Annotated[kind, info], default)
 
 
@@ -162,28 +163,55 @@ def _flag(name: str, *spellings: str, help: str) -> inspect.Parameter:
     return _param(name, Annotated[bool, typer.Option(*spellings, help=help)], False)
 
 
+CHECKING = ("check", "jvp", "jacobian")  # the commands whose options features own too
+
+
 def declare(name: str, help_text: str, action: Callable[..., None],
             before: list[inspect.Parameter], after: list[inspect.Parameter],
             options_of: str | None = None) -> None:
-    """Register command `name`: `before`, the options of `options_of` from SPECS, `after`;
-    typer reads the generated signature, and `action` gets the values by name."""
-    spec_params = [_spec_param(n, s) for n, s in SPECS.items()
-                   if options_of is not None and options_of in s.commands]
-    # typer hands the click context to a parameter annotated typer.Context: `check` reads
-    # from it which options the command line gave (the others may come from pyproject.toml)
-    context = [_param("ctx", typer.Context, inspect.Parameter.empty)] \
-        if options_of in ("check", "jvp", "jacobian") else []
-    params = [*context, *before, *spec_params, *after]
+    """Register command `name`: `before`, the options of `options_of`, `after`; typer reads
+    the signature when it builds the command, and `action` gets the values by name."""
     if TARGET in before:
         TARGET_COMMANDS.add(name)
+    app.command(name, help=help_text, cls=Command)(_Action(name, action, before, after,
+                                                           options_of))
 
-    def command(**values: Any) -> None:
-        action(**values)
 
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    command.__name__ = name
-    app.command(name, help=help_text, cls=Command)(command)
+class _Action:
+    """A command's callback, whose signature (what typer makes its options of) is made when
+    typer asks: the core's options of `options_of` and, for a checking command, those the
+    registered features own — where the feature registry is loaded (`cli.main` loads it for a
+    checking command; `gradscope --help` never does: torch comes with it)."""
+
+    def __init__(self, name: str, action: Callable[..., None], before: list[inspect.Parameter],
+                 after: list[inspect.Parameter], options_of: str | None) -> None:
+        self.__name__, self.action, self.options_of = name, action, options_of
+        self.before, self.after = before, after
+
+    def _params(self) -> list[inspect.Parameter]:
+        specs = [(n, s, getattr(DEFAULTS, n)) for n, s in SPECS.items()]
+        features = sys.modules.get("gradscope.features")
+        if self.options_of in CHECKING and features is not None:
+            specs += [(n, o.spec, o.default) for n, o in features.owned_options().items()]
+        spec_params = [_spec_param(n, s, d) for n, s, d in specs
+                       if self.options_of is not None and self.options_of in s.commands]
+        # typer hands the click context to a parameter annotated typer.Context: `check`
+        # reads from it which options the command line gave (the others may come from
+        # pyproject.toml)
+        context = [_param("ctx", typer.Context, inspect.Parameter.empty)] \
+            if self.options_of in CHECKING else []
+        return [*context, *self.before, *spec_params, *self.after]
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.Signature(self._params())
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {p.name: p.annotation for p in self._params()}
+
+    def __call__(self, **values: Any) -> None:
+        self.action(**values)
 
 
 PLOT = _param("plot", Annotated[str | None, typer.Option(

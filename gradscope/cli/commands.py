@@ -23,7 +23,7 @@ from gradscope.cli.output import (
 )
 from gradscope.errors import GradscopeError, UsageError
 from gradscope.escape import terminal as printable
-from gradscope.options import SPECS, Options, Request, from_values
+from gradscope.options import Options, Request, from_values
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -92,13 +92,17 @@ def torch_ready() -> None:
     """torch, imported before a command's work: an environment that makes importing it fail
     (TORCH_LOGS naming no log torch knows) is a usage error naming it, exit 2 — never
     gradscope's own (exit 4)."""
-    if "torch" in sys.modules:
-        return
-    try:
-        import torch  # noqa: F401
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"torch cannot be imported in this environment: {first}") from None
+    if not _REFUSED and "torch" not in sys.modules:
+        try:
+            import torch  # noqa: F401
+        except Exception as exc:  # (kept: a second import fails saying something else)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            _REFUSED.append(f"torch cannot be imported in this environment: {first}")
+    if _REFUSED:
+        raise UsageError(_REFUSED[0]) from None
+
+
+_REFUSED: list[str] = []
 
 
 @contextmanager
@@ -122,11 +126,13 @@ def prints_kept() -> Iterator[None]:
 
 
 def options_from(values: dict[str, Any], configured: dict[str, Any] | None = None) -> Options:
-    """The command's option values (those SPECS names; not given: `configured`, else the
-    default)."""
+    """The command's option values (the core's options and the features' own; not given:
+    `configured`, else the default)."""
+    from gradscope import features
+
     given = {k: v.value if isinstance(v, Enum) else v for k, v in values.items()
-             if k in SPECS and v is not None}
-    return from_values({**given, **(configured or {})})
+             if k in features.every_spec() and v is not None}
+    return from_values({**given, **(configured or {})}, owned=features.owned_options())
 
 
 def configured(values: dict[str, Any], command: str) -> tuple[dict[str, Any], str]:
@@ -138,11 +144,13 @@ def configured(values: dict[str, Any], command: str) -> tuple[dict[str, Any], st
     ctx = values.get("ctx")
     if ctx is None:
         return {}, ""
-    taken = {}
+    from gradscope import features
+
+    taken, specs = {}, features.every_spec()
     defaults, path = defaults_near()
     for key, value in defaults.items():
         source = ctx.get_parameter_source(key)
-        if key in SPECS and command in SPECS[key].commands and (
+        if key in specs and command in specs[key].commands and (
                 source is None or source.name == "DEFAULT"):
             taken[key] = value
     note = (f"defaults from [tool.gradscope] in {path}: {', '.join(sorted(taken))}"

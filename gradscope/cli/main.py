@@ -9,21 +9,17 @@ import re
 import signal
 import sys
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import typer
 
 from gradscope import process
 from gradscope.cli.app import TARGET_COMMANDS, app
-from gradscope.errors import Stopped
+from gradscope.errors import Stopped, UsageError
 from gradscope.escape import terminal as printable
-from gradscope.options import INPUT_NAME, SPECS
+from gradscope.options import INPUT_NAME, SPECS, Spec
 
-# flags that may stand alone (`--surrogate`) → the value they mean then
-BARE = {spec.flag: spec.bare for spec in SPECS.values() if spec.bare is not None}
-# `--eval` → `--mode=eval`: an option's choices that are flags of their own
-SHORTHANDS = {f"--{choice}": f"{spec.flag}={choice}" for spec in SPECS.values()
-              for choice in spec.shorthands}
 # what --surrogate takes as its value: names, or NAME=EXPRESSION
 NAMES = re.compile(rf"{INPUT_NAME}(,{INPUT_NAME})*|{INPUT_NAME}\s*=.+", re.S)
 
@@ -48,21 +44,26 @@ def negative_targets(argv: list[str]) -> list[str]:
     return out
 
 
-def with_bare_values(argv: list[str]) -> list[str]:
+def with_bare_values(argv: list[str], specs: Mapping[str, Spec] = SPECS) -> list[str]:
     """Gives a flag that may stand alone its bare value when no name follows it (click
     cannot make a repeatable option's value optional): `--surrogate --seed 1` reads as
     `--surrogate=* --seed 1`, `--surrogate x` keeps x; `--eval` reads as `--mode=eval`."""
+    # flags that may stand alone (`--surrogate`) → the value they mean then; `--eval` →
+    # `--mode=eval`: an option's choices that are flags of their own
+    bare = {spec.flag: spec.bare for spec in specs.values() if spec.bare is not None}
+    shorthands = {f"--{choice}": f"{spec.flag}={choice}" for spec in specs.values()
+                  for choice in spec.shorthands}
     out: list[str] = []
     for k, token in enumerate(argv):
         if (k and argv[k - 1] == "--dtype") or token.startswith("--dtype="):
             token = token.replace("torch.", "", 1)  # `--dtype torch.float32`: torch's spelling
-        out.append(SHORTHANDS.get(token, token))
+        out.append(shorthands.get(token, token))
         if token == "--":
             return out + argv[k + 1:]
-        if token in BARE:
+        if token in bare:
             following = argv[k + 1] if k + 1 < len(argv) else None
             if following is None or not NAMES.fullmatch(following):
-                out[-1] = f"{token}={BARE[token]}"
+                out[-1] = f"{token}={bare[token]}"
     return out
 
 
@@ -188,11 +189,29 @@ def _target_of(argv: list[str]) -> str | None:
     return next((t for t in argv[1:] if not t.startswith("-")), None) if argv else None
 
 
+def _specs(argv: list[str]) -> Mapping[str, Spec]:
+    """The options the command line may give: for a checking command also those the
+    registered features own (the registry is loaded here, so the command offers them: torch
+    comes with it), else the core's (`gradscope --help` stays light)."""
+    if not argv or argv[0] not in ("check", "jvp", "vjp", "jacobian"):
+        return SPECS
+    from gradscope.cli.commands import torch_ready
+
+    try:
+        torch_ready()
+    except UsageError:  # (torch cannot be imported here: the command says so, exit 2)
+        return SPECS
+    from gradscope import features
+
+    return features.every_spec()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: one line on stderr for every usage error, never a traceback.
     Errors are caught through typer's public exception classes (its click errors derive from
     `typer.TyperException`)."""
-    argv = with_bare_values(negative_targets(list(sys.argv[1:] if argv is None else argv)))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = with_bare_values(negative_targets(argv), _specs(argv))
     try:
         with process.guarded(), _torch_warnings():  # (the console script installed the
             code = app(args=argv, standalone_mode=False, prog_name="gradscope")  # guard)

@@ -20,6 +20,7 @@ import torch
 from gradscope.compare.elements import compare
 from gradscope.evidence import custom_backward
 from gradscope.features.base import Context, Diagnosis, Findings
+from gradscope.options import RUNS, Option, Spec, finite_at_least_zero
 from gradscope.report.model import Diagnostic
 from gradscope.report.status import Status
 
@@ -35,16 +36,21 @@ class BackwardFacts:
 
 
 ROUNDOFF_ULPS = 256  # a compiled backward's round-off between two calls, in its dtype's eps
+NONDET_TOL = Option("nondet_tol", 0.0, Spec(
+    "--nondet-tol", "How far two backward calls with the same upstream may differ before "
+    "backward counts as nondeterministic (gradcheck's nondet_tol).", float, (int, float),
+    "a number", commands=RUNS, panel="Tolerances and verdict"), finite_at_least_zero)
 
 
 class Backwards(Findings["BackwardFacts"]):
     name = "backward checks"
+    options = (NONDET_TOL,)
 
     def facts(self, ctx: Context) -> BackwardFacts | None:
         prepared, back = ctx.prepared, ctx.evidence.backward
         if not prepared.target.checks_backward or back.grads is None:
             return None
-        nondet = prepared.options.nondet_tol
+        nondet = NONDET_TOL.value(prepared.options)
         if prepared.target.precompiled or back.engine.compiled:
             # a compiled backward's kernels may sum in another
             # order from one call to the next: round-off is no nondeterminism
@@ -94,7 +100,6 @@ def _confirmed(ctx: Context, upstream: torch.Tensor, answer: Mapping[str, torch.
             return False
         compared = compared or cmp.compared()
     return compared
-
 
 
 FEATURE = Backwards()

@@ -21,7 +21,11 @@ hooks, each a no-op here:
   grad_output, determinism, in-place writes); those of a failing kind fail the run.
 * `diagnose(ctx, verdict, said)` — diagnostics and notes (`Diagnosis`), reading earlier features'
   `said` by name.
-* `reported(ctx, inputs)` — fields of the report the feature fills (`declared`, `coverage`).
+* `reported(ctx, inputs)` — the report fields the feature fills: its own (`fields`: `declared`,
+  `coverage`), or the inputs' rows (a run mode's column).
+
+A feature also owns its options (`options`: `Option`s, read with `Option.value`): the registry
+merges them into the command line, the Python API and the run config.
 
 The rules (docs/architecture.md): evidence decides; an excuse carries its proof; a feature that
 does not fit steps aside. `guarded` enforces the third: a hook that raises anything but a
@@ -44,6 +48,7 @@ from gradscope.compare.elements import Comparison
 from gradscope.errors import Stopped, UsageError
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
+from gradscope.options import Option
 from gradscope.report.model import Diagnostic, NamedCheck
 from gradscope.report.status import Status
 
@@ -113,6 +118,11 @@ class Feature(Generic[F]):
     name: ClassVar[str] = ""
     needs: ClassVar[tuple[ModuleType | Later, ...]] = ()
     reads: ClassVar[tuple[ModuleType | Later, ...]] = ()
+    # the options it owns (merged into the command line, the API and the run config by the
+    # registry; read with `Option.value(options)`), and the report fields it fills: name → the
+    # value where it says nothing (None: left out of the JSON)
+    options: ClassVar[tuple[Option, ...]] = ()
+    fields: ClassVar[Mapping[str, Any]] = {}
     # whether the elements this feature's excuses re-mark `surrogate` (recorded by its name
     # on the comparison) are the user's surrogate (a step's surrogate is; torch's own
     # documented departure is not)

@@ -15,9 +15,9 @@ with the reason), unless the user accepted the fallback (--compile-fallback: a n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -43,6 +43,9 @@ class CompiledFacts:
 
 class CompiledTarget(Findings["CompiledFacts"]):
     name = "compiled"
+    # what dynamo did (backend, graphs, graph breaks and their reasons, recompiles, whether
+    # it ran eagerly after all, seconds); left out without --compile
+    fields: ClassVar[Mapping[str, Any]] = {"compile": None}
 
     def facts(self, ctx: Context) -> CompiledFacts | None:
         compiled = ctx.evidence.alongside

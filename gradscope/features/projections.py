@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -137,6 +137,9 @@ class ProjectionFacts:
 # ------------------------------------------------------------------ the feature
 class Projections(Feature["ProjectionFacts"]):
     name = "projections"
+    # what was compared and how, where not every element got its own comparison (a model
+    # checked at scale: per element by sample, by projections, custom Functions in place)
+    fields: ClassVar[Mapping[str, Any]] = {"coverage": ""}
     reads = (surrogates, later("inplace"), later("departures"))
 
     def facts(self, ctx: Context) -> ProjectionFacts | None:

@@ -1,9 +1,9 @@
 """Surrogate gradients, by declaration and by behaviour (explain/surrogates.py writes what one
 looks like; explain/sweep.py and coarse.py read the lines a coarse-scale check runs).
 
-* Declared: `--surrogate` (read once into `options.Surrogates`), a marker on the target, a
-  marked Function in the graph. A declared input's mismatches are `surrogate`; with an intended
-  form, only where autograd is that form's gradient (element by element in every view).
+* Declared: `--surrogate`, a marker on the target, a marked Function in the graph. A declared
+  input's mismatches are `surrogate`; with an intended form, only where autograd is that
+  form's gradient (element by element in every view).
 * Behavioural: where the forward is flat (finite differences zero, no kink in the stencil) and
   a raw comparison found autograd wrong, the forward is probed at other values: one that moves
   there is a step, its gradient a surrogate — if consistent with the forward at a coarse scale
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -65,6 +65,7 @@ class SurrogateFacts:
 
 class Surrogates(Feature["SurrogateFacts"]):
     name = "surrogates"
+    fields: ClassVar[Mapping[str, Any]] = {"declared": {}}  # input → why declared
     needs = (backwards, base.later("relations"))
 
     def facts(self, ctx: Context) -> SurrogateFacts:
@@ -111,8 +112,7 @@ class Surrogates(Feature["SurrogateFacts"]):
         return cmp.surrogate(where)
 
     def checks(self, ctx: Context, decided: Interim) -> list[NamedCheck]:
-        """Each declared surrogate's intended form, compared element by element in every
-        view."""
+        """Each declared surrogate's intended form, compared element by element per view."""
         facts: SurrogateFacts = ctx.of(self)
         out = []
         for name, views in facts.intended.items():

@@ -199,12 +199,6 @@ class NamedCheck:
                 "max_abs_error": self.max_abs_error, "mismatches": self.mismatches,
                 "statuses": _plain(self.statuses), "result": self.result}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NamedCheck:
-        from gradscope.report.read import check
-
-        return check(data)
-
 
 @dataclass(frozen=True)
 class ForwardReport(_Columns):
@@ -270,7 +264,6 @@ class Report:
     # the default upstream is 0 at this many output elements, where the output is NaN or
     # infinite (the gradient is compared where the function is defined)
     upstream_undefined: int = 0
-    declared: dict[str, str] = field(default_factory=dict)  # input → why declared surrogate
     # NaN or inf in the output or in autograd's gradient at the given inputs (not in a
     # perturbed point): a failure unless `allow_nan`
     nonfinite: list[str] = field(default_factory=list)  # "output" and/or input names
@@ -286,20 +279,23 @@ class Report:
     # why the run fails (empty: it passed); `passed` is `not failures`, and the headline is
     # written from them
     failures: list[Failure] = field(default_factory=list)
-    # --compile: what dynamo did (backend, graphs, graph breaks and their reasons, recompiles,
-    # whether it ran eagerly after all, seconds); None without --compile
-    compile: dict[str, Any] | None = None
     # a model (a target with parameters, or more tensors than a handful): summary first
     model: bool = False
     # where the forward branched on the inputs' values, and how many elements took each side:
     # [{"where", "op", "sides": {label: elements}, "one_sided"}]
     branches: list[dict[str, Any]] = field(default_factory=list)
-    # what was compared and how, where not every element got its own comparison (a model
-    # checked at scale: per element by sample, by projections, custom Functions in place)
-    coverage: str = ""
+    # the fields features own (each declares its own: `declared`, `coverage`, `compile`, …):
+    # in the JSON at the top level (None: left out), read as attributes (`report.coverage`)
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", ByName(self.inputs))
+
+    def __getattr__(self, name: str) -> Any:  # (only where no attribute of its own is)
+        owned = self.__dict__.get("fields")
+        if owned is not None and name in owned:
+            return owned[name]
+        raise AttributeError(f"the report has no field {name!r}")
 
     def __getitem__(self, name: str) -> InputReport:
         """`report["x"]`: the input (or parameter) named so."""
@@ -317,10 +313,12 @@ class Report:
         return sum(i.status_counts.get(Status.MISMATCH, 0) for i in self.inputs)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        for optional in ("forward", "accumulation", "intermediates", "user_output", "compile"):
+        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name != "fields"}
+        for optional in ("forward", "accumulation", "intermediates", "user_output"):
             if data[optional] is None:
                 del data[optional]
+        data |= {k: _plain(v) for k, v in self.fields.items() if v is not None}
         # schema and version first, so a reader sees what it is reading before anything else
         head = {"schema": data.pop("schema"), "version": data.pop("version")}
         return head | data

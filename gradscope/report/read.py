@@ -35,7 +35,8 @@ def report(cls: type, data: dict[str, Any]) -> Any:
             data[name] = _built(kind, value)
     data["modules"] = [{**m, "status": Status(m["status"])} if "status" in m else m
                        for m in data.get("modules", [])]
-    return cls(**_fields(cls, data))
+    own = {f.name for f in dataclasses.fields(cls)}  # (the others: the features' fields)
+    return cls(**_fields(cls, data), fields={k: v for k, v in data.items() if k not in own})
 
 
 def with_columns(cls: type, data: dict[str, Any]) -> Any:
@@ -73,7 +74,7 @@ def check(data: dict[str, Any]) -> NamedCheck:
 
 
 def _built(kind: type, data: dict[str, Any]) -> Any:
-    own = getattr(kind, "from_dict", None)
+    own = check if kind is NamedCheck else getattr(kind, "from_dict", None)
     return own(data) if own is not None else kind(**_fields(kind, data))
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any
 
 import torch
@@ -20,7 +19,7 @@ from gradscope.compare.elements import Comparison
 from gradscope.engines.base import Answer, estimated
 from gradscope.evidence.gather import Evidence, View
 from gradscope.evidence.prepare import Prepared
-from gradscope.features import Guard
+from gradscope.features import Feature, Guard
 from gradscope.report import build
 from gradscope.report.model import Column, ForwardReport, InputReport, Report
 from gradscope.report.modules import is_model, rollup
@@ -39,9 +38,9 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
     inputs = _inputs(prepared, evidence, verdict, diagnoses)
     guard = Guard(registry.FEATURES, diagnoses.aside)
     ctx = excuses.context(prepared, evidence)
-    reported: dict[str, Any] = {"declared": {}, "coverage": ""}
+    reported = registry.report_fields()  # (every feature's, its default where it says none)
     for feature in guard.active:
-        reported.update(guard.call(feature, lambda f=feature: _fields(f.reported(ctx, inputs)),
+        reported.update(guard.call(feature, lambda f=feature: _fields(f, f.reported(ctx, inputs)),
                                    {}))
     inputs = reported.pop("inputs", inputs)  # (a feature's column added: a run mode's)
     diagnostics = list(diagnoses.diagnostics)
@@ -65,7 +64,7 @@ def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: 
         else None,
         notes=[*_notes(prepared, evidence, diagnoses), *guard.notes()],
         timings={**evidence.timings, **excuses.timings},
-        upstream_source=prepared.bound.upstream.source, **reported,
+        upstream_source=prepared.bound.upstream.source, fields=reported,
         upstream_undefined=_undefined_upstream(prepared, evidence),
         nonfinite=list(evidence.nonfinite), allow_nan=options.allow_nan, full=options.full,
         modules=rollup(inputs) if model else [],
@@ -84,15 +83,13 @@ def _undefined_upstream(prepared: Prepared, evidence: Evidence) -> int:
     return upstream.numel() - int(torch.count_nonzero(upstream))
 
 
-def _fields(reported: dict[str, Any]) -> dict[str, Any]:
-    """A feature's report fields, each one the Report has (another is the feature's error)."""
-    unknown = sorted(set(reported) - _REPORTED)
+def _fields(feature: Feature[Any], reported: dict[str, Any]) -> dict[str, Any]:
+    """A feature's report fields, each one it declares, or the inputs' rows (another is the
+    feature's error)."""
+    unknown = sorted(set(reported) - set(feature.fields) - {"inputs"})
     if unknown:
-        raise ValueError(f"the report has no field {unknown[0]!r}")
+        raise ValueError(f"feature {feature.name!r} declares no report field {unknown[0]!r}")
     return reported
-
-
-_REPORTED = {f.name for f in fields(Report)}
 
 
 def _branches(traced: Any) -> list[dict[str, Any]]:

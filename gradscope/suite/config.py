@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gradscope.errors import UsageError
-from gradscope.options import COMMANDS, SPECS, Request, from_values
+from gradscope.options import COMMANDS, Option, Request, Spec, from_values
 from gradscope.suite.precheck import precheck
 
 # megabytes of address space a worker needs before any check: python, torch and its threads
@@ -30,23 +30,40 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MAX_CHECKS = 1000
-# key → (accepted TOML types, description): every option of `Options` (a top-level key is a
-# default for all checks), and per check also its name, target and command.
-FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
-    name: (spec.toml, spec.expects) for name, spec in SPECS.items()}
 RUN_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "timeout": ((int, float), "seconds (a number > 0)"),
     "memory_limit": ((int,), "megabytes per worker process (a whole number)"),
 }
-FIELDS.update(RUN_FIELDS)
-CHECK_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
-    **FIELDS,
+PER_CHECK: dict[str, tuple[tuple[type, ...], str]] = {
     "name": ((str,), "text"),
     "target": ((str,), "an expression or file.py:NAME / package.module:NAME"),
     "command": ((str,), ", ".join(COMMANDS)),
 }
-del CHECK_FIELDS["memory_limit"]  # one limit for all workers: a top-level key only
-TOP_FIELDS = {**FIELDS, "checks": ((list,), "[[tool.gradscope.checks]] tables")}
+
+
+def _options() -> tuple[dict[str, Spec], dict[str, Option]]:
+    """Every option's spec, and the options features own (the feature registry, imported
+    here: torch comes with it, and a run needs it anyway)."""
+    from gradscope import features
+
+    return features.every_spec(), features.owned_options()
+
+
+def fields() -> dict[str, tuple[tuple[type, ...], str]]:
+    """key → (accepted TOML types, description): every option (a top-level key is a default
+    for all checks), and the run's own keys."""
+    return {**{name: (spec.toml, spec.expects) for name, spec in _options()[0].items()},
+            **RUN_FIELDS}
+
+
+def check_fields() -> dict[str, tuple[tuple[type, ...], str]]:
+    """The keys of one check: the options and its timeout (one memory limit for all workers:
+    a top-level key only), its name, target and command."""
+    return {**{k: v for k, v in fields().items() if k != "memory_limit"}, **PER_CHECK}
+
+
+def top_fields() -> dict[str, tuple[tuple[type, ...], str]]:
+    return {**fields(), "checks": ((list,), "[[tool.gradscope.checks]] tables")}
 
 
 @dataclass(frozen=True)
@@ -174,7 +191,8 @@ def defaults_near(start: Path | None = None) -> tuple[dict[str, Any], Path]:
         return {}, path
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.gradscope] must be a table")
-    return {k: v for k, v in table.items() if k != "checks" and k in FIELDS}, path
+    known = fields()
+    return {k: v for k, v in table.items() if k != "checks" and k in known}, path
 
 
 def _table(path: Path) -> dict[str, Any]:
@@ -254,9 +272,10 @@ def _key_error(key: str, value: Any, fields: dict) -> str | None:
     """What is wrong with `key = value` on its own: its name and type (`_field_error`), then
     for an option its value as the option reads it (None: nothing)."""
     wrong = _field_error(key, value, fields)
-    if wrong is None and key in SPECS:
+    specs, owned = _options()
+    if wrong is None and key in specs:
         try:
-            from_values({key: value}, where=lambda name: name)
+            from_values({key: value}, where=lambda name: name, owned=owned)
         except UsageError as exc:
             wrong = str(exc)
     return wrong
@@ -265,11 +284,11 @@ def _key_error(key: str, value: Any, fields: dict) -> str | None:
 def _defaults(table: dict[str, Any], lines: ConfigLines) -> tuple[dict[str, Any], list[str]]:
     """The top-level defaults that are right, and an error for each that is not (said once,
     not again in every check that would take it)."""
-    defaults, errors = {}, []
+    defaults, errors, known = {}, [], top_fields()
     for key, value in table.items():
         if key == "checks":
             continue
-        wrong = _key_error(key, value, TOP_FIELDS)
+        wrong = _key_error(key, value, known)
         if wrong is None:
             defaults[key] = value
         else:
@@ -295,9 +314,9 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path,
         where = (lines.at(index, key) if key else "") or lines.at(index)
         return f"{label}, {where}: {error}" if where else f"{label}: {error}"
 
-    errors, good = [], {}
+    errors, good, known = [], {}, check_fields()
     for key, value in entry.items():
-        error = _key_error(key, value, CHECK_FIELDS)
+        error = _key_error(key, value, known)
         if error is None:
             good[key] = value
         else:
@@ -320,8 +339,9 @@ def _spec(index: int, entry: Any, defaults: dict[str, Any], base: Path,
                            f"worker needs that for python and torch; at most "
                            f"{MAX_MEMORY_MB}), got {memory}"))
     try:  # what the keys mean together (`at` and `shape` for one input, say)
-        options = from_values({k: v for k, v in merged.items() if k in SPECS},
-                              where=lambda key: key)
+        specs, owned = _options()
+        options = from_values({k: v for k, v in merged.items() if k in specs},
+                              where=lambda key: key, owned=owned)
     except UsageError as exc:
         return None, [*errors, said(str(exc))]
     request = Request(command if command in COMMANDS else "check", merged["target"], options,

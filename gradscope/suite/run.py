@@ -146,7 +146,8 @@ def settings(spec: CheckSpec) -> dict[str, Any]:
 
     options = spec.request.options
     out = {f.name: getattr(options, f.name) for f in fields(options)
-           if getattr(options, f.name) != getattr(DEFAULTS, f.name)}
+           if f.name != "owned" and getattr(options, f.name) != getattr(DEFAULTS, f.name)}
+    out.update(options.owned)  # (the options features own: only those given are there)
     out.update({k: v for k, v in (("timeout", spec.timeout), ("memory_limit", spec.memory_mb))
                 if v is not None})
     return out

@@ -36,12 +36,12 @@ def in_python_terms(text: str) -> str:
     """A report's hints for someone calling from Python: `--surrogate NAME` is the
     `@gradscope.surrogate` marker on the Function (or `surrogate=[NAME]`), and every other
     flag its keyword (`--at x=…` → `x=…`, an input by name; `--max-fd N` → `max_fd=N`)."""
-    from gradscope.options import SPECS
+    from gradscope.features import every_spec
 
     text = re.sub(r"--surrogate(?: NAME(?:\[,NAME\])?)?",
                   "the @gradscope.surrogate marker on the Function (or surrogate=[NAME])", text)
     text = re.sub(r"--(?:at|const) (?=\w+=)", "", text)  # inputs are keywords by name
-    for name, spec in sorted(SPECS.items(), key=lambda item: -len(item[1].flag)):
+    for name, spec in sorted(every_spec().items(), key=lambda item: -len(item[1].flag)):
         # `--flag VALUE` → `name=VALUE` where a value follows, else `name=`
         text = re.sub(rf"{re.escape(spec.flag)}(?![\w-])(?:=| (?=[\d\[\"'A-Z]|\S*=))?",
                       f"{name}=", text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from gradscope.options import SPECS
-from gradscope.suite.config import CHECK_FIELDS, FIELDS
+from gradscope.suite.config import check_fields, fields
 from gradscope.suite.schema import schema
 from tests.command import run
 
@@ -17,12 +17,13 @@ def _table():
 
 def test_every_key_the_config_reads_is_in_the_schema():
     table = _table()
-    assert set(table["properties"]) == set(FIELDS) | {"checks"}
+    assert set(table["properties"]) == set(fields()) | {"checks"}
     check = table["properties"]["checks"]["items"]
-    assert set(check["properties"]) == set(CHECK_FIELDS) and check["required"] == ["target"]
+    assert set(check["properties"]) == set(check_fields()) and check["required"] == ["target"]
     assert check["properties"]["dtype"]["enum"] == list(SPECS["dtype"].choices)
     assert check["properties"]["at"]["type"] == "object"
     assert check["properties"]["eps"]["type"] == "number"
+    assert check["properties"]["nondet_tol"]["type"] == "number"  # (a feature's own option)
     assert table["additionalProperties"] is False and check["additionalProperties"] is False
 
 
