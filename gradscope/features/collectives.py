@@ -45,12 +45,11 @@ class Collectives(Feature[None]):
     name = "collectives"
 
     def diagnose(self, ctx: Context, verdict: Any, said: Any) -> Diagnosis:
-        target = ctx.prepared.target
-        recorded = getattr(target, "record", None)
-        back = ctx.evidence.backward
-        if recorded is None or not verdict.failures or back.grads is None:
+        target, back = ctx.prepared.target, ctx.evidence.backward
+        ranks = target.ranks()
+        if ranks is None or not verdict.failures or back.grads is None:
             return Diagnosis()
-        seen = recorded(ctx.prepared.bound.cast, back.upstream, record)
+        seen = ranks.record(ctx.prepared.bound.cast, back.upstream, record)
         failing = [n for n, s in verdict.statuses.items() if s.fails] or list(target.names)
         found = [f for k in range(min(len(s) for s in seen))
                  for f in _checked(ctx, seen, k)]
@@ -78,7 +77,8 @@ def _checked(ctx: Context, seen: list[list[Any]], k: int) -> list[Found]:
 def _argument(ctx: Context, calls: Sequence[Any], k: int, i: int) -> Found | None:
     from gradscope.targets.distributed.target import same  # (only distributed runs get here)
 
-    target, world = ctx.prepared.target, len(calls)
+    target, world = ctx.prepared.target.ranks(), len(calls)
+    assert target is not None  # (only a target across ranks records calls)
     seed = ctx.prepared.options.seed
     args = [c.args[i] for c in calls]
     replicated = all(same(args[0], a) for a in args[1:])

@@ -23,10 +23,8 @@ class RankAgreement(Feature[None]):
     name = "ranks"
 
     def target_checks(self, ctx: Context) -> tuple[Diagnostic, ...]:
-        found = getattr(ctx.prepared.target, "disagreements", None)
-        if found is None:
-            return ()
-        return tuple(_diagnostic(d) for d in found())
+        ranks = ctx.prepared.target.ranks()
+        return () if ranks is None else tuple(_diagnostic(d) for d in ranks.disagreements())
 
     def diagnose(self, ctx: Context, verdict: object, said: object) -> Diagnosis:
         found = self.target_checks(ctx)

@@ -23,12 +23,12 @@ class CompareSingle(Findings["SingleFacts"]):
 
     def facts(self, ctx: Context) -> SingleFacts | None:
         prepared, back = ctx.prepared, ctx.evidence.backward
-        if not prepared.options.compare_single or back.grads is None \
-                or not hasattr(prepared.target, "wholes"):
+        ranks = prepared.target.ranks()
+        if not prepared.options.compare_single or back.grads is None or ranks is None:
             return None
         from gradscope.targets.distributed.single import compare_single
 
-        found = compare_single(prepared.target, dict(prepared.bound.cast),  # type: ignore[arg-type]
+        found = compare_single(ranks, dict(prepared.bound.cast),  # type: ignore[arg-type]
                                back.upstream, back.engine.output.detach(), dict(back.grads),
                                ctx.evidence.tol.rtol, ctx.evidence.tol.atol)
         notes = []
@@ -43,7 +43,6 @@ class CompareSingle(Findings["SingleFacts"]):
         findings = tuple(_diagnostic(a.name, a.apart, a.scale, a.factor)
                          for a in found.differing)
         return SingleFacts(findings, tuple(notes))
-
 
 
 def _diagnostic(name: str, apart: float, scale: float, factor: float | None) -> Diagnostic:

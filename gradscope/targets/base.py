@@ -7,12 +7,14 @@ Engines receive only the callables they need (`forward`, `traced`), never the ta
 so they stay independent of how it was written.
 """
 
+# Long: the one interface — every capability with its default in one class, which the run
+# modes' wrappers forward generated from it (targets/wrapper.py); split, it would be two.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -106,6 +108,22 @@ class Sizes:
     total: int = 0
 
 
+class AcrossRanks(Protocol):
+    """What a target run across processes offers the features about ranks: each tensor as one
+    process would hold it, each rank's custom Function calls recorded (and one of them probed
+    with an argument moved), and where the ranks' gradients of one tensor disagreed."""
+
+    def wholes(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | None]: ...
+
+    def record(self, values: Mapping[str, torch.Tensor], upstream: torch.Tensor,
+               recorder: Callable[..., Any]) -> list[list[Any]]: ...
+
+    def probe(self, index: int, argument: int, directions: list[torch.Tensor], step: float
+              ) -> list[tuple[torch.Tensor | None, ...]]: ...
+
+    def disagreements(self) -> list[Any]: ...
+
+
 class Target:
     """Defaults for every capability; a target kind overrides what it offers."""
 
@@ -148,6 +166,11 @@ class Target:
         """A run mode's own answers to the views' questions (label → upstream; None: the
         Jacobian) at `values` — the compiled target's — which that mode's feature compares
         with autograd's; None where the target has no such run."""
+        return None
+
+    def ranks(self) -> AcrossRanks | None:
+        """The ranks' own capabilities where the target runs across processes; None: in one
+        process."""
         return None
 
     @property

@@ -20,6 +20,7 @@ import torch
 
 from gradscope.errors import UsageError
 from gradscope.options import Options
+from gradscope.targets.code import CodeTarget
 from gradscope.targets.distributed.declared import (
     local,
     parts_held,
@@ -129,8 +130,8 @@ class Served:
         if options.output_index is not None or options.output_key is not None:
             target.pick_output(options.output_index if options.output_index is not None
                                else options.output_key)
-        said = said_of(getattr(target, "module", None), target.parameters)
-        parts = parts_held(getattr(target, "module", None), target.parameters)
+        said = said_of(_module(target), target.parameters)
+        parts = parts_held(_module(target), target.parameters)
         empty: tuple[str, ...] = ()
         if target.parameters:  # a DTensor's values are its local part (sharing its storage)
             locals_ = {n: local(t) for n, t in target.parameters.items()}
@@ -145,7 +146,7 @@ class Served:
 
     def described(self) -> Described:
         target, bound = self.target, self.bound
-        module = getattr(target, "module", None)
+        module = _module(target)
         return Described(
             names=tuple(bound.cast), parameters=tuple(n for n in bound.cast
                                                       if n in target.parameters),
@@ -184,7 +185,7 @@ class Served:
         def forward(leaves: Mapping[str, torch.Tensor]) -> torch.Tensor:
             return self._call(leaves, fresh=False)[1]
 
-        with unsynced(getattr(self.target, "module", None)):
+        with unsynced(_module(self.target)):
             self.calls = list(recorder(forward, values, upstream).calls)
         return [CallSeen(c.cls.__qualname__, backward_location(c.cls),
                          tuple(settled(a) if isinstance(a, torch.Tensor) else None
@@ -214,7 +215,7 @@ class Served:
         (a function's, held beside it) overwritten in place — DDP's hooks sit on them, and a
         DTensor parameter stays a DTensor — .grad cleared."""
         target = self.target
-        module = getattr(target, "module", None)
+        module = _module(target)
         own = module is not None
         leaves = {n: v.detach().clone().requires_grad_(v.is_floating_point()) if fresh else v
                   for n, v in values.items() if not (own and n in target.parameters)}
@@ -290,9 +291,14 @@ def settled(t: torch.Tensor) -> torch.Tensor:
     return t.clone() if t.device.type == "cpu" else t.cpu()
 
 
+def _module(target: Any) -> torch.nn.Module | None:
+    """The module the user's code holds (a module target's, a function's model), or None."""
+    return target.module if isinstance(target, CodeTarget) else None
+
+
 def _named(target: Any, name: str, flag: str) -> Any:
     """NAME as the target's own module (FILE.py) defines or imports it."""
-    owner = getattr(target, "obj", None)
+    owner = target.obj if isinstance(target, CodeTarget) else None
     module = sys.modules.get(getattr(owner, "__module__", None) or type(owner).__module__)
     found = getattr(module, name, None) if module is not None else None
     if found is None:
@@ -322,7 +328,7 @@ def _after(target: Any, name: str | None) -> Callable[[], Any] | None:
     found = _named(target, name, "--after-backward")
     if not callable(found):
         raise UsageError(f"--after-backward {name}: `{name}` is not a function")
-    module = getattr(target, "module", None)
+    module = _module(target)
     if module is not None and type(module).__name__ != "Holder":
         return lambda: found(module)
     return found
@@ -330,7 +336,7 @@ def _after(target: Any, name: str | None) -> Callable[[], Any] | None:
 
 def _own_parameters(target: Any) -> dict[str, torch.Tensor]:
     """The module's own Parameter objects by the names gradscope checks them under."""
-    module = getattr(target, "module", None)
+    module = _module(target)
     if module is None:
         return {}
     named = dict(module.named_parameters(remove_duplicate=False))

@@ -138,6 +138,9 @@ class DistributedTarget(Target):
     def spec(self) -> RankSpec:
         return self._ranks.spec
 
+    def ranks(self) -> DistributedTarget:
+        return self
+
     def wholes(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
         """Each tensor as one process would hold it: a replicated one as it is, a DTensor's
         shards joined along their Shard dim; None for a shard the code does not place."""
