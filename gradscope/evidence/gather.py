@@ -131,6 +131,9 @@ class Evidence:
     # `computed` (its twin's): what autograd's answers are compared with one another at (a
     # backward's linearity); None: `tol`
     own_tol: Tolerance | None = None
+    # where backward failed: each reference's answers for the table's upstream (engine →
+    # input → answer), which the report shows beside autograd's failure
+    unanswered: dict[str, dict[str, Answer]] = field(default_factory=dict)
 
     @property
     def table(self) -> View | None:
@@ -174,19 +177,29 @@ def gather(prepared: Prepared, progress: Callable[[str, int], Any] | None = None
     lowest = twin.precision() if twin is not None else None
     own = Tolerance.for_dtype(str(lowest).removeprefix("torch."), prepared.options.rtol,
                               prepared.options.atol) if lowest is not None else None
-    nonfinite, excused = _nonfinite(prepared, back)
     evidence = Evidence(back, tuple(references), tol, computed, own_tol=own,
                         notes=(*back.notes, *learned,
-                               *precision_note(prepared, computed, back.engine.output),
-                               *excused),
-                        timings=timings, nonfinite=nonfinite)
-    if back.grads is None:
-        return evidence
+                               *precision_note(prepared, computed, back.engine.output)),
+                        timings=timings)
+    if back.grads is None:  # what the references say the gradient is: the report shows it
+        answers = {r.name: r.vjp(back.upstream.to(torch.float64))
+                   for r in evidence.references if r.ran}
+        return _scanned(prepared, replace(evidence, unanswered=answers))
     evidence = _laid_out(prepared, evidence)
     if probe is not None and probe.apart:  # (its backward calls count: determinism judges)
         evidence = replace(evidence, backward=replace(
             evidence.backward, apart=(*evidence.backward.apart, *probe.apart)))
     return evidence
+
+
+def _scanned(prepared: Prepared, evidence: Evidence) -> Evidence:
+    """The evidence with its one scan for NaN and inf at the inputs themselves (`_nonfinite`),
+    after the views are laid out: the table's kinks and estimates excuse some."""
+    table = evidence.table
+    kinks = {n: next((k for r in evidence.references for k in [r.kink(n)] if k is not None),
+                     None) for n in prepared.target.names} if table is not None else None
+    nonfinite, excused = _nonfinite(prepared, evidence.backward, table, kinks)
+    return replace(evidence, nonfinite=nonfinite, notes=(*evidence.notes, *excused))
 
 
 def _nonfinite(prepared: Prepared, back: Backward, table: View | None = None,
@@ -237,17 +250,18 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
     randoms = _random_upstreams(prepared, evidence.backward) \
         if prepared.request.command == "check" and not _scalar_at_scale(evidence) else []
     measured: dict[str, Any] = {}
-    views = _views(prepared, evidence, jacobians, rounding, randoms, measured)
-    refined, count = _refined(evidence.references, views, evidence.tol)
-    if count:
+    questions = _questions(prepared, evidence, jacobians, rounding, randoms, measured)
+    asked = [{r.name: q.ask(r) for r in q.references} for q in questions]
+    views = [_view(evidence, q, answers, prepared.target.names)
+             for q, answers in zip(questions, asked, strict=True)]
+    refined, doubted = _refined(evidence.references, views, evidence.tol)
+    if doubted:  # (only the refined estimates asked again, only their inputs compared again)
         evidence = replace(evidence, references=refined)
-        views = _views(prepared, evidence, jacobians, rounding, randoms, measured)
-    nonfinite = evidence.nonfinite
-    if nonfinite:  # (the masks only excuse: nothing failing before, nothing failing now)
-        kinks = {n: next((k for r in evidence.references for k in [r.kink(n)]
-                          if k is not None), None) for n in prepared.target.names}
-        nonfinite, _ = _nonfinite(prepared, evidence.backward, views[0] if views else None,
-                                  kinks)
+        finite = evidence.finite
+        assert finite is not None
+        views = [_view(evidence, q, {**answers, finite.name: q.ask(finite)}, doubted, view)
+                 if finite.name in answers else view
+                 for q, answers, view in zip(questions, asked, views, strict=True)]
     # pairs of backward calls that answered one question differently, found on the way (a
     # round-off measure's side asked again, a batched backward beside a plain one)
     apart = (*(rounding.apart if rounding is not None else ()),
@@ -260,9 +274,9 @@ def _laid_out(prepared: Prepared, evidence: Evidence) -> Evidence:
                                           {v.label: v.upstream for v in views})
     if alongside is not None:
         evidence.timings["alongside"] = time.perf_counter() - tic
-    return replace(evidence, views=tuple(views), forward=_forward(prepared, evidence),
-                   nonfinite=nonfinite, accumulation=_accumulation(prepared, evidence),
-                   alongside=alongside)
+    return _scanned(prepared, replace(
+        evidence, views=tuple(views), forward=_forward(prepared, evidence),
+        accumulation=_accumulation(prepared, evidence), alongside=alongside))
 
 
 def _engine_apart(engine: Any) -> list[CallsApart]:
@@ -283,13 +297,30 @@ def _references_for(evidence: Evidence, view: str) -> list[Reference]:
     return ran
 
 
-def _view(evidence: Evidence, label: str, upstream: torch.Tensor | None,
-          autograd: Mapping[str, torch.Tensor], answers: Mapping[str, Mapping[str, Answer]],
-          names: Sequence[str]) -> View:
-    """autograd against the answers, every element where the forward has a kink excepted
-    (whichever references answer this view)."""
-    per_input = {n: {e: a[n] for e, a in answers.items() if n in a} for n in names}
-    raw = {}
+@dataclass(frozen=True)
+class Question:
+    """One view's question: its label and upstream (None: the Jacobian), autograd's answer,
+    the references it is put to and how each is asked (`ask`), and how their answers' bounds
+    are widened by autograd's measured round-off."""
+
+    label: str
+    upstream: torch.Tensor | None
+    autograd: Mapping[str, torch.Tensor]
+    references: Sequence[Reference]
+    ask: Callable[[Reference], dict[str, Answer]]
+    widen: Callable[[dict[str, dict[str, Answer]]], dict[str, dict[str, Answer]]]
+
+
+def _view(evidence: Evidence, question: Question, asked: Mapping[str, Mapping[str, Answer]],
+          names: Sequence[str], before: View | None = None) -> View:
+    """autograd against the references' answers (engine → input → answer, widened here),
+    every element where the forward has a kink excepted (whichever references answer this
+    view); with `before`, only `names` compared again, the others kept."""
+    label, upstream, autograd = question.label, question.upstream, question.autograd
+    answers = question.widen({e: dict(a) for e, a in asked.items()})
+    per_input = {n: {e: a[n] for e, a in answers.items() if n in a}
+                 for n in (before.raw if before is not None else names)}
+    raw = dict(before.raw) if before is not None else {}
     for name in names:
         kinks = [k for r in evidence.references for k in [r.kink(name)] if k is not None]
         kink = None
@@ -313,48 +344,47 @@ def _scalar_at_scale(evidence: Evidence) -> bool:
     return finite is not None and finite.scale and evidence.backward.engine.output.numel() == 1
 
 
-def _views(prepared: Prepared, evidence: Evidence,
-           jacobians: tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]] | None,
-           rounding: roundoff.RoundOff | None,
-           randoms: Sequence[tuple[str, torch.Tensor, dict[str, torch.Tensor]]],
-           measured: dict[str, Any]) -> list[View]:
-    """The views of autograd's answers (the table's, `randoms`, `jacobians`) beside the
-    references'; below float64 every answer's bound has autograd's measured round-off, kept
-    in `measured` by view so that a second build measures nothing again."""
-    back, names = evidence.backward, prepared.target.names
+def _questions(prepared: Prepared, evidence: Evidence,
+               jacobians: tuple[dict[str, torch.Tensor], dict[str, dict[str, Answer]]] | None,
+               rounding: roundoff.RoundOff | None,
+               randoms: Sequence[tuple[str, torch.Tensor, dict[str, torch.Tensor]]],
+               measured: dict[str, Any]) -> list[Question]:
+    """The views' questions (the table's, `randoms`, `jacobians`); below float64 every
+    answer's bound gets autograd's measured round-off, kept in `measured` by view so that a
+    view laid out again measures nothing again."""
+    back = evidence.backward
     command = prepared.request.command
     assert back.grads is not None
 
-    def widen(label: str, answers: dict[str, dict[str, Answer]], noise: Callable[[Any], Any],
-              elementwise: bool = True) -> dict[str, dict[str, Answer]]:
+    def widen(label: str, noise: Callable[[Any], Any], elementwise: bool = True
+              ) -> Callable[[dict[str, dict[str, Answer]]], dict[str, dict[str, Answer]]]:
         if rounding is None:
-            return answers
-        return roundoff.widened(answers, roundoff.remembered(measured, label, noise),
-                                elementwise)
+            return lambda answers: answers
+        return lambda answers: roundoff.widened(
+            answers, roundoff.remembered(measured, label, noise), elementwise)
 
-    views = []
+    questions = []
     if command != "jacobian":
-        v = back.upstream.to(torch.float64)
+        table = back.upstream.to(torch.float64)
         ones = prepared.bound.upstream.ones and all_finite(back.engine.output.detach())
-        answers = {r.name: r.vjp(v, ones) for r in _references_for(evidence, "table")}
-        answers = widen("table", answers,
-                        lambda where: rounding.vjp(back.upstream, where, back.grads))
-        views.append(_view(evidence, "table", back.upstream, back.grads, answers, names))
-    refs = _references_for(evidence, "random")
+        questions.append(Question(
+            "table", back.upstream, back.grads, _references_for(evidence, "table"),
+            lambda r: r.vjp(table, ones),
+            widen("table", lambda where: rounding.vjp(back.upstream, where, back.grads))))
     for label, v, grads in randoms:
-        answers = widen(label, {r.name: r.vjp(v) for r in refs},
-                        lambda where, v=v, grads=grads: rounding.vjp(v, where, grads))
-        views.append(_view(evidence, label, v, grads, answers, names))
+        questions.append(Question(
+            label, v, grads, _references_for(evidence, "random"), lambda r, v=v: r.vjp(v),
+            widen(label, lambda where, v=v, grads=grads: rounding.vjp(v, where, grads))))
     if jacobians is not None:
         autograd, fixed = jacobians
-        answers = {**fixed, **{r.name: r.jacobian(tuple(back.engine.output.shape))
-                               for r in _references_for(evidence, "jacobian")
-                               if r.name not in fixed}}
-        answers = widen("full Jacobian", answers, lambda _: rounding.jacobian(autograd), False)
-        views.append(_view(evidence, "full Jacobian", None, autograd, answers, names))
+        shape = tuple(back.engine.output.shape)
+        questions.append(Question(
+            "full Jacobian", None, autograd, _references_for(evidence, "jacobian"),
+            lambda r: fixed[r.name] if r.name in fixed else r.jacobian(shape),
+            widen("full Jacobian", lambda _: rounding.jacobian(autograd), False)))
     if command == "jacobian":  # the table is the Jacobian
-        views.insert(0, views.pop())
-    return views
+        questions.insert(0, questions.pop())
+    return questions
 
 
 def _random_upstreams(prepared: Prepared, back: Backward
@@ -405,13 +435,14 @@ def _jacobians(prepared: Prepared, evidence: Evidence
 
 
 def _refined(references: Sequence[Reference], views: Sequence[View], tol: Tolerance
-             ) -> tuple[tuple[Reference, ...], int]:
+             ) -> tuple[tuple[Reference, ...], list[str]]:
     """References whose two-point estimates behind any raw mismatch are refined, and those
-    behind an `ok` that rests on the estimate's own error bound (`_leaned`)."""
+    behind an `ok` that rests on the estimate's own error bound (`_leaned`); the inputs whose
+    estimates were doubted (none, or none refined: nothing to lay out again)."""
     doubted: dict[str, torch.Tensor] = {}
     finite = next((r for r in references if isinstance(r, Finite)), None)
     if finite is None:
-        return tuple(references), 0
+        return tuple(references), []
     exact = {r.name for r in references if r.exact and r.ran}
     for view in views:
         for name, cmp in view.raw.items():
@@ -429,9 +460,9 @@ def _refined(references: Sequence[Reference], views: Sequence[View], tol: Tolera
             mask = mask.reshape(est.points.shape).to(est.points.device) & (est.points == 2)
             doubted[name] = doubted[name] | mask if name in doubted else mask
     if not doubted:
-        return tuple(references), 0
+        return tuple(references), []
     new, count = finite.refined(doubted)
-    return tuple(new if r is finite else r for r in references), count
+    return tuple(new if r is finite else r for r in references), list(doubted) if count else []
 
 
 def _leaned(view: View, name: str, engine: str, tol: Tolerance, shape: Sequence[int]

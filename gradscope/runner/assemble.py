@@ -261,8 +261,7 @@ def _failed_backward(prepared: Prepared, evidence: Evidence) -> list[InputReport
     back, bound = evidence.backward, prepared.bound
     assert back.failure is not None
     reason = f"backward failed: {back.failure.message}"
-    answers = {r.name: r.vjp(back.upstream.to(torch.float64)) for r in evidence.references
-               if r.ran}
+    answers = evidence.unanswered  # (asked in the evidence stage: no engine runs here)
     out = []
     for name in prepared.target.names:
         columns = {"autograd": Column(skipped=reason, label=AUTOGRAD, failed=True)}
