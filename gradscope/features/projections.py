@@ -76,6 +76,15 @@ class Projection:
     def agrees(self) -> bool:
         return self.compared and self.difference <= self.slack
 
+    def check(self, label: str, at: str) -> NamedCheck:
+        """Its named check (`at`: the tensor a disagreement is placed at)."""
+        if not self.compared:
+            why = self.rejected or "its stencil crossed a kink or jump at every step tried"
+            return NamedCheck(f"{label}: not compared ({why})", Status.NOT_RUN)
+        word = Status.OK if self.agrees else Status.MISMATCH
+        return NamedCheck(label, word, self.difference, 0 if self.agrees else 1,
+                          {} if self.agrees else {at: word})
+
     def miss(self, relative: float) -> float:
         """The chance that an error e in autograd's gradient with |e| = relative·|g| goes
         unseen along a Gaussian t: e·t ~ N(0, |e|²) must stay within the slack."""
@@ -239,13 +248,7 @@ def _composition_checks(ctx: Context) -> list[NamedCheck]:
     for p in found.projections:
         label = (f"projection #{p.index + 1} over every tensor at once ({len(p.names):,} "
                  f"tensors, {size:,} elements)")
-        if not p.compared:
-            why = p.rejected or "its stencil crossed a kink or jump at every step tried"
-            out.append(NamedCheck(f"{label}: not compared ({why})", Status.NOT_RUN))
-            continue
-        word = Status.OK if p.agrees else Status.MISMATCH
-        out.append(NamedCheck(label, word, p.difference, 0 if p.agrees else 1,
-                              {} if p.agrees else {found.start or p.names[-1]: word}))
+        out.append(p.check(label, found.start or p.names[-1]))
     departed = _departures(ctx)
     return [_departed(c) for c in out] if departed is not None and \
         departed.composition is not None else out

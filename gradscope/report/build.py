@@ -22,6 +22,7 @@ class Judged(Protocol):
     def counts(self) -> dict[str, int]: ...
 
 
+AUTOGRAD = "autograd"  # the engine being checked: its column comes first
 WORST_ELEMENTS = 50  # how many elements a trimmed tensor reports
 TABLE_ROWS = 24  # a table of a tensor with more reported elements shows its worst rows only
 WORST_ROWS = 12

@@ -24,12 +24,11 @@ from gradscope.report import build
 from gradscope.report.model import Column, ForwardReport, InputReport, Report
 from gradscope.report.modules import is_model, rollup
 from gradscope.report.status import Status
+from gradscope.runner import failed
 from gradscope.runner.diagnoses import Diagnoses
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
 from gradscope.tensors import max_abs, max_abs_difference
-
-AUTOGRAD = "autograd"  # the engine being checked: its column comes first
 
 
 def assemble(prepared: Prepared, evidence: Evidence, excuses: Excuses, verdict: Verdict,
@@ -123,7 +122,7 @@ def _inputs(prepared: Prepared, evidence: Evidence, verdict: Verdict,
             diagnoses: Diagnoses) -> list[InputReport]:
     view = evidence.table
     if view is None:
-        return _failed_backward(prepared, evidence)
+        return failed.inputs(prepared, evidence)
     formulas = _formulas(prepared, evidence)
     out = []
     for name in prepared.target.names:
@@ -152,7 +151,7 @@ def _columns(evidence: Evidence, name: str, autograd: torch.Tensor | None,
     def shaped(t: torch.Tensor | None) -> torch.Tensor | None:
         return t.reshape(shape) if t is not None and shape is not None else t
 
-    columns = {"autograd": Column(build.pick(shaped(autograd), idx), label=AUTOGRAD)}
+    columns = {"autograd": Column(build.pick(shaped(autograd), idx), label=build.AUTOGRAD)}
     for reference in evidence.references:
         answer = answers.get(reference.name)
         if answer is None:
@@ -256,33 +255,6 @@ def _stats(cmp: Comparison, ag: torch.Tensor, fd: torch.Tensor | None) -> dict[s
     return stats
 
 
-def _failed_backward(prepared: Prepared, evidence: Evidence) -> list[InputReport]:
-    """Backward could not run: what the references say the gradient is."""
-    back, bound = evidence.backward, prepared.bound
-    assert back.failure is not None
-    reason = f"backward failed: {back.failure.message}"
-    answers = evidence.unanswered  # (asked in the evidence stage: no engine runs here)
-    out = []
-    for name in prepared.target.names:
-        columns = {"autograd": Column(skipped=reason, label=AUTOGRAD, failed=True)}
-        for reference in evidence.references:
-            answer = answers.get(reference.name, {}).get(name)
-            why = reference.skipped.get(name)
-            columns[reference.name] = Column(
-                build.plain(answer.values) if answer is not None else None,
-                skipped=why, mode=reference.mode(name), label=reference.label,
-                failed=why is not None and reference.answers_all)
-        values = build.plain(bound.cast[name])
-        shown = next((c.values for c in columns.values() if c.values is not None), values)
-        out.append(InputReport(
-            name=name, role=prepared.target.roles().get(name, "input"),
-            shape=list(bound.cast[name].shape), values=values, columns=columns, formula=None,
-            max_abs_error=float("nan"), status=Status.MISMATCH, origin=bound.values[name].origin,
-        described=bound.values[name].brief,
-            rows=build.rows(None, None, len(build.flat(shown)), prepared.options.full)))
-    return out
-
-
 # ------------------------------------------------------------------ the rest
 def _forward(prepared: Prepared, evidence: Evidence, verdict: Verdict) -> ForwardReport | None:
     fwd, cmp = evidence.forward, verdict.forward
@@ -292,7 +264,7 @@ def _forward(prepared: Prepared, evidence: Evidence, verdict: Verdict) -> Forwar
     idx = build.worst_indices(cmp, options.max_elements, options.full) if cmp else None
     given = prepared.bound.tangent or {}
     columns = {"autograd": Column(build.pick(fwd.autograd, idx), skipped=fwd.autograd_skipped,
-                                  label=AUTOGRAD)}
+                                  label=build.AUTOGRAD)}
     for reference in evidence.references:
         answer = fwd.answers.get(reference.name)
         columns[reference.name] = Column(

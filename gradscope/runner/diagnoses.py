@@ -5,13 +5,14 @@ stepped aside. Where backward itself failed, that failure is the one diagnostic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gradscope import features as registry
 from gradscope.evidence.gather import Evidence
 from gradscope.evidence.prepare import Prepared
 from gradscope.features import Diagnosis, Guard
 from gradscope.report.model import Diagnostic
+from gradscope.runner import failed
 from gradscope.runner.excuses import Excuses
 from gradscope.runner.judgement import Verdict
 
@@ -25,13 +26,8 @@ class Diagnoses:
 
 def diagnose(prepared: Prepared, evidence: Evidence, excuses: Excuses,
              verdict: Verdict) -> Diagnoses:
-    back = evidence.backward
-    if back.grads is None:
-        names = list(prepared.target.names)
-        failure = back.failure
-        assert failure is not None
-        return Diagnoses((replace(failure, inputs=names, count=sum(
-            prepared.bound.cast[n].numel() for n in names)),), aside=dict(verdict.aside))
+    if evidence.backward.grads is None:  # (runner/failed.py)
+        return Diagnoses((failed.diagnostic(prepared, evidence),), aside=dict(verdict.aside))
     ctx, guard = excuses.context(prepared, evidence), Guard(registry.FEATURES, verdict.aside)
     said: dict[str, Diagnosis] = {}
     for feature in guard.active:

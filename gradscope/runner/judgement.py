@@ -21,6 +21,7 @@ from gradscope.evidence.prepare import Prepared
 from gradscope.features import Context, Guard, Interim
 from gradscope.report.model import Failure, NamedCheck
 from gradscope.report.status import FAILING_KINDS, Status
+from gradscope.runner import failed
 from gradscope.runner.excuses import Excuses
 
 
@@ -175,14 +176,6 @@ def _accumulation(evidence: Evidence) -> bool | None:
 
 
 def _failed_backward(prepared: Prepared, evidence: Evidence, excuses: Excuses) -> Verdict:
-    """Backward could not run: every input is a mismatch, and the failure says why."""
-    names = prepared.target.names
-    statuses = dict.fromkeys(names, Status.MISMATCH)
-    failure = evidence.backward.failure
-    assert failure is not None
-    reason = f"backward failed: {failure.message}"
-    failures = [Failure(failure.kind, failure.kind,
-                        sum(prepared.bound.cast[n].numel() for n in names))]
-    failures += [Failure(Status.MISMATCH, n, 0, reason) for n in names]  # (no count)
-    failures += outcome.nonfinite_failures(evidence.nonfinite, prepared.options.allow_nan)
-    return Verdict(statuses=statuses, failures=tuple(failures), aside=dict(excuses.aside))
+    """Backward could not run (runner/failed.py)."""
+    statuses, failures = failed.verdict(prepared, evidence)
+    return Verdict(statuses=statuses, failures=failures, aside=dict(excuses.aside))

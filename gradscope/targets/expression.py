@@ -46,7 +46,7 @@ class ExpressionTarget(Target):
         self.expression = expression
         self._kinky: dict[tuple[int, int], bool] = {}
         self._sites: dict[int, int] = {}
-        self.__post_init__()
+        self._find_sites()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -57,7 +57,7 @@ class ExpressionTarget(Target):
         sites are found again: a site that only constants reach cannot kink."""
         self.constants = dict(constants)
         self._kinky.clear()
-        self.__post_init__()
+        self._find_sites()
 
     def _with(self, values: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
         return {**values, **self.constants} if self.constants else values
@@ -75,9 +75,9 @@ class ExpressionTarget(Target):
     def forward(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return evaluate(self.expression, self._with(values))
 
-    def __post_init__(self) -> None:
-        # The kinky op applications in evaluation (post-)order: the order of traced()'s branch
-        # ids. A constant argument that decides the kink (x**2, x/3) leaves an op out.
+    def _find_sites(self) -> None:
+        """The kinky op applications in evaluation (post-)order: the order of traced()'s
+        branch ids. A constant argument that decides the kink (x**2, x/3) leaves an op out."""
         order: list[ir.Call] = []
 
         def post(node: ir.Node) -> None:

@@ -73,14 +73,7 @@ def rows(found: Sequence[ArgumentProjections]) -> list[NamedCheck]:
         for along in p.composition.projections:
             label = (f"projection #{along.index + 1} over the tensors {p.label} receives as "
                      f"{p.argument} ({what})")
-            if not along.compared:
-                why = along.rejected or "its stencil crossed a kink or jump at every step tried"
-                out.append(NamedCheck(f"{label}: not compared ({why})", Status.NOT_RUN))
-                continue
-            word = Status.OK if along.agrees else Status.MISMATCH
-            at = p.composition.start or tensors[-1]
-            out.append(NamedCheck(label, word, along.difference, 0 if along.agrees else 1,
-                                  {} if along.agrees else {at: word}))
+            out.append(along.check(label, p.composition.start or tensors[-1]))
     return out
 
 
