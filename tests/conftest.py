@@ -17,10 +17,12 @@ def assert_close(actual, expected, rel: float = 1e-8, abs_: float = 1e-12) -> No
 
 
 # CI explores a fixed, reproducible set of examples (a red build must be reproducible from its
-# log); local runs draw fresh examples each time and keep finding new ones.
-if os.environ.get("CI"):
-    settings.register_profile("ci", derandomize=True, database=None)
-    settings.load_profile("ci")
+# log); local runs draw fresh examples each time and keep finding new ones, fewer of them where
+# a test does not set its own count (`dev`; HYPOTHESIS_PROFILE=ci or =default chooses another).
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("dev", max_examples=25)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
+                                                              else "dev"))
 
 
 # The development loop leaves out the tests marked slow (`python -m pytest -q -m "not slow"`,

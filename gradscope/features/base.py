@@ -14,9 +14,10 @@ hooks, each a no-op here:
   (`vanishing` zeros).
 * `statuses(ctx, statuses)` — inputs' statuses the feature's own evidence decides (a model at
   scale: tensors only the projections covered) and why any is inconclusive.
-* `checks(ctx, decided)` — named checks (UpstreamChecks). Only evidence about the target may
-  fail one; a feature that compares something else (an inner Function's own backward) passes
-  its check unless the target's own evidence already fails (`decided.failing`).
+* `checks(ctx, decided)` — named checks (`NamedCheck`s). Only evidence about the target may
+  fail one; a feature that compares something else (an inner Function's own backward) says
+  its check `noted` (never failing) unless the target's own evidence already fails
+  (`decided.failing`).
 * `target_checks(ctx)` — diagnostics of named checks on the target itself (linearity in
   grad_output, determinism, in-place writes); those of a failing kind fail the run.
 * `diagnose(ctx, verdict, said)` — diagnostics and notes (`Diagnosis`), reading earlier features'
