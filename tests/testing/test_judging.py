@@ -128,6 +128,24 @@ def test_fast_mode_projects_each_input_alone_where_all_at_once_jumps(monkeypatch
         gradscope.gradcheck(lambda a, label: wrong(a) * label, (x1, y), fast_mode=True)
 
 
+def test_a_large_image_through_kinks_is_decided_by_its_projection(monkeypatch):
+    # every element of a 3x48x48 image moved at once crosses ReLU kinks at the call's step:
+    # the projection (at a 100x smaller step) agrees for the right network, no drill-down
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(4, 2, 3, padding=1)).double()
+    img = torch.randn(1, 3, 48, 48, dtype=torch.float64, requires_grad=True)
+    seen = []
+    projected = judging._fast_agrees
+
+    def recorded(*args, **kwargs):
+        seen.append(projected(*args, **kwargs).agrees)
+        return judging.Fast(seen[-1])
+
+    monkeypatch.setattr(judging, "_fast_agrees", recorded)
+    assert gradscope.gradcheck(net, (img,), fast_mode=True) and seen == [True]
+
+
 def test_never_a_pass_of_what_torchs_gradcheck_fails_at_the_calls_tolerances():
     from tests.data import float_out
 
