@@ -5,35 +5,17 @@ process, best of `--repeat`. Prints one JSON row per size and bug, with the rati
 
     python benchmarks/large_inputs.py [--threads 1] [--repeat 2] [--sizes 64,128,256]
 
-Timings are never asserted."""
+The injected error, the timing and the verdicts are gradcheck_suite.py's. Timings are never
+asserted."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
-import warnings
 from functools import partial
 
 import torch
-
-import gradscope
-from gradscope.testing.judging import GradscopeWarning
-
-TORCH_GRADCHECK = sys.modules["torch.autograd.gradcheck"].gradcheck
-
-
-class Off(torch.autograd.Function):
-    """The identity, with a backward off by 0.1 % (the injected bug)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 1.001
+from gradcheck_suite import TORCH_GRADCHECK, _injected, _named, _timed
 
 
 def _net() -> torch.nn.Module:
@@ -42,18 +24,6 @@ def _net() -> torch.nn.Module:
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
         torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.Tanh(),
         torch.nn.Conv2d(8, 2, 3, padding=1)).double()
-
-
-def _best(fn, repeat: int) -> tuple[object, float]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        tic = time.perf_counter()
-        try:
-            result = fn()
-        except Exception as exc:  # a failed check is an outcome
-            result = type(exc).__name__
-        best = min(best, time.perf_counter() - tic)
-    return result, best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,17 +39,12 @@ def main(argv: list[str] | None = None) -> None:
         img = torch.randn(1, 3, size, size, generator=gen, dtype=torch.float64,
                           requires_grad=True)
         for bug in (False, True):
-            func = (lambda x: net(Off.apply(x))) if bug else net
-            theirs, t_torch = _best(partial(TORCH_GRADCHECK, func, (img,), fast_mode=True,
-                                            raise_exception=False), args.repeat)
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always", GradscopeWarning)
-                ours, t_ours = _best(partial(gradscope.gradcheck, func, (img,),
-                                             fast_mode=True, raise_exception=False),
-                                     args.repeat)
+            call = (_injected(net) if bug else net, (img,))
+            theirs, t_torch = _timed(partial(TORCH_GRADCHECK, *call, fast_mode=True,
+                                             raise_exception=False), args.repeat)
+            ours, named, t_ours = _named(call, True, args.repeat)
             print(json.dumps({"image": f"3x{size}x{size}", "bug": bug, "torch": theirs,
-                              "gradscope": ours, "warned": any(
-                                  issubclass(w.category, GradscopeWarning) for w in seen),
+                              "gradscope": ours, "named": named,
                               "torch_s": round(t_torch, 4), "gradscope_s": round(t_ours, 4),
                               "ratio": round(t_ours / t_torch, 2)}))
 

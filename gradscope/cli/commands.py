@@ -129,9 +129,9 @@ def options_from(values: dict[str, Any], configured: dict[str, Any] | None = Non
     """The command's option values (the core's options and the features' own; not given:
     `configured`, else the default)."""
     from gradscope import features
-
+    specs = features.every_spec()
     given = {k: v.value if isinstance(v, Enum) else v for k, v in values.items()
-             if k in features.every_spec() and v is not None}
+             if k in specs and v is not None}
     return from_values({**given, **(configured or {})}, owned=features.owned_options())
 
 
