@@ -124,7 +124,8 @@ def full(call: GradcheckCall, options: dict[str, Any],
 class Fast:
     """Fast mode's projection: agrees (True), disagrees beyond its own error bound (False,
     `found` saying by how much), or cannot tell (None: a kink crossed, a point func refused);
-    `evaluation`: seconds one evaluation of func took, to price the per-element check."""
+    `evaluation`: seconds the fastest evaluation of func took, to price the per-element check
+    (the first one pays for warm-up: caches, lazy imports, a first kernel's set-up)."""
 
     agrees: bool | None
     found: str = ""
@@ -159,7 +160,8 @@ def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, An
 
 class _Projection:
     """vᵀ(J·t) by finite differences along tangents t, judged against autograd's value.
-    `found`: the last disagreement, said; `evaluation`: seconds per evaluation of func."""
+    `found`: the last disagreement, said; `evaluation`: seconds per evaluation of func, the
+    fastest step's (0 before any)."""
 
     def __init__(self, call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any],
                  base: torch.Tensor, v: torch.Tensor) -> None:
@@ -217,7 +219,8 @@ class _Projection:
                 along = fd.directional(tangents, measured_noise=False, points=points)
         except Exception:
             return None
-        self.evaluation = max(self.evaluation, (time.perf_counter() - tic) / points)
+        took = (time.perf_counter() - tic) / points
+        self.evaluation = min(self.evaluation, took) if self.evaluation else took
         return along
 
 

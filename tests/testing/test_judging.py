@@ -5,6 +5,7 @@ gradients fail whatever the tolerances."""
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -269,3 +270,20 @@ def test_a_backward_linear_to_the_calls_tolerance_passes_where_torch_passes():
         gradscope.gradcheck(LooseSolvedSquare.apply, (x,), strict=True, **called)
     with pytest.raises(gradscope.GradcheckError, match=r"0\.5 × the derivative"):
         gradscope.gradcheck(SolvedScaledSquare.apply, (x,), **called)
+
+
+def test_the_drill_down_is_priced_from_the_fastest_evaluation_not_the_first():
+    # the first evaluation pays for warm-up (here 0.3 s, once): priced from it, 100 elements
+    # would cost minutes and torch's verdict would stand with the projection said; priced
+    # from the fastest, the per-element check runs and says how the backward is wrong
+    wrong, cold = _scaled(1.01), []
+
+    def warming(x):
+        if not torch.is_grad_enabled() and not cold:
+            cold.append(True)
+            time.sleep(0.3)
+        return wrong(x).sin()
+
+    with pytest.warns(GradscopeWarning, match=r"1\.01 × the derivative at every element"):
+        assert gradscope.gradcheck(warming, (leaf(10, 10),), fast_mode=True)
+    assert cold
