@@ -41,8 +41,11 @@ class GradcheckCall:
     empty: list[str] = field(default_factory=list)  # what has no elements ("input 1 (0, 3)")
     differentiable: int = 0  # differentiable outputs, empty or not
     # func's outputs at the given arguments, with their graph: the fast check and the plumbing
-    # checks take their backwards from it (each keeps the graph) instead of new forwards
+    # checks take their backwards from it (each keeps the graph) instead of new forwards. It
+    # is taken at copies of the checked tensors (`leaves`, gradscope's own, which those
+    # backwards differentiate by), so that it also shows whether func reaches the originals
     first: list[Any] = field(default_factory=list, repr=False)
+    leaves: list[torch.Tensor] = field(default_factory=list, repr=False)
     _vjp: tuple[torch.Tensor, torch.Tensor, tuple] | None = field(default=None, repr=False)
 
     @classmethod
@@ -56,9 +59,11 @@ class GradcheckCall:
         checked = [i for i in grads if args[i].numel()]
         call = cls(func, args, checked, _names(func, len(args), checked))
         call.empty = [f"input {i} {tuple(args[i].shape)}" for i in grads if not args[i].numel()]
+        call.leaves = [as_given(args[i].detach().clone().requires_grad_(True), args[i])
+                       for i in checked]
         grad_mode = torch.is_grad_enabled()
         try:
-            out = func(*args)
+            out = func(*call._at(call.leaves))
         finally:  # (func may leave grad mode off: gradscope's own calls need it as it was)
             torch.set_grad_enabled(grad_mode)
         call.single = isinstance(out, torch.Tensor)
@@ -94,7 +99,20 @@ class GradcheckCall:
         return _end_to_end(self.wrapped_outputs())
 
     def tensors(self) -> list[torch.Tensor]:
-        return [self.args[i] for i in self.checked]
+        """The checked tensors: gradscope's copies, the leaves of the first forward's graph."""
+        return list(self.leaves)
+
+    def _at(self, tensors: list[torch.Tensor]) -> list[Any]:
+        """func's arguments with `tensors` at the checked positions, each in its original's
+        layout (module doc)."""
+        full = list(self.args)
+        for pos, t in zip(self.checked, tensors, strict=True):
+            full[pos] = in_layout(t, self.args[pos]) if pos in self._laid_out else t
+        return full
+
+    @cached_property
+    def _laid_out(self) -> set[int]:
+        return {pos for pos in self.checked if unusual_layout(self.args[pos])}
 
     @cached_property
     def single_use(self) -> bool:
@@ -110,7 +128,7 @@ class GradcheckCall:
         if not self.single_use:
             return self.wrapped_outputs() if outs is None else outs
         with torch.enable_grad():
-            out = self.func(*self.args)
+            out = self.func(*self._at(self.leaves))
         fresh = [out] if self.single else list(out)
         return [fresh[k] for k in self.outputs]
 
@@ -131,31 +149,20 @@ class GradcheckCall:
         """func reaches the checked tensors' own objects besides its arguments (a closure or
         global over them: `lambda _: model(x)` with the parameters passed): gradscope's
         evaluations, which pass copies, would not see that path — torch's gradcheck, which
-        perturbs the objects themselves, does. One forward with copies, its graph searched for
-        the originals."""
-        if not self.outputs:
-            return False
-        copies = [as_given(self.args[i].detach().clone().requires_grad_(True), self.args[i])
-                  for i in self.checked]
-        with torch.enable_grad():
-            out = self.wrapped()(*copies)
-        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
-            return False  # (no graph at all: not a closure over them — judged on the way)
+        perturbs the objects themselves, does. The first forward's graph (taken at copies)
+        searched for the originals."""
         originals = {id(self.args[i]) for i in self.checked}
         return any(id(getattr(node, "variable", None)) in originals
+                   for out in self.wrapped_outputs() if out.grad_fn is not None
                    for node in grad_nodes(out.grad_fn))
 
     def wrapped(self, which: list[int] | None = None) -> Callable[..., torch.Tensor]:
         """func of the checked tensors alone, its outputs `which` (default: the
         differentiable ones) laid end to end (one output keeps its shape)."""
         picked = self.outputs if which is None else which
-        laid_out = {pos: self.args[pos] for pos in self.checked if unusual_layout(self.args[pos])}
 
         def run(*tensors: torch.Tensor) -> torch.Tensor:
-            full = list(self.args)
-            for pos, t in zip(self.checked, tensors, strict=True):
-                full[pos] = in_layout(t, laid_out[pos]) if pos in laid_out else t
-            out = self.func(*full)
+            out = self.func(*self._at(list(tensors)))
             outs = [out] if self.single else list(out)
             return _end_to_end([outs[k] for k in picked])
 

@@ -35,6 +35,7 @@ from gradscope.evidence.custom_backward import REPEATABILITY
 from gradscope.report.headline import headline
 from gradscope.report.model import Report
 from gradscope.report.status import Status
+from gradscope.testing import replay
 from gradscope.testing.assertions import as_called, drop_in_failure
 from gradscope.testing.call import GradcheckCall, label
 from gradscope.testing.stats import STATS
@@ -132,12 +133,15 @@ class Fast:
     evaluation: float = 0.0
 
 
-def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any]) -> Fast:
+def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any],
+                 costly: Callable[[float], bool] = lambda _: False) -> Fast:
     """vᵀ(J·u) by the finite-difference engine's directional derivative against (Jᵀv)·u by
     one backward, for seeded random u (over every checked element) and v (over every output
     element), within the tight tolerance. Where the projection over every input at once does
     not agree, each input is projected alone, as torch's fast mode does: a jump in one input
-    (a ±1 label that requires grad) then spoils its own projection only."""
+    (a ±1 label that requires grad) then spoils its own projection only. `costly`: whether
+    the per-element check at that many seconds per evaluation is past its budget (torch's
+    verdict then decides what the projection cannot)."""
     gen = torch.Generator().manual_seed(FAST_SEED)
     leaves = call.tensors()
     us = [torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x) for x in leaves]
@@ -148,7 +152,7 @@ def _fast_agrees(call: GradcheckCall, tight: dict[str, Any], loose: dict[str, An
              for g, u in zip(grads, us, strict=True)]
     if not all(math.isfinite(p) for p in parts):
         return Fast(None)
-    projection = _Projection(call, tight, loose, out.detach(), v.double())
+    projection = _Projection(call, tight, loose, out.detach(), v.double(), costly)
     whole = projection.agrees(dict(zip(call.names, us, strict=True)), sum(parts))
     if whole or len(us) == 1:
         return Fast(whole, projection.found, projection.evaluation)
@@ -164,8 +168,8 @@ class _Projection:
     fastest step's (0 before any)."""
 
     def __init__(self, call: GradcheckCall, tight: dict[str, Any], loose: dict[str, Any],
-                 base: torch.Tensor, v: torch.Tensor) -> None:
-        self.call, self.tight, self.base, self.v = call, tight, base, v
+                 base: torch.Tensor, v: torch.Tensor, costly: Callable[[float], bool]) -> None:
+        self.call, self.tight, self.base, self.v, self.costly = call, tight, base, v, costly
         self.atol, self.rtol = _tolerance(tight)
         self.call_atol, self.call_rtol = _tolerance(loose)
         self.found, self.evaluation = "", 0.0
@@ -174,18 +178,24 @@ class _Projection:
         """A two-point difference that agrees is accepted (its truncation error would have
         to cancel a bug to hide it), at the call's step or at one 100× smaller (which
         crosses 100× fewer kinks and has 10⁴× less truncation error: a large input moved at
-        once crosses many); where neither agrees, the difference is extrapolated from four
-        points, and a four-point one that disagrees beyond its own error bound fails. A
-        projection whose own error bound is a sizeable part of the call's tolerance cannot
-        tell agreement from a bug (a sort whose order changes along t, a kink crossed): it
+        once crosses many). Where both disagree and lie closer to each other than the
+        smaller one lies to autograd, that disagreement is no truncation error (it shrinks
+        10⁴× between them) and fails; else the difference is extrapolated from four points,
+        and a four-point one that disagrees beyond its own error bound fails. A projection
+        whose own error bound is a sizeable part of the call's tolerance cannot tell
+        agreement from a bug (a sort whose order changes along t, a kink crossed): it
         decides nothing at that step, and if no step can decide, the elements do (None). (A
         bound below a hundredth of the call's tolerance hides only bugs 100× below what the
-        call would ever fail.)"""
+        call would ever fail.) Where the per-element check is too costly to follow, the
+        four-point stage (twice the evaluations) is left to torch's verdict."""
         base = self.tight.get("eps", DEFAULT_EPS)
         dtype = getattr(torch, self.tight["dtype"])
         steps = {eps: _differences(self.call, self.call.outputs, dtype, eps, self.base)
                  for eps in (base, base * 1e-2)}
         for points in (2, 4):
+            if points == 4 and self.costly(self.evaluation):
+                return None
+            apart = []  # (value, noise) of each step's decided two-point difference
             for fd in steps.values():
                 along = self._along(fd, tangents, points)
                 if along is None:
@@ -205,6 +215,9 @@ class _Projection:
                               f"± {noise:.2g} by finite differences")
                 if points == 4:
                     return False
+                apart.append((projected, noise, allowed))
+            if len(apart) == 2 and _beyond_truncation(ag, *apart):
+                return False
         return None
 
     def _along(self, fd: Any, tangents: dict[str, torch.Tensor], points: int) -> Any:
@@ -222,6 +235,16 @@ class _Projection:
         took = (time.perf_counter() - tic) / points
         self.evaluation = min(self.evaluation, took) if self.evaluation else took
         return along
+
+
+def _beyond_truncation(ag: float, big: tuple[float, float, float],
+                       small: tuple[float, float, float]) -> bool:
+    """Two-point differences at steps h and h/100, each (value, noise, allowed): their
+    truncation errors are c·h² and c·h²/10⁴, so the smaller step's is below 10⁻⁴ of their
+    gap; autograd farther from it than the gap, both noises and the tolerance together is
+    a disagreement no step would remove."""
+    (value, noise, _), (near, near_noise, allowed) = big, small
+    return abs(ag - near) > allowed + abs(value - near) + noise + near_noise
 
 
 def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float,
@@ -267,27 +290,21 @@ def _zero_jacobian(call: GradcheckCall, eps: float, atol: float) -> str | None:
     return None
 
 
-def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
-    """The Jacobian judged (module doc); GradcheckError when the call fails."""
+def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> bool:
+    """The Jacobian judged (module doc); GradcheckError when the call fails. True where
+    torch's own gradcheck, as called, passed the call on the way (its plumbing checks
+    with it)."""
     __tracebackhide__ = True
     tight = options(call, kw, tight=True)
     if not call.outputs:
         problem = _zero_jacobian(call, tight.get("eps", DEFAULT_EPS), _tolerance(tight)[0])
         if problem:
             raise GradcheckError(problem)
-        return
+        return False
     loose = options(call, kw, tight=False)
     torch_passes = _TorchVerdict(kw, strict)
-    if kw["fast_mode"]:
-        fast = _fast_agrees(call, tight, loose)
-        if fast.agrees:
-            return
-        # Where the per-element check would cost far more than torch's whole gradcheck and
-        # torch passes the call, its verdict stands, and what the projection found is said.
-        if _drill_cost(call, fast) > DRILL_BUDGET_S and torch_passes():
-            if fast.agrees is False:
-                warn(call, kw, tight, fast.found)
-            return
+    if kw["fast_mode"] and _fast_decides(call, kw, (tight, loose), strict, torch_passes):
+        return torch_passes.answer is True
     # (a lean report that fails on precision alone, which torch passes, is not explained:
     # it passes with a warning; nor one that fails on precision and the linearity probe,
     # which the call's own tolerance decides below — an iterative solver's backward is
@@ -301,7 +318,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
         _reentrant(kw, report)
         # (strict or not: what gradscope did not compare, torch's gradcheck decides)
         _partly(call, kw, report, (lambda: _torch_accepts(kw)) if strict else torch_passes)
-        return
+        return torch_passes.answer is True
     if not strict and _probed(report) and torch_passes():
         # the linearity probe judges at the tolerance the evidence is judged at: at the
         # call's own, where torch passes, it may find nothing (a backward linear to 1e-6)
@@ -309,7 +326,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
         if all(f.kind in PRECISION for f in judged.failures):
             warn(call, kw, tight, headline(report) or "backward not linear in grad_output",
                  report)
-            return
+            return torch_passes.answer is True
         failing = drop_in_failure(judged, as_called(kw, loose["dtype"], "call"), STRICT)
         raise GradcheckError(failing or problem, judged)
     if strict or not _precision(report):
@@ -321,12 +338,34 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> None:
     if torch_passes():
         warn(call, kw, tight, headline(report)
              or f"{report.mismatches} element(s) outside its tolerance", report)
-        return
+        return torch_passes.answer is True
     if same:
         raise GradcheckError(problem, report)
     judged = full(call, loose)  # (what fails at the call's own tolerances, said as such)
     failing = drop_in_failure(judged, as_called(kw, loose["dtype"], "call"), STRICT)
     raise GradcheckError(failing, judged) if failing else GradcheckError(problem, report)
+
+
+def _fast_decides(call: GradcheckCall, kw: dict[str, Any],
+                  tolerances: tuple[dict[str, Any], dict[str, Any]], strict: bool,
+                  torch_passes: _TorchVerdict) -> bool:
+    """Fast mode's projection decides the call where it agrees; and where the per-element
+    check would cost far more than torch's whole gradcheck and torch's fast mode passes the
+    call (replayed where it can be), torch's verdict stands, with what the projection found
+    said. False: the per-element check decides."""
+    tight, loose = tolerances
+
+    def costly(evaluation: float) -> bool:
+        return not strict and _drill_cost(call, evaluation) > DRILL_BUDGET_S
+
+    fast = _fast_agrees(call, tight, loose, costly)
+    if fast.agrees:
+        return True
+    if costly(fast.evaluation) and replay.torch_passes(call, kw, torch_passes):
+        if fast.agrees is False:
+            warn(call, kw, tight, fast.found)
+        return True
+    return False
 
 
 def _reentrant(kw: dict[str, Any], report: Report) -> None:
@@ -374,10 +413,11 @@ def _precision(report: Report) -> bool:
     return bool(report.failures) and all(f.kind in PRECISION for f in report.failures)
 
 
-def _drill_cost(call: GradcheckCall, fast: Fast) -> float:
-    """Seconds the per-element check would take, about: two evaluations per checked element
-    and as many again refining those a comparison doubts."""
-    return 4 * fast.evaluation * sum(call.args[i].numel() for i in call.checked)
+def _drill_cost(call: GradcheckCall, evaluation: float) -> float:
+    """Seconds the per-element check would take, about, at `evaluation` seconds per
+    evaluation of func: two per checked element and as many again refining those a
+    comparison doubts."""
+    return 4 * evaluation * sum(call.args[i].numel() for i in call.checked)
 
 
 class _TorchVerdict:
