@@ -99,13 +99,15 @@ def _timed(fn: Callable[[], bool], repeat: int) -> tuple[bool | str, float]:
     return result, best
 
 
-def _named(call: tuple[Any, Any], fast: bool, repeat: int) -> tuple[bool | str, bool, float]:
+def _named(call: tuple[Any, Any], fast: bool, repeat: int,
+           **kw: Any) -> tuple[bool | str, bool, float]:
     """gradscope's verdict, whether it named a disagreement (failed, or passed within the
-    call's tolerances with a GradscopeWarning), and its best time."""
+    call's tolerances with a GradscopeWarning), and its best time (`kw`: the call's own
+    gradcheck arguments)."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", GradscopeWarning)
         ours, t_ours = _timed(partial(gradscope.gradcheck, *call, fast_mode=fast,
-                                      raise_exception=False), repeat)
+                                      raise_exception=False, **kw), repeat)
     warned = any(issubclass(w.category, GradscopeWarning) for w in seen)
     return ours, ours is not True or warned, t_ours
 
