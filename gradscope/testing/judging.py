@@ -178,10 +178,10 @@ class _Projection:
         """A two-point difference that agrees is accepted (its truncation error would have
         to cancel a bug to hide it), at the call's step or at one 100× smaller (which
         crosses 100× fewer kinks and has 10⁴× less truncation error: a large input moved at
-        once crosses many). Where both disagree and lie closer to each other than the
-        smaller one lies to autograd, that disagreement is no truncation error (it shrinks
-        10⁴× between them) and fails; else the difference is extrapolated from four points,
-        and a four-point one that disagrees beyond its own error bound fails. A projection
+        once crosses many). Where both disagree and agree with each other, that
+        disagreement is no truncation error (it shrinks 10⁴× between them) and fails; else
+        the difference is extrapolated from four points, and a four-point one that
+        disagrees beyond its own error bound fails. A projection
         whose own error bound is a sizeable part of the call's tolerance cannot tell
         agreement from a bug (a sort whose order changes along t, a kink crossed): it
         decides nothing at that step, and if no step can decide, the elements do (None). (A
@@ -239,12 +239,15 @@ class _Projection:
 
 def _beyond_truncation(ag: float, big: tuple[float, float, float],
                        small: tuple[float, float, float]) -> bool:
-    """Two-point differences at steps h and h/100, each (value, noise, allowed): their
-    truncation errors are c·h² and c·h²/10⁴, so the smaller step's is below 10⁻⁴ of their
-    gap; autograd farther from it than the gap, both noises and the tolerance together is
-    a disagreement no step would remove."""
+    """Two-point differences at steps h and h/100, each (value, noise, allowed), that agree
+    with each other within both noises and the tolerance: on a smooth path their truncation
+    errors are c·h² and c·h²/10⁴, so the smaller step's is below 10⁻⁴ of their gap, and
+    autograd farther from it than the gap and that spread together is a disagreement no step
+    would remove. Where they do not agree (kinks crossed along the path: an error of first
+    order in the step, which can even grow as the step shrinks) they prove nothing."""
     (value, noise, _), (near, near_noise, allowed) = big, small
-    return abs(ag - near) > allowed + abs(value - near) + noise + near_noise
+    spread, gap = allowed + noise + near_noise, abs(value - near)
+    return gap <= spread and abs(ag - near) > spread + gap
 
 
 def _differences(call: GradcheckCall, outputs: list[int], dtype: torch.dtype, eps: float,

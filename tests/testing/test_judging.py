@@ -287,3 +287,36 @@ def test_the_drill_down_is_priced_from_the_fastest_evaluation_not_the_first():
     with pytest.warns(GradscopeWarning, match=r"1\.01 × the derivative at every element"):
         assert gradscope.gradcheck(warming, (leaf(10, 10),), fast_mode=True)
     assert cold
+
+
+def _projected(func, x, monkeypatch):
+    """fast mode's projection of func at x, and the stencils (points) it took."""
+    points, along = [], judging._Projection._along
+
+    def counted(self, fd, tangents, n):
+        points.append(n)
+        return along(self, fd, tangents, n)
+
+    monkeypatch.setattr(judging._Projection, "_along", counted)
+    call = judging.GradcheckCall.of(func, (x,))
+    kw = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3, "nondet_tol": 0.0}
+    fast = judging._fast_agrees(call, judging.options(call, kw, tight=True),
+                                judging.options(call, kw, tight=False))
+    return fast, points
+
+
+def test_two_steps_that_agree_with_each_other_and_not_with_autograd_disagree(monkeypatch):
+    fast, points = _projected(lambda x: _scaled(1.01)(x).sin(), leaf(20, 20), monkeypatch)
+    assert fast.agrees is False and points == [2, 2]  # (no four-point stage)
+
+
+@pytest.mark.parametrize("scale", [3e-6, 3e-7, 3e-8, 1e-6])
+def test_a_right_function_whose_steps_cross_kinks_is_never_said_to_disagree(scale, monkeypatch):
+    # ReLU at thousands of elements within a few steps of 0: each step crosses its own
+    # kinks, so the two steps differ from each other and from autograd (at 3e-6 the smaller
+    # step lies farther from autograd than the larger): that proves nothing
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(4096, generator=gen, dtype=torch.float64) * scale).requires_grad_(True)
+    weights = torch.linspace(1, 2, 4096, dtype=torch.float64)
+    fast, _ = _projected(lambda x: torch.relu(x) * weights, x, monkeypatch)
+    assert fast.agrees is not False
