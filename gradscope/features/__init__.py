@@ -71,7 +71,6 @@ FEATURES: tuple[Feature, ...] = ordered((
 ))
 
 
-
 def owned_options() -> dict[str, Option]:
     """The options the registered features own, by name (a name another option has, or one
     two features declare, is a registry error)."""

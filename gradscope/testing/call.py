@@ -63,7 +63,7 @@ class GradcheckCall:
                        for i in checked]
         grad_mode = torch.is_grad_enabled()
         try:
-            out = func(*call._at(call.leaves))
+            out = func(*call.arguments(call.leaves))
         finally:  # (func may leave grad mode off: gradscope's own calls need it as it was)
             torch.set_grad_enabled(grad_mode)
         call.single = isinstance(out, torch.Tensor)
@@ -102,7 +102,7 @@ class GradcheckCall:
         """The checked tensors: gradscope's copies, the leaves of the first forward's graph."""
         return list(self.leaves)
 
-    def _at(self, tensors: list[torch.Tensor]) -> list[Any]:
+    def arguments(self, tensors: list[torch.Tensor]) -> list[Any]:
         """func's arguments with `tensors` at the checked positions, each in its original's
         layout (module doc)."""
         full = list(self.args)
@@ -128,7 +128,7 @@ class GradcheckCall:
         if not self.single_use:
             return self.wrapped_outputs() if outs is None else outs
         with torch.enable_grad():
-            out = self.func(*self._at(self.leaves))
+            out = self.func(*self.arguments(self.leaves))
         fresh = [out] if self.single else list(out)
         return [fresh[k] for k in self.outputs]
 
@@ -162,7 +162,7 @@ class GradcheckCall:
         picked = self.outputs if which is None else which
 
         def run(*tensors: torch.Tensor) -> torch.Tensor:
-            out = self.func(*self._at(list(tensors)))
+            out = self.func(*self.arguments(list(tensors)))
             outs = [out] if self.single else list(out)
             return _end_to_end([outs[k] for k in picked])
 

@@ -307,7 +307,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> bool:
     loose = options(call, kw, tight=False)
     torch_passes = _TorchVerdict(kw, strict)
     if kw["fast_mode"] and _fast_decides(call, kw, (tight, loose), strict, torch_passes):
-        return torch_passes.answer is True
+        return torch_passes.asked_and_passed
     # (a lean report that fails on precision alone, which torch passes, is not explained:
     # it passes with a warning; nor one that fails on precision and the linearity probe,
     # which the call's own tolerance decides below — an iterative solver's backward is
@@ -321,7 +321,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> bool:
         _reentrant(kw, report)
         # (strict or not: what gradscope did not compare, torch's gradcheck decides)
         _partly(call, kw, report, (lambda: _torch_accepts(kw)) if strict else torch_passes)
-        return torch_passes.answer is True
+        return torch_passes.asked_and_passed
     if not strict and _probed(report) and torch_passes():
         # the linearity probe judges at the tolerance the evidence is judged at: at the
         # call's own, where torch passes, it may find nothing (a backward linear to 1e-6)
@@ -329,7 +329,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> bool:
         if all(f.kind in PRECISION for f in judged.failures):
             warn(call, kw, tight, headline(report) or "backward not linear in grad_output",
                  report)
-            return torch_passes.answer is True
+            return torch_passes.asked_and_passed
         failing = drop_in_failure(judged, as_called(kw, loose["dtype"], "call"), STRICT)
         raise GradcheckError(failing or problem, judged)
     if strict or not _precision(report):
@@ -341,7 +341,7 @@ def backward(call: GradcheckCall, kw: dict[str, Any], strict: bool) -> bool:
     if torch_passes():
         warn(call, kw, tight, headline(report)
              or f"{report.mismatches} element(s) outside its tolerance", report)
-        return torch_passes.answer is True
+        return torch_passes.asked_and_passed
     if same:
         raise GradcheckError(problem, report)
     judged = full(call, loose)  # (what fails at the call's own tolerances, said as such)
@@ -429,6 +429,11 @@ class _TorchVerdict:
 
     def __init__(self, kw: dict[str, Any], strict: bool) -> None:
         self.kw, self.strict, self.answer = kw, strict, None
+
+    @property
+    def asked_and_passed(self) -> bool:
+        """torch's own gradcheck was asked on the way and passed the call."""
+        return self.answer is True
 
     def __call__(self) -> bool:
         if self.strict:

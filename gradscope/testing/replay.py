@@ -117,15 +117,16 @@ def _numerical(call: GradcheckCall, i: int, u: torch.Tensor, vs: list[torch.Tens
     """vᵀJu per output for input i alone: (f(x + eps·u) − f(x − eps·u)) / 2eps, dotted with v."""
     x = call.args[call.checked[i]].detach()
     delta = eps * u.reshape(x.shape)
-    minus, plus = (_outputs(call, i, x - delta), _outputs(call, i, x + delta))
+    minus, plus = _outputs(call, i, x - delta), _outputs(call, i, x + delta)
     return [float((v * ((b - a) / (2 * eps)).reshape(-1)).sum())
             for a, b, v in zip(minus, plus, vs, strict=True)]
 
 
 def _outputs(call: GradcheckCall, i: int, moved: torch.Tensor) -> list[torch.Tensor]:
-    args = list(call.args)
-    args[call.checked[i]] = moved
+    """func's differentiable outputs with checked input i moved, the others as given."""
+    tensors = [t.detach() for t in call.tensors()]
+    tensors[i] = moved
     with torch.no_grad():
-        out = call.func(*args)
+        out = call.func(*call.arguments(tensors))
     outs = [out] if call.single else list(out)
-    return [outs[k].detach() for k in call.outputs]
+    return [outs[k] for k in call.outputs]
