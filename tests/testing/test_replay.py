@@ -147,3 +147,23 @@ def test_past_the_budget_what_torch_fails_still_fails(monkeypatch):
         warnings.simplefilter("ignore")
         with pytest.raises(gradscope.GradcheckError, match=r"1\.5"):
             gradscope.gradcheck(_scaled(1.5), (leaf(8, 16, 16),), fast_mode=True)
+
+
+def test_what_it_cannot_replay_is_torchs(monkeypatch):
+    # a view into a larger storage, `masked`, an empty input: the replay does not fit and
+    # torch's own gradcheck decides (asked, and its answer taken), even once proven
+    monkeypatch.setattr(replay, "PROOF", replay._Proof(agreed=True))
+    right = _scaled(1.0)
+    base = leaf(6, 8)
+    for call, kw in ((_call(right, base[:, 2:5]), KW), (_call(right, leaf(4, 4)),
+                                                        {**KW, "masked": True}),
+                     (_call(lambda x, e: right(x) + e.sum(), leaf(3),
+                            torch.zeros(0, dtype=torch.float64, requires_grad=True)), KW)):
+        asked: list[bool] = []
+
+        def torch_says(asked: list[bool] = asked) -> bool:
+            asked.append(True)
+            return True
+
+        assert not replay.passes(call, kw)
+        assert replay.torch_passes(call, kw, torch_says) and asked == [True]
